@@ -1,0 +1,1 @@
+"""Benchmarks reproducing the paper's section 6; see benchmarks/README.md."""

@@ -1,0 +1,48 @@
+"""lakevilla: multi-statement, multi-table transactions over plain Delta Lake tables.
+
+    import lakevilla as lv
+    lake = lv.Lake("file:///data/lake")
+    with lake.transaction(features="R,CT,I") as txn:
+        txn.update("accounts", set={"balance": "balance - 200"}, where="id = 2")
+"""
+
+from .errors import (
+    ConditionalWritesUnsupportedError,
+    CorruptLogError,
+    InvalidArgumentError,
+    InvalidExpressionError,
+    InvalidTableNameError,
+    LakeVillaError,
+    PartialCommitError,
+    SchemaMismatchError,
+    StorageError,
+    TableExistsError,
+    TableNotFoundError,
+    TransactionAborted,
+    TransactionStateError,
+    UnsupportedTableFeatureError,
+)
+from .lake import Lake, RecoveryReport
+from .transaction import CommitResult, Transaction
+
+
+def __getattr__(name: str):
+    if name == "SparkEngine":  # imported lazily: pyspark is an optional dependency
+        from .engines.spark import SparkEngine
+
+        return SparkEngine
+    if name == "EmbeddedEngine":
+        from .engines.embedded import EmbeddedEngine
+
+        return EmbeddedEngine
+    raise AttributeError(name)
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
+    "PartialCommitError", "TableNotFoundError", "TableExistsError", "InvalidTableNameError", "SchemaMismatchError",
+    "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
+    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "SparkEngine", "EmbeddedEngine",
+]

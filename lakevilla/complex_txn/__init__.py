@@ -1,0 +1,1 @@
+"""LV[CT]: cross-table dependency tracking (module #3) and the transaction record."""

@@ -1,0 +1,72 @@
+"""File-level conflict detection, refined by statistics.
+
+An operation's footprint is the files it read and removed and, when it searched
+with a predicate, that predicate. A concurrent commit conflicts with it when it
+removed a file in the footprint, or added a file whose partition values and
+min/max statistics could satisfy the predicate (a phantom), or changed the
+table's schema or protocol. Blind appends have no footprint: they never conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from .delta.actions import AddFile, Commit
+from .expr import file_may_match, parse_predicate
+
+
+@dataclass
+class Footprint:
+    read_files: set[str] = field(default_factory=set)
+    removed_files: set[str] = field(default_factory=set)
+    predicate: str | None = None
+    full_scan: bool = False  # read with no predicate: any new row is a phantom
+    blind: bool = False
+
+    def conflicts_with(self, c: Commit, schema: pa.Schema, partition_columns: list[str]) -> str | None:
+        """Why ``c`` invalidates this footprint, or None."""
+        if c.metadata is not None:
+            return "schema or table properties changed"
+        if c.protocol is not None:
+            return "table protocol changed"
+        if self.blind:
+            return None
+        for r in c.removes:
+            if r.path in self.read_files:
+                return f"file {r.path} that we read was removed"
+            if r.path in self.removed_files:
+                return f"file {r.path} that we removed was removed concurrently"
+        if self.full_scan:
+            for a in c.adds:
+                if a.num_records != 0:
+                    return f"new file {a.path} adds rows to a full scan"
+        elif self.predicate is not None:
+            pred = parse_predicate(self.predicate)
+            for a in c.adds:
+                if a.num_records != 0 and file_may_match(pred, a, schema, partition_columns):
+                    return f"new file {a.path} may hold rows matching {self.predicate!r}"
+        return None
+
+
+def first_conflict(
+    footprints: Sequence[Footprint], commits: Iterable[tuple[int, Commit]], schema: pa.Schema,
+    partition_columns: list[str],
+) -> tuple[int, int, str] | None:
+    """(footprint index, version, reason) of the earliest footprint any commit invalidates."""
+    best: tuple[int, int, str] | None = None
+    for version, c in commits:
+        for i, fp in enumerate(footprints):
+            if best is not None and i >= best[0]:
+                break
+            why = fp.conflicts_with(c, schema, partition_columns)
+            if why:
+                best = (i, version, why)
+                break
+    return best
+
+
+def added_paths(adds: Iterable[AddFile]) -> set[str]:
+    return {a.path for a in adds}

@@ -1,0 +1,72 @@
+"""Which Delta protocol features lakevilla honours, and the check that refuses the rest.
+
+Legacy protocol versions enable a feature by version number, but the feature is
+only *active* when the table uses it (e.g. change data feed only when
+``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
+"""
+
+from __future__ import annotations
+
+from ..errors import UnsupportedTableFeatureError
+from .actions import Metadata, Protocol
+from .schema import field_metadata_keys
+
+READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck"}
+WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz", "vacuumProtocolCheck",
+                   "changeDataFeed", "generatedColumns", "identityColumns", "domainMetadata"}
+# Writer features we accept only while the table does not actually use them.
+_INACTIVE_ONLY = {"invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns"}
+
+
+def _active_legacy_features(md: Metadata) -> dict[str, str]:
+    """Features a table uses, detected from its metadata."""
+    active: dict[str, str] = {}
+    cfg = {k.lower(): v for k, v in md.configuration.items()}
+    meta_keys = field_metadata_keys(md.schema_string)
+    if cfg.get("delta.columnmapping.mode", "none").lower() != "none":
+        active["columnMapping"] = f"delta.columnMapping.mode={cfg['delta.columnmapping.mode']}"
+    if cfg.get("delta.enablechangedatafeed", "false").lower() == "true":
+        active["changeDataFeed"] = "delta.enableChangeDataFeed=true"
+    if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
+        active["deletionVectors"] = "delta.enableDeletionVectors=true"
+    if any(k.startswith("delta.constraints.") for k in cfg):
+        active["checkConstraints"] = "CHECK constraints are defined"
+    if "delta.invariants" in meta_keys:
+        active["invariants"] = "column invariants are defined"
+    if "delta.generationExpression" in meta_keys:
+        active["generatedColumns"] = "generated columns are defined"
+    if any(k.startswith("delta.identity.") for k in meta_keys):
+        active["identityColumns"] = "identity columns are defined"
+    return active
+
+
+def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) -> None:
+    if protocol.min_reader_version > 3:
+        raise UnsupportedTableFeatureError(table, f"readerVersion {protocol.min_reader_version}")
+    if protocol.min_reader_version == 3:
+        for f in protocol.reader_features or []:
+            if f not in READER_FEATURES:
+                raise UnsupportedTableFeatureError(table, f)
+    if metadata is not None:
+        active = _active_legacy_features(metadata)
+        for f in ("columnMapping", "deletionVectors"):
+            if f in active:
+                raise UnsupportedTableFeatureError(table, f, active[f])
+
+
+def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
+    check_readable(table, protocol, metadata)
+    if protocol.min_writer_version > 7:
+        raise UnsupportedTableFeatureError(table, f"writerVersion {protocol.min_writer_version}")
+    if protocol.min_writer_version == 7:
+        for f in protocol.writer_features or []:
+            if f not in WRITER_FEATURES:
+                raise UnsupportedTableFeatureError(table, f)
+    active = _active_legacy_features(metadata)
+    for f in sorted(active):
+        if f in _INACTIVE_ONLY or f in ("columnMapping", "deletionVectors"):
+            raise UnsupportedTableFeatureError(table, f, active[f])
+
+
+def is_append_only(metadata: Metadata) -> bool:
+    return {k.lower(): v for k, v in metadata.configuration.items()}.get("delta.appendonly", "false").lower() == "true"

@@ -1,0 +1,327 @@
+"""Reading and writing one table's Delta log, with a snapshot cache.
+
+Commits are immutable in plain Delta, but lakevilla's in-place mode rewrites a
+marker version once. The caller tells the log which commits may still change
+(``is_final``); those are re-read whenever a snapshot spans them, and the cached
+base snapshot never advances past them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from ..errors import CorruptLogError, TableNotFoundError
+from ..store import NotFound, ObjectStore, PreconditionFailed
+from .actions import Commit
+from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_bytes
+from .snapshot import Snapshot, SnapshotBuilder
+
+LOG_DIR = "_delta_log"
+_COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+_CKPT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+DEFAULT_CHECKPOINT_INTERVAL = 10
+_DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
+
+
+class VersionExists(Exception):
+    """put-if-absent on a commit file lost: someone else holds that version."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__(f"version {version} exists")
+        self.version = version
+
+
+@dataclass
+class LogListing:
+    commits: list[int] = field(default_factory=list)
+    checkpoints: dict[int, dict[int, str]] = field(default_factory=dict)  # version -> {part: key}
+    checkpoint_parts: dict[int, int] = field(default_factory=dict)  # version -> number of parts
+
+    def complete_checkpoints(self) -> list[int]:
+        return sorted(v for v, parts in self.checkpoints.items() if len(parts) == self.checkpoint_parts[v])
+
+
+def _retention_ms(configuration: dict[str, str]) -> int:
+    raw = {k.lower(): v for k, v in configuration.items()}.get("delta.deletedfileretentionduration")
+    if not raw:
+        return _DEFAULT_RETENTION_MS
+    m = re.fullmatch(r"\s*interval\s+(\d+)\s+(day|days|hour|hours|minute|minutes|second|seconds)\s*", raw.lower())
+    if not m:
+        return _DEFAULT_RETENTION_MS
+    unit = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}[m.group(2).rstrip("s")]
+    return int(m.group(1)) * unit * 1000
+
+
+class DeltaLog:
+    def __init__(
+        self,
+        store: ObjectStore,
+        table: str,
+        executor: Executor | None = None,
+        is_final: Callable[[Commit], bool] | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        self.store = store
+        self.table = table
+        self.prefix = f"{table}/{LOG_DIR}/"
+        self.executor = executor
+        self.is_final = is_final or (lambda c: True)
+        self._lock = threading.RLock()
+        self._commits: OrderedDict[int, Commit] = OrderedDict()
+        self._cache_size = cache_size
+        self._unstable: set[int] = set()
+        self._base: Snapshot | None = None
+        self._latest = -1
+        self._last_checkpoint_version = -1
+
+    # -- keys ----------------------------------------------------------------
+    def commit_key(self, version: int) -> str:
+        return f"{self.prefix}{version:020d}.json"
+
+    def checkpoint_key(self, version: int) -> str:
+        return f"{self.prefix}{version:020d}.checkpoint.parquet"
+
+    @property
+    def last_checkpoint_key(self) -> str:
+        return f"{self.prefix}_last_checkpoint"
+
+    # -- low-level reads -----------------------------------------------------
+    def _map(self, fn, items):
+        items = list(items)
+        if self.executor is None or len(items) <= 1:
+            return [fn(i) for i in items]
+        return list(self.executor.map(fn, items))
+
+    def read_commit_raw(self, version: int) -> tuple[Commit, str]:
+        """GET one commit (uncached) with its etag; raises NotFound."""
+        got = self.store.get(self.commit_key(version))
+        commit = Commit.from_bytes(got.data, where=f"{self.table} version {version}")
+        self._remember(version, commit)
+        return commit, got.etag
+
+    def read_commit(self, version: int) -> Commit:
+        with self._lock:
+            c = self._commits.get(version)
+            if c is not None and version not in self._unstable:
+                self._commits.move_to_end(version)
+                return c
+        return self.read_commit_raw(version)[0]
+
+    def _remember(self, version: int, commit: Commit) -> None:
+        with self._lock:
+            self._commits[version] = commit
+            self._commits.move_to_end(version)
+            if self.is_final(commit):
+                self._unstable.discard(version)
+            else:
+                self._unstable.add(version)
+            while len(self._commits) > self._cache_size:
+                old, _ = self._commits.popitem(last=False)
+                self._unstable.discard(old)
+            if version > self._latest:
+                self._latest = version
+
+    def commits_between(self, lo: int, hi: int) -> list[tuple[int, Commit]]:
+        """Commits in (lo, hi], fetched in parallel where not cached."""
+        versions = list(range(lo + 1, hi + 1))
+        try:
+            commits = self._map(self.read_commit, versions)
+        except NotFound as e:
+            raise CorruptLogError(f"table {self.table!r}: commit missing between {lo} and {hi} ({e})") from None
+        return list(zip(versions, commits))
+
+    def list_log(self, after: int | None = None) -> LogListing:
+        start = self.commit_key(after) if after is not None and after >= 0 else None
+        out = LogListing()
+        for meta in self.store.list(self.prefix, start_after=start):
+            name = meta.key[len(self.prefix):]
+            m = _COMMIT_RE.match(name)
+            if m:
+                out.commits.append(int(m.group(1)))
+                continue
+            m = _CKPT_RE.match(name)
+            if m:
+                v = int(m.group(1))
+                part, parts = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, 1)
+                out.checkpoints.setdefault(v, {})[part] = meta.key
+                out.checkpoint_parts[v] = parts
+        out.commits.sort()
+        return out
+
+    def read_last_checkpoint(self) -> dict | None:
+        try:
+            data = self.store.get(self.last_checkpoint_key).data
+        except NotFound:
+            return None
+        try:
+            d = json.loads(data)
+            int(d["version"])
+            return d
+        except (ValueError, KeyError, TypeError):
+            return None  # a damaged hint is only a hint: fall back to listing
+
+    def _load_checkpoint(self, version: int, keys: list[str]) -> SnapshotBuilder:
+        parts = self._map(lambda k: self.store.get(k).data, keys)
+        cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}")
+        b = SnapshotBuilder(self.table)
+        b.apply_checkpoint(version, cp)
+        return b
+
+    # -- version discovery ---------------------------------------------------
+    def latest_version(self) -> int:
+        """Newest version by LIST (from what we already know); -1 if the table has no log."""
+        with self._lock:
+            known = self._latest
+        if known < 0:
+            hint = self.read_last_checkpoint()
+            after = int(hint["version"]) - 1 if hint else None
+            listing = self.list_log(after=after)
+            if hint and not listing.commits and not listing.checkpoints:
+                listing = self.list_log()
+        else:
+            listing = self.list_log(after=known)
+        newest = max(listing.commits, default=-1)
+        cks = listing.complete_checkpoints()
+        if cks:
+            newest = max(newest, cks[-1])
+            with self._lock:
+                self._last_checkpoint_version = max(self._last_checkpoint_version, cks[-1])
+        with self._lock:
+            self._latest = max(self._latest, newest)
+            return self._latest
+
+    def probe_versions(self, after: int) -> int:
+        """Newest version by GET-probing forward from ``after`` (no LIST)."""
+        v = after
+        while True:
+            try:
+                self.read_commit_raw(v + 1)
+            except NotFound:
+                return v
+            v += 1
+
+    def exists(self) -> bool:
+        return self.latest_version() >= 0
+
+    # -- snapshots -----------------------------------------------------------
+    def snapshot(self, version: int | None = None, *, list_log: bool = True) -> Snapshot:
+        """The snapshot at ``version`` (newest by LIST when None).
+
+        ``list_log=False`` builds it from GETs alone (the caller knows the version,
+        e.g. from the global version log), LISTing only when no checkpoint hint
+        covers it and nothing is cached.
+        """
+        if version is None:
+            version = self.latest_version()
+        if version < 0:
+            raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log at {self.prefix})")
+        with self._lock:
+            base = self._base if self._base is not None and self._base.version <= version else None
+        if base is None:
+            builder = self._cold_builder(version, list_log=list_log)
+        else:
+            builder = SnapshotBuilder(self.table, base)
+        with self._lock:
+            stale = [v for v in self._unstable if builder.version < v <= version]
+        for v in stale:  # in-place markers may have been filled since we read them
+            self.read_commit_raw(v)
+        unstable = False
+        prefix: Snapshot | None = None  # newest snapshot below the first commit that may still change
+        for v, c in self.commits_between(builder.version, version):
+            if not unstable and not self.is_final(c):
+                unstable = True
+                prefix = builder.build() if builder.version >= 0 else None
+            builder.apply(v, c)
+        snap = builder.build()
+        new_base = prefix if unstable else snap
+        with self._lock:
+            if new_base is not None and (self._base is None or new_base.version > self._base.version):
+                self._base = new_base
+        return snap
+
+    def _cold_builder(self, version: int, *, list_log: bool) -> SnapshotBuilder:
+        hint = self.read_last_checkpoint()
+        if hint is not None and int(hint["version"]) <= version:
+            hv = int(hint["version"])
+            parts = int(hint.get("parts") or 1)
+            if parts == 1:
+                keys = [self.checkpoint_key(hv)]
+            else:
+                keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+            try:
+                b = self._load_checkpoint(hv, keys)
+                with self._lock:
+                    self._last_checkpoint_version = max(self._last_checkpoint_version, hv)
+                if list_log:
+                    # a newer complete checkpoint than the hint may exist
+                    listing = self.list_log(after=hv)
+                    newer = [v for v in listing.complete_checkpoints() if hv < v <= version]
+                    if newer:
+                        nv = newer[-1]
+                        b = self._load_checkpoint(nv, [listing.checkpoints[nv][p] for p in sorted(listing.checkpoints[nv])])
+                    for v in listing.commits:
+                        with self._lock:
+                            self._latest = max(self._latest, v)
+                return b
+            except NotFound:
+                pass  # hint points at a deleted checkpoint
+        if not list_log and hint is None:
+            return SnapshotBuilder(self.table)  # replay from version 0 by GETs
+        listing = self.list_log()
+        cks = [v for v in listing.complete_checkpoints() if v <= version]
+        if cks:
+            cv = cks[-1]
+            return self._load_checkpoint(cv, [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])])
+        if listing.commits and listing.commits[0] != 0:
+            raise CorruptLogError(
+                f"table {self.table!r}: log starts at version {listing.commits[0]} and no checkpoint covers "
+                f"version {version}"
+            )
+        return SnapshotBuilder(self.table)
+
+    # -- writing -------------------------------------------------------------
+    def write_commit(self, version: int, commit: Commit) -> str:
+        try:
+            etag = self.store.put_if_absent(self.commit_key(version), commit.to_bytes())
+        except PreconditionFailed:
+            raise VersionExists(version) from None
+        self._remember(version, commit)
+        return etag
+
+    def rewrite_commit(self, version: int, commit: Commit, etag: str) -> str:
+        """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved."""
+        new = self.store.put_if_match(self.commit_key(version), commit.to_bytes(), etag)
+        self._remember(version, commit)
+        return new
+
+    # -- checkpoints ---------------------------------------------------------
+    def last_checkpoint_version(self) -> int:
+        with self._lock:
+            return self._last_checkpoint_version
+
+    def checkpoint_due(self, version: int, snapshot_config: dict[str, str]) -> bool:
+        cfg = {k.lower(): v for k, v in snapshot_config.items()}
+        try:
+            interval = int(cfg.get("delta.checkpointinterval", DEFAULT_CHECKPOINT_INTERVAL))
+        except ValueError:
+            interval = DEFAULT_CHECKPOINT_INTERVAL
+        return interval > 0 and version > 0 and version % interval == 0
+
+    def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None) -> None:
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        keep_after = now_ms - _retention_ms(snap.metadata.configuration)
+        tombstones = [r for r in snap.tombstones.values() if (r.deletion_timestamp or now_ms) > keep_after]
+        data, rows = write_checkpoint_bytes(snap.protocol, snap.metadata, list(snap.files.values()), tombstones,
+                                            snap.app_txns, snap.domains)
+        self.store.put(self.checkpoint_key(snap.version), data)
+        self.store.put(self.last_checkpoint_key,
+                       last_checkpoint_json(snap.version, rows, len(data), len(snap.files)))
+        with self._lock:
+            self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)

@@ -1,0 +1,96 @@
+"""A table's state at one version, and log replay that produces it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import pyarrow as pa
+
+from ..errors import CorruptLogError
+from .actions import AddFile, Commit, Metadata, Protocol, RemoveFile, TxnAction
+from .checkpoint import CheckpointContents
+from .schema import schema_from_json
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    table: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: dict[str, AddFile]
+    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    app_txns: dict[str, TxnAction] = field(default_factory=dict)
+    domains: dict[str, dict] = field(default_factory=dict)
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        return schema_from_json(self.metadata.schema_string)
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def num_records(self) -> int | None:
+        total = 0
+        for a in self.files.values():
+            n = a.num_records
+            if n is None:
+                return None
+            total += n
+        return total
+
+
+class SnapshotBuilder:
+    """Mutable replay state; ``build`` freezes it (copying, so the builder can go on)."""
+
+    def __init__(self, table: str, base: Snapshot | None = None) -> None:
+        self.table = table
+        self.version = base.version if base else -1
+        self.protocol = base.protocol if base else None
+        self.metadata = base.metadata if base else None
+        self.files: dict[str, AddFile] = dict(base.files) if base else {}
+        self.tombstones: dict[str, RemoveFile] = dict(base.tombstones) if base else {}
+        self.app_txns: dict[str, TxnAction] = dict(base.app_txns) if base else {}
+        self.domains: dict[str, dict] = dict(base.domains) if base else {}
+
+    def apply_checkpoint(self, version: int, cp: CheckpointContents) -> None:
+        self.version = version
+        self.protocol = cp.protocol
+        self.metadata = cp.metadata
+        self.files = {a.path: a for a in cp.adds}
+        self.tombstones = {r.path: r for r in cp.removes}
+        self.app_txns = {t.app_id: t for t in cp.txns}
+        self.domains = {d["domain"]: d for d in cp.domains if not d.get("removed")}
+
+    def apply(self, version: int, c: Commit) -> None:
+        if version != self.version + 1:
+            raise CorruptLogError(f"table {self.table!r}: log replay expected version {self.version + 1}, got {version}")
+        self.version = version
+        if c.protocol is not None:
+            self.protocol = c.protocol
+        if c.metadata is not None:
+            self.metadata = c.metadata
+        for t in c.txns:
+            self.app_txns[t.app_id] = t
+        for r in c.removes:
+            self.files.pop(r.path, None)
+            self.tombstones[r.path] = r
+        for a in c.adds:
+            self.files[a.path] = a
+            self.tombstones.pop(a.path, None)
+        for o in c.other:
+            dm = o.get("domainMetadata")
+            if dm:
+                if dm.get("removed"):
+                    self.domains.pop(dm["domain"], None)
+                else:
+                    self.domains[dm["domain"]] = dm
+
+    def build(self) -> Snapshot:
+        if self.protocol is None or self.metadata is None:
+            raise CorruptLogError(f"table {self.table!r}: no protocol/metaData action up to version {self.version}")
+        return Snapshot(self.table, self.version, self.protocol, self.metadata, dict(self.files),
+                        dict(self.tombstones), dict(self.app_txns), dict(self.domains))

@@ -1,0 +1,114 @@
+"""The contract between lakevilla's protocol code and a data engine.
+
+The protocol decides *which* files an operation reads (snapshot, own writes,
+pruning) and *what* goes into the log; the engine only reads and writes Parquet
+and evaluates expressions. Protocol modules import this file, never an engine.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from .delta.actions import AddFile
+from .store import ObjectStore
+
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+@dataclass(frozen=True)
+class TableContext:
+    """What an engine needs to know about one table."""
+
+    name: str
+    store: ObjectStore
+    lake_uri: str
+    schema: pa.Schema
+    partition_columns: tuple[str, ...] = ()
+
+    @property
+    def key_prefix(self) -> str:
+        return self.name + "/"
+
+    @property
+    def location_uri(self) -> str:
+        return f"{self.lake_uri.rstrip('/')}/{self.name}"
+
+
+@dataclass
+class RewriteResult:
+    removed: list[AddFile] = field(default_factory=list)
+    added: list[AddFile] = field(default_factory=list)
+    rows: int = 0  # rows updated or deleted
+
+
+class Engine(Protocol):
+    name: str
+
+    def validate_where(self, ctx: TableContext, where: str) -> None: ...
+
+    def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None: ...
+
+    def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
+        """Write ``data`` as new data files of the table; nothing is committed."""
+
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> Any:
+        """Rows of ``files`` satisfying ``where`` (pyarrow.Table, or the engine's DataFrame)."""
+
+    def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
+                assignments: dict[str, str] | None) -> RewriteResult:
+        """Update (``assignments``) or delete (None) the rows matching ``where`` in ``files``;
+        files without a matching row are left alone."""
+
+    def num_rows(self, result: Any) -> int: ...
+
+
+# -- helpers shared by engines ------------------------------------------------
+
+def partition_value_string(v: Any) -> str | None:
+    """A partition value as Delta serialises it in ``partitionValues``."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC).replace(tzinfo=None)
+        return v.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    return str(v)
+
+
+def _hive_escape(s: str) -> str:
+    return "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode()) for ch in s)
+
+
+def new_data_file_path(partition_values: dict[str, str | None], partition_columns: tuple[str, ...] | list[str]) -> str:
+    """A fresh relative file path (as stored in the add action: URI-encoded)."""
+    parts = [f"{c}={_hive_escape(partition_values[c]) if partition_values.get(c) is not None else HIVE_NULL}"
+             for c in partition_columns]
+    name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+    return quote("/".join([*parts, name]), safe="/=")
+
+
+def now_ms() -> int:
+    return int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+
+
+def data_file_key(ctx_name: str, path: str, lake_uri: str) -> str:
+    """The store key of a data file named by an add/remove ``path``."""
+    from urllib.parse import unquote
+
+    if "://" in path:
+        root = lake_uri.rstrip("/") + "/"
+        if not path.startswith(root):
+            raise ValueError(f"data file {path!r} lies outside the lake root {lake_uri!r}")
+        return unquote(path[len(root):])
+    return f"{ctx_name}/{unquote(path)}"

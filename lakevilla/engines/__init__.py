@@ -1,0 +1,1 @@
+"""Data engines: the embedded one (pyarrow + DuckDB) and Spark."""

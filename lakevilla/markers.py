@@ -1,0 +1,154 @@
+"""Module #1: markers, i.e. versions claimed in a table's Delta log by put-if-absent.
+
+A marker is a commit holding only ``commitInfo``; to any Delta reader it is an
+empty version. Its ``commitInfo.lakevilla`` object says which transaction holds
+it, how that transaction decides (``decision``), its dependencies and when it
+stops counting as alive. Every rewrite is a conditional overwrite on the etag we
+last saw, so a marker freed by a recovering client cannot be overwritten by its
+late owner, and vice versa.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .delta.actions import Commit
+from .delta.log import DeltaLog, VersionExists
+from .errors import CorruptLogError
+from .store import NotFound, PreconditionFailed
+
+RUNNING, COMMITTED, ABORTED, FREED = "running", "committed", "aborted", "freed"
+ENGINE_INFO = "lakevilla/0.1"
+
+
+@dataclass
+class MarkerPayload:
+    txn: str
+    attempt: str
+    table: str
+    decision: str  # "table": the table commit decides; "record": the txn record; "gvl": the global log
+    mode: str  # "tail" | "in_place"
+    features: str = ""
+    state: str = RUNNING
+    rev: int = 0
+    deps: list[str] = field(default_factory=list)
+    markers: dict[str, int] = field(default_factory=dict)
+    started: float = 0.0
+    heartbeat: float = 0.0
+    expires: float = 0.0
+    gvl_base: int | None = None
+    commit_version: int | None = None
+    reason: str | None = None
+    v: int = 1
+    kind: str = "marker"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> MarkerPayload:
+        if d.get("kind") != "marker":
+            raise CorruptLogError(f"not a lakevilla marker: {d!r}")
+        if int(d.get("v", 1)) > 1:
+            raise CorruptLogError(f"marker format version {d['v']} is newer than this lakevilla understands")
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def to_commit(self) -> Commit:
+        return Commit(commit_info={
+            "timestamp": int(time.time() * 1000),
+            "operation": "LAKEVILLA MARKER",
+            "operationParameters": {"state": self.state},
+            "isBlindAppend": True,
+            "engineInfo": ENGINE_INFO,
+            "lakevilla": self.to_json(),
+        })
+
+    def expired(self, now: float) -> bool:
+        return self.state == RUNNING and now > self.expires
+
+
+def marker_of(c: Commit) -> MarkerPayload | None:
+    lv = c.lakevilla
+    if lv is None or lv.get("kind") != "marker" or not c.is_empty:
+        return None
+    try:
+        return MarkerPayload.from_json(lv)
+    except (TypeError, CorruptLogError):
+        return None
+
+
+def commit_txn(c: Commit) -> str | None:
+    """The transaction attempt that wrote a table commit (tail commit or filled marker)."""
+    lv = c.lakevilla
+    if lv and lv.get("kind") == "commit":
+        return lv.get("attempt")
+    return None
+
+
+def is_final(c: Commit) -> bool:
+    """False for an open in-place marker: its version may still be filled."""
+    m = marker_of(c)
+    return not (m is not None and m.state == RUNNING and m.mode == "in_place")
+
+
+@dataclass
+class MarkerHandle:
+    """A marker we hold: where it is and the etag of our last write."""
+
+    table: str
+    version: int
+    etag: str
+    payload: MarkerPayload
+    lost: bool = False
+
+
+class MarkerLost(Exception):
+    """Our marker changed under us (freed by a recovering client)."""
+
+
+def claim(log: DeltaLog, start: int, payload: MarkerPayload, relist_after: int = 2) -> MarkerHandle:
+    """Claim the first free version >= ``start``."""
+    v = start
+    misses = 0
+    while True:
+        try:
+            etag = log.write_commit(v, payload.to_commit())
+            return MarkerHandle(log.table, v, etag, payload)
+        except VersionExists:
+            misses += 1
+            v += 1
+            if misses >= relist_after:
+                v = max(v, log.latest_version() + 1)
+                misses = 0
+
+
+def rewrite(log: DeltaLog, h: MarkerHandle, commit: Commit | None = None) -> None:
+    """Conditional overwrite of our marker with ``h.payload`` (or ``commit``, an in-place fill)."""
+    h.payload.rev += 1
+    body = commit if commit is not None else h.payload.to_commit()
+    try:
+        h.etag = log.rewrite_commit(h.version, body, h.etag)
+    except (PreconditionFailed, NotFound):
+        h.lost = True
+        raise MarkerLost(f"marker {h.table}@{h.version} was changed by another client") from None
+
+
+def read(log: DeltaLog, version: int) -> tuple[Commit, str]:
+    return log.read_commit_raw(version)
+
+
+def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str, reason: str,
+                 commit_version: int | None = None) -> bool:
+    """Resolve someone else's marker by conditional overwrite; False if it moved meanwhile."""
+    payload.state = state
+    payload.reason = reason
+    payload.commit_version = commit_version
+    payload.rev += 1
+    try:
+        log.rewrite_commit(version, payload.to_commit(), etag)
+        return True
+    except (PreconditionFailed, NotFound):
+        return False

@@ -1,0 +1,58 @@
+"""Table names, and where lakevilla keeps its own objects under the lake root."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+
+from .errors import InvalidTableNameError
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+LV_DIR = "_lakevilla"
+TXN_DIR = f"{LV_DIR}/txns"
+GVL_DIR = f"{LV_DIR}/gvl"
+
+
+def check_table_name(name: str) -> str:
+    """A table is a plain relative path of simple segments inside the lake root.
+
+    Absolute paths, ``..``, URLs, empty segments and names starting with ``_`` (reserved
+    for ``_delta_log`` and ``_lakevilla``) are refused, so no table can escape the root
+    or shadow lakevilla's own folders.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidTableNameError(f"table name must be a non-empty string, got {name!r}")
+    if "://" in name or name.startswith(("/", "\\")) or "\\" in name or os.path.isabs(name):
+        raise InvalidTableNameError(f"table name {name!r} must be a path relative to the lake root")
+    segments = name.split("/")
+    for seg in segments:
+        if seg in ("", ".", ".."):
+            raise InvalidTableNameError(f"table name {name!r} escapes or leaves the lake root ({seg!r} segment)")
+        if not _SEGMENT.match(seg):
+            raise InvalidTableNameError(
+                f"table name {name!r}: segment {seg!r} must start with a letter or digit and use only "
+                "letters, digits, '_' and '-'")
+    return name
+
+
+def new_txn_id() -> str:
+    """Globally unique and roughly time-ordered: milliseconds then 64 random bits."""
+    return f"{int(time.time() * 1000):013x}-{secrets.token_hex(8)}"
+
+
+def attempt_id(txn_id: str, attempt: int) -> str:
+    return f"{txn_id}.{attempt}"
+
+
+def record_key(attempt: str) -> str:
+    return f"{TXN_DIR}/{attempt}.json"
+
+
+def sublog_prefix(txn_id: str) -> str:
+    return f"{TXN_DIR}/{txn_id}/"
+
+
+def sublog_key(txn_id: str, seq: int) -> str:
+    return f"{sublog_prefix(txn_id)}{seq:08d}.json"

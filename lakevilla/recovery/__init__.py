@@ -1,0 +1,1 @@
+"""LV[R]: sublogs (module #2) and recovery of stalled transactions."""

@@ -1,0 +1,147 @@
+"""The one object-store interface every lakevilla component talks to.
+
+Keys are ``/``-separated and relative to the store's root (the lake root). The
+seven primitives are exactly what S3 offers, so that the local backend cannot
+quietly provide something S3 lacks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ..errors import StorageError
+
+# Request kinds, as counted by CountingStore and slowed by LatencyStore.
+KINDS = ("get", "head", "put", "put_if_absent", "put_if_match", "delete", "list")
+READ_KINDS = ("get", "head", "list")
+WRITE_KINDS = ("put", "put_if_absent", "put_if_match", "delete")
+
+
+class NotFound(Exception):
+    """The key does not exist."""
+
+
+class PreconditionFailed(Exception):
+    """A conditional write lost: the key exists (put_if_absent) or its etag moved (put_if_match)."""
+
+
+class TransientStoreError(StorageError):
+    """A retryable failure (throttling, 5xx, connection reset)."""
+
+
+@dataclass(frozen=True)
+class ObjectMeta:
+    key: str
+    size: int
+    etag: str | None = None
+    last_modified: float | None = None
+
+
+@dataclass(frozen=True)
+class GetResult:
+    data: bytes
+    etag: str
+
+
+@dataclass(frozen=True)
+class ListPage:
+    items: list[ObjectMeta]
+    next_token: str | None
+
+
+class ObjectStore(ABC):
+    """Abstract store; see module docstring. Implementations must be thread-safe."""
+
+    root_uri: str = ""
+
+    @abstractmethod
+    def get(self, key: str) -> GetResult: ...
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectMeta: ...
+
+    @abstractmethod
+    def put(self, key: str, data: bytes) -> str:
+        """Unconditional write; returns the new etag."""
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> str:
+        """Create ``key`` only if it does not exist (``If-None-Match: *``)."""
+
+    @abstractmethod
+    def put_if_match(self, key: str, data: bytes, etag: str) -> str:
+        """Overwrite ``key`` only if its current etag is ``etag`` (``If-Match``)."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete ``key``; deleting a missing key is not an error (as on S3)."""
+
+    @abstractmethod
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        token: str | None = None,
+        max_keys: int = 1000,
+    ) -> ListPage:
+        """One LIST request: keys under ``prefix`` in byte order, after ``start_after``."""
+
+    def list(self, prefix: str, start_after: str | None = None, max_keys: int = 1000) -> Iterator[ObjectMeta]:
+        """All keys under ``prefix``, paging as needed (one LIST request per page)."""
+        token = None
+        while True:
+            page = self.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
+            yield from page.items
+            if page.next_token is None:
+                return
+            token = page.next_token
+
+    def exists(self, key: str) -> bool:
+        try:
+            self.head(key)
+            return True
+        except NotFound:
+            return False
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections; optional."""
+
+
+class StoreWrapper(ObjectStore):
+    """Delegates everything to ``inner``; wrappers override what they change."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+        self.root_uri = inner.root_uri
+
+    def get(self, key: str) -> GetResult:
+        return self.inner.get(key)
+
+    def head(self, key: str) -> ObjectMeta:
+        return self.inner.head(key)
+
+    def put(self, key: str, data: bytes) -> str:
+        return self.inner.put(key, data)
+
+    def put_if_absent(self, key: str, data: bytes) -> str:
+        return self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key: str, data: bytes, etag: str) -> str:
+        return self.inner.put_if_match(key, data, etag)
+
+    def delete(self, key: str) -> None:
+        self.inner.delete(key)
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
+        return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def unwrap(self) -> ObjectStore:
+        store = self.inner
+        while isinstance(store, StoreWrapper):
+            store = store.inner
+        return store

@@ -1,0 +1,323 @@
+"""Store wrappers: retries, request counting, fault injection, simulated latency.
+
+They compose in any order around any store, e.g.
+``CountingStore(LatencyStore(open_store(uri), S3_SAME_REGION))``.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .base import (
+    GetResult,
+    ListPage,
+    NotFound,
+    ObjectMeta,
+    ObjectStore,
+    PreconditionFailed,
+    StoreWrapper,
+    TransientStoreError,
+)
+
+
+class RetryingStore(StoreWrapper):
+    """Retries transient failures with jittered exponential backoff.
+
+    A conditional write whose first attempt timed out may have been applied; the
+    retry then loses with PreconditionFailed against our own bytes. We resolve the
+    ambiguity by reading the object back: identical bytes mean the write was ours
+    (lakevilla's conditional payloads are unique: they carry ids and revisions).
+    """
+
+    def __init__(self, inner: ObjectStore, attempts: int = 6, base_delay: float = 0.05, max_delay: float = 2.0) -> None:
+        super().__init__(inner)
+        self.attempts = attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+
+    def _retry(self, fn: Callable, *args, ambiguous_data: bytes | None = None):
+        delay = self.base_delay
+        failed_once = False
+        for attempt in range(self.attempts):
+            try:
+                return fn(*args)
+            except TransientStoreError:
+                failed_once = True
+                if attempt == self.attempts - 1:
+                    raise
+                time.sleep(random.uniform(0, delay))  # backoff between real retries
+                delay = min(delay * 2, self.max_delay)
+            except PreconditionFailed:
+                if failed_once and ambiguous_data is not None:
+                    try:
+                        got = self.inner.get(args[0])
+                    except NotFound:
+                        raise PreconditionFailed(args[0]) from None
+                    if got.data == ambiguous_data:
+                        return got.etag
+                raise
+        raise AssertionError("unreachable")
+
+    def get(self, key):
+        return self._retry(self.inner.get, key)
+
+    def head(self, key):
+        return self._retry(self.inner.head, key)
+
+    def put(self, key, data):
+        return self._retry(self.inner.put, key, data)
+
+    def put_if_absent(self, key, data):
+        return self._retry(self.inner.put_if_absent, key, data, ambiguous_data=data)
+
+    def put_if_match(self, key, data, etag):
+        return self._retry(self.inner.put_if_match, key, data, etag, ambiguous_data=data)
+
+    def delete(self, key):
+        return self._retry(self.inner.delete, key)
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
+        return self._retry(lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys))
+
+
+class CountingStore(StoreWrapper):
+    """Counts requests by kind (``.counts``) and bytes moved; thread-safe."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.counts: Counter[str] = Counter()
+        self.bytes_read = 0
+        self.bytes_written = 0
+        self._lock = threading.Lock()
+
+    def _count(self, kind: str, rd: int = 0, wr: int = 0) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+            self.bytes_read += rd
+            self.bytes_written += wr
+
+    def reset(self) -> Counter[str]:
+        with self._lock:
+            old = self.counts
+            self.counts = Counter()
+            self.bytes_read = self.bytes_written = 0
+        return old
+
+    def snapshot(self) -> Counter[str]:
+        with self._lock:
+            return Counter(self.counts)
+
+    @property
+    def reads(self) -> int:
+        c = self.snapshot()
+        return c["get"] + c["head"] + c["list"]
+
+    @property
+    def writes(self) -> int:
+        c = self.snapshot()
+        return c["put"] + c["put_if_absent"] + c["put_if_match"] + c["delete"]
+
+    def get(self, key):
+        try:
+            r = self.inner.get(key)
+        except BaseException:
+            self._count("get")
+            raise
+        self._count("get", rd=len(r.data))
+        return r
+
+    def head(self, key):
+        self._count("head")
+        return self.inner.head(key)
+
+    def put(self, key, data):
+        self._count("put", wr=len(data))
+        return self.inner.put(key, data)
+
+    def put_if_absent(self, key, data):
+        self._count("put_if_absent", wr=len(data))
+        return self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key, data, etag):
+        self._count("put_if_match", wr=len(data))
+        return self.inner.put_if_match(key, data, etag)
+
+    def delete(self, key):
+        self._count("delete")
+        return self.inner.delete(key)
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
+        self._count("list")
+        return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
+
+
+class SimulatedCrash(BaseException):  # noqa: N818 - it models a process death, not an error
+    """The client 'dies': raised at the planned call and at every call after it.
+
+    A BaseException, like KeyboardInterrupt, so ordinary ``except Exception``
+    clean-up code cannot swallow it and keep acting as a live client.
+    """
+
+
+@dataclass
+class FaultPlan:
+    """When to fail. Calls are numbered from 1 in the order they reach the wrapper.
+
+    ``crash_before=n``: call n never happens; ``crash_after=n``: call n happens, then
+    the client dies. ``transient``: call numbers that raise a retryable error instead
+    of happening; ``transient_after``: ones that happen and still report a retryable
+    error (a timeout after the server applied the write). ``kinds`` restricts which request kinds are numbered (None: all).
+    ``predicate(kind, key)`` restricts further (e.g. only keys under a table).
+    """
+
+    crash_before: int | None = None
+    crash_after: int | None = None
+    transient: set[int] = field(default_factory=set)
+    transient_after: set[int] = field(default_factory=set)  # the call happens, then reports a failure
+    transient_rate: float = 0.0
+    kinds: tuple[str, ...] | None = None
+    predicate: Callable[[str, str], bool] | None = None
+    seed: int = 0
+
+
+class FaultInjectingStore(StoreWrapper):
+    def __init__(self, inner: ObjectStore, plan: FaultPlan | None = None) -> None:
+        super().__init__(inner)
+        self.plan = plan or FaultPlan()
+        self.calls = 0
+        self.crashed = False
+        self.log: list[tuple[int, str, str]] = []
+        self._rng = random.Random(self.plan.seed)
+        self._lock = threading.Lock()
+
+    def _around(self, kind: str, key: str, fn: Callable):
+        with self._lock:
+            if self.crashed:
+                raise SimulatedCrash(f"client is dead (call {kind} {key})")
+            counted = (self.plan.kinds is None or kind in self.plan.kinds) and (
+                self.plan.predicate is None or self.plan.predicate(kind, key)
+            )
+            n = 0
+            if counted:
+                self.calls += 1
+                n = self.calls
+                self.log.append((n, kind, key))
+                if self.plan.crash_before is not None and n >= self.plan.crash_before:
+                    self.crashed = True
+                    raise SimulatedCrash(f"crash before call {n}: {kind} {key}")
+                if n in self.plan.transient or (
+                    self.plan.transient_rate and self._rng.random() < self.plan.transient_rate
+                ):
+                    raise TransientStoreError(f"injected transient error at call {n}: {kind} {key}")
+        result = fn()
+        if counted and n in self.plan.transient_after:
+            raise TransientStoreError(f"injected ambiguous failure after call {n}: {kind} {key}")
+        if counted and self.plan.crash_after is not None and n >= self.plan.crash_after:
+            with self._lock:
+                self.crashed = True
+            raise SimulatedCrash(f"crash after call {n}: {kind} {key}")
+        return result
+
+    def get(self, key):
+        return self._around("get", key, lambda: self.inner.get(key))
+
+    def head(self, key):
+        return self._around("head", key, lambda: self.inner.head(key))
+
+    def put(self, key, data):
+        return self._around("put", key, lambda: self.inner.put(key, data))
+
+    def put_if_absent(self, key, data):
+        return self._around("put_if_absent", key, lambda: self.inner.put_if_absent(key, data))
+
+    def put_if_match(self, key, data, etag):
+        return self._around("put_if_match", key, lambda: self.inner.put_if_match(key, data, etag))
+
+    def delete(self, key):
+        return self._around("delete", key, lambda: self.inner.delete(key))
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
+        return self._around(
+            "list", prefix,
+            lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys),
+        )
+
+
+@dataclass(frozen=True)
+class LatencyProfile:
+    """Seconds per request kind plus a transfer rate; jitter is a fraction of the base."""
+
+    get: float = 0.0
+    head: float = 0.0
+    put: float = 0.0
+    list: float = 0.0
+    delete: float = 0.0
+    bytes_per_second: float = float("inf")
+    jitter: float = 0.0
+
+    def delay(self, kind: str, nbytes: int = 0, rng: random.Random | None = None) -> float:
+        base = getattr(self, "put" if kind.startswith("put") else kind)
+        d = base + (nbytes / self.bytes_per_second if nbytes else 0.0)
+        if self.jitter and rng is not None:
+            d *= 1 + rng.uniform(-self.jitter, self.jitter)
+        return max(d, 0.0)
+
+
+# First-byte latencies close to S3 Standard seen from EC2 in the same region
+# (small objects; LIST slower than GET; PUT slower than GET), ~100 MB/s per stream.
+S3_SAME_REGION = LatencyProfile(get=0.015, head=0.012, put=0.025, list=0.030, delete=0.015,
+                                bytes_per_second=100e6, jitter=0.2)
+
+
+def uniform_latency(seconds: float) -> LatencyProfile:
+    return LatencyProfile(get=seconds, head=seconds, put=seconds, list=seconds, delete=seconds)
+
+
+class LatencyStore(StoreWrapper):
+    """Sleeps per request to simulate a remote store (the sleep is the simulation itself)."""
+
+    def __init__(self, inner: ObjectStore, profile: LatencyProfile = S3_SAME_REGION, seed: int = 0) -> None:
+        super().__init__(inner)
+        self.profile = profile
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+
+    def _wait(self, kind: str, nbytes: int = 0) -> None:
+        with self._lock:
+            d = self.profile.delay(kind, nbytes, self._rng)
+        if d:
+            time.sleep(d)
+
+    def get(self, key) -> GetResult:
+        r = self.inner.get(key)
+        self._wait("get", len(r.data))
+        return r
+
+    def head(self, key) -> ObjectMeta:
+        self._wait("head")
+        return self.inner.head(key)
+
+    def put(self, key, data):
+        self._wait("put", len(data))
+        return self.inner.put(key, data)
+
+    def put_if_absent(self, key, data):
+        self._wait("put", len(data))
+        return self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key, data, etag):
+        self._wait("put", len(data))
+        return self.inner.put_if_match(key, data, etag)
+
+    def delete(self, key):
+        self._wait("delete")
+        return self.inner.delete(key)
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
+        self._wait("list")
+        return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)

@@ -1,0 +1,186 @@
+"""One transaction's work on one table: its operations, its view, its footprints.
+
+The view is the snapshot the operations ran against plus the transaction's own
+changes. An operation records what it read, removed and added, so that a
+concurrent commit can be checked against it (``Footprint``), so that it can be
+undone (drop what it added, restore what it removed) and, when it is
+declarative, redone on a newer snapshot.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .conflicts import Footprint
+from .delta.actions import AddFile, Commit, RemoveFile
+from .delta.log import DeltaLog
+from .delta.snapshot import Snapshot
+from .engine_api import Engine, TableContext
+from .expr import parse_predicate, prune
+from .markers import MarkerHandle
+
+
+@dataclass
+class Op:
+    seq: int
+    kind: str  # "read" | "insert" | "update" | "delete"
+    table: str
+    where: str | None = None
+    assignments: dict[str, str] | None = None
+    columns: list[str] | None = None
+    inserted: list[AddFile] = field(default_factory=list)  # insert: the files holding the new rows
+    added: list[AddFile] = field(default_factory=list)
+    removed: list[AddFile] = field(default_factory=list)
+    read_files: set[str] = field(default_factory=set)
+    rows: int = 0
+    logical: bool = False  # its sublog entry is logical (redo re-executes it)
+    redos: int = 0
+
+    @property
+    def is_write(self) -> bool:
+        return self.kind != "read"
+
+    @property
+    def declarative(self) -> bool:
+        """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
+        return self.kind in ("insert", "update", "delete")
+
+    def footprint(self) -> Footprint:
+        if self.kind == "insert":
+            return Footprint(blind=True)
+        pred = parse_predicate(self.where)
+        return Footprint(
+            read_files=set(self.read_files),
+            removed_files={a.path for a in self.removed},
+            predicate=self.where if pred.node is not None else None,
+            full_scan=self.where is None or pred.node is None,
+        )
+
+
+class TableWork:
+    def __init__(self, name: str, log: DeltaLog, snapshot: Snapshot, ctx: TableContext, *,
+                 from_global_log: bool = False) -> None:
+        self.name = name
+        self.log = log
+        self.ctx = ctx
+        self.read_version = snapshot.version
+        self.base = snapshot
+        self.files: dict[str, AddFile] = dict(snapshot.files)
+        self.ops: list[Op] = []
+        self.validated_upto = snapshot.version
+        self.marker: MarkerHandle | None = None
+        self.old_markers: list[MarkerHandle] = []
+        self.logical = False
+        self.from_global_log = from_global_log
+        self.garbage: set[str] = set()  # our files that no version will ever reference
+
+    # -- view ----------------------------------------------------------------
+    @property
+    def written(self) -> bool:
+        return any(op.is_write for op in self.ops)
+
+    @property
+    def schema(self):
+        return self.base.schema
+
+    def candidates(self, where: str | None) -> list[AddFile]:
+        return prune(parse_predicate(where), list(self.files.values()), self.base.schema,
+                     self.base.partition_columns)
+
+    def _apply(self, op: Op) -> None:
+        for a in op.removed:
+            self.files.pop(a.path, None)
+        for a in op.added:
+            self.files[a.path] = a
+
+    # -- execution -------------------------------------------------------------
+    def run(self, engine: Engine, op: Op, data: Any = None) -> Any:
+        """Execute ``op`` against the current view and record its effects."""
+        result = None
+        if op.kind == "read":
+            cands = self.candidates(op.where)
+            op.read_files = {a.path for a in cands}
+            result = engine.scan(self.ctx, cands, op.where, op.columns)
+            op.rows = engine.num_rows(result)
+        elif op.kind == "insert":
+            if data is not None:
+                op.inserted = engine.write(self.ctx, data)
+            op.added = list(op.inserted)
+            op.rows = sum(a.num_records or 0 for a in op.added)
+        else:
+            cands = self.candidates(op.where)
+            op.read_files = {a.path for a in cands}
+            rr = engine.rewrite(self.ctx, cands, op.where, op.assignments if op.kind == "update" else None)
+            op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
+        self._apply(op)
+        return result
+
+    def footprints(self) -> list[Footprint]:
+        return [op.footprint() for op in self.ops]
+
+    # -- undo / redo -------------------------------------------------------------
+    def undo_from(self, k: int) -> list[Op]:
+        """Roll the view back to before ``ops[k]``; returns the undone ops (newest last).
+
+        Files the undone ops wrote become garbage; files they removed come back.
+        """
+        undone = self.ops[k:]
+        for op in reversed(undone):
+            for a in op.added:
+                self.files.pop(a.path, None)
+                if op.kind != "insert":
+                    self.garbage.add(a.path)
+            for a in op.removed:
+                self.files[a.path] = a
+        return undone
+
+    def rebase(self, snapshot: Snapshot, kept: int) -> None:
+        """Move onto ``snapshot`` keeping the effects of ``ops[:kept]`` (checked compatible)."""
+        self.base = snapshot
+        self.files = dict(snapshot.files)
+        for op in self.ops[:kept]:
+            self._apply(op)
+
+    def redo(self, engine: Engine, k: int, snapshot: Snapshot) -> list[Op]:
+        """Undo ``ops[k:]``, move onto ``snapshot``, re-execute them in order."""
+        undone = self.undo_from(k)
+        self.rebase(snapshot, k)
+        for op in undone:
+            op.redos += 1
+            op.added, op.removed, op.read_files = [], [], set()
+            self.run(engine, op)
+        return undone
+
+    # -- the commit --------------------------------------------------------------
+    def net_actions(self, now_ms: int | None = None) -> tuple[list[AddFile], list[RemoveFile]]:
+        now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+        adds = [a for p, a in self.files.items() if p not in self.base.files]
+        removes = [a.remove(now_ms) for p, a in self.base.files.items() if p not in self.files]
+        return adds, removes
+
+    def intermediate_files(self) -> set[str]:
+        """Files our ops wrote that the final commit does not add."""
+        final = {p for p in self.files if p not in self.base.files}
+        written = {a.path for op in self.ops for a in op.added}
+        return (written - final) | self.garbage
+
+    def build_commit(self, commit_info: dict) -> Commit:
+        adds, removes = self.net_actions()
+        ops = [op.kind for op in self.ops if op.is_write]
+        commit_info = dict(commit_info)
+        commit_info.setdefault("operation", _operation_name(ops))
+        commit_info.setdefault("isBlindAppend", all(k == "insert" for k in ops))
+        commit_info.setdefault("readVersion", self.read_version)
+        return Commit(adds=adds, removes=removes, commit_info=commit_info)
+
+
+def _operation_name(kinds: list[str]) -> str:
+    if not kinds:
+        return "WRITE"
+    if all(k == "insert" for k in kinds):
+        return "WRITE"
+    if len(set(kinds)) == 1:
+        return kinds[0].upper()
+    return "MERGE"

@@ -1,0 +1,892 @@
+"""Transactions: the public operations and how each feature set commits them.
+
+``features=""`` (LV[DL]) is plain Delta: each operation is its own Delta commit,
+optimistic and conflict-checked at file level, and a block has no atomicity.
+
+With markers (R, CT, I), operations only write data files; the table logs change
+at commit:
+
+* R: a marker at the first write to a table orders us behind earlier writers;
+  operations are logged to sublogs; on a conflict we undo back to the first
+  conflicting operation and redo it on the new snapshot. Each table commits on
+  its own (single-table atomicity).
+* CT: markers carry dependency lists; cycles and long waits shift markers; a
+  multi-table commit is decided by one put-if-absent of the transaction record.
+* I: table versions come from the global version log; the announcement (one
+  put-if-absent of the next entry) validates and decides.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .complex_txn import record as records
+from .complex_txn.dag import Dependencies, younger
+from .conflicts import first_conflict
+from .delta.actions import Commit
+from .delta.features import check_readable, check_writable, is_append_only
+from .delta.log import VersionExists
+from .engine_api import TableContext, data_file_key
+from .errors import (
+    InvalidArgumentError,
+    LakeVillaError,
+    TransactionAborted,
+    TransactionStateError,
+)
+from .isolation import resolve as gvl_resolve
+from .isolation.gvl import GvlEntry, PendingWrite
+from .isolation.validation import r1_stale_reads
+from .markers import (
+    ABORTED,
+    COMMITTED,
+    ENGINE_INFO,
+    FREED,
+    RUNNING,
+    MarkerLost,
+    MarkerPayload,
+    commit_txn,
+    marker_of,
+)
+from .markers import claim as claim_marker
+from .markers import rewrite as rewrite_marker
+from .names import attempt_id, check_table_name, new_txn_id
+from .publish import fill_is_safe, publish
+from .recovery import sublog as sublogs
+from .recovery.stalled import resolve_marker
+from .tablework import Op, TableWork
+
+if TYPE_CHECKING:
+    from .lake import Lake
+
+ISOLATIONS = ("serializable", "snapshot", "write_serializable")
+MARKER_SCAN_WINDOW = 200
+
+
+def parse_features(features: str | Iterable[str] | None) -> frozenset[str]:
+    if features is None:
+        return frozenset()
+    if isinstance(features, str):
+        items = [f.strip() for f in features.replace("+", ",").split(",")]
+    else:
+        items = [str(f).strip() for f in features]
+    out = set()
+    for f in items:
+        if not f:
+            continue
+        u = f.upper()
+        if u in ("DL", "NONE"):
+            continue
+        if u not in ("R", "CT", "I"):
+            raise InvalidArgumentError(f"unknown feature {f!r}: features are any of 'R', 'CT', 'I' (or '' for plain Delta)")
+        out.add(u)
+    return frozenset(out)
+
+
+def features_label(features: frozenset[str]) -> str:
+    return ",".join(f for f in ("R", "CT", "I") if f in features)
+
+
+@dataclass
+class CommitResult:
+    txn_id: str
+    versions: dict[str, int] = field(default_factory=dict)  # table -> version that holds our commit
+    stats: dict[str, int] = field(default_factory=dict)
+    global_version: int | None = None
+
+
+class Transaction:
+    """One transaction; created by ``Lake.begin`` / ``Lake.transaction``."""
+
+    def __init__(self, lake: Lake, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
+                 commit_mode: str | None = None, txn_id: str | None = None) -> None:
+        if isolation not in ISOLATIONS:
+            raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
+        if not isinstance(slack, int) or slack < 0:
+            raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
+        mode = commit_mode or lake.commit_mode
+        if mode not in ("tail", "in_place"):
+            raise InvalidArgumentError("commit_mode must be 'tail' or 'in_place'")
+        self.lake = lake
+        self.features = features
+        self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
+        self.isolation = isolation
+        self.slack = slack
+        self.mode = mode
+        self.id = txn_id or new_txn_id()
+        self.attempt_no = 0
+        self.attempt = attempt_id(self.id, 0)
+        self.tables: dict[str, TableWork] = {}
+        self.state = "active"
+        self.stats: Counter[str] = Counter()
+        self.started = lake.now()
+        self._seq = 0
+        self._sublog_seq = 0
+        self._unlogged_reads: list[sublogs.ReadRecord] = []
+        self._sublog_keys: list[str] = []
+        self._deps = Dependencies(self.attempt)
+        self._gvl_base: int | None = None
+        self._gvl_seen: int | None = None
+        self._mlock = threading.RLock()
+        self._last_beat = self.started
+        self.result: CommitResult | None = None
+
+    # -- public API ------------------------------------------------------------
+    @property
+    def uses_markers(self) -> bool:
+        return bool(self.features)
+
+    @property
+    def decision(self) -> str:
+        if self.I:
+            return "gvl"
+        if self.CT:
+            return "record"
+        return "table"
+
+    def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
+        """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
+        self._check_active()
+        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+            raise InvalidArgumentError("columns must be a list of column names")
+        op = self._new_op("read", table, where=where, columns=list(columns) if columns else None)
+        return self._execute(op)
+
+    def insert(self, table: str, data: Any) -> int:
+        """Append rows; returns how many. ``data``: pyarrow, pandas, dict of columns, list of rows
+        (or a Spark DataFrame with the Spark engine)."""
+        self._check_active()
+        op = self._new_op("insert", table)
+        self._execute(op, data)
+        return op.rows
+
+    def update(self, table: str, set: dict[str, str], where: str | None = None) -> int:  # noqa: A002
+        """``set`` maps columns to SQL expressions over the row; returns rows updated."""
+        self._check_active()
+        if not isinstance(set, dict) or not set:
+            raise InvalidArgumentError("update needs set={column: 'sql expression', ...}")
+        op = self._new_op("update", table, where=where, assignments={str(k): str(v) if not isinstance(v, str) else v
+                                                                       for k, v in set.items()})
+        self._execute(op)
+        return op.rows
+
+    def delete(self, table: str, where: str | None = None) -> int:
+        self._check_active()
+        op = self._new_op("delete", table, where=where)
+        self._execute(op)
+        return op.rows
+
+    def commit(self) -> CommitResult:
+        self._check_active()
+        self.state = "committing"
+        try:
+            result = self._commit()
+        except TransactionAborted:
+            self._abort_quietly()
+            raise
+        except BaseException:
+            self._abort_quietly()
+            raise
+        self.state = "committed"
+        self.lake._forget(self)
+        self.result = result
+        return result
+
+    def abort(self) -> None:
+        if self.state in ("committed", "aborted"):
+            if self.state == "committed":
+                raise TransactionStateError(f"transaction {self.id} is already committed")
+            return
+        self._abort_quietly()
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            if self.state == "active":
+                self.commit()
+        elif self.state not in ("committed", "aborted"):
+            self._abort_quietly()
+        return False
+
+    def __repr__(self) -> str:
+        return f"<Transaction {self.id} features={features_label(self.features) or 'DL'} {self.state}>"
+
+    # -- operations ------------------------------------------------------------
+    def _check_active(self) -> None:
+        if self.state != "active":
+            raise TransactionStateError(f"transaction {self.id} is {self.state}")
+
+    def _new_op(self, kind: str, table: str, **kw) -> Op:
+        check_table_name(table)
+        self._seq += 1
+        return Op(seq=self._seq, kind=kind, table=table, **kw)
+
+    def _ctx(self, name: str, snap) -> TableContext:
+        return TableContext(name=name, store=self.lake.store, lake_uri=self.lake.root_uri, schema=snap.schema,
+                            partition_columns=tuple(snap.partition_columns))
+
+    def _validate_op(self, tw: TableWork, op: Op) -> None:
+        eng = self.lake.engine
+        if op.kind == "read":
+            if op.where is not None:
+                eng.validate_where(tw.ctx, op.where)
+        elif op.kind == "update":
+            eng.validate_set(tw.ctx, op.assignments or {}, op.where)
+        elif op.kind == "delete" and op.where is not None:
+            eng.validate_where(tw.ctx, op.where)
+        if op.is_write:
+            check_writable(tw.name, tw.base.protocol, tw.base.metadata)
+            if op.kind != "insert" and is_append_only(tw.base.metadata):
+                from .errors import UnsupportedTableFeatureError
+
+                raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
+
+    def _execute(self, op: Op, data: Any = None) -> Any:
+        self._heartbeat_if_due()
+        if not self.features:
+            return self._execute_dl(op, data)
+        tw = self._table(op.table)
+        self._validate_op(tw, op)
+        if op.is_write and tw.marker is None:
+            self._claim_first_marker(tw)
+        try:
+            result = tw.run(self.lake.engine, op, data)
+        except BaseException:
+            # the engine cleans up its own partial writes; the op never became part of the view
+            raise
+        tw.ops.append(op)
+        if op.kind == "read":
+            if self.R:
+                self._unlogged_reads.append(sublogs.ReadRecord(op.table, tw.base.version, sorted(op.read_files),
+                                                               op.where))
+        else:
+            if self.R:
+                op.logical = tw.logical and op.kind != "insert"
+                self._write_sublog(tw, op, redo=False)
+        self.stats[op.kind] += 1
+        return result
+
+    def _table(self, name: str) -> TableWork:
+        tw = self.tables.get(name)
+        if tw is not None:
+            return tw
+        log = self.lake.log(name)
+        from_gvl = False
+        if self.I:
+            head = self.lake.gvl.head()
+            if head is not None:
+                if self._gvl_base is None:
+                    self._gvl_base = head.seq
+                self._gvl_seen = head.seq if self._gvl_seen is None else max(self._gvl_seen, head.seq)
+            if head is not None and head.knows(name):
+                v = gvl_resolve.resolve(log, head, name)
+                v = gvl_resolve.probe_unannounced(log, v)
+                snap = log.snapshot(v, list_log=False)
+                from_gvl = True
+            else:
+                snap = log.snapshot()
+        else:
+            snap = log.snapshot()
+        check_readable(name, snap.protocol, snap.metadata)
+        tw = TableWork(name, log, snap, self._ctx(name, snap), from_global_log=from_gvl)
+        self.tables[name] = tw
+        return tw
+
+    # -- LV[DL]: every operation is its own Delta commit ---------------------------
+    def _execute_dl(self, op: Op, data: Any) -> Any:
+        log = self.lake.log(op.table)
+        snap = log.snapshot()
+        check_readable(op.table, snap.protocol, snap.metadata)
+        tw = TableWork(op.table, log, snap, self._ctx(op.table, snap))
+        self._validate_op(tw, op)
+        result = tw.run(self.lake.engine, op, data)
+        tw.ops.append(op)
+        self.stats[op.kind] += 1
+        if not op.is_write:
+            return result
+        adds, removes = tw.net_actions()
+        if not adds and not removes:
+            return result
+        commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
+                                  "lakevilla": self._commit_lv(1)})
+        v = snap.version + 1
+        for _ in range(self.lake.max_retries + 1):
+            try:
+                log.write_commit(v, commit)
+                self.tables.setdefault(op.table, tw)
+                self._after_table_commit(log, v)
+                return result
+            except VersionExists:
+                self.stats["retries"] += 1
+                latest = log.latest_version()
+                hit = first_conflict(tw.footprints(), log.commits_between(v - 1, latest), tw.schema,
+                                     tw.base.partition_columns)
+                if hit is not None:
+                    self._delete_files(op.table, [a.path for a in op.added])
+                    raise TransactionAborted(
+                        f"{op.kind} on {op.table!r} conflicts with version {hit[1]}: {hit[2]}",
+                        txn_id=self.id) from None
+                v = latest + 1
+        self._delete_files(op.table, [a.path for a in op.added])
+        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.lake.max_retries + 1} times",
+                                 txn_id=self.id, reason="retries")
+
+    def _commit_lv(self, ntables: int) -> dict[str, Any]:
+        return {"v": 1, "kind": "commit", "txn": self.id, "attempt": self.attempt,
+                "features": features_label(self.features), "decision": self.decision, "tables": ntables}
+
+    # -- markers -----------------------------------------------------------------
+    def _payload(self, table: str) -> MarkerPayload:
+        now = self.lake.now()
+        return MarkerPayload(
+            txn=self.id, attempt=self.attempt, table=table, decision=self.decision, mode=self.mode,
+            features=features_label(self.features), deps=sorted(self._deps.transitive),
+            markers={t: w.marker.version for t, w in self.tables.items() if w.marker is not None},
+            started=self.started, heartbeat=now, expires=now + self.lake.marker_ttl, gvl_base=self._gvl_base,
+        )
+
+    def _claim_first_marker(self, tw: TableWork) -> None:
+        self._claim(tw)
+        self.lake._watch(self)
+
+    def _claim(self, tw: TableWork, start: int | None = None) -> None:
+        """Claim a marker at the tail of ``tw``'s log and learn who precedes us there."""
+        with self._mlock:
+            if start is None:
+                start = tw.log.latest_version() + 1
+            h = claim_marker(tw.log, start, self._payload(tw.name))
+            tw.marker = h
+            self.stats["markers"] += 1
+        preds = self._running_predecessors(tw)
+        if preds:
+            tw.logical = True
+        if self.CT:
+            self._deps.observe(tw.name, [p for _, p in preds])
+            for _, p in preds:
+                if self._deps.cycle_with(p) and younger(self.attempt, p.attempt):
+                    self._shift_markers(f"cycle with {p.attempt} in {tw.name}")
+                    return
+            self._publish_deps()
+
+    def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
+        """Running markers below ours (fresh state), excluding our own."""
+        assert tw.marker is not None
+        m = tw.marker.version
+        lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
+        out = []
+        candidates = []
+        for v, c in tw.log.commits_between(lo, m - 1):
+            p = marker_of(c)
+            if p is not None and p.state == RUNNING and p.attempt != self.attempt and p.txn != self.id:
+                candidates.append(v)
+        for v in candidates:
+            c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
+            p = marker_of(c)
+            if p is not None and p.state == RUNNING:
+                out.append((v, p))
+        return out
+
+    def _publish_deps(self) -> None:
+        if not self._deps.needs_publish():
+            return
+        deps = self._deps.mark_published()
+        with self._mlock:
+            for tw in self.tables.values():
+                if tw.marker is None or tw.marker.lost:
+                    continue
+                tw.marker.payload.deps = deps
+                tw.marker.payload.markers = {t: w.marker.version for t, w in self.tables.items() if w.marker}
+                try:
+                    rewrite_marker(tw.log, tw.marker)
+                    self.stats["marker_rewrites"] += 1
+                except MarkerLost:
+                    pass
+
+    def _shift_markers(self, why: str) -> None:
+        """Rule IV: free every marker and claim new ones at the tails; read versions stay."""
+        self.stats["shifts"] += 1
+        with self._mlock:
+            old = {t: tw.marker for t, tw in self.tables.items() if tw.marker is not None}
+            for t, h in old.items():
+                tw = self.tables[t]
+                tw.old_markers.append(h)
+                h2 = claim_marker(tw.log, tw.log.latest_version() + 1, self._payload(t))
+                tw.marker = h2
+                self.stats["markers"] += 1
+                if not h.lost:
+                    h.payload.state = FREED
+                    h.payload.reason = f"shift: {why}"
+                    try:
+                        rewrite_marker(tw.log, h)
+                    except MarkerLost:
+                        pass
+        self._deps = Dependencies(self.attempt)
+        for tw in self.tables.values():
+            if tw.marker is None:
+                continue
+            preds = self._running_predecessors(tw)
+            if preds:
+                tw.logical = True
+            self._deps.observe(tw.name, [p for _, p in preds])
+        self._publish_deps()
+
+    def _heartbeat_if_due(self, force: bool = False) -> None:
+        now = self.lake.now()
+        if not force and now - self._last_beat < self.lake.marker_ttl / 3:
+            return
+        if not self._mlock.acquire(blocking=False):
+            return
+        try:
+            self._last_beat = now
+            for tw in self.tables.values():
+                h = tw.marker
+                if h is None or h.lost or h.payload.state != RUNNING:
+                    continue
+                h.payload.heartbeat = now
+                h.payload.expires = now + self.lake.marker_ttl
+                try:
+                    rewrite_marker(tw.log, h)
+                    self.stats["heartbeats"] += 1
+                except MarkerLost:
+                    self.stats["markers_lost"] += 1
+        finally:
+            self._mlock.release()
+
+    def _own_versions(self, tw: TableWork) -> set[int]:
+        vs = {h.version for h in tw.old_markers}
+        if tw.marker is not None:
+            vs.add(tw.marker.version)
+        return vs
+
+    # -- sublogs ------------------------------------------------------------------
+    def _write_sublog(self, tw: TableWork, op: Op, redo: bool) -> None:
+        self._sublog_seq += 1
+        e = sublogs.entry_for(self.id, self._sublog_seq, op, logical=op.logical, base_version=tw.base.version,
+                              read_version=tw.read_version, reads=self._unlogged_reads, redo=redo)
+        sublogs.write(self.lake.store, e)
+        from .names import sublog_key
+
+        self._sublog_keys.append(sublog_key(self.id, e.seq))
+        self._unlogged_reads = []
+        self.stats["sublogs"] += 1
+
+    # -- waiting for predecessors ---------------------------------------------------
+    def _wait_predecessors(self, tws: list[TableWork]) -> None:
+        """Wait until no running marker precedes ours in any of ``tws``; recover stalled
+        ones; detect cycles (CT) and shift; time out into a shift (CT) or an abort."""
+        deadline = time.monotonic() + self.lake.wait_timeout
+        delay = 0.002
+        shifts_here = 0
+        while True:
+            self._heartbeat_if_due()
+            self._check_markers_held(tws)
+            pending: list[tuple[TableWork, int, MarkerPayload]] = []
+            for tw in tws:
+                for v, p in self._running_predecessors(tw):
+                    pending.append((tw, v, p))
+            if not pending:
+                return
+            self.stats["wait_rounds"] += 1
+            now = self.lake.now()
+            for tw, v, p in pending:
+                if p.expired(now):
+                    res = resolve_marker(self.lake.services(), tw.name, v)
+                    self.stats["recovered_" + res.outcome] += 1
+            if self.CT:
+                for tw in tws:
+                    self._deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
+                cyc = [p for _, _, p in pending if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
+                if cyc:
+                    self._shift_markers(f"cycle with {cyc[0].attempt}")
+                    shifts_here += 1
+                    deadline = time.monotonic() + self.lake.wait_timeout
+                    continue
+                self._publish_deps()
+            if time.monotonic() > deadline:
+                if self.CT and shifts_here < self.lake.max_shifts:
+                    self._shift_markers("wait timed out")
+                    shifts_here += 1
+                    deadline = time.monotonic() + self.lake.wait_timeout
+                    continue
+                who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
+                raise TransactionAborted(f"timed out after {self.lake.wait_timeout:.1f}s waiting for {who}",
+                                         txn_id=self.id, reason="timeout")
+            time.sleep(delay)  # bounded polling of the predecessors' markers
+            delay = min(delay * 1.6, self.lake.poll_max)
+
+    def _check_markers_held(self, tws: list[TableWork]) -> None:
+        """If a recovering client freed one of our markers, claim a new one (and, when a
+        record or the global log decides, a new attempt: the old one may be aborted)."""
+        lost = [tw for tw in tws if tw.marker is not None and tw.marker.lost]
+        if not lost:
+            return
+        if self.decision == "table":
+            for tw in lost:
+                tw.old_markers.append(tw.marker)
+                self._claim(tw)
+            return
+        self._new_attempt()
+
+    def _new_attempt(self) -> None:
+        self.attempt_no += 1
+        if self.attempt_no > self.lake.max_retries:
+            raise TransactionAborted("our markers were freed by recovery too often", txn_id=self.id,
+                                     reason="preempted")
+        self.attempt = attempt_id(self.id, self.attempt_no)
+        self._deps = Dependencies(self.attempt)
+        self.stats["attempts"] += 1
+        self._shift_markers("new attempt after our markers were freed")
+
+    # -- validation and redo -------------------------------------------------------
+    def _foreign_commits(self, tw: TableWork, upto: int) -> list[tuple[int, Commit]]:
+        own = self._own_versions(tw)
+        out = []
+        for v, c in tw.log.commits_between(tw.validated_upto, upto):
+            if v in own or commit_txn(c) == self.attempt:
+                continue
+            if marker_of(c) is not None:
+                continue
+            out.append((v, c))
+        return out
+
+    def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
+        """Check our ops against every commit since we last validated; redo (R) or abort."""
+        for _ in range(self.lake.max_retries + 1):
+            latest = tw.log.latest_version() if upto is None else upto
+            if latest <= tw.validated_upto:
+                return
+            hit = first_conflict(tw.footprints(), self._foreign_commits(tw, latest), tw.schema,
+                                 tw.base.partition_columns)
+            if hit is None:
+                tw.validated_upto = latest
+                return
+            k, version, why = hit
+            self.stats["conflicts"] += 1
+            if not self.R:
+                raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=self.id)
+            consumed = [op for op in tw.ops[k:] if op.kind == "read"]
+            if consumed:
+                raise TransactionAborted(
+                    f"{tw.name}: version {version} invalidates a read whose result this transaction already "
+                    f"returned ({why}); re-run it (lake.run does)", txn_id=self.id, reason="consumed-read")
+            snap = tw.log.snapshot(latest)
+            redone = tw.redo(self.lake.engine, k, snap)
+            self._delete_files(tw.name, sorted(tw.garbage))
+            tw.garbage.clear()
+            for op in redone:
+                op.logical = True
+                self._write_sublog(tw, op, redo=True)
+            self.stats["redos"] += len(redone)
+            tw.validated_upto = latest
+            if upto is None:
+                continue
+            return
+        raise TransactionAborted(f"{tw.name}: conflicts kept recurring", txn_id=self.id, reason="retries")
+
+    # -- commit ---------------------------------------------------------------------
+    def _commit(self) -> CommitResult:
+        if not self.features:
+            self.state = "committed"
+            return CommitResult(self.id, {t: tw.log.latest_version() for t, tw in self.tables.items()},
+                                dict(self.stats))
+        written = [tw for tw in self.tables.values() if tw.written]
+        if not written:
+            self._commit_read_only()
+            return CommitResult(self.id, {}, dict(self.stats), self._gvl_seen)
+        if self.I:
+            return self._commit_global(written)
+        if self.CT and len(written) > 1:
+            return self._commit_record(written)
+        return self._commit_per_table(written)
+
+    def _commit_read_only(self) -> None:
+        if self.I and self.isolation == "serializable":
+            self._validate_against_head(self.lake.gvl.head(), written=set())
+
+    # R (and single-table CT): each table decides by its own commit ------------------
+    def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
+        versions: dict[str, int] = {}
+        done: list[str] = []
+        for tw in sorted(written, key=lambda w: w.name):
+            try:
+                versions[tw.name] = self._commit_one_table(tw)
+            except TransactionAborted as e:
+                if done:
+                    from .errors import PartialCommitError
+
+                    raise PartialCommitError(
+                        f"{e} -- but {', '.join(done)} already committed: with features "
+                        f"{features_label(self.features)!r} each table commits on its own; use 'R,CT' for "
+                        "all-or-nothing across tables", committed=dict(versions), txn_id=self.id) from e
+                raise
+            done.append(tw.name)
+        self._cleanup_after_commit()
+        return CommitResult(self.id, versions, dict(self.stats))
+
+    def _commit_one_table(self, tw: TableWork) -> int:
+        for _ in range(self.lake.max_retries + 1):
+            self._wait_predecessors([tw])
+            self._validate_table(tw)
+            if tw.marker.lost:
+                continue  # a recovering client freed it: _wait_predecessors claims a new one
+            commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
+                                      "lakevilla": {**self._commit_lv(1), "marker": tw.marker.version}})
+            latest = tw.validated_upto
+            if self.mode == "in_place" and self._fill_ok(tw, latest):
+                try:
+                    with self._mlock:
+                        rewrite_marker(tw.log, tw.marker, commit)
+                    tw.marker.payload.state = COMMITTED
+                    self._after_table_commit(tw.log, tw.marker.version)
+                    return tw.marker.version
+                except MarkerLost:
+                    self.stats["fill_lost"] += 1
+                    continue
+            try:
+                tw.log.write_commit(latest + 1, commit)
+            except VersionExists:
+                self.stats["retries"] += 1
+                continue
+            self._close_marker(tw, latest + 1)
+            self._after_table_commit(tw.log, latest + 1)
+            return latest + 1
+        raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
+                                 txn_id=self.id, reason="retries")
+
+    def _fill_ok(self, tw: TableWork, latest: int) -> bool:
+        if tw.marker is None or tw.marker.lost:
+            return False
+        if not fill_is_safe(tw.log, tw.marker.version, latest):
+            self.stats["fill_fallback"] += 1
+            return False
+        # a client ignoring markers that commits between our check and the fill would not have
+        # seen our actions; where such clients are active, the tail is the only safe place
+        lo = max(tw.read_version - 20, -1)
+        for _v, c in tw.log.commits_between(lo, latest):
+            if c.lakevilla is None and not c.is_empty:
+                self.stats["fill_fallback"] += 1
+                return False
+        return True
+
+    def _close_marker(self, tw: TableWork, version: int) -> None:
+        h = tw.marker
+        if h is None or h.lost:
+            return
+        with self._mlock:
+            h.payload.state = COMMITTED
+            h.payload.commit_version = version
+            try:
+                rewrite_marker(tw.log, h)
+            except MarkerLost:
+                self.stats["markers_lost"] += 1
+
+    # CT: the record decides -------------------------------------------------------
+    def _prepare_all(self, written: list[TableWork]) -> None:
+        """Wait for every predecessor, then validate (and redo) every written table."""
+        for _ in range(self.lake.max_retries + 1):
+            self._wait_predecessors(written)
+            for tw in written:
+                self._validate_table(tw)
+            if not any(tw.marker is not None and tw.marker.lost for tw in written):
+                return
+            self._check_markers_held(written)
+        raise TransactionAborted("could not hold our markers", txn_id=self.id, reason="preempted")
+
+    def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
+        out = {}
+        for tw in written:
+            c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
+                                 "lakevilla": {**self._commit_lv(len(written)), "marker": tw.marker.version}})
+            mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
+            out[tw.name] = records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
+        return out
+
+    def _commit_record(self, written: list[TableWork]) -> CommitResult:
+        for _ in range(self.lake.max_retries + 1):
+            self._prepare_all(written)
+            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
+                                    tables=self._intents(written))
+            decided = records.decide(self.lake.store, rec)
+            if decided.state == records.ABORTED:
+                self.stats["preempted"] += 1
+                self._new_attempt()
+                continue
+            versions = self._publish_all(decided.tables, written)
+            records.finish(self.lake.store, decided)
+            self._cleanup_after_commit()
+            return CommitResult(self.id, versions, dict(self.stats))
+        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+
+    def _publish_all(self, intents: dict[str, records.TableIntent] | dict[str, PendingWrite],
+                     written: list[TableWork]) -> dict[str, int]:
+        by_name = {tw.name: tw for tw in written}
+
+        def one(name: str) -> tuple[str, int]:
+            tw = by_name[name]
+            it = intents[name]
+            hint = getattr(it, "hint", None)
+
+            def foreign(v: int, c: Commit) -> None:
+                hit = first_conflict(tw.footprints(), [(v, c)], tw.schema, tw.base.partition_columns)
+                if hit is not None and marker_of(c) is None:
+                    self.stats["conflicts_after_decision"] += 1
+                    warnings.warn(f"{name}@{v} was committed by a client that ignores lakevilla markers after "
+                                  f"transaction {self.id} decided, and conflicts with it ({hit[2]})", stacklevel=2)
+
+            v = publish(tw.log, self.attempt, Commit.from_bytes(it.commit.encode()), marker_version=it.marker,
+                        mode=it.mode, hint=hint, on_foreign=foreign)
+            if v != it.marker:
+                self._close_marker(tw, v)
+            elif tw.marker is not None:
+                tw.marker.payload.state = COMMITTED
+            self._after_table_commit(tw.log, v)
+            return name, v
+
+        return dict(self.lake.map(one, sorted(intents)))
+
+    # I: the global log decides ------------------------------------------------------
+    def _commit_global(self, written: list[TableWork]) -> CommitResult:
+        for tw in written:
+            if tw.marker is None:
+                self._claim(tw)
+        self.lake._watch(self)
+        written_names = {tw.name for tw in written}
+        for _ in range(self.lake.max_retries * 4 + 1):
+            self._prepare_all(written)
+            head = self.lake.gvl.head()
+            self._validate_against_head(head, written=written_names)
+            entry = head.successor(self.attempt) if head is not None else GvlEntry(seq=0, txn=self.attempt,
+                                                                                 created=time.time())
+            intents = self._intents(written)
+            for name, it in intents.items():
+                tw = self.tables[name]
+                hint = it.marker if it.mode == "in_place" else tw.validated_upto + 1
+                entry.pending[name] = PendingWrite(attempt=self.attempt, hint=hint, commit=it.commit,
+                                                   marker=it.marker, mode=it.mode)
+            for name, tw in self.tables.items():
+                if name in written_names:
+                    continue
+                if head is None or not head.knows(name):
+                    entry.tables[name] = tw.read_version  # unknown table: added as compatible
+            self._resolve_known_pending(entry)
+            if self.lake.gvl.append(entry):
+                self._gvl_seen = entry.seq
+                versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
+                self._after_announce(entry.seq)
+                self._cleanup_after_commit()
+                return CommitResult(self.id, versions, dict(self.stats), entry.seq)
+            self.stats["gvl_races"] += 1
+        raise TransactionAborted("lost the global log race too often", txn_id=self.id, reason="retries")
+
+    def _resolve_known_pending(self, entry: GvlEntry) -> None:
+        """Pending writes of earlier transactions on tables we touched are resolved by now:
+        replace them with their versions so the log stays small."""
+        for name in list(entry.pending):
+            p = entry.pending[name]
+            if p.attempt == self.attempt or name not in self.tables:
+                continue
+            v = gvl_resolve.find_pending(self.tables[name].log, p)
+            if v is not None:
+                entry.tables[name] = v
+                del entry.pending[name]
+
+    def _validate_against_head(self, head: GvlEntry | None, written: set[str]) -> None:
+        if head is None:
+            return
+        start = self._gvl_seen if self._gvl_seen is not None else (
+            self._gvl_base if self._gvl_base is not None else -1)
+        for e in self.lake.gvl.entries_after(start, head.seq):
+            if self.attempt in e.aborts:
+                raise TransactionAborted("aborted by a recovering client (our markers had expired)",
+                                         txn_id=self.id, reason="preempted")
+        check_reads = self.isolation == "serializable" or (self.isolation == "write_serializable" and written)
+        for name, tw in self.tables.items():
+            if not head.knows(name):
+                continue
+            hidden = gvl_resolve.resolve(tw.log, head, name)
+            if name in written:
+                if hidden > tw.validated_upto:  # R3: someone committed below our write
+                    self._validate_table(tw)
+                continue
+            if not check_reads or hidden <= tw.validated_upto:
+                continue
+            commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
+                       if marker_of(c) is None and commit_txn(c) != self.attempt]
+            viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
+                                  tw.base.partition_columns)
+            if viol is not None:
+                self.stats["r1"] += 1
+                raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
+            tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
+        self._gvl_seen = head.seq
+
+    def _after_announce(self, seq: int) -> None:
+        try:
+            self.lake.gvl.write_hint(seq)
+        except LakeVillaError:
+            pass
+        if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
+            self.lake.gvl.cleanup(self.lake.gvl_keep)
+
+    # -- after commit / abort ---------------------------------------------------------
+    def _after_table_commit(self, log, version: int) -> None:
+        self.lake._maybe_checkpoint(log, version)
+
+    def _cleanup_after_commit(self) -> None:
+        garbage = [(tw.name, p) for tw in self.tables.values() for p in tw.intermediate_files()]
+        keys = list(self._sublog_keys)
+        if not garbage and not keys:
+            return
+
+        def work() -> None:
+            for name, p in garbage:
+                self._delete_files(name, [p])
+            if self.lake.delete_sublogs:
+                for k in keys:
+                    self.lake.store.delete(k)
+
+        self.lake.background(work)
+
+    def _delete_files(self, table: str, paths: list[str]) -> None:
+        for p in paths:
+            try:
+                self.lake.store.delete(data_file_key(table, p, self.lake.root_uri))
+            except LakeVillaError:
+                pass
+
+    def _abort_quietly(self) -> None:
+        """Undo: release markers, delete the data files we wrote. Never raises a LakeVillaError."""
+        if self.state in ("committed", "aborted"):
+            return
+        self.state = "aborted"
+        self.lake._forget(self)
+        if not self.features:
+            return  # LV[DL]: each operation already committed; nothing can be undone
+        try:
+            with self._mlock:
+                for tw in self.tables.values():
+                    h = tw.marker
+                    if h is None or h.lost or h.payload.state != RUNNING:
+                        continue
+                    h.payload.state = ABORTED
+                    try:
+                        rewrite_marker(tw.log, h)
+                    except MarkerLost:
+                        pass
+            for tw in self.tables.values():
+                files = {a.path for op in tw.ops for a in op.added} | tw.garbage
+                self._delete_files(tw.name, sorted(files))
+            if self.lake.delete_sublogs:
+                for k in self._sublog_keys:
+                    self.lake.store.delete(k)
+        except LakeVillaError:
+            pass
+        except Exception:
+            pass

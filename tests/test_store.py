@@ -1,0 +1,280 @@
+"""The store layer: semantics on both backends, atomicity across processes, wrappers."""
+
+from __future__ import annotations
+
+import http.client
+import multiprocessing as mp
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+import pytest
+
+from lakevilla.errors import ConditionalWritesUnsupportedError, InvalidArgumentError
+from lakevilla.store import (
+    CountingStore,
+    FaultInjectingStore,
+    FaultPlan,
+    LatencyProfile,
+    LatencyStore,
+    LocalStore,
+    NotFound,
+    PreconditionFailed,
+    RetryingStore,
+    SimulatedCrash,
+    TransientStoreError,
+    open_store,
+)
+from tests.conftest import make_bucket, s3_options
+
+
+def test_basic_semantics(backend):
+    s = backend.store()
+    with pytest.raises(NotFound):
+        s.get("a/b.json")
+    with pytest.raises(NotFound):
+        s.head("a/b.json")
+    e1 = s.put_if_absent("a/b.json", b"one")
+    assert s.get("a/b.json").data == b"one" and s.get("a/b.json").etag == e1
+    assert s.head("a/b.json").size == 3 and s.head("a/b.json").etag == e1
+    with pytest.raises(PreconditionFailed):
+        s.put_if_absent("a/b.json", b"two")
+    assert s.get("a/b.json").data == b"one"
+    with pytest.raises(PreconditionFailed):
+        s.put_if_match("a/b.json", b"three", "0" * 32)
+    e2 = s.put_if_match("a/b.json", b"four", e1)
+    assert e2 != e1 and s.get("a/b.json").data == b"four"
+    with pytest.raises(PreconditionFailed):
+        s.put_if_match("a/b.json", b"five", e1)  # stale etag loses
+    with pytest.raises(NotFound):
+        s.put_if_match("a/missing.json", b"x", e1)
+    s.put("a/b.json", b"six")
+    assert s.get("a/b.json").data == b"six"
+    s.delete("a/b.json")
+    s.delete("a/b.json")  # deleting a missing key is fine, as on S3
+    assert not s.exists("a/b.json")
+
+
+def test_list_prefix_start_after_and_pages(backend):
+    s = backend.store()
+    keys = [f"t/_delta_log/{i:020d}.json" for i in range(25)] + ["t/data/x.parquet", "tt/y", "u/z"]
+    for k in keys:
+        s.put(k, b"x")
+    got = [m.key for m in s.list("t/_delta_log/")]
+    assert got == sorted(k for k in keys if k.startswith("t/_delta_log/"))
+    after = [m.key for m in s.list("t/_delta_log/", start_after="t/_delta_log/00000000000000000019.json")]
+    assert after == [f"t/_delta_log/{i:020d}.json" for i in range(20, 25)]
+    page = s.list_page("t/_delta_log/", max_keys=10)
+    assert len(page.items) == 10 and page.next_token is not None
+    paged = [m.key for m in s.list("t/_delta_log/", max_keys=7)]
+    assert paged == got
+    assert [m.key for m in s.list("t")] == sorted(k for k in keys if k.startswith("t"))
+    counting = CountingStore(s)
+    list(counting.list("t/_delta_log/", max_keys=10))
+    assert counting.counts["list"] == 3  # 25 keys, 10 per page
+
+
+def _race_put_if_absent(root: str, key: str, me: int, barrier, out) -> None:
+    s = LocalStore(root)
+    barrier.wait()
+    try:
+        s.put_if_absent(key, f"writer {me}".encode())
+        out.put(me)
+    except PreconditionFailed:
+        out.put(-1)
+
+
+def test_local_put_if_absent_one_winner_across_processes(tmp_path):
+    ctx = mp.get_context("spawn")
+    root = str(tmp_path / "lake")
+    LocalStore(root)
+    n = 6
+    for rnd in range(5):
+        barrier, out = ctx.Barrier(n), ctx.Queue()
+        key = f"race/{rnd}.json"
+        procs = [ctx.Process(target=_race_put_if_absent, args=(root, key, i, barrier, out)) for i in range(n)]
+        for p in procs:
+            p.start()
+        results = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(60)
+        winners = [r for r in results if r >= 0]
+        assert len(winners) == 1, results
+        assert LocalStore(root).get(key).data == f"writer {winners[0]}".encode()
+
+
+def _cas_increment(root: str, key: str, times: int, out) -> None:
+    s = LocalStore(root)
+    conflicts = 0
+    for _ in range(times):
+        while True:
+            got = s.get(key)
+            try:
+                s.put_if_match(key, str(int(got.data) + 1).encode(), got.etag)
+                break
+            except PreconditionFailed:
+                conflicts += 1
+    out.put(conflicts)
+
+
+def test_local_put_if_match_is_compare_and_swap_across_processes(tmp_path):
+    """4 processes x 50 CAS increments: any lost update would show as a smaller total."""
+    ctx = mp.get_context("spawn")
+    root = str(tmp_path / "lake")
+    LocalStore(root).put("counter", b"0")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_cas_increment, args=(root, "counter", 50, out)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    conflicts = sum(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(60)
+    assert int(LocalStore(root).get("counter").data) == 200
+    assert conflicts > 0  # the processes really did collide
+
+
+def test_s3_conditional_races_have_one_winner(moto_endpoint):
+    bucket = make_bucket(moto_endpoint)
+    s = open_store(f"s3://{bucket}/p", s3_options(moto_endpoint))
+    for rnd in range(3):
+        key = f"race/{rnd}"
+
+        def attempt(i, key=key):
+            try:
+                s.put_if_absent(key, str(i).encode())
+                return i
+            except PreconditionFailed:
+                return -1
+
+        with ThreadPoolExecutor(8) as ex:
+            res = list(ex.map(attempt, range(8)))
+        assert len([r for r in res if r >= 0]) == 1
+    s.put("ctr", b"0")
+
+    def incr(_):
+        while True:
+            g = s.get("ctr")
+            try:
+                s.put_if_match("ctr", str(int(g.data) + 1).encode(), g.etag)
+                return
+            except PreconditionFailed:
+                pass
+
+    with ThreadPoolExecutor(6) as ex:
+        list(ex.map(incr, range(30)))
+    assert s.get("ctr").data == b"30"
+
+
+class _StripConditionalsProxy(BaseHTTPRequestHandler):
+    """An S3 endpoint that ignores conditional headers: forwards to moto without them."""
+
+    target = ""
+
+    def _forward(self):
+        u = urlparse(self.target)
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("if-none-match", "if-match", "host")}
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        r = conn.getresponse()
+        data = r.read()
+        self.send_response(r.status)
+        for k, v in r.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+    def log_message(self, *args):
+        pass
+
+
+def test_endpoint_without_conditional_writes_is_refused(moto_endpoint):
+    bucket = make_bucket(moto_endpoint)
+    handler = type("H", (_StripConditionalsProxy,), {"target": moto_endpoint})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        proxy = f"http://127.0.0.1:{server.server_address[1]}"
+        s = open_store(f"s3://{bucket}/p", s3_options(proxy))
+        s.put("plain", b"ok")  # ordinary requests pass
+        with pytest.raises(ConditionalWritesUnsupportedError, match="ignores conditional writes"):
+            s.put_if_absent("x", b"1")
+        assert not s.exists("x")
+        # the same bucket straight at moto honours them
+        open_store(f"s3://{bucket}/p", s3_options(moto_endpoint)).put_if_absent("x", b"1")
+    finally:
+        server.shutdown()
+
+
+def test_open_store_backends(tmp_path, moto_endpoint):
+    assert isinstance(open_store(str(tmp_path)), LocalStore)
+    assert isinstance(open_store("file://" + str(tmp_path)), LocalStore)
+    assert isinstance(open_store(f"s3://{make_bucket(moto_endpoint)}", s3_options(moto_endpoint)), RetryingStore)
+    with pytest.raises(InvalidArgumentError):
+        open_store("gs://bucket/x")
+    with pytest.raises(InvalidArgumentError):
+        open_store(str(tmp_path), {"AWS_REGION": "x"})
+
+
+def test_counting_store_counts_by_kind(tmp_path):
+    s = CountingStore(LocalStore(str(tmp_path)))
+    s.put("a", b"1")
+    s.put_if_absent("b", b"2")
+    etag = s.get("a").etag
+    s.put_if_match("a", b"3", etag)
+    s.head("a")
+    list(s.list(""))
+    s.delete("b")
+    with pytest.raises(NotFound):
+        s.get("missing")
+    assert dict(s.counts) == {"put": 1, "put_if_absent": 1, "get": 2, "put_if_match": 1, "head": 1, "list": 1,
+                              "delete": 1}
+    assert s.reads == 4 and s.writes == 4
+
+
+def test_fault_injection_crash_before_and_after(tmp_path):
+    inner = LocalStore(str(tmp_path))
+    before = FaultInjectingStore(inner, FaultPlan(crash_before=2))
+    before.put("k1", b"1")
+    with pytest.raises(SimulatedCrash):
+        before.put("k2", b"2")
+    assert not inner.exists("k2")  # call 2 never happened
+    with pytest.raises(SimulatedCrash):
+        before.get("k1")  # a dead client stays dead
+    after = FaultInjectingStore(inner, FaultPlan(crash_after=1))
+    with pytest.raises(SimulatedCrash):
+        after.put("k3", b"3")
+    assert inner.get("k3").data == b"3"  # call 1 happened, then the client died
+
+
+def test_retries_absorb_transient_errors_and_resolve_ambiguous_writes(tmp_path):
+    inner = LocalStore(str(tmp_path))
+    flaky = FaultInjectingStore(inner, FaultPlan(transient={1, 2}, transient_after={4, 7}))
+    s = RetryingStore(flaky, base_delay=0.001)
+    s.put("a", b"x")  # calls 1, 2 fail, call 3 succeeds
+    assert inner.get("a").data == b"x"
+    etag = s.put_if_absent("b", b"y")  # call 4 writes then "times out"; retry 5 gets 412; call 6 reads back: ours
+    assert inner.get("b").data == b"y" and etag == inner.get("b").etag
+    s.put_if_match("b", b"z", etag)  # call 7 applies and fails; retry sees 412 and its own bytes
+    assert inner.get("b").data == b"z"
+    with pytest.raises(PreconditionFailed):
+        s.put_if_absent("b", b"other")  # a real conflict stays a conflict
+    always = RetryingStore(FaultInjectingStore(inner, FaultPlan(transient_rate=1.0)), attempts=3, base_delay=0.001)
+    with pytest.raises(TransientStoreError):
+        always.get("a")
+
+
+def test_latency_profile_and_passthrough(tmp_path):
+    p = LatencyProfile(get=0.01, put=0.02, list=0.03, head=0.005, delete=0.004, bytes_per_second=1e6)
+    assert p.delay("get") == 0.01
+    assert p.delay("put_if_absent", 1000) == pytest.approx(0.021)
+    assert p.delay("list") == 0.03
+    s = CountingStore(LatencyStore(LocalStore(str(tmp_path)), LatencyProfile()))
+    s.put("a", b"1")
+    assert s.get("a").data == b"1" and s.counts["get"] == 1
