@@ -32,7 +32,7 @@ from .isolation.gvl import GlobalVersionLog
 from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .store import ObjectStore, open_store
-from .transaction import ISOLATIONS, CommitResult, Transaction, parse_features
+from .transaction import ISOLATIONS, Transaction, parse_features
 
 
 @dataclass
@@ -152,7 +152,7 @@ class Lake:
     def background(self, fn: Callable[[], None]) -> None:
         """Best-effort clean-up off the commit's latency path."""
         def safe() -> None:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(BaseException):  # includes a simulated crash of this client
                 fn()
 
         with self._lock:
@@ -239,7 +239,7 @@ class Lake:
         commit = Commit(
             commit_info={"timestamp": now_ms, "operation": "CREATE TABLE",
                          "operationParameters": {"partitionBy": str(parts)}, "isBlindAppend": True,
-                         "engineInfo": ENGINE_INFO},
+                         "engineInfo": ENGINE_INFO, "lakevilla": {"v": 1, "kind": "create"}},
             protocol=Protocol(1, 2),
             metadata=Metadata(id=str(uuid.uuid4()), schema_string=schema_json, partition_columns=parts,
                               configuration={str(k): str(v) for k, v in (properties or {}).items()},
@@ -327,8 +327,11 @@ class Lake:
                 delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")
 
-    def last_result(self, txn: Transaction) -> CommitResult | None:
-        return txn.result
+    def resume(self, txn_id: str) -> Transaction:
+        """Continue a transaction whose client crashed, from its sublogs (LV[R])."""
+        from .transaction import resume_transaction
+
+        return resume_transaction(self, txn_id)
 
     # -- checkpoints ---------------------------------------------------------------
     def _maybe_checkpoint(self, log: DeltaLog, version: int) -> None:

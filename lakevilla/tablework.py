@@ -36,6 +36,7 @@ class Op:
     read_files: set[str] = field(default_factory=set)
     rows: int = 0
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
+    redoable: bool = True  # False for an operation resumed from a physical sublog entry
     redos: int = 0
 
     @property
@@ -75,6 +76,9 @@ class TableWork:
         self.logical = False
         self.from_global_log = from_global_log
         self.garbage: set[str] = set()  # our files that no version will ever reference
+        # versions our snapshot read as empty in-place markers: if one is filled later, its
+        # actions were never in our snapshot, so validation must look at it again
+        self.recheck: set[int] = log.unstable_versions(snapshot.version)
 
     # -- view ----------------------------------------------------------------
     @property
@@ -139,6 +143,7 @@ class TableWork:
     def rebase(self, snapshot: Snapshot, kept: int) -> None:
         """Move onto ``snapshot`` keeping the effects of ``ops[:kept]`` (checked compatible)."""
         self.base = snapshot
+        self.recheck = self.log.unstable_versions(snapshot.version)
         self.files = dict(snapshot.files)
         for op in self.ops[:kept]:
             self._apply(op)

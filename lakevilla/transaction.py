@@ -254,14 +254,12 @@ class Transaction:
             return self._execute_dl(op, data)
         tw = self._table(op.table)
         self._validate_op(tw, op)
-        if op.is_write and tw.marker is None:
-            self._claim_first_marker(tw)
-        try:
-            result = tw.run(self.lake.engine, op, data)
-        except BaseException:
-            # the engine cleans up its own partial writes; the op never became part of the view
-            raise
+        # Bad input fails inside run() before anything is written (the engine cleans up its own
+        # partial writes), so the marker comes after: its data is not reachable before commit anyway.
+        result = tw.run(self.lake.engine, op, data)
         tw.ops.append(op)
+        if op.is_write and tw.marker is None and (self.R or self.CT):
+            self._claim_first_marker(tw)  # LV[I] alone reserves its tables at commit instead
         if op.kind == "read":
             if self.R:
                 self._unlogged_reads.append(sublogs.ReadRecord(op.table, tw.base.version, sorted(op.read_files),
@@ -469,7 +467,9 @@ class Transaction:
     def _write_sublog(self, tw: TableWork, op: Op, redo: bool) -> None:
         self._sublog_seq += 1
         e = sublogs.entry_for(self.id, self._sublog_seq, op, logical=op.logical, base_version=tw.base.version,
-                              read_version=tw.read_version, reads=self._unlogged_reads, redo=redo)
+                              read_version=tw.read_version, reads=self._unlogged_reads, redo=redo,
+                              attempt=self.attempt, features=features_label(self.features),
+                              isolation=self.isolation, mode=self.mode)
         sublogs.write(self.lake.store, e)
         from .names import sublog_key
 
@@ -548,6 +548,16 @@ class Transaction:
     def _foreign_commits(self, tw: TableWork, upto: int) -> list[tuple[int, Commit]]:
         own = self._own_versions(tw)
         out = []
+        for v in sorted(tw.recheck - own):
+            if v > tw.validated_upto:
+                continue  # in the range below anyway
+            c = tw.log.read_commit(v)  # unstable versions are re-read
+            m = marker_of(c)
+            if m is None:
+                out.append((v, c))  # filled in place after we read it as empty
+                tw.recheck.discard(v)
+            elif m.state != RUNNING:
+                tw.recheck.discard(v)
         for v, c in tw.log.commits_between(tw.validated_upto, upto):
             if v in own or commit_txn(c) == self.attempt:
                 continue
@@ -572,6 +582,11 @@ class Transaction:
             if not self.R:
                 raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=self.id)
             consumed = [op for op in tw.ops[k:] if op.kind == "read"]
+            stuck = [op for op in tw.ops[k:] if not op.redoable]
+            if stuck and not consumed:
+                raise TransactionAborted(
+                    f"{tw.name}: version {version} conflicts with a resumed operation whose sublog is physical "
+                    f"({why}); it cannot be redone", txn_id=self.id, reason="physical-conflict")
             if consumed:
                 raise TransactionAborted(
                     f"{tw.name}: version {version} invalidates a read whose result this transaction already "
@@ -670,7 +685,7 @@ class Transaction:
         # seen our actions; where such clients are active, the tail is the only safe place
         lo = max(tw.read_version - 20, -1)
         for _v, c in tw.log.commits_between(lo, latest):
-            if c.lakevilla is None and not c.is_empty:
+            if c.lakevilla is None and (c.adds or c.removes):
                 self.stats["fill_fallback"] += 1
                 return False
         return True
@@ -890,3 +905,85 @@ class Transaction:
             pass
         except Exception:
             pass
+
+
+def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
+    """Rebuild a crashed transaction from its sublogs, ready to continue or commit.
+
+    Its old markers are freed (if still held) and new ones claimed under a new
+    attempt. Logical operations are redone at commit if the tables moved; a
+    physical one that conflicts, or a recorded read that went stale, aborts.
+    """
+    from .errors import LakeVillaError as _Err
+    from .store import NotFound
+
+    entries = sublogs.read_all(lake.store, txn_id)
+    if not entries:
+        raise _Err(f"no sublogs for transaction {txn_id!r}: nothing to resume (it committed, was cleaned "
+                   "up, or never wrote)")
+    last = entries[-1]
+    txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
+                      txn_id=txn_id)
+    attempts = [int(e.attempt.rsplit(".", 1)[1]) for e in entries if e.attempt and "." in e.attempt]
+    txn.attempt_no = max(attempts, default=0) + 1
+    txn.attempt = attempt_id(txn_id, txn.attempt_no)
+    txn._deps = Dependencies(txn.attempt)
+    txn._sublog_seq = max(e.seq for e in entries)
+    current = sublogs.current_ops(entries)
+    by_table: dict[str, list[sublogs.SublogEntry]] = {}
+    for e in current:
+        by_table.setdefault(e.table, []).append(e)
+    reads_by_table: dict[str, list[dict]] = {}
+    for e in entries:
+        for r in e.reads:
+            reads_by_table.setdefault(r["table"], []).append(r)
+    for table in sorted(set(by_table) | set(reads_by_table)):
+        log = lake.log(table)
+        ents = by_table.get(table, [])
+        base_v = max([e.base_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
+        snap = log.snapshot(base_v)
+        tw = TableWork(table, log, snap, txn._ctx(table, snap))
+        tw.read_version = min([e.read_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
+        tw.validated_upto = min([e.base_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
+        for r in reads_by_table.get(table, []):
+            txn._seq += 1
+            tw.ops.append(Op(seq=txn._seq, kind="read", table=table, where=r.get("where"),
+                             read_files=set(r.get("files") or [])))
+        for e in ents:
+            added = e.added_files()
+            for a in added:  # the data must still be there to be committed
+                try:
+                    lake.store.head(data_file_key(table, a.path, lake.root_uri))
+                except NotFound:
+                    raise TransactionAborted(f"{table}: data file {a.path} of transaction {txn_id} is gone "
+                                             "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
+            stmt = e.statement or {}
+            op = Op(seq=e.op_seq, kind=e.op, table=table, where=stmt.get("where", e.predicate),
+                    assignments=stmt.get("set"), inserted=added if e.op == "insert" else [], added=added,
+                    removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
+                    logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
+            tw._apply(op)
+            tw.ops.append(op)
+        tw.logical = True
+        txn.tables[table] = tw
+        txn._seq = max(txn._seq, max((e.op_seq for e in ents), default=0))
+        # free markers an earlier attempt of ours still holds here; refuse if an attempt committed
+        latest = log.latest_version()
+        for v, c in log.commits_between(max(-1, tw.read_version - 1), latest):
+            lv_info = c.lakevilla or {}
+            if lv_info.get("kind") == "commit" and lv_info.get("txn") == txn_id:
+                raise _Err(f"transaction {txn_id} already committed to {table!r} at version {v} (rolled forward "
+                           "by recovery, or committed before the crash): nothing to resume")
+            m = marker_of(c)
+            if m is not None and m.txn == txn_id and m.state == RUNNING:
+                from .markers import free_stalled
+
+                _, etag = log.read_commit_raw(v)
+                free_stalled(log, v, m, etag, FREED, "superseded by resumed attempt")
+    for tw in txn.tables.values():
+        if tw.written and (txn.R or txn.CT):
+            txn._claim(tw)
+    if any(tw.marker for tw in txn.tables.values()):
+        lake._watch(txn)
+    txn.stats["resumed"] += 1
+    return txn

@@ -174,6 +174,11 @@ class DeltaLog:
         b.apply_checkpoint(version, cp)
         return b
 
+    def unstable_versions(self, upto: int) -> set[int]:
+        """Cached versions <= ``upto`` that may still change (open in-place markers)."""
+        with self._lock:
+            return {v for v in self._unstable if v <= upto}
+
     # -- version discovery ---------------------------------------------------
     def latest_version(self) -> int:
         """Newest version by LIST (from what we already know); -1 if the table has no log."""

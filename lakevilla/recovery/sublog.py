@@ -45,10 +45,15 @@ class SublogEntry:
     removed: list[dict[str, Any]] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
     statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...}
+    predicate: str | None = None  # the search predicate (conflict checks), also for physical entries
     reads: list[dict[str, Any]] = field(default_factory=list)  # user reads since the previous entry
     base_version: int = -1
     read_version: int = -1
     redo: bool = False
+    attempt: str = ""
+    features: str = ""
+    isolation: str = "serializable"
+    mode: str = "tail"
     created: float = 0.0
     v: int = 1
 
@@ -72,7 +77,8 @@ class SublogEntry:
 
 
 def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_version: int,
-              reads: list[ReadRecord], redo: bool) -> SublogEntry:
+              reads: list[ReadRecord], redo: bool, attempt: str = "", features: str = "",
+              isolation: str = "serializable", mode: str = "tail") -> SublogEntry:
     return SublogEntry(
         txn=txn, seq=seq, table=op.table, op=op.kind,
         kind="logical" if logical else "physical",
@@ -82,7 +88,9 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         read_files=sorted(op.read_files),
         statement={"where": op.where, "set": op.assignments} if logical and op.kind != "insert" else None,
         reads=[r.to_json() for r in reads],
-        base_version=base_version, read_version=read_version, redo=redo, created=time.time(),
+        predicate=op.where,
+        base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
+        isolation=isolation, mode=mode, created=time.time(),
     )
 
 

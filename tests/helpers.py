@@ -1,0 +1,76 @@
+"""Test helpers: store hooks, crash-point enumeration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lakevilla.store import (
+    FaultInjectingStore,
+    FaultPlan,
+    ObjectStore,
+    SimulatedCrash,
+    StoreWrapper,
+)
+
+
+class HookStore(StoreWrapper):
+    """Runs ``hook(kind, key)`` before matching calls (once per match unless ``repeat``).
+
+    Used to make another client act at an exact point of this client's protocol,
+    deterministically, instead of hoping a sleep lines the two up.
+    """
+
+    def __init__(self, inner: ObjectStore, when: Callable[[str, str], bool], hook: Callable[[], None],
+                 repeat: bool = False) -> None:
+        super().__init__(inner)
+        self.when, self.hook, self.repeat, self.fired = when, hook, repeat, 0
+
+    def _maybe(self, kind: str, key: str) -> None:
+        if (self.repeat or not self.fired) and self.when(kind, key):
+            self.fired += 1
+            self.hook()
+
+    def put_if_absent(self, key, data):
+        self._maybe("put_if_absent", key)
+        return self.inner.put_if_absent(key, data)
+
+    def put_if_match(self, key, data, etag):
+        self._maybe("put_if_match", key)
+        return self.inner.put_if_match(key, data, etag)
+
+    def put(self, key, data):
+        self._maybe("put", key)
+        return self.inner.put(key, data)
+
+    def get(self, key):
+        self._maybe("get", key)
+        return self.inner.get(key)
+
+
+def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object], action: Callable[[object], None],
+                kinds: tuple[str, ...] | None = None) -> int:
+    """How many store calls ``action`` makes on a fault-free run."""
+    probe = FaultInjectingStore(base, FaultPlan(kinds=kinds))
+    lake = make_lake(probe)
+    action(lake)
+    lake.flush()
+    return probe.calls
+
+
+def crash_runs(base: ObjectStore, make_lake, action, n_calls: int, kinds: tuple[str, ...] | None = None):
+    """Yield (label, crashed) after running ``action`` with a crash before and after each call."""
+    for n in range(1, n_calls + 1):
+        for when in ("before", "after"):
+            plan = FaultPlan(crash_before=n, kinds=kinds) if when == "before" else FaultPlan(crash_after=n, kinds=kinds)
+            store = FaultInjectingStore(base, plan)
+            lake = make_lake(store)
+            crashed = False
+            try:
+                action(lake)
+            except SimulatedCrash:
+                crashed = True
+            try:
+                lake.close()
+            except BaseException:  # noqa: BLE001 - a dead client's clean-up may die too
+                pass
+            yield f"crash {when} call {n}", crashed, store

@@ -1,0 +1,205 @@
+"""The embedded engine through transactions: pruning, minimal rewrites, input forms, errors."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.store import CountingStore
+from tests.conftest import rows
+
+ACC = pa.schema([("id", pa.int64()), ("region", pa.string()), ("balance", pa.int64())])
+
+
+def _counting_lake(backend, **kw):
+    store = CountingStore(backend.store())
+    return backend.lake(store=store, **kw), store
+
+
+def _data_gets(store: CountingStore, lake, fn) -> int:
+    """GETs of data files (not log files) that fn makes."""
+    import lakevilla.store.wrappers as w
+
+    seen = []
+    orig = w.CountingStore.get
+
+    def spy(self, key):
+        if key.endswith(".parquet") and "/_delta_log/" not in key:
+            seen.append(key)
+        return orig(self, key)
+
+    w.CountingStore.get = spy
+    try:
+        fn()
+    finally:
+        w.CountingStore.get = orig
+    return len(seen)
+
+
+def test_read_prunes_by_partition_and_stats(backend):
+    lake, store = _counting_lake(backend)
+    lake.create_table("acc", ACC, partition_by=["region"])
+    for i, region in enumerate(["eu", "us", "ap"]):
+        with lake.transaction(features="") as txn:
+            txn.insert("acc", {"id": list(range(i * 100, i * 100 + 100)), "region": [region] * 100,
+                               "balance": [10] * 100})
+    assert len(lake.snapshot("acc").files) == 3
+    got = {}
+    n = _data_gets(store, lake, lambda: got.setdefault("p", lake.read("acc", where="region = 'us'")))
+    assert n == 1 and got["p"].num_rows == 100 and set(got["p"].column("region").to_pylist()) == {"us"}
+    n = _data_gets(store, lake, lambda: got.setdefault("s", lake.read("acc", where="id = 250")))
+    assert n == 1 and got["s"].to_pylist() == [{"id": 250, "region": "ap", "balance": 10}]
+    n = _data_gets(store, lake, lambda: got.setdefault("r", lake.read("acc", where="id BETWEEN 150 AND 160 OR id IN (5)")))
+    assert n == 2 and got["r"].num_rows == 12
+    n = _data_gets(store, lake, lambda: got.setdefault("none", lake.read("acc", where="id > 1000")))
+    assert n == 0 and got["none"].num_rows == 0
+    n = _data_gets(store, lake, lambda: got.setdefault("all", lake.read("acc", where="balance = 10")))
+    assert n == 3 and got["all"].num_rows == 300
+    with lake.transaction(features="R") as txn:  # the same pruning inside a transaction
+        n = _data_gets(store, lake, lambda: got.setdefault("t", txn.read("acc", where="id = 5", columns=["balance"])))
+    assert n == 1 and got["t"].to_pylist() == [{"balance": 10}]
+
+
+@pytest.mark.parametrize("features", ["", "R"])
+def test_update_and_delete_rewrite_only_the_files_they_must(backend, features):
+    lake = backend.lake()
+    lake.create_table("acc", ACC)
+    for i in range(3):
+        with lake.transaction(features="") as txn:
+            txn.insert("acc", {"id": list(range(i * 10, i * 10 + 10)), "region": ["eu"] * 10, "balance": [100] * 10})
+    before = lake.snapshot("acc").files
+    with lake.transaction(features=features) as txn:
+        assert txn.update("acc", set={"balance": "balance - 5"}, where="id = 12 OR id = 13") == 2
+    after = lake.snapshot("acc").files
+    assert len(set(before) - set(after)) == 1 and len(set(after) - set(before)) == 1
+    with lake.transaction(features=features) as txn:
+        assert txn.delete("acc", where="id >= 20") == 10  # a whole file goes: removed, nothing added
+        assert txn.update("acc", set={"balance": "0"}, where="id = 999") == 0
+    final = lake.snapshot("acc").files
+    assert len(final) == 2
+    got = rows(lake.read("acc"))
+    assert [r["balance"] for r in got if r["id"] in (12, 13)] == [95, 95]
+    assert max(r["id"] for r in got) == 19
+    assert rows(lake.read("acc")) == backend.delta_rows("acc")
+
+
+def test_partitioned_update_moves_rows_between_partitions(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC, partition_by="region")
+    with lake.transaction(features="R") as txn:
+        txn.insert("acc", {"id": [1, 2, 3], "region": ["eu", "eu", "us"], "balance": [1, 2, 3]})
+        txn.update("acc", set={"region": "'us'"}, where="id = 1")
+    assert rows(lake.read("acc", where="region = 'us'")) == [
+        {"id": 1, "region": "us", "balance": 1}, {"id": 3, "region": "us", "balance": 3}]
+    assert rows(lake.read("acc")) == local_backend.delta_rows("acc")
+    paths = sorted(lake.snapshot("acc").files)
+    assert all(p.startswith(("region=eu/", "region=us/")) for p in paths)
+
+
+def test_insert_accepts_common_forms_and_fills_missing_nullable_columns(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="R") as txn:
+        txn.insert("acc", pa.table({"id": [1], "region": ["eu"], "balance": [1]}))
+        txn.insert("acc", pd.DataFrame({"id": [2], "region": ["eu"], "balance": [2]}))
+        txn.insert("acc", {"id": [3], "balance": [3]})
+        txn.insert("acc", [{"id": 4, "region": "us", "balance": 4}])
+        txn.insert("acc", pa.table({"ID": pa.array([5], pa.int32()), "Balance": [5]}))  # case, safe widening
+    got = rows(lake.read("acc"))
+    assert [r["id"] for r in got] == [1, 2, 3, 4, 5]
+    assert got[2]["region"] is None
+
+
+def test_read_inside_transaction_sees_own_writes_and_a_fixed_snapshot(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="") as txn:
+        txn.insert("acc", {"id": [1, 2], "region": ["eu", "eu"], "balance": [10, 20]})
+    t1 = lake.begin(features="R")
+    assert t1.read("acc", where="id = 1").num_rows == 1
+    with lake.transaction(features="") as other:  # a concurrent plain Delta append of other rows
+        other.insert("acc", {"id": [3], "region": ["eu"], "balance": [30]})
+    t1.insert("acc", {"id": [4], "region": ["eu"], "balance": [40]})
+    assert sorted(t1.read("acc", where="id > 0").column("id").to_pylist()) == [1, 2, 4]  # own write, fixed snapshot
+    with pytest.raises(lv.TransactionAborted, match="invalidates a read"):
+        t1.commit()  # the second read (id > 0) missed row 3: a phantom, so no serial order exists
+    assert sorted(lake.read("acc").column("id").to_pylist()) == [1, 2, 3]
+
+
+def test_concurrent_append_outside_the_read_predicate_does_not_conflict(local_backend):
+    """Precision locking: the appended file's stats cannot match id = 1."""
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="") as txn:
+        txn.insert("acc", {"id": [1, 2], "region": ["eu", "eu"], "balance": [10, 20]})
+    t1 = lake.begin(features="R")
+    bal = t1.read("acc", where="id = 1").column("balance")[0].as_py()
+    with lake.transaction(features="") as other:
+        other.insert("acc", {"id": [3], "region": ["eu"], "balance": [30]})
+    t1.update("acc", set={"balance": str(bal + 1)}, where="id = 1")
+    t1.commit()
+    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 11}, {"id": 2, "region": "eu", "balance": 20},
+                                      {"id": 3, "region": "eu", "balance": 30}]
+
+
+# -- bad input ------------------------------------------------------------------------
+
+BAD_INPUTS = [
+    ("unknown table", lv.TableNotFoundError, lambda t: t.read("nope")),
+    ("unknown table insert", lv.TableNotFoundError, lambda t: t.insert("nope", {"id": [1]})),
+    ("extra column", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": [1], "colour": ["red"]})),
+    ("wrong type", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": ["one"]})),
+    ("not insertable", lv.SchemaMismatchError, lambda t: t.insert("acc", 42)),
+    ("where syntax", lv.InvalidExpressionError, lambda t: t.read("acc", where="id = = 1")),
+    ("where column", lv.InvalidExpressionError, lambda t: t.delete("acc", where="colour = 'red'")),
+    ("where not boolean", lv.InvalidExpressionError, lambda t: t.delete("acc", where="id + 1")),
+    ("where two statements", lv.InvalidExpressionError, lambda t: t.delete("acc", where="true; DROP TABLE x")),
+    ("set column", lv.InvalidExpressionError, lambda t: t.update("acc", set={"colour": "'x'"}, where="id = 1")),
+    ("set syntax", lv.InvalidExpressionError, lambda t: t.update("acc", set={"balance": "balance +"})),
+    ("set type", lv.InvalidExpressionError, lambda t: t.update("acc", set={"balance": "'lots'"}, where="id = 1")),
+    ("set empty", lv.InvalidArgumentError, lambda t: t.update("acc", set={})),
+    ("escape dots", lv.InvalidTableNameError, lambda t: t.insert("../acc", {"id": [1]})),
+    ("escape nested", lv.InvalidTableNameError, lambda t: t.read("a/../../acc")),
+    ("absolute", lv.InvalidTableNameError, lambda t: t.read("/etc/passwd")),
+    ("url", lv.InvalidTableNameError, lambda t: t.read("s3://other/acc")),
+    ("reserved", lv.InvalidTableNameError, lambda t: t.read("_lakevilla")),
+    ("bad columns", lv.InvalidArgumentError, lambda t: t.read("acc", columns="id")),
+]
+
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
+@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_raises_a_clear_error_and_changes_nothing(backend, features, case):
+    _, err, action = case
+    lake = backend.lake()
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="") as txn:
+        txn.insert("acc", {"id": [1, 2], "region": ["eu", "us"], "balance": [10, 20]})
+    before = backend.all_keys()
+    with pytest.raises(err) as info, lake.transaction(features=features) as txn:
+        action(txn)
+    assert isinstance(info.value, lv.LakeVillaError)
+    lake.flush()
+    assert backend.all_keys() == before
+    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 10}, {"id": 2, "region": "us",
+                                                                                 "balance": 20}]
+
+
+def test_create_table_errors(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC)
+    with pytest.raises(lv.TableExistsError):
+        lake.create_table("acc", ACC)
+    assert lake.create_table("acc", ACC, if_not_exists=True).version == 0
+    with pytest.raises(lv.SchemaMismatchError):
+        lake.create_table("p", ACC, partition_by=["nope"])
+    with pytest.raises(lv.SchemaMismatchError):
+        lake.create_table("q", pa.schema([("a", pa.int64()), ("A", pa.int64())]))
+    with pytest.raises(lv.InvalidTableNameError):
+        lake.create_table("../x", ACC)
+    with pytest.raises(lv.InvalidArgumentError):
+        lake.begin(features="R,X")
+    with pytest.raises(lv.InvalidArgumentError):
+        lake.begin(features="R", isolation="linearizable")
