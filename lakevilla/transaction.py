@@ -218,6 +218,14 @@ class Transaction:
     def __repr__(self) -> str:
         return f"<Transaction {self.id} features={features_label(self.features) or 'DL'} {self.state}>"
 
+    @property
+    def operations(self) -> list[dict[str, Any]]:
+        """The writes this transaction holds, in order (after ``lake.resume``: those recovered
+        from its sublogs, so the client knows which of its steps still need issuing)."""
+        ops = sorted((op for tw in self.tables.values() for op in tw.ops if op.is_write), key=lambda o: o.seq)
+        return [{"kind": op.kind, "table": op.table, "where": op.where, "set": op.assignments, "rows": op.rows}
+                for op in ops]
+
     # -- operations ------------------------------------------------------------
     def _check_active(self) -> None:
         if self.state != "active":

@@ -57,20 +57,24 @@ def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object], a
     return probe.calls
 
 
-def crash_runs(base: ObjectStore, make_lake, action, n_calls: int, kinds: tuple[str, ...] | None = None):
-    """Yield (label, crashed) after running ``action`` with a crash before and after each call."""
+def crash_plans(n_calls: int, kinds: tuple[str, ...] | None = None):
+    """(label, plan) for a crash before and after each of ``n_calls`` calls."""
     for n in range(1, n_calls + 1):
-        for when in ("before", "after"):
-            plan = FaultPlan(crash_before=n, kinds=kinds) if when == "before" else FaultPlan(crash_after=n, kinds=kinds)
-            store = FaultInjectingStore(base, plan)
-            lake = make_lake(store)
-            crashed = False
-            try:
-                action(lake)
-            except SimulatedCrash:
-                crashed = True
-            try:
-                lake.close()
-            except BaseException:  # noqa: BLE001 - a dead client's clean-up may die too
-                pass
-            yield f"crash {when} call {n}", crashed, store
+        yield f"crash before call {n}", FaultPlan(crash_before=n, kinds=kinds)
+        yield f"crash after call {n}", FaultPlan(crash_after=n, kinds=kinds)
+
+
+def run_crashing(base: ObjectStore, plan: FaultPlan, make_lake, action) -> bool:
+    """Run ``action`` on a lake whose store dies as ``plan`` says; True if it died."""
+    store = FaultInjectingStore(base, plan)
+    lake = make_lake(store)
+    crashed = False
+    try:
+        action(lake)
+    except SimulatedCrash:
+        crashed = True
+    try:
+        lake.close()
+    except BaseException:  # noqa: BLE001 - a dead client's clean-up may die too
+        pass
+    return crashed

@@ -7,18 +7,18 @@ import pytest
 
 import lakevilla as lv
 from tests.conftest import rows
-from tests.helpers import HookStore, count_calls, crash_runs
+from tests.helpers import HookStore, count_calls, crash_plans, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
 
-def _setup(backend):
+def _setup(backend, name="acc"):
     lake = backend.lake()
-    lake.create_table("acc", ACC)
+    lake.create_table(name, ACC)
     with lake.transaction(features="") as txn:
-        txn.insert("acc", {"id": [1], "balance": [100]})
+        txn.insert(name, {"id": [1], "balance": [100]})
     with lake.transaction(features="") as txn:
-        txn.insert("acc", {"id": [2], "balance": [200]})
+        txn.insert(name, {"id": [2], "balance": [200]})
     return lake
 
 
@@ -74,45 +74,36 @@ def test_a_block_is_not_atomic(backend):
 @pytest.mark.parametrize("op", ["insert", "update", "delete"])
 def test_crash_at_every_store_call_of_a_commit(backend, op):
     """A client killed at any call leaves the table before or after the commit, for both readers."""
-    _setup(backend)
-    before = backend.delta_rows("acc")
 
-    def action(lake):
-        with lake.transaction(features="") as txn:
-            if op == "insert":
-                txn.insert("acc", {"id": [3], "balance": [300]})
-            elif op == "update":
-                txn.update("acc", set={"balance": "balance * 2"}, where="id = 2")
-            else:
-                txn.delete("acc", where="id = 1")
+    def action_on(name):
+        def action(lake):
+            with lake.transaction(features="") as txn:
+                if op == "insert":
+                    txn.insert(name, {"id": [3], "balance": [300]})
+                elif op == "update":
+                    txn.update(name, set={"balance": "balance * 2"}, where="id = 2")
+                else:
+                    txn.delete(name, where="id = 1")
+        return action
 
     base = backend.store()
 
     def make(store):
         return backend.lake(store=store)
 
-    n = count_calls(base, make, lambda lk: None)  # nothing; just warm
-    # run once to learn the after-state and call count, then undo by recreating the table
-    probe_calls = count_calls(base, make, action)
-    after = backend.delta_rows("acc")
+    _setup(backend, "probe")
+    before = backend.delta_rows("probe")
+    n = count_calls(base, make, action_on("probe"))
+    after = backend.delta_rows("probe")
     assert after != before
     outcomes = set()
-    for label, crashed, _store in crash_runs(base, make, action, probe_calls):
-        ours = rows(backend.lake().read("acc"))
-        theirs = backend.delta_rows("acc")
-        assert ours == theirs, label
-        state = "before" if ours == before else "after" if ours == after else None
-        assert state is not None, f"{label}: table is in between: {ours}"
-        outcomes.add(state)
-        if state == "after":  # reset for the next crash point: undo by a compensating commit
-            _reset(backend, before)
-        assert crashed or label.startswith("crash after")
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        name = f"t{i}"
+        _setup(backend, name)  # identical history: call n is the same call in every run
+        crashed = run_crashing(base, plan, make, action_on(name))
+        assert crashed, label
+        ours = rows(backend.lake().read(name))
+        assert ours == backend.delta_rows(name), label
+        assert ours in (before, after), f"{label}: table is in between: {ours}"
+        outcomes.add("before" if ours == before else "after")
     assert outcomes == {"before", "after"}
-    assert n == 0
-
-
-def _reset(backend, target_rows):
-    lake = backend.lake()
-    with lake.transaction(features="") as txn:
-        txn.delete("acc")
-        txn.insert("acc", pa.Table.from_pylist(target_rows, ACC))

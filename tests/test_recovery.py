@@ -1,0 +1,363 @@
+"""LV[R]: markers, sublogs, undo/redo, crashed clients, liveness, and legacy clients."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import time
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.markers import RUNNING, marker_of
+from lakevilla.recovery import sublog as sublogs
+from tests.conftest import rows
+from tests.helpers import count_calls, crash_plans, run_crashing
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+MODES = ["tail", "in_place"]
+LATER = 10_000.0  # seconds: a recovering client whose clock is past every marker's expiry
+
+
+def _later_clock():
+    return time.time() + LATER
+
+
+def _setup(backend, name="t", n=4, **kw):
+    lake = backend.lake(**kw)
+    lake.create_table(name, T)
+    with lake.transaction(features="") as txn:
+        txn.insert(name, {"id": list(range(1, n + 1)), "value": [10 * i for i in range(1, n + 1)]})
+    return lake
+
+
+def _open_markers(lake, table):
+    log = lake.log(table)
+    latest = log.latest_version()
+    return [v for v, c in log.commits_between(-1, latest) if (m := marker_of(c)) and m.state == RUNNING]
+
+
+def test_markers_are_empty_versions_for_delta_rs(backend):
+    lake = _setup(backend)
+    t1 = lake.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    marker_v = t1.tables["t"].marker.version
+    dt = backend.delta("t")
+    assert dt.version() == marker_v
+    assert backend.delta_rows("t") == rows(lake.read("t", version=marker_v - 1))  # an empty version
+    if backend.kind == "local":  # delta-rs' history() hangs on moto's LIST (seen with 1.6.6), not on files
+        hist = {h["version"]: h for h in dt.history()}
+        assert hist[marker_v]["lakevilla"]["kind"] == "marker"
+    t1.commit()
+    assert _open_markers(lake, "t") == []
+
+
+def test_sublogs_physical_then_logical_and_blind_appends_stay_physical(local_backend):
+    lake = _setup(local_backend)
+    t1 = lake.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    t2 = lake.begin("R")
+    t2.insert("t", {"id": [9], "value": [90]})  # a blind append, after a running marker
+    t2.update("t", set={"value": "value * 2"}, where="id = 2")
+    t2.delete("t", where="id = 3")
+    e1 = sublogs.read_all(lake.store, t1.id)
+    e2 = sublogs.read_all(lake.store, t2.id)
+    assert [(e.op, e.kind) for e in e1] == [("update", "physical")]
+    assert [(e.op, e.kind) for e in e2] == [("insert", "physical"), ("update", "logical"), ("delete", "logical")]
+    assert e2[1].statement == {"where": "id = 2", "set": {"value": "value * 2"}}
+    t1.commit()
+    t2.commit()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
+    lake = _setup(backend, commit_mode=mode, delete_sublogs=False)
+    t1 = lake.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 2")
+    t2 = lake.begin("R")
+    t2.insert("t", {"id": [7], "value": [70]})  # op 0: unaffected by T1
+    t2.update("t", set={"value": "value * 10"}, where="id = 2")  # op 1: conflicts with T1
+    t2.update("t", set={"value": "value + 5"}, where="id = 7")  # op 2: after the conflict: redone too
+    t1.commit()
+    t2.commit()
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert got[2] == 210 and got[7] == 75
+    assert t2.stats["redos"] == 2  # ops 1 and 2, not the insert
+    entries = sublogs.read_all(lake.store, t2.id)
+    assert [(e.op_seq, e.op, e.redo) for e in entries] == [
+        (1, "insert", False), (2, "update", False), (3, "update", False), (2, "update", True), (3, "update", True)]
+    assert [e.kind for e in sublogs.current_ops(entries)] == ["physical", "logical", "logical"]
+    assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_expired_marker_is_freed_and_the_late_owner_continues(backend, mode):
+    lake = _setup(backend, commit_mode=mode, marker_ttl=5.0)
+    stalled = lake.begin("R")
+    stalled.update("t", set={"value": "value + 1"}, where="id = 1")
+    stalled_marker = stalled.tables["t"].marker.version
+    lake._forget(stalled)  # its heartbeat stops: the client is stalled
+    other = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
+    with other.transaction("R") as t2:
+        t2.update("t", set={"value": "value + 100"}, where="id = 1")
+    assert t2.stats["recovered_freed"] == 1
+    c, _ = lake.log("t").read_commit_raw(stalled_marker)
+    assert marker_of(c).state == "freed"
+    stalled.commit()  # the late owner validates against T2's commit, redoes, commits
+    assert stalled.stats["redos"] == 1
+    if mode == "in_place":  # T2's commit lies above its old marker: filling there is unsafe, so the tail
+        assert stalled.stats["fill_fallback"] >= 1
+    c, _ = lake.log("t").read_commit_raw(stalled_marker)
+    assert marker_of(c).state == "freed"  # the late owner could not overwrite the freed marker
+    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 111  # and T2's update is not lost
+    assert _open_markers(lake, "t") == []
+
+
+def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
+    lake = _setup(local_backend, marker_ttl=0.6)
+    t1 = lake.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    h = t1.tables["t"].marker
+    first_expiry = h.payload.expires
+    deadline = time.monotonic() + 10
+    while h.payload.expires == first_expiry and time.monotonic() < deadline:
+        time.sleep(0.02)  # awaiting the background heartbeat, not standing in for it
+    assert h.payload.expires > first_expiry
+    c, _ = lake.log("t").read_commit_raw(h.version)
+    assert marker_of(c).expires == h.payload.expires  # refreshed on storage
+    assert not marker_of(c).expired(time.time())
+    t1.commit()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
+    """After a crash anywhere, recovery leaves all or nothing, frees every marker past its
+    expiry, and the crashed client can resume from its sublogs and finish."""
+    base = backend.store()
+    steps = [
+        lambda t, name: t.update(name, set={"value": "value + 1"}, where="id = 1"),
+        lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
+        lambda t, name: t.delete(name, where="id = 3"),
+    ]
+    holder = {}
+
+    def action_on(name):
+        def action(lake):
+            txn = lake.begin("R")
+            holder["id"] = txn.id
+            for step in steps:
+                step(txn, name)
+            txn.commit()
+        return action
+
+    def make(store):
+        return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0)
+
+    _setup(backend, name="probe", n=3)
+    before = backend.delta_rows("probe")
+    n = count_calls(base, make, action_on("probe"))
+    after = backend.delta_rows("probe")
+    assert after != before
+    seen = Counter()
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        name = f"t{i}"
+        _setup(backend, name=name, n=3)  # identical history, so call numbers mean the same thing
+        run_crashing(base, plan, make, action_on(name))
+        recoverer = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
+        recoverer.recover(tables=[name])
+        assert _open_markers(recoverer, name) == [], label
+        got = rows(recoverer.read(name))
+        assert got == backend.delta_rows(name), label
+        assert got in (before, after), f"{label}: partial state {got}"
+        if got == after:
+            seen["committed"] += 1
+            continue
+        try:
+            resumed = backend.lake(commit_mode=mode, marker_ttl=5.0).resume(holder["id"])
+        except lv.LakeVillaError as e:
+            assert "no sublogs" in str(e), label  # died before its first sublog: re-run instead
+            seen["re-run"] += 1
+            continue
+        done = len(resumed.operations)
+        for step in steps[done:]:  # the client issues what the sublogs do not hold
+            step(resumed, name)
+        resumed.commit()
+        assert rows(recoverer.read(name)) == after, label
+        assert _open_markers(recoverer, name) == [], label
+        seen["resumed"] += 1
+    assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, (n, seen)
+
+
+def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_backend):
+    from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+
+    _setup(local_backend)
+    base = local_backend.store()
+    dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
+        crash_before=1, kinds=("put_if_absent",), predicate=lambda k, key: key.endswith(".json") and "_delta_log" in key
+        and not key.endswith("000001.json"))))
+    txn = dying.begin("R")
+    with pytest.raises(SimulatedCrash):
+        txn.insert("t", {"id": [50], "value": [1]})  # data file written, then the marker claim dies
+    lake = local_backend.lake()
+    assert lake.abandoned_files(min_age=60) == []  # too young: might belong to a live writer
+    found = lake.abandoned_files(min_age=0)
+    assert len(found) >= 1 and all(k.endswith(".parquet") for _, k in found)
+    lake.delete_abandoned_files(min_age=0)
+    assert lake.abandoned_files(min_age=0) == []
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+# -- concurrency with real processes -------------------------------------------------
+
+def _increment_worker(uri, opts, features, n, out):
+    lake = lv.Lake(uri, storage_options=opts or None)
+    aborted = retries = redos = 0
+    for _ in range(n):
+        try:
+            with lake.transaction(features) as txn:
+                txn.update("c", set={"value": "value + 1"}, where="id = 1")
+            retries += txn.stats["retries"]
+            redos += txn.stats["redos"]
+        except lv.TransactionAborted:
+            aborted += 1
+    out.put((aborted, retries, redos))
+
+
+def _run_workers(target, args_list):
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*a, out)) for a in args_list]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    return results
+
+
+@pytest.mark.slow
+def test_contention_r_commits_everything_dl_aborts(backend):
+    lake = backend.lake()
+    lake.create_table("c", T)
+    with lake.transaction("") as txn:
+        txn.insert("c", {"id": [1, 2], "value": [0, 0]})
+    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "R", 25)] * 4)
+    assert [r[0] for r in res] == [0, 0, 0, 0]  # no R transaction aborted
+    assert sum(r[2] for r in res) > 0  # they did collide, and redid instead of aborting
+    assert rows(lake.read("c"))[0]["value"] == 100
+    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "", 25)] * 4)
+    aborted = sum(r[0] for r in res)
+    assert aborted + sum(r[1] for r in res) > 0  # plain Delta: aborts (or at least lost races)
+    assert rows(lake.read("c"))[0]["value"] == 200 - aborted  # nothing lost that was acknowledged
+    assert rows(lake.read("c")) == backend.delta_rows("c")
+
+
+def _lv_mixed_worker(uri, opts, wid, n, mode, out):
+    rng = random.Random(wid)
+    lake = lv.Lake(uri, storage_options=opts or None, commit_mode=mode)
+    mine, incs = [], Counter()
+    for i in range(n):
+        rid = wid * 1000 + i
+        lake.run(lambda t, rid=rid: t.insert("m", {"id": [rid], "owner": [wid], "value": [0]}), features="R")
+        mine.append(rid)
+        target = rng.choice(mine)
+        lake.run(lambda t, target=target: t.update("m", set={"value": "value + 1"}, where=f"id = {target}"),
+                 features="R", retries=20)
+        incs[target] += 1
+    out.put((mine, dict(incs)))
+
+
+def _delta_rs_mixed_worker(uri, opts, wid, n, mode, out):
+    from deltalake import DeltaTable, write_deltalake
+
+    rng = random.Random(wid)
+    schema = pa.schema([("id", pa.int64()), ("owner", pa.int64()), ("value", pa.int64())])
+    mine, incs = [], Counter()
+    for i in range(n):
+        rid = wid * 1000 + i
+        while True:
+            try:
+                write_deltalake(uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema),
+                                mode="append", storage_options=opts or None)
+                break
+            except Exception:  # noqa: BLE001 - a lost commit race: retry like an application would
+                continue
+        mine.append(rid)
+        target = rng.choice(mine)
+        while True:
+            try:
+                DeltaTable(uri, storage_options=opts or None).update(
+                    updates={"value": "value + 1"}, predicate=f"id = {target}")
+                break
+            except Exception:  # noqa: BLE001
+                continue
+        incs[target] += 1
+    out.put((mine, dict(incs)))
+
+
+def _mixed(args):
+    kind, *rest = args
+    return kind, rest
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
+    lake = backend.lake(commit_mode=mode)
+    lake.create_table("m", pa.schema([("id", pa.int64()), ("owner", pa.int64()), ("value", pa.int64())]))
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_lv_mixed_worker, args=(backend.uri, backend.storage_options, w, 8, mode, out))
+             for w in (1, 2)]
+    procs += [ctx.Process(target=_delta_rs_mixed_worker,
+                          args=(backend.table_uri("m"), backend.storage_options, w, 8, mode, out)) for w in (3, 4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(60)
+    acked = sorted(i for mine, _ in results for i in mine)
+    incs = Counter()
+    for _, d in results:
+        incs.update(d)
+    got = rows(lake.read("m"))
+    assert [r["id"] for r in got] == acked  # none lost, none duplicated
+    assert {r["id"]: r["value"] for r in got} == {i: incs.get(i, 0) for i in acked}
+    assert got == backend.delta_rows("m")
+    latest = lake.version("m")
+    for v in range(latest + 1):
+        ids = [r["id"] for r in backend.delta_rows("m", v)]
+        assert len(ids) == len(set(ids)), f"version {v} has duplicates"
+    assert _open_markers(lake, "m") == []
+
+
+def test_incremental_delta_rs_reader_tail_mode_stays_in_step_in_place_diverges(local_backend):
+    """The measured reason tail is the default: delta-rs' update_incremental() never re-reads
+    a version it loaded, so an in-place fill of a marker it saw empty is lost to it."""
+    from deltalake import DeltaTable
+
+    outcome = {}
+    for mode in MODES:
+        name = f"inc_{mode}"
+        lake = local_backend.lake(commit_mode=mode)
+        lake.create_table(name, T)
+        with lake.transaction("") as txn:
+            txn.insert(name, {"id": [1, 2], "value": [10, 20]})
+        follower = DeltaTable(local_backend.table_uri(name))
+        for i in range(3):
+            txn = lake.begin("R")
+            txn.update(name, set={"value": f"value + {i + 1}"}, where="id = 1")
+            follower.update_incremental()  # loads the marker version, empty
+            txn.commit()
+            follower.update_incremental()
+        fresh = DeltaTable(local_backend.table_uri(name))
+        outcome[mode] = (sorted(pa.table(follower.to_pyarrow_table()).to_pylist(), key=lambda r: r["id"]),
+                         sorted(pa.table(fresh.to_pyarrow_table()).to_pylist(), key=lambda r: r["id"]))
+    follower_rows, fresh_rows = outcome["tail"]
+    assert follower_rows == fresh_rows == [{"id": 1, "value": 16}, {"id": 2, "value": 20}]
+    follower_rows, fresh_rows = outcome["in_place"]
+    assert fresh_rows == [{"id": 1, "value": 16}, {"id": 2, "value": 20}]
+    assert follower_rows == [{"id": 1, "value": 10}, {"id": 2, "value": 20}]  # the hazard, measured
