@@ -375,10 +375,11 @@ class Transaction:
             tw.logical = True
         if self.CT:
             self._deps.observe(tw.name, [p for _, p in preds])
-            for _, p in preds:
-                if self._deps.cycle_with(p) and younger(self.attempt, p.attempt):
-                    self._shift_markers(f"cycle with {p.attempt} in {tw.name}")
-                    return
+            cyc = [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
+            if cyc:
+                self._deps.yield_to(cyc)
+                self._shift_markers(f"cycle with {cyc[0].attempt} in {tw.name}")
+                return
             self._publish_deps()
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
@@ -433,7 +434,7 @@ class Transaction:
                         rewrite_marker(tw.log, h)
                     except MarkerLost:
                         pass
-        self._deps = Dependencies(self.attempt)
+        self._deps.preds = {}
         for tw in self.tables.values():
             if tw.marker is None:
                 continue
@@ -512,6 +513,7 @@ class Transaction:
                     self._deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
                 cyc = [p for _, _, p in pending if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
                 if cyc:
+                    self._deps.yield_to(cyc)
                     self._shift_markers(f"cycle with {cyc[0].attempt}")
                     shifts_here += 1
                     deadline = time.monotonic() + self.lake.wait_timeout

@@ -3,10 +3,14 @@
 Each transaction knows the running transactions whose markers precede its own
 in some table (its outgoing edges) and, transitively, what they depend on, as
 published in their markers (rule II). A cycle exists when a predecessor depends
-on us. Both ends may see it; the younger one (larger id: ids are time-ordered)
-shifts its markers (rule IV), so two transactions never shift against each
-other forever. A wait that times out also shifts: larger cycles, or stale
-dependency lists, are broken that way.
+on us (rule III). Both ends may see it; the younger one (larger id: ids are
+time-ordered) shifts its markers (rule IV), so two transactions never shift
+against each other. Lists are recomputed from the predecessors still running,
+so they shrink as transactions finish. A partner's list can lag behind our
+shift (it has not republished yet); we remember the revision of its marker we
+yielded to and ignore that stale list until the partner rewrites the marker.
+A wait that times out also shifts: that breaks cycles too large or too stale
+for the lists to show.
 """
 
 from __future__ import annotations
@@ -19,25 +23,26 @@ from ..markers import MarkerPayload
 @dataclass
 class Dependencies:
     me: str  # our attempt id
-    direct: dict[str, set[str]] = field(default_factory=dict)  # table -> predecessor attempts
-    transitive: set[str] = field(default_factory=set)
+    preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # table -> pred -> its deps
+    yielded: dict[tuple[str, str], int] = field(default_factory=dict)  # (pred, table) -> rev we yielded to
     published: frozenset[str] = frozenset()
 
     def observe(self, table: str, preds: list[MarkerPayload]) -> None:
-        self.direct[table] = {p.attempt for p in preds}
-        for p in preds:
-            self.transitive.add(p.attempt)
-            self.transitive.update(d for d in p.deps if d != self.me)
+        """The running predecessors of our marker in ``table``, as just read."""
+        self.preds[table] = {p.attempt: frozenset(p.deps) for p in preds}
 
-    def forget(self, finished: set[str]) -> None:
-        """Resolved transactions are no longer edges."""
-        self.transitive -= finished
-        for s in self.direct.values():
-            s -= finished
+    def forget_table(self, table: str) -> None:
+        self.preds.pop(table, None)
 
-    def reset_table(self, table: str) -> None:
-        self.direct.pop(table, None)
-        self.transitive = set().union(*self.direct.values()) if self.direct else set()
+    @property
+    def transitive(self) -> set[str]:
+        out: set[str] = set()
+        for by_pred in self.preds.values():
+            for pred, deps in by_pred.items():
+                out.add(pred)
+                out.update(deps)
+        out.discard(self.me)
+        return out
 
     def needs_publish(self) -> bool:
         return frozenset(self.transitive) != self.published
@@ -48,7 +53,14 @@ class Dependencies:
 
     def cycle_with(self, pred: MarkerPayload) -> bool:
         """Rule III: the predecessor (or something it waits for) waits for us."""
-        return self.me in pred.deps
+        if self.me not in pred.deps:
+            return False
+        seen = self.yielded.get((pred.attempt, pred.table))
+        return seen is None or pred.rev > seen
+
+    def yield_to(self, preds: list[MarkerPayload]) -> None:
+        for p in preds:
+            self.yielded[(p.attempt, p.table)] = p.rev
 
 
 def younger(a: str, b: str) -> bool:

@@ -1,0 +1,476 @@
+"""What every benchmark shares: where the lake lives, how requests are slowed and
+counted, which systems are compared, and how results are printed, saved and plotted.
+
+Latency is simulated in one of two ways, chosen so that every system in a run pays
+the same: on the local store by ``LatencyStore`` (lakevilla only; delta-rs then runs
+unslowed and the table says so), on S3 by an HTTP proxy in front of moto that delays
+every request by kind, so lakevilla and delta-rs cross the same slow link.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import lakevilla as lv
+from lakevilla.store import (
+    S3_SAME_REGION,
+    CountingStore,
+    LatencyProfile,
+    LatencyStore,
+    ObjectStore,
+    open_store,
+    uniform_latency,
+)
+
+# name -> lakevilla features ("" is plain Delta through lakevilla); None is delta-rs alone
+SYSTEMS: dict[str, str | None] = {
+    "delta-rs": None,
+    "LV[DL]": "",
+    "LV[R]": "R",
+    "LV[R,CT]": "R,CT",
+    "LV[I]": "I",
+    "LV[R,CT,I]": "R,CT,I",
+}
+
+
+def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
+    p.add_argument("--quick", action="store_true", help="tiny sizes: seconds, for the test suite")
+    p.add_argument("--store", choices=["local", "s3"], default="local")
+    p.add_argument("--endpoint", default=None, help="S3 endpoint (default: a moto server on 127.0.0.1)")
+    p.add_argument("--latency", default="none",
+                   help="'none', 's3' (a same-region S3 profile) or milliseconds per request")
+    p.add_argument("--out", default=default_out, help="results folder (JSON + PNG)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ",".join(SYSTEMS))
+
+
+def latency_profile(spec: str) -> LatencyProfile | None:
+    if spec in ("none", "0", ""):
+        return None
+    if spec == "s3":
+        return S3_SAME_REGION
+    return uniform_latency(float(spec) / 1000.0)
+
+
+def _delay(profile: LatencyProfile, method: str, query: str) -> float:
+    kind = {"GET": "list" if "list-type" in query else "get", "HEAD": "head", "PUT": "put",
+            "DELETE": "delete", "POST": "put"}.get(method, "get")
+    return profile.delay(kind)
+
+
+class LatencyProxy:
+    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``."""
+
+    def __init__(self, target: str, profile: LatencyProfile) -> None:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                u = urlparse(outer.target)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))  # the simulation
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                r = conn.getresponse()
+                data = r.read()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.target = target
+        self.profile = profile
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@dataclass
+class Env:
+    """A benchmark's storage: a root URI, options for lakevilla and delta-rs, latency."""
+
+    kind: str
+    root: str
+    storage_options: dict[str, str] = field(default_factory=dict)
+    profile: LatencyProfile | None = None
+    latency_label: str = "none"
+    _cleanup: list = field(default_factory=list, repr=False)
+
+    def fresh_root(self, name: str) -> str:
+        """A new, empty lake under this environment."""
+        return f"{self.root}/{name}-{uuid.uuid4().hex[:8]}"
+
+    def store(self, root: str) -> ObjectStore:
+        """The store lakevilla uses: latency (local only; S3 pays it in the proxy), then counting."""
+        s = open_store(root, self.storage_options or None)
+        if self.kind == "local" and self.profile is not None:
+            s = LatencyStore(s, self.profile)
+        return s
+
+    def lake(self, root: str, **kw: Any) -> tuple[lv.Lake, CountingStore]:
+        counting = CountingStore(self.store(root))
+        return lv.Lake(root, storage_options=self.storage_options or None, store=counting, **kw), counting
+
+    @property
+    def delta_rs_slowed(self) -> bool:
+        return self.kind == "s3" or self.profile is None
+
+    def close(self) -> None:
+        for fn in reversed(self._cleanup):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def make_env(args: argparse.Namespace) -> Env:
+    profile = latency_profile(args.latency)
+    if args.store == "local":
+        d = tempfile.mkdtemp(prefix="lakevilla-bench-")
+        env = Env("local", "file://" + d, {}, profile, args.latency)
+        env._cleanup.append(lambda: shutil.rmtree(d, ignore_errors=True))
+        return env
+    endpoint = args.endpoint
+    env = Env("s3", "", {}, profile, args.latency)
+    if endpoint is None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        endpoint = f"http://{host}:{port}"
+        env._cleanup.append(server.stop)
+    if profile is not None:
+        proxy = LatencyProxy(endpoint, profile)
+        env._cleanup.append(proxy.close)
+        endpoint = proxy.url
+    opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+            "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
+            "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+    import boto3
+
+    bucket = f"lv-bench-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=opts["AWS_ACCESS_KEY_ID"],
+                 aws_secret_access_key=opts["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket=bucket)
+    env.root = f"s3://{bucket}/bench"
+    env.storage_options = opts
+    return env
+
+
+def selected_systems(args: argparse.Namespace) -> dict[str, str | None]:
+    names = [s.strip() for s in args.systems.split(",") if s.strip()]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    return {n: SYSTEMS[n] for n in names}
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    xs = sorted(values)
+    k = (len(xs) - 1) * p / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def progress(total: int, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="op", leave=False, dynamic_ncols=True)
+
+
+def print_table(rows: list[dict[str, Any]], columns: list[str], title: str = "") -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+        return str(v)
+
+    widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns}
+    lines = []
+    if title:
+        lines.append(title)
+    lines.append("  ".join(c.ljust(widths[c]) for c in columns))
+    lines.append("  ".join("-" * widths[c] for c in columns))
+    for r in rows:
+        lines.append("  ".join(fmt(r.get(c, "")).ljust(widths[c]) for c in columns))
+    text = "\n".join(lines)
+    print(text, flush=True)
+    return text
+
+
+def write_json(out_dir: str | Path, name: str, payload: dict[str, Any]) -> Path:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=_json_default))
+    return path
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "__dataclass_fields__"):
+        return asdict(o)
+    if isinstance(o, set | frozenset):
+        return sorted(o)
+    return str(o)
+
+
+def run_info(args: argparse.Namespace, env: Env) -> dict[str, Any]:
+    return {"store": env.kind, "latency": env.latency_label, "quick": bool(args.quick), "seed": args.seed,
+            "delta_rs_pays_latency": env.delta_rs_slowed, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+def plot(out_dir: str | Path, name: str, draw) -> Path:
+    """Save a matplotlib figure drawn by ``draw(fig)`` (Agg backend, no screen needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    fig = plt.figure(figsize=(8, 4.5))
+    draw(fig)
+    fig.tight_layout()
+    path = out / f"{name}.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------------------------------
+# Request counting that also sees delta-rs, and counting by where a request goes.
+# (Added for ycsb.py / costs.py / tables.py; the helpers above are unchanged.)
+# ---------------------------------------------------------------------------------------
+
+READ_KINDS = ("get", "head", "list")
+WRITE_KINDS = ("put", "put_if_absent", "put_if_match", "delete")
+
+
+def classify_http(method: str, path: str, headers: Any) -> str:
+    """The store-layer kind of one S3 HTTP request (the names CountingStore uses)."""
+    query = urlparse(path).query
+    if method == "GET":
+        return "list" if "list-type" in query or query.startswith("prefix=") else "get"
+    if method == "HEAD":
+        return "head"
+    if method == "DELETE" or (method == "POST" and "delete" in query):
+        return "delete"
+    if method in ("PUT", "POST"):
+        if headers.get("If-None-Match"):
+            return "put_if_absent"
+        if headers.get("If-Match"):
+            return "put_if_match"
+        return "put"
+    return method.lower()
+
+
+class CountingLatencyProxy(LatencyProxy):
+    """``LatencyProxy`` that also counts the requests crossing it, by kind.
+
+    delta-rs talks to S3 through its own Rust client, so this is the only honest place
+    to observe its requests; lakevilla's cross it too (a check on CountingStore).
+    ``profile=None`` forwards without delay.
+    """
+
+    def __init__(self, target: str, profile: LatencyProfile | None = None) -> None:
+        super().__init__(target, profile or LatencyProfile())
+        from collections import Counter
+
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        outer = self
+        base = self.server.RequestHandlerClass
+
+        class Counted(base):  # type: ignore[misc, valid-type]
+            # LatencyProxy writes headers and body in two sends; with Nagle on, the body
+            # waits for the client's delayed ACK (~40 ms per request on loopback)
+            disable_nagle_algorithm = True
+
+            def _forward(self) -> None:
+                outer._count(classify_http(self.command, self.path, self.headers))
+                super()._forward()
+
+            do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+        self.server.RequestHandlerClass = Counted
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+
+    def reset(self) -> dict[str, int]:
+        with self._lock:
+            old, self.counts = dict(self.counts), type(self.counts)()
+        return old
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+@dataclass
+class CountedEnv:
+    """An ``Env`` whose S3 traffic crosses a counting proxy (which also applies the latency).
+
+    ``direct_options`` reach the store unslowed and uncounted: for setting up big fixtures
+    (a 1,000-commit table) without paying the simulation. On the local store there is no
+    proxy: delta-rs' requests are not observable there (reported as n/a).
+    """
+
+    env: Env
+    proxy: CountingLatencyProxy | None
+    direct_options: dict[str, str]
+
+    def direct_store(self, root: str) -> ObjectStore:
+        return open_store(root, self.direct_options or None)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def make_counted_env(args: argparse.Namespace) -> CountedEnv:
+    """Like ``make_env``, but S3 requests of every client (delta-rs included) are counted."""
+    raw = argparse.Namespace(**{**vars(args), "latency": "none"})
+    env = make_env(raw)
+    profile = latency_profile(args.latency)
+    env.profile, env.latency_label = profile, args.latency
+    if env.kind != "s3":
+        return CountedEnv(env, None, {})
+    direct = dict(env.storage_options)
+    proxy = CountingLatencyProxy(direct["AWS_ENDPOINT_URL"], profile)
+    env._cleanup.append(proxy.close)
+    env.storage_options = {**direct, "AWS_ENDPOINT_URL": proxy.url}
+    return CountedEnv(env, proxy, direct)
+
+
+def request_area(key: str) -> str:
+    """Which layer a key belongs to: the Delta log, lakevilla's own folders, or table data."""
+    k = "/" + key
+    if "/_delta_log/" in k or k.endswith("/_delta_log"):
+        return "log"
+    if "/_lakevilla/" in k or k.endswith("/_lakevilla") or key.startswith("_lakevilla"):
+        return "lakevilla"
+    return "data"
+
+
+class AreaCountingStore(CountingStore):
+    """``CountingStore`` that also counts by (kind, area): the paper's Figure 14 counts only
+    metadata requests (log + lakevilla), not data-file reads and writes."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        from collections import Counter
+
+        self.by_area: Counter[tuple[str, str]] = Counter()
+
+    def _area(self, kind: str, key: str) -> None:
+        with self._lock:
+            self.by_area[(kind, request_area(key))] += 1
+
+    def reset(self):
+        with self._lock:
+            self.by_area = type(self.by_area)()
+        return super().reset()
+
+    def area_snapshot(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self.by_area)
+
+    def get(self, key):
+        self._area("get", key)
+        return super().get(key)
+
+    def head(self, key):
+        self._area("head", key)
+        return super().head(key)
+
+    def put(self, key, data):
+        self._area("put", key)
+        return super().put(key, data)
+
+    def put_if_absent(self, key, data):
+        self._area("put_if_absent", key)
+        return super().put_if_absent(key, data)
+
+    def put_if_match(self, key, data, etag):
+        self._area("put_if_match", key)
+        return super().put_if_match(key, data, etag)
+
+    def delete(self, key):
+        self._area("delete", key)
+        return super().delete(key)
+
+    def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
+        self._area("list", prefix)
+        return super().list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
+
+
+def reads_writes(counts: dict[str, int] | Any) -> tuple[int, int]:
+    """(GET+HEAD+LIST, PUT+conditional PUTs+DELETE) of a per-kind count."""
+    return (sum(counts.get(k, 0) for k in READ_KINDS), sum(counts.get(k, 0) for k in WRITE_KINDS))
+
+
+def per(counts: dict[str, int] | Any, n: float) -> dict[str, float]:
+    """Per-unit averages of a per-kind count (every kind present, zeros included)."""
+    n = max(n, 1)
+    return {k: counts.get(k, 0) / n for k in (*READ_KINDS, *WRITE_KINDS)}
+
+
+def finite_or_none(x: float) -> float | None:
+    """JSON has no NaN: missing measurements become null."""
+    return None if x != x or x in (float("inf"), float("-inf")) else float(x)
+
+
+def parse_systems(spec: str) -> dict[str, str | None]:
+    """``--systems`` as a dict, splitting on the commas outside brackets ("LV[R,CT]" is one name;
+    ``selected_systems`` above splits inside them, so the default value fails there)."""
+    names, depth, cur = [], 0, ""
+    for ch in spec:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            names.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    names.append(cur.strip())
+    names = [n for n in names if n]
+    unknown = [n for n in names if n not in SYSTEMS]
+    if unknown:
+        raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
+    return {n: SYSTEMS[n] for n in names}

@@ -1,0 +1,605 @@
+"""The Spark engine: Spark reads and writes the Parquet files, lakevilla writes the Delta log.
+
+No Delta jars are involved: ``scan`` reads exactly the files the transaction layer
+picked (partition values become literal columns), ``write`` has Spark write plain
+Parquet under a fresh ``<table>/lv-<uuid>/`` folder and turns the files into add
+actions (size from the file system listing, statistics from one aggregation over
+the new files), ``rewrite`` finds the files holding matching rows with one job and
+rewrites only those. Nothing here assumes local mode; the lake must be reachable by
+Spark's Hadoop file systems (``s3://`` lakes are addressed as ``s3a://``).
+
+Timestamp literals in ``where`` are read in the session time zone by Spark but in
+UTC by lakevilla's pruning, so use a UTC session (``spark.sql.session.timeZone``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import uuid
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any
+from urllib.parse import quote, unquote, urlsplit
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ..delta.actions import AddFile
+from ..delta.schema import schema_to_json
+from ..delta.stats import _jsonable
+from ..engine_api import (
+    HIVE_NULL,
+    RewriteResult,
+    TableContext,
+    data_file_key,
+    partition_value_string,
+)
+from ..errors import (
+    InvalidArgumentError,
+    InvalidExpressionError,
+    LakeVillaError,
+    SchemaMismatchError,
+)
+from ..expr import coerce
+from .embedded import conform, to_arrow_table
+
+FILE_COL = "__lv_file"
+_CHECK_TAG = "lakevilla-check"  # marks the errors our own runtime checks raise inside Spark jobs
+_CHECK_RE = re.compile(re.escape(_CHECK_TAG) + r"\[(schema|expr)\]: (.*?)(?: SQLSTATE: \w+)?$")
+_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_UTC_NAMES = {"UTC", "ETC/UTC", "Z", "+00:00", "GMT", "ETC/GMT", "UTC+00:00"}
+_INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+_INT_RANK = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}
+_SCHEME_MAP = {"s3": "s3a"}
+
+
+# -- schemas and columns -------------------------------------------------------------
+
+def spark_schema(schema: pa.Schema) -> T.StructType:
+    """The Spark type of a table: Delta's schemaString is Spark's own schema JSON."""
+    return T.StructType.fromJson(json.loads(schema_to_json(schema)))
+
+
+def _ident(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _col(name: str) -> Column:
+    return F.col(_ident(name))
+
+
+def _data_schema(ctx: TableContext) -> T.StructType:
+    return T.StructType([f for f in spark_schema(ctx.schema).fields if f.name not in ctx.partition_columns])
+
+
+def _is_numeric(t: T.DataType) -> bool:
+    return isinstance(t, T.NumericType)
+
+
+def _fail(kind: str, message: str, t: T.DataType) -> Column:
+    """Fails the Spark job with ``message``; ``_spark_errors`` turns it into our error class."""
+    return F.raise_error(F.lit(f"{_CHECK_TAG}[{kind}]: {message}")).cast(t)
+
+
+def _cast_kind(src: T.DataType, dst: T.DataType) -> str | None:
+    """How a ``src`` value becomes a ``dst`` value: "same", "cast" (never loses data),
+    "checked" (must round-trip), "date_ts" (midnight UTC, as pyarrow casts) or None."""
+    if src == dst or src.simpleString() == dst.simpleString():
+        return "same"
+    if isinstance(src, T.NullType):
+        return "cast"
+    if isinstance(src, _INTEGRAL) and isinstance(dst, _INTEGRAL):
+        return "cast" if _INT_RANK[type(src)] <= _INT_RANK[type(dst)] else "checked"
+    if isinstance(src, T.FloatType) and isinstance(dst, T.DoubleType):
+        return "cast"
+    if isinstance(src, T.DoubleType) and isinstance(dst, T.FloatType):
+        return "cast"  # float precision is rounded, as pyarrow's safe cast does
+    if isinstance(src, T.ByteType | T.ShortType | T.IntegerType) and isinstance(dst, T.DoubleType):
+        return "cast"
+    if _is_numeric(src) and _is_numeric(dst):
+        return "checked"
+    if isinstance(src, T.DateType) and isinstance(dst, T.TimestampType):
+        return "date_ts"
+    if isinstance(src, T.DateType) and isinstance(dst, T.TimestampNTZType):
+        return "cast"
+    return None
+
+
+def _converted(c: Column, src: T.DataType, dst: T.DataType, kind: str, what: str) -> Column:
+    """``c`` as ``dst``; values that would change fail the job with a clear message."""
+    how = _cast_kind(src, dst)
+    if how == "same":
+        return c if src == dst else c.cast(dst)
+    if how == "cast":
+        return c.cast(dst)
+    if how == "date_ts":
+        return F.timestamp_micros(F.unix_date(c).cast("long") * F.lit(86_400_000_000))
+    assert how == "checked"
+    out = c.try_cast(dst)
+    exact = c.isNull() | (out.isNotNull() & out.cast(src).eqNullSafe(c))
+    msg = f"{what}: a {src.simpleString()} value does not fit {dst.simpleString()} exactly"
+    return F.when(exact, out).otherwise(_fail(kind, msg, dst))
+
+
+def _not_null(c: Column, field: T.StructField, kind: str, what: str) -> Column:
+    if field.nullable:
+        return c
+    msg = f"{what}: NULL in non-nullable column {field.name!r}"
+    return F.when(c.isNull(), _fail(kind, msg, field.dataType)).otherwise(c)
+
+
+# -- partition values ----------------------------------------------------------------
+
+def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType) -> Column:
+    """A Delta partition string as a typed Spark literal (time-zone independent)."""
+    t = field.dataType
+    if raw is None:
+        return F.lit(None).cast(t)
+    if isinstance(t, T.TimestampType):
+        v = coerce(raw, arrow_type)
+        return F.timestamp_micros(F.lit((v - _EPOCH) // dt.timedelta(microseconds=1)))
+    if isinstance(t, T.TimestampNTZType):
+        return F.lit(coerce(raw, arrow_type).isoformat(sep=" ")).cast(t)
+    try:
+        return F.lit(coerce(raw, arrow_type)).cast(t)
+    except TypeError:  # no Python form for this type: let Spark parse the text
+        return F.lit(raw).cast(t)
+
+
+def _partition_dir_value(c: Column, t: T.DataType) -> Column:
+    """What we partition the written files by: text we can turn back into the exact
+    Delta partition string (Spark's own text for timestamps depends on the session zone)."""
+    if isinstance(t, T.TimestampType):
+        return F.unix_micros(c).cast("string")
+    return c.cast("string")
+
+
+def _delta_partition_string(text: str, t: T.DataType) -> str | None:
+    """The Delta ``partitionValues`` string for a directory value written by ``_partition_dir_value``."""
+    if text == HIVE_NULL:
+        return None
+    if isinstance(t, T.TimestampType):
+        return partition_value_string(_EPOCH + dt.timedelta(microseconds=int(text)))
+    if isinstance(t, T.TimestampNTZType):
+        return partition_value_string(dt.datetime.fromisoformat(text))
+    if isinstance(t, T.FloatType | T.DoubleType):
+        return partition_value_string(float(text))
+    return text
+
+
+def _partition_values(rel: str, ctx: TableContext, types: dict[str, T.DataType]) -> dict[str, str | None]:
+    segments = rel.split("/")[: len(ctx.partition_columns)]
+    out: dict[str, str | None] = {}
+    for name, seg in zip(ctx.partition_columns, segments, strict=True):
+        _, _, text = seg.partition("=")
+        out[name] = _delta_partition_string(unquote(text), types[name])  # Spark escapes as %XX
+    return out
+
+
+# -- statistics ----------------------------------------------------------------------
+
+@dataclass
+class _Leaf:
+    """One column (or struct field) we keep statistics for."""
+
+    path: tuple[str, ...]
+    column: Column
+    dtype: T.DataType
+
+
+def _leaves(fields: list[T.StructField], prefix: tuple[str, ...] = (), base: Column | None = None) -> Iterator[_Leaf]:
+    for f in fields:
+        c = _col(f.name) if base is None else base.getField(f.name)
+        if isinstance(f.dataType, T.StructType):
+            yield from _leaves(f.dataType.fields, (*prefix, f.name), c)
+        else:
+            yield _Leaf((*prefix, f.name), c, f.dataType)
+
+
+def _has_minmax(t: T.DataType) -> bool:
+    return isinstance(t, T.NumericType | T.StringType | T.DateType | T.TimestampType | T.TimestampNTZType)
+
+
+def _minmax_expr(agg, leaf: _Leaf) -> Column:
+    """min/max in a form that collects without time-zone conversion."""
+    if isinstance(leaf.dtype, T.TimestampType):
+        return F.unix_micros(agg(leaf.column))
+    if isinstance(leaf.dtype, T.TimestampNTZType):
+        return agg(leaf.column).cast("string")
+    return agg(leaf.column)
+
+
+def _stat_value(v: Any, t: T.DataType) -> Any:
+    if v is None:
+        return None
+    if isinstance(t, T.TimestampType):
+        return _jsonable(_EPOCH + dt.timedelta(microseconds=int(v)))
+    if isinstance(t, T.TimestampNTZType):
+        return _jsonable(dt.datetime.fromisoformat(v))
+    return _jsonable(v)
+
+
+def _stats_aggregations(leaves: list[_Leaf]) -> list[Column]:
+    aggs = [F.count(F.lit(1)).alias("n")]
+    for i, leaf in enumerate(leaves):
+        aggs.append(F.count(leaf.column).alias(f"c{i}"))
+        if _has_minmax(leaf.dtype):
+            aggs.append(_minmax_expr(F.min, leaf).alias(f"lo{i}"))
+            aggs.append(_minmax_expr(F.max, leaf).alias(f"hi{i}"))
+    return aggs
+
+
+def _put(d: dict, path: tuple[str, ...], v: Any) -> None:
+    for p in path[:-1]:
+        d = d.setdefault(p, {})
+    d[path[-1]] = v
+
+
+def _stats_json(row: dict, leaves: list[_Leaf]) -> str:
+    """The stats string in the format of ``lakevilla.delta.stats``."""
+    n = int(row["n"])
+    mins: dict = {}
+    maxs: dict = {}
+    nulls: dict = {}
+    for i, leaf in enumerate(leaves):
+        _put(nulls, leaf.path, n - int(row[f"c{i}"]))
+        if _has_minmax(leaf.dtype):
+            lo, hi = _stat_value(row[f"lo{i}"], leaf.dtype), _stat_value(row[f"hi{i}"], leaf.dtype)
+            if lo is not None and hi is not None:
+                _put(mins, leaf.path, lo)
+                _put(maxs, leaf.path, hi)
+    return json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
+                      separators=(",", ":"))
+
+
+# -- errors --------------------------------------------------------------------------
+
+def _first_line(e: BaseException) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else type(e).__name__
+
+
+def _condition(e: BaseException) -> tuple[str | None, str | None]:
+    cond = getattr(e, "getCondition", None) or getattr(e, "getErrorClass", None)
+    state = getattr(e, "getSqlState", None)
+    try:
+        return (cond() if cond else None), (state() if state else None)
+    except Exception:  # noqa: BLE001 - a Py4J error without a Spark condition
+        return None, None
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    mod = type(e).__module__
+    return mod.startswith(("pyspark", "py4j"))
+
+
+def _own_check(e: BaseException) -> LakeVillaError | None:
+    for line in str(e).splitlines():
+        m = _CHECK_RE.search(line)
+        if m is not None:
+            cls = SchemaMismatchError if m.group(1) == "schema" else InvalidExpressionError
+            return cls(m.group(2).strip())
+    return None
+
+
+@contextmanager
+def _spark_errors(what: str, data_error: type[LakeVillaError] | None) -> Iterator[None]:
+    """Spark's exceptions as lakevilla errors: our own checks, data errors (SQLSTATE 22,
+    e.g. a division by zero in a ``set``) when ``data_error`` is given, and analysis
+    errors; anything else (I/O, a lost executor, the user's own DataFrame) passes unchanged."""
+    try:
+        yield
+    except LakeVillaError:
+        raise
+    except Exception as e:
+        if not _is_spark_error(e):
+            raise
+        own = _own_check(e)
+        if own is not None:
+            raise own from None
+        _, state = _condition(e)
+        if data_error is not None and state and state.startswith("22"):
+            raise data_error(f"{what}: {_first_line(e)}") from None
+        if type(e).__name__ in ("AnalysisException", "ParseException"):
+            raise InvalidExpressionError(f"{what}: {_first_line(e)}") from None
+        raise
+
+
+# -- the engine ----------------------------------------------------------------------
+
+def _raw_fs(fs):
+    """The file system under Hadoop's checksum layer, which hides the .crc files it writes."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return fs.getRawFileSystem()
+    except Py4JError:
+        return fs
+
+
+class SparkEngine:
+    """``lv.Lake(uri, engine=lv.SparkEngine(spark))``: reads give DataFrames, inserts take them."""
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession, *, scheme_map: dict[str, str] | None = None) -> None:
+        self.spark = spark
+        self.scheme_map = dict(_SCHEME_MAP if scheme_map is None else scheme_map)
+        # INT96 timestamps carry no statistics; micros do (and every Delta reader reads them)
+        spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        self._empty: dict[str, DataFrame] = {}
+
+    def attach(self, lake: Any) -> None:
+        scheme = urlsplit(lake.root_uri).scheme
+        if scheme not in ("file", "hdfs", "s3a", "gs", "abfs", "abfss", *self.scheme_map):
+            raise InvalidArgumentError(f"the Spark engine cannot reach {lake.root_uri!r}: Spark needs a Hadoop "
+                                       "file system URI (file://, s3:// via s3a, hdfs://, ...)")
+        tz = (self.spark.conf.get("spark.sql.session.timeZone") or "").upper()
+        if tz not in _UTC_NAMES:
+            warnings.warn(f"Spark session time zone is {tz!r}: lakevilla prunes files reading timestamp literals "
+                          "as UTC; set spark.sql.session.timeZone=UTC for identical semantics", stacklevel=3)
+
+    def num_rows(self, result: Any) -> int:
+        """Rows of an arrow result; -1 for a DataFrame (counting it would run a job)."""
+        if isinstance(result, DataFrame):
+            return -1
+        return int(getattr(result, "num_rows", -1))
+
+    # -- paths ---------------------------------------------------------------------
+    def _spark_uri(self, uri: str) -> str:
+        scheme, sep, rest = uri.partition("://")
+        return f"{self.scheme_map.get(scheme, scheme)}{sep}{rest}" if sep else uri
+
+    def _file_uri(self, ctx: TableContext, add: AddFile) -> str:
+        """The file's location as Spark reads it: literal (not URI-encoded) text, globs escaped."""
+        path = unquote(add.path) if "://" in add.path else f"{ctx.location_uri}/{unquote(add.path)}"
+        return _GLOB_CHARS.sub(r"\\\1", self._spark_uri(path))
+
+    def _root_path(self, ctx: TableContext) -> str:
+        return re.sub("/+", "/", urlsplit(ctx.lake_uri).path).rstrip("/")
+
+    def _key_of(self, ctx: TableContext, spark_file_path: str) -> str:
+        """The store key of a file as Spark names it in ``_metadata.file_path`` (URI-encoded)."""
+        path = re.sub("/+", "/", unquote(urlsplit(spark_file_path).path))
+        root = self._root_path(ctx) + "/"
+        return path[len(root):] if path.startswith(root) else path
+
+    def _fs(self, uri: str):
+        jvm = self.spark.sparkContext._jvm
+        path = jvm.org.apache.hadoop.fs.Path(uri)
+        return path, path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
+
+    # -- validation ------------------------------------------------------------------
+    def _empty_frame(self, ctx: TableContext) -> DataFrame:
+        key = schema_to_json(ctx.schema)
+        df = self._empty.get(key)
+        if df is None:
+            df = self.spark.createDataFrame([], spark_schema(ctx.schema))
+            self._empty[key] = df
+        return df
+
+    def validate_where(self, ctx: TableContext, where: str) -> None:
+        if not isinstance(where, str) or not where.strip():
+            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r}: expected one SQL expression as a string")
+        df = self._empty_frame(ctx)
+        with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
+            t = df.select(F.expr(where).alias("__m")).schema["__m"].dataType
+            if not isinstance(t, T.BooleanType | T.NullType):
+                raise InvalidExpressionError(f"where={where!r} on {ctx.name!r} is {t.simpleString()}, not a boolean")
+            _ = df.filter(F.expr(where)).schema  # rejects aggregates, windows and generators
+
+    def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None:
+        if not assignments:
+            raise InvalidExpressionError("update needs at least one column in set=")
+        names = {f.name.lower(): f for f in spark_schema(ctx.schema).fields}
+        df = self._empty_frame(ctx)
+        for col, expr in assignments.items():
+            field = names.get(col.lower())
+            if field is None:
+                raise InvalidExpressionError(f"set: {ctx.name!r} has no column {col!r}")
+            if not isinstance(expr, str) or not expr.strip():
+                raise InvalidExpressionError(f"set {col}={expr!r}: expected one SQL expression as a string")
+            with _spark_errors(f"set {col}={expr!r} on {ctx.name!r}", InvalidExpressionError):
+                t = df.select(F.expr(expr).alias("__v")).schema["__v"].dataType
+                _ = df.filter(F.expr(expr).isNull() | F.lit(True)).schema  # no aggregates or windows
+            if _cast_kind(t, field.dataType) is None:
+                raise InvalidExpressionError(f"set {col}={expr!r} on {ctx.name!r}: the value is {t.simpleString()}, "
+                                             f"column {field.name!r} is {field.dataType.simpleString()}")
+        if where is not None:
+            self.validate_where(ctx, where)
+
+    # -- reading ---------------------------------------------------------------------
+    def _frame(self, ctx: TableContext, files: list[AddFile], with_file: bool = False) -> DataFrame:
+        """All rows of ``files`` in table schema; partition columns are literals per file group."""
+        schema = spark_schema(ctx.schema)
+        if not files:
+            fields = list(schema.fields) + ([T.StructField(FILE_COL, T.StringType())] if with_file else [])
+            return self.spark.createDataFrame([], T.StructType(fields))
+        data_schema = _data_schema(ctx)
+        groups: dict[tuple[str | None, ...], list[str]] = {}
+        for a in files:
+            key = tuple(a.partition_values.get(c) for c in ctx.partition_columns)
+            groups.setdefault(key, []).append(self._file_uri(ctx, a))
+        frames = []
+        for values, uris in groups.items():
+            df = self.spark.read.schema(data_schema).parquet(*uris)
+            pv = dict(zip(ctx.partition_columns, values, strict=True))
+            cols = [_partition_literal(pv[f.name], f, ctx.schema.field(f.name).type).alias(f.name)
+                    if f.name in pv else _col(f.name) for f in schema.fields]
+            if with_file:
+                cols.append(F.col("_metadata.file_path").alias(FILE_COL))
+            frames.append(df.select(*cols))
+        return reduce(DataFrame.union, frames)
+
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> DataFrame:
+        if columns is not None:
+            unknown = [c for c in columns if c not in ctx.schema.names]
+            if unknown:
+                raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
+        df = self._frame(ctx, files)
+        with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
+            if where is not None:
+                df = df.filter(F.expr(where))
+            if columns is not None:
+                df = df.select(*[_col(c) for c in columns])
+        return df
+
+    # -- writing ---------------------------------------------------------------------
+    def _conform(self, ctx: TableContext, df: DataFrame, what: str) -> DataFrame:
+        """``df`` in the table schema (column order, names, types), mirroring embedded.conform."""
+        by_lower = {n.lower(): n for n in df.columns}
+        if len(by_lower) != len(df.columns):
+            raise SchemaMismatchError(f"{what}: duplicate column names {df.columns}")
+        schema = spark_schema(ctx.schema)
+        wanted = {f.name.lower() for f in schema.fields}
+        extra = [n for n in df.columns if n.lower() not in wanted]
+        if extra:
+            raise SchemaMismatchError(f"{what}: column(s) {extra} are not in the table schema "
+                                      f"({', '.join(f.name for f in schema.fields)})")
+        src_types = {f.name: f.dataType for f in df.schema.fields}
+        cols = []
+        for f in schema.fields:
+            src = by_lower.get(f.name.lower())
+            if src is None:
+                if not f.nullable:
+                    raise SchemaMismatchError(f"{what}: missing non-nullable column {f.name!r}")
+                cols.append(F.lit(None).cast(f.dataType).alias(f.name))
+                continue
+            st = src_types[src]
+            if _cast_kind(st, f.dataType) is None:
+                raise SchemaMismatchError(f"{what}: column {f.name!r} has type {st.simpleString()}, the table has "
+                                          f"{f.dataType.simpleString()}")
+            c = _converted(_col(src), st, f.dataType, "schema", f"{what}: column {f.name!r}")
+            cols.append(_not_null(c, f, "schema", what).alias(f.name))
+        return df.select(*cols)
+
+    def _to_frame(self, ctx: TableContext, data: Any) -> DataFrame | None:
+        """A DataFrame in the table schema; None when non-Spark input has no rows."""
+        what = f"insert into {ctx.name!r}"
+        if isinstance(data, DataFrame):
+            return self._conform(ctx, data, what)
+        table = conform(ctx.name, to_arrow_table(data), ctx.schema)  # the embedded engine's exact rules
+        if table.num_rows == 0:
+            return None
+        return self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
+
+    def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
+        df = self._to_frame(ctx, data)
+        if df is None:
+            return []
+        with _spark_errors(f"insert into {ctx.name!r}", None):
+            return self._write_frame(ctx, df)
+
+    def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
+        """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
+        folder = f"lv-{uuid.uuid4()}"
+        target = self._spark_uri(f"{ctx.location_uri}/{folder}")
+        types = {f.name: f.dataType for f in spark_schema(ctx.schema).fields}
+        out = df
+        for p in ctx.partition_columns:
+            out = out.withColumn(p, _partition_dir_value(_col(p), types[p]))
+        writer = (out.write.mode("errorifexists").option("compression", "snappy")
+                  .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
+        if ctx.partition_columns:
+            writer = writer.partitionBy(*ctx.partition_columns)
+        try:
+            writer.parquet(target)
+            files = self._data_files(target)
+            stats = self._file_stats(ctx, target, [rel for rel, _, _ in files])
+            adds = []
+            for rel, size, mtime in files:
+                st = stats.get(f"{ctx.name}/{folder}/{rel}")
+                if st is None:  # no rows (Spark writes one empty file for an empty input)
+                    self._delete(f"{target}/{rel}")
+                    continue
+                adds.append(AddFile(path=quote(f"{folder}/{rel}", safe="/="), size=size,
+                                    partition_values=_partition_values(rel, ctx, types),
+                                    modification_time=mtime, data_change=True, stats=st))
+            if not adds:
+                self._delete(target, recursive=True)
+            return adds
+        except Exception:
+            self._delete(target, recursive=True)
+            raise
+
+    def _data_files(self, target: str) -> list[tuple[str, int, int]]:
+        """(relative path, size, mtime) of the Parquet files under ``target``; Spark's side
+        files (checksums, markers) are deleted so an abort that removes the data leaves nothing."""
+        path, fs = self._fs(target)
+        raw = _raw_fs(fs)
+        base = re.sub("/+", "/", fs.makeQualified(path).toUri().getPath()).rstrip("/") + "/"
+        out = []
+        it = raw.listFiles(path, True)
+        while it.hasNext():
+            st = it.next()
+            p = st.getPath()
+            name = p.getName()
+            if name.startswith(("_", ".")) or not name.endswith(".parquet"):
+                raw.delete(p, False)
+                continue
+            full = re.sub("/+", "/", p.toUri().getPath())
+            out.append((full[len(base):], int(st.getLen()), int(st.getModificationTime())))
+        return sorted(out)
+
+    def _file_stats(self, ctx: TableContext, target: str, rels: list[str]) -> dict[str, str]:
+        """Statistics per store key, from one aggregation over the new files."""
+        if not rels:
+            return {}
+        uris = [_GLOB_CHARS.sub(r"\\\1", f"{target}/{rel}") for rel in rels]
+        data_schema = _data_schema(ctx)
+        leaves = list(_leaves(data_schema.fields))
+        df = self.spark.read.schema(data_schema).parquet(*uris).withColumn(FILE_COL, F.col("_metadata.file_path"))
+        rows = df.groupBy(FILE_COL).agg(*_stats_aggregations(leaves)).collect()
+        return {self._key_of(ctx, r[FILE_COL]): _stats_json(r.asDict(), leaves) for r in rows}
+
+    def _delete(self, uri: str, recursive: bool = False) -> None:
+        try:
+            path, fs = self._fs(uri)
+            fs.delete(path, recursive)
+        except Exception:  # noqa: BLE001 - best effort: the caller is already failing or tidying
+            pass
+
+    # -- updates and deletes -----------------------------------------------------------
+    def _hits(self, ctx: TableContext, files: list[AddFile], match: Column) -> dict[str, int]:
+        """Matching rows per store key: one job over the candidate files."""
+        rows = self._frame(ctx, files, with_file=True).filter(match).groupBy(FILE_COL).count().collect()
+        return {self._key_of(ctx, r[FILE_COL]): int(r["count"]) for r in rows}
+
+    def _updated(self, ctx: TableContext, df: DataFrame, match: Column, assignments: dict[str, str]) -> DataFrame:
+        fields = {f.name.lower(): f for f in spark_schema(ctx.schema).fields}
+        new: dict[str, Column] = {}
+        for col, expr in assignments.items():
+            f = fields[col.lower()]
+            what = f"set {col}={expr!r}"
+            v = F.expr(expr)
+            t = df.select(v.alias("__v")).schema["__v"].dataType
+            if _cast_kind(t, f.dataType) is None:
+                raise InvalidExpressionError(f"{what} on {ctx.name!r}: the value is {t.simpleString()}, column "
+                                             f"{f.name!r} is {f.dataType.simpleString()}")
+            v = _not_null(_converted(v, t, f.dataType, "expr", what), f, "schema", what)
+            new[f.name] = F.when(match, v).otherwise(_col(f.name))
+        return df.select(*[new.get(f.name, _col(f.name)).alias(f.name) for f in spark_schema(ctx.schema).fields])
+
+    def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
+                assignments: dict[str, str] | None) -> RewriteResult:
+        if not files:
+            return RewriteResult()
+        op = "update" if assignments is not None else "delete"
+        with _spark_errors(f"{op} on {ctx.name!r} where={where!r}", InvalidExpressionError):
+            match = F.coalesce(F.expr(where), F.lit(False)) if where is not None else F.lit(True)
+            hits = self._hits(ctx, files, match)
+            touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in hits]
+            if not touched:
+                return RewriteResult()
+            src = self._frame(ctx, touched)
+            new = src.filter(~match) if assignments is None else self._updated(ctx, src, match, assignments)
+            added = self._write_frame(ctx, new)
+        return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))

@@ -1,0 +1,315 @@
+"""LV[CT]: multi-table transactions, marker DAG deadlock detection, atomic multi-table commit."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import random
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.complex_txn import record as records
+from lakevilla.markers import RUNNING, marker_of
+from tests.conftest import rows
+from tests.helpers import count_calls, crash_plans, run_crashing
+
+ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
+MODES = ["tail", "in_place"]
+
+
+def _later_clock():
+    return time.time() + 10_000.0
+
+
+def _bank(backend, tables=("x", "y"), mode="tail", **kw):
+    lake = backend.lake(commit_mode=mode, **kw)
+    for i, t in enumerate(tables):
+        lake.create_table(t, ACC)
+        with lake.transaction("") as txn:
+            txn.insert(t, {"id": [10 * i + 1, 10 * i + 2], "balance": [1000, 1000]})
+    return lake
+
+
+def _balances(lake, tables=("x", "y")):
+    return {t: {r["id"]: r["balance"] for r in rows(lake.read(t))} for t in tables}
+
+
+def _open_markers(lake, table):
+    log = lake.log(table)
+    return [v for v, c in log.commits_between(-1, log.latest_version())
+            if (m := marker_of(c)) and m.state == RUNNING]
+
+
+def _commit_all(*txns, timeout=60):
+    errors = []
+
+    def go(t):
+        try:
+            t.commit()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(t,)) for t in txns]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout)
+    assert not any(th.is_alive() for th in threads), "a commit hung: deadlock"
+    return errors
+
+
+def _await(cond, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.005)  # polling a condition we wait for
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
+    lake = _bank(backend, mode=mode, wait_timeout=30)
+    t1, t2 = lake.begin("R,CT"), lake.begin("R,CT")
+    t1.update("x", set={"balance": "balance - 50"}, where="id = 1")  # T1: withdraw in bank x
+    t2.update("y", set={"balance": "balance - 70"}, where="id = 11")  # T2: withdraw in bank y
+    t2.update("x", set={"balance": "balance + 70"}, where="id = 1")  # T2: deposit in x, behind T1: T2 -> T1
+    t1.update("y", set={"balance": "balance + 50"}, where="id = 11")  # T1: deposit in y, behind T2: a cycle
+    errors = _commit_all(t1, t2)
+    assert errors == []
+    assert t1.stats["shifts"] + t2.stats["shifts"] >= 1  # the cycle was broken by a marker shift
+    young = t2 if t2.attempt > t1.attempt else t1  # ids are time-ordered; same-ms ties go by the random part
+    assert young.stats["shifts"] >= 1  # by the younger one
+    b = _balances(lake)
+    assert b["x"][1] == 1000 - 50 + 70 and b["y"][11] == 1000 - 70 + 50
+    assert sum(sum(v.values()) for v in b.values()) == 4000
+    freed = [marker_of(c).reason for _, c in lake.log("y").commits_between(-1, lake.version("y"))
+             if marker_of(c) and marker_of(c).state == "freed"]
+    assert any(r and r.startswith("shift") for r in freed)
+    assert _open_markers(lake, "x") == [] and _open_markers(lake, "y") == []
+    assert rows(lake.read("x")) == backend.delta_rows("x")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_g0_write_cycle_across_tables(backend, mode):
+    final = {}
+    for features in ("R", "R,CT"):
+        tables = (f"a{len(features)}", f"b{len(features)}")
+        lake = _bank(backend, tables=tables, mode=mode)
+        a, b = tables
+        t1, t2 = lake.begin(features), lake.begin(features)
+        t1.update(a, set={"balance": "1"}, where="id = 1")
+        t2.update(b, set={"balance": "2"}, where="id = 11")
+        t2.update(a, set={"balance": "2"}, where="id = 1")
+        t1.update(b, set={"balance": "1"}, where="id = 11")
+        assert _commit_all(t1, t2) == []
+        bal = _balances(lake, tables)
+        final[features] = (bal[a][1], bal[b][11])
+    assert final["R"] == (2, 1)  # R alone: T1 before T2 in a, T2 before T1 in b: a write cycle
+    assert final["R,CT"] in ((1, 1), (2, 2))  # R,CT: one transaction entirely after the other
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_g1c_circular_information_flow_across_tables(backend, mode):
+    seen = {}
+    for features in ("R", "R,CT"):
+        tables = (f"c{len(features)}", f"d{len(features)}")
+        c, d = tables
+        lake = _bank(backend, tables=tables, mode=mode)
+        t2 = lake.begin(features)
+        t2.update(d, set={"balance": "2"}, where="id = 11")  # T2 reserves d first
+        t1 = lake.begin(features)
+        t1.update(c, set={"balance": "1"}, where="id = 1")
+        t1.update(d, set={"balance": "1"}, where="id = 11")  # behind T2 in d
+        th = threading.Thread(target=t1.commit)
+        th.start()
+        _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)  # T1 is now waiting for T2 in d
+        x = t2.read(c, where="id = 1").column("balance")[0].as_py()  # does T2 see T1's write to c?
+        t2.commit()
+        th.join(60)
+        y = _balances(lake, tables)[d][11]
+        seen[features] = (x, y)
+    # R alone: T1 committed c before waiting; T2 read it (T1 -> T2), then T1 overwrote T2's d (T2 -> T1)
+    assert seen["R"] == (1, 1)
+    assert seen["R,CT"] == (1000, 1)  # R,CT: nothing of T1 visible before all of it: T2 < T1 only
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_crash_at_every_store_call_of_a_two_table_commit(backend, mode):
+    base = backend.store()
+
+    def action_on(tables):
+        x, y = tables
+
+        def action(lake):
+            txn = lake.begin("R,CT")
+            txn.update(x, set={"balance": "balance - 5"}, where="id = 1")
+            txn.update(y, set={"balance": "balance + 5"}, where="id = 11")
+            txn.commit()
+        return action
+
+    def make(store):
+        return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0)
+
+    probe = ("px", "py")
+    _bank(backend, tables=probe, mode=mode)
+    before = _balances(backend.lake(), probe)
+    n = count_calls(base, make, action_on(probe))
+    after = _balances(backend.lake(), probe)
+    outcomes = set()
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        tables = (f"x{i}", f"y{i}")
+        _bank(backend, tables=tables, mode=mode)
+        run_crashing(base, plan, make, action_on(tables))
+        rec = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
+        rec.recover(tables=list(tables))
+        got = _balances(rec, tables)
+        state = [k for k, v in (("before", before), ("after", after))
+                 if v == {probe[0]: got[tables[0]], probe[1]: got[tables[1]]}]
+        assert state, f"{label}: one table shows the transaction and the other does not: {got}"
+        outcomes.add(state[0])
+        for t in tables:
+            assert _open_markers(rec, t) == [], label
+            assert rows(rec.read(t)) == backend.delta_rows(t), label
+    assert outcomes == {"before", "after"}
+
+
+def test_recovery_rolls_a_committing_record_forward(local_backend):
+    """Crash right after the decision: the record says COMMITTING; a recovering client
+    writes the table commits the owner never wrote."""
+    from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+
+    _bank(local_backend)
+    base = local_backend.store()
+    dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
+        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
+        marker_ttl=5.0)
+    txn = dying.begin("R,CT")
+    txn.update("x", set={"balance": "balance - 5"}, where="id = 1")
+    txn.update("y", set={"balance": "balance + 5"}, where="id = 11")
+    with pytest.raises(SimulatedCrash):
+        txn.commit()
+    rec = records.read(base, txn.attempt)
+    assert rec is not None and rec.state == records.COMMITTING
+    assert _balances(local_backend.lake()) == {"x": {1: 1000, 2: 1000}, "y": {11: 1000, 12: 1000}}
+    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
+    assert txn.attempt in report.records_rolled_forward
+    assert _balances(local_backend.lake()) == {"x": {1: 995, 2: 1000}, "y": {11: 1005, 12: 1000}}
+    assert records.read(base, txn.attempt).state == records.COMMITTED
+
+
+def test_stalled_transaction_before_its_decision_is_rolled_back(local_backend):
+    lake = _bank(local_backend, marker_ttl=5.0)
+    stalled = lake.begin("R,CT")
+    stalled.update("x", set={"balance": "0"}, where="id = 1")
+    stalled.update("y", set={"balance": "0"}, where="id = 11")
+    lake._forget(stalled)
+    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
+    assert len(report.freed) == 2
+    assert records.read(lake.store, stalled.attempt).state == records.ABORTED
+    with pytest.raises(lv.TransactionAborted):  # the late owner can no longer decide COMMITTING...
+        stalled.lake.max_retries = 0
+        stalled.commit()
+    assert _balances(lake) == {"x": {1: 1000, 2: 1000}, "y": {11: 1000, 12: 1000}}
+
+
+def test_transaction_ids_are_globally_unique():
+    from lakevilla.names import new_txn_id
+
+    ids = {new_txn_id() for _ in range(20000)}
+    assert len(ids) == 20000
+
+
+# -- randomized bank over 4 tables, 4 processes, one of them crashing ---------------------------
+
+BANK_TABLES = ("b0", "b1", "b2", "b3")
+XFER = pa.schema([("kind", pa.string()), ("id", pa.int64()), ("balance", pa.int64()), ("xfer", pa.string())])
+
+
+def _bank_worker(uri, opts, wid, n, crash_at, out):
+    from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash, open_store
+
+    rng = random.Random(wid)
+
+    def new_lake():
+        if crash_at:
+            store = FaultInjectingStore(open_store(uri, opts or None), FaultPlan(crash_after=crash_at))
+            return lv.Lake(uri, storage_options=opts or None, store=store, marker_ttl=3.0, wait_timeout=20)
+        return lv.Lake(uri, storage_options=opts or None, marker_ttl=3.0, wait_timeout=20)
+
+    lake = new_lake()
+    acked, rolled_back, unknown = [], [], []
+    for i in range(n):
+        xid = f"w{wid}-{i}"
+        src, *dsts = rng.sample(BANK_TABLES, 3 if rng.random() < 0.3 else 2)
+        amount = rng.randint(1, 20)
+        parts = [amount // len(dsts)] * len(dsts)
+        parts[0] += amount - sum(parts)
+        acct = {t: BANK_TABLES.index(t) * 10 + rng.randint(1, 3) for t in (src, *dsts)}
+
+        def transfer(txn, src=src, dsts=dsts, parts=parts, acct=acct, xid=xid, amount=amount):
+            txn.update(src, set={"balance": f"balance - {amount}"}, where=f"kind = 'acct' AND id = {acct[src]}")
+            txn.insert(src, {"kind": ["xfer"], "id": [-1], "balance": [-amount], "xfer": [xid]})
+            for t, p in zip(dsts, parts):
+                txn.update(t, set={"balance": f"balance + {p}"}, where=f"kind = 'acct' AND id = {acct[t]}")
+                txn.insert(t, {"kind": ["xfer"], "id": [-1], "balance": [p], "xfer": [xid]})
+
+        try:
+            lake.run(transfer, features="R,CT", retries=8)
+            acked.append((xid, [src, *dsts]))
+        except lv.TransactionAborted:
+            rolled_back.append(xid)
+        except SimulatedCrash:
+            unknown.append((xid, [src, *dsts]))
+            crash_at = 0  # the process "restarts" with a healthy store
+            lake = new_lake()
+    out.put((acked, rolled_back, unknown))
+
+
+@pytest.mark.slow
+def test_randomized_bank_with_a_crashing_process(backend):
+    lake = backend.lake()
+    for i, t in enumerate(BANK_TABLES):
+        lake.create_table(t, XFER)
+        with lake.transaction("") as txn:
+            txn.insert(t, {"kind": ["acct"] * 3, "id": [i * 10 + 1, i * 10 + 2, i * 10 + 3],
+                           "balance": [1000] * 3, "xfer": [None] * 3})
+    total = 12 * 1000
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    per = 50  # 4 x 50 = 200 transfers
+    crash_at = random.Random(7).randint(40, 160)
+    procs = [ctx.Process(target=_bank_worker, args=(backend.uri, backend.storage_options, w, per,
+                                                    crash_at if w == 0 else 0, out)) for w in range(4)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=900) for _ in procs]
+    for p in procs:
+        p.join(60)
+    report = backend.lake(clock=_later_clock).recover(tables=list(BANK_TABLES))
+    final = backend.lake()
+    state = {t: rows(final.read(t), sort_by="id") for t in BANK_TABLES}
+    balance = sum(r["balance"] for t in BANK_TABLES for r in state[t] if r["kind"] == "acct")
+    assert balance == total, report
+    where = {}
+    for t in BANK_TABLES:
+        for r in state[t]:
+            if r["kind"] == "xfer":
+                where.setdefault(r["xfer"], []).append(t)
+                assert sorted(where[r["xfer"]]) == sorted(set(where[r["xfer"]])), "duplicate transfer row"
+    acked = [a for res in results for a in res[0]]
+    rolled_back = [x for res in results for x in res[1]]
+    unknown = [u for res in results for u in res[2]]
+    assert len(acked) + len(rolled_back) + len(unknown) == 4 * per
+    assert len(unknown) <= 1 and len(acked) > 100
+    for xid, tables in acked:  # acknowledged: in every table it touched
+        assert sorted(where.get(xid, [])) == sorted(tables), xid
+    for xid in rolled_back:  # rolled back: nowhere
+        assert xid not in where
+    for xid, tables in unknown:  # the crashed one: all or nothing
+        assert sorted(where.get(xid, [])) in ([], sorted(tables))
+    for t in BANK_TABLES:
+        assert _open_markers(final, t) == []
+        key = lambda r: (r["kind"], r["id"], r["xfer"] or "")  # noqa: E731
+        assert sorted(final.read(t).to_pylist(), key=key) == sorted(backend.delta_rows(t), key=key)
