@@ -31,6 +31,7 @@ from .errors import (
 from .isolation.gvl import GlobalVersionLog
 from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
+from .parallel import SHARED, pmap
 from .store import ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
 
@@ -72,7 +73,10 @@ class Lake:
     ``marker_ttl``: seconds after which an unrefreshed marker counts as stalled.
     ``commit_mode``: ``"tail"`` (default: table commits go to a new version, the marker
     stays an empty version) or ``"in_place"`` (the paper's fill of the marker version).
-    ``clock``: a time source, for tests and simulations of expiry.
+    ``wait_timeout``: how long a commit waits for earlier markers before aborting (default
+    ``2 * marker_ttl``). ``shift_timeout``: how long a CT commit waits without progress before
+    shifting its markers (the paper's rule IV). ``clock``: a time source, for tests and
+    simulations of expiry.
     """
 
     def __init__(
@@ -85,10 +89,10 @@ class Lake:
         marker_ttl: float = 30.0,
         commit_mode: str = "tail",
         wait_timeout: float | None = None,
+        shift_timeout: float = 2.0,
         max_retries: int = 10,
         max_shifts: int = 8,
-        poll_max: float = 0.25,
-        io_threads: int = 16,
+        poll_max: float = 0.05,
         gvl_keep: int = 1000,
         delete_sublogs: bool = True,
         clock: Callable[[], float] | None = None,
@@ -107,14 +111,15 @@ class Lake:
         self.marker_ttl = float(marker_ttl)
         self.commit_mode = commit_mode
         self.wait_timeout = float(wait_timeout) if wait_timeout is not None else 2 * self.marker_ttl
+        self.shift_timeout = float(shift_timeout)
         self.max_retries = max_retries
         self.max_shifts = max_shifts
         self.poll_max = poll_max
         self.gvl_keep = gvl_keep
         self.delete_sublogs = delete_sublogs
         self._clock = clock or time.time
-        self._pool = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="lakevilla-io")
-        self._bg = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lakevilla-bg")
+        self._pool = SHARED
+        self._bg = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakevilla-bg")
         self._bg_futures: list[Future] = []
         self._logs: dict[str, DeltaLog] = {}
         self._lock = threading.Lock()
@@ -144,10 +149,7 @@ class Lake:
             return lg
 
     def map(self, fn: Callable, items: Iterable) -> list:
-        items = list(items)
-        if len(items) <= 1:
-            return [fn(i) for i in items]
-        return list(self._pool.map(fn, items))
+        return pmap(fn, items)
 
     def background(self, fn: Callable[[], None]) -> None:
         """Best-effort clean-up off the commit's latency path."""
@@ -174,7 +176,6 @@ class Lake:
     def close(self) -> None:
         self._hb_stop.set()
         self.flush()
-        self._pool.shutdown(wait=True)
         self._bg.shutdown(wait=True)
 
     def __enter__(self) -> Lake:
@@ -205,6 +206,9 @@ class Lake:
         while not self._hb_stop.wait(interval):
             with self._lock:
                 txns = list(self._watched)
+                if not txns:  # nothing to keep alive: the next watched transaction restarts us
+                    self._hb_thread = None
+                    return
             for t in txns:
                 try:
                     t._heartbeat_if_due()

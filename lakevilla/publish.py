@@ -22,9 +22,12 @@ from .store import NotFound, PreconditionFailed
 
 def fill_is_safe(log: DeltaLog, marker_version: int, latest: int) -> bool:
     """In-place is safe only while nothing but markers lies above the marker and no
-    checkpoint covers it (a checkpoint taken while it was empty would hide the fill)."""
-    if log.last_checkpoint_version() >= marker_version:
+    checkpoint covers it (a checkpoint taken while it was empty would hide the fill).
+    Only a LIST shows checkpoints another writer made, so in-place pays one."""
+    listing = log.list_log(after=marker_version - 1)
+    if any(v >= marker_version for v in listing.complete_checkpoints()):
         return False
+    latest = max([latest, *listing.commits])
     return all(marker_of(c) is not None for _v, c in log.commits_between(marker_version, latest))
 
 
@@ -51,7 +54,7 @@ def publish(
     ``known_absent``: the caller knows it never wrote this commit (skips the scan).
     ``on_foreign`` sees each commit we had to step over, for post-decision checks.
     """
-    latest = log.latest_version()
+    latest = log.known_latest()  # anything newer shows up as a put-if-absent collision below
     if mode == "in_place" and marker_version is not None:
         try:
             current, etag = log.read_commit_raw(marker_version)

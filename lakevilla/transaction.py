@@ -134,6 +134,7 @@ class Transaction:
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
         self._last_beat = self.started
+        self._dl_versions: dict[str, int] = {}
         self.result: CommitResult | None = None
 
     # -- public API ------------------------------------------------------------
@@ -286,7 +287,9 @@ class Transaction:
         log = self.lake.log(name)
         from_gvl = False
         if self.I:
-            head = self.lake.gvl.head()
+            # the newest entry at this table's first touch; after the first table we probe from
+            # the entry we already know (the hint only matters for where a transaction starts)
+            head = self.lake.gvl.head(from_known=self._gvl_seen is not None)
             if head is not None:
                 if self._gvl_base is None:
                     self._gvl_base = head.seq
@@ -327,11 +330,12 @@ class Transaction:
             try:
                 log.write_commit(v, commit)
                 self.tables.setdefault(op.table, tw)
+                self._dl_versions[op.table] = v
                 self._after_table_commit(log, v)
                 return result
             except VersionExists:
                 self.stats["retries"] += 1
-                latest = log.latest_version()
+                latest = log.newest()
                 hit = first_conflict(tw.footprints(), log.commits_between(v - 1, latest), tw.schema,
                                      tw.base.partition_columns)
                 if hit is not None:
@@ -366,7 +370,7 @@ class Transaction:
         """Claim a marker at the tail of ``tw``'s log and learn who precedes us there."""
         with self._mlock:
             if start is None:
-                start = tw.log.latest_version() + 1
+                start = max(tw.log.known_latest(), tw.base.version) + 1  # collisions move us forward
             h = claim_marker(tw.log, start, self._payload(tw.name))
             tw.marker = h
             self.stats["markers"] += 1
@@ -424,7 +428,7 @@ class Transaction:
             for t, h in old.items():
                 tw = self.tables[t]
                 tw.old_markers.append(h)
-                h2 = claim_marker(tw.log, tw.log.latest_version() + 1, self._payload(t))
+                h2 = claim_marker(tw.log, tw.log.known_latest() + 1, self._payload(t))
                 tw.marker = h2
                 self.stats["markers"] += 1
                 if not h.lost:
@@ -493,6 +497,8 @@ class Transaction:
         deadline = time.monotonic() + self.lake.wait_timeout
         delay = 0.002
         shifts_here = 0
+        waiting_on: frozenset = frozenset()
+        stuck_since = time.monotonic()
         while True:
             self._heartbeat_if_due()
             self._check_markers_held(tws)
@@ -502,6 +508,9 @@ class Transaction:
                     pending.append((tw, v, p))
             if not pending:
                 return
+            now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
+            if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
+                waiting_on, stuck_since = now_set, time.monotonic()
             self.stats["wait_rounds"] += 1
             now = self.lake.now()
             for tw, v, p in pending:
@@ -519,6 +528,12 @@ class Transaction:
                     deadline = time.monotonic() + self.lake.wait_timeout
                     continue
                 self._publish_deps()
+                if (time.monotonic() - stuck_since > self.lake.shift_timeout
+                        and shifts_here < self.lake.max_shifts):
+                    self._shift_markers("no progress while waiting (rule IV)")
+                    shifts_here += 1
+                    stuck_since = time.monotonic()
+                    continue
             if time.monotonic() > deadline:
                 if self.CT and shifts_here < self.lake.max_shifts:
                     self._shift_markers("wait timed out")
@@ -529,7 +544,7 @@ class Transaction:
                 raise TransactionAborted(f"timed out after {self.lake.wait_timeout:.1f}s waiting for {who}",
                                          txn_id=self.id, reason="timeout")
             time.sleep(delay)  # bounded polling of the predecessors' markers
-            delay = min(delay * 1.6, self.lake.poll_max)
+            delay = min(delay * 1.5, self.lake.poll_max)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -579,7 +594,7 @@ class Transaction:
     def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
         """Check our ops against every commit since we last validated; redo (R) or abort."""
         for _ in range(self.lake.max_retries + 1):
-            latest = tw.log.latest_version() if upto is None else upto
+            latest = tw.log.newest() if upto is None else upto
             if latest <= tw.validated_upto:
                 return
             hit = first_conflict(tw.footprints(), self._foreign_commits(tw, latest), tw.schema,
@@ -619,8 +634,7 @@ class Transaction:
     def _commit(self) -> CommitResult:
         if not self.features:
             self.state = "committed"
-            return CommitResult(self.id, {t: tw.log.latest_version() for t, tw in self.tables.items()},
-                                dict(self.stats))
+            return CommitResult(self.id, dict(self._dl_versions), dict(self.stats))
         written = [tw for tw in self.tables.values() if tw.written]
         if not written:
             self._commit_read_only()
@@ -633,7 +647,7 @@ class Transaction:
 
     def _commit_read_only(self) -> None:
         if self.I and self.isolation == "serializable":
-            self._validate_against_head(self.lake.gvl.head(), written=set())
+            self._validate_against_head(self.lake.gvl.head(from_known=True), written=set())
 
     # R (and single-table CT): each table decides by its own commit ------------------
     def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
@@ -785,7 +799,7 @@ class Transaction:
         written_names = {tw.name for tw in written}
         for _ in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
-            head = self.lake.gvl.head()
+            head = self.lake.gvl.head(from_known=True)
             self._validate_against_head(head, written=written_names)
             entry = head.successor(self.attempt) if head is not None else GvlEntry(seq=0, txn=self.attempt,
                                                                                  created=time.time())
@@ -815,9 +829,10 @@ class Transaction:
         replace them with their versions so the log stays small."""
         for name in list(entry.pending):
             p = entry.pending[name]
-            if p.attempt == self.attempt or name not in self.tables:
+            if p.attempt == self.attempt:
                 continue
-            v = gvl_resolve.find_pending(self.tables[name].log, p)
+            log = self.tables[name].log if name in self.tables else self.lake.log(name)
+            v = gvl_resolve.find_pending(log, p)  # one GET per announced write, once
             if v is not None:
                 entry.tables[name] = v
                 del entry.pending[name]
@@ -853,10 +868,7 @@ class Transaction:
         self._gvl_seen = head.seq
 
     def _after_announce(self, seq: int) -> None:
-        try:
-            self.lake.gvl.write_hint(seq)
-        except LakeVillaError:
-            pass
+        self.lake.gvl.advance_hint(seq)
         if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
             self.lake.gvl.cleanup(self.lake.gvl_keep)
 

@@ -78,3 +78,31 @@ def run_crashing(base: ObjectStore, plan: FaultPlan, make_lake, action) -> bool:
     except BaseException:  # noqa: BLE001 - a dead client's clean-up may die too
         pass
     return crashed
+
+
+class CrashSweep:
+    """Crash points before and after call 1, 2, ... until a run finishes without crashing.
+
+    Adaptive, so it covers every call of the action even when runs make different numbers
+    of calls (global state that grows between runs, parallel requests in a different order).
+    """
+
+    def __init__(self, max_calls: int = 2000) -> None:
+        self.max_calls = max_calls
+        self.finished = False
+        self.runs = 0
+
+    def __iter__(self):
+        n = 1
+        while not self.finished and n <= self.max_calls:
+            for label, plan in ((f"crash before call {n}", FaultPlan(crash_before=n)),
+                                (f"crash after call {n}", FaultPlan(crash_after=n))):
+                if self.finished:
+                    return
+                self.runs += 1
+                yield label, plan
+            n += 1
+
+    def record(self, crashed: bool) -> None:
+        if not crashed:
+            self.finished = True

@@ -8,23 +8,27 @@ time-ordered) shifts its markers (rule IV), so two transactions never shift
 against each other. Lists are recomputed from the predecessors still running,
 so they shrink as transactions finish. A partner's list can lag behind our
 shift (it has not republished yet); we remember the revision of its marker we
-yielded to and ignore that stale list until the partner rewrites the marker.
-A wait that times out also shifts: that breaks cycles too large or too stale
-for the lists to show.
+yielded to and ignore that list until the partner rewrites the marker or a short
+cool-down passes (a stale list and a new, real cycle can look identical).
+A wait that makes no progress for ``shift_timeout`` also shifts: that breaks
+cycles too large or too stale for the lists to show.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ..markers import MarkerPayload
+
+YIELD_COOLDOWN = 0.5  # seconds a yielded-to partner's unchanged list is presumed stale
 
 
 @dataclass
 class Dependencies:
     me: str  # our attempt id
     preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # table -> pred -> its deps
-    yielded: dict[tuple[str, str], int] = field(default_factory=dict)  # (pred, table) -> rev we yielded to
+    yielded: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)  # -> (rev, when)
     published: frozenset[str] = frozenset()
 
     def observe(self, table: str, preds: list[MarkerPayload]) -> None:
@@ -56,11 +60,15 @@ class Dependencies:
         if self.me not in pred.deps:
             return False
         seen = self.yielded.get((pred.attempt, pred.table))
-        return seen is None or pred.rev > seen
+        if seen is None:
+            return True
+        rev, when = seen
+        return pred.rev > rev or time.monotonic() - when > YIELD_COOLDOWN
 
     def yield_to(self, preds: list[MarkerPayload]) -> None:
+        now = time.monotonic()
         for p in preds:
-            self.yielded[(p.attempt, p.table)] = p.rev
+            self.yielded[(p.attempt, p.table)] = (p.rev, now)
 
 
 def younger(a: str, b: str) -> bool:

@@ -202,6 +202,19 @@ class DeltaLog:
             self._latest = max(self._latest, newest)
             return self._latest
 
+    def known_latest(self) -> int:
+        """The newest version this client has seen (no request)."""
+        with self._lock:
+            return self._latest
+
+    def newest(self) -> int:
+        """Newest version: GET-probe forward from what we know (one GET when nothing is new,
+        instead of a LIST); LIST only when we know nothing about the table yet."""
+        known = self.known_latest()
+        if known < 0:
+            return self.latest_version()
+        return self.probe_versions(known)
+
     def probe_versions(self, after: int) -> int:
         """Newest version by GET-probing forward from ``after`` (no LIST)."""
         v = after
@@ -223,16 +236,24 @@ class DeltaLog:
         e.g. from the global version log), LISTing only when no checkpoint hint
         covers it and nothing is cached.
         """
+        builder: SnapshotBuilder | None = None
+        base: Snapshot | None = None
         if version is None:
-            version = self.latest_version()
+            with self._lock:
+                cold = self._base is None
+            if cold:
+                builder, version = self._cold_latest()  # one hint GET and one LIST
+            else:
+                version = self.latest_version()
         if version < 0:
             raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log at {self.prefix})")
-        with self._lock:
-            base = self._base if self._base is not None and self._base.version <= version else None
-        if base is None:
-            builder = self._cold_builder(version, list_log=list_log)
-        else:
-            builder = SnapshotBuilder(self.table, base)
+        if builder is None:
+            with self._lock:
+                base = self._base if self._base is not None and self._base.version <= version else None
+            if base is None:
+                builder = self._cold_builder(version, list_log=list_log)
+            else:
+                builder = SnapshotBuilder(self.table, base)
         with self._lock:
             stale = [v for v in self._unstable if builder.version < v <= version]
         for v in stale:  # in-place markers may have been filled since we read them
@@ -250,6 +271,29 @@ class DeltaLog:
             if new_base is not None and (self._base is None or new_base.version > self._base.version):
                 self._base = new_base
         return snap
+
+    def _cold_latest(self) -> tuple[SnapshotBuilder, int]:
+        """First load of the newest version: the checkpoint hint, then one LIST from it."""
+        hint = self.read_last_checkpoint()
+        hv = int(hint["version"]) if hint else -1
+        listing = self.list_log(after=hv - 1 if hv >= 0 else None)
+        if hv >= 0 and hv not in listing.checkpoints:
+            listing = self.list_log()  # the hint names a checkpoint that is gone
+        cks = listing.complete_checkpoints()
+        latest = max(listing.commits + cks, default=-1)
+        with self._lock:
+            self._latest = max(self._latest, latest)
+            if cks:
+                self._last_checkpoint_version = max(self._last_checkpoint_version, cks[-1])
+        if latest < 0:
+            return SnapshotBuilder(self.table), -1
+        if cks:
+            cv = cks[-1]
+            return self._load_checkpoint(cv, [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])]), latest
+        if listing.commits and listing.commits[0] != 0:
+            raise CorruptLogError(f"table {self.table!r}: log starts at version {listing.commits[0]} without a "
+                                  "checkpoint")
+        return SnapshotBuilder(self.table), latest
 
     def _cold_builder(self, version: int, *, list_log: bool) -> SnapshotBuilder:
         hint = self.read_last_checkpoint()

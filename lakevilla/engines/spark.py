@@ -3,9 +3,9 @@
 No Delta jars are involved: ``scan`` reads exactly the files the transaction layer
 picked (partition values become literal columns), ``write`` has Spark write plain
 Parquet under a fresh ``<table>/lv-<uuid>/`` folder and turns the files into add
-actions (size from the file system listing, statistics from one aggregation over
-the new files), ``rewrite`` finds the files holding matching rows with one job and
-rewrites only those. Nothing here assumes local mode; the lake must be reachable by
+actions (size from the file system listing, statistics from the Parquet footers,
+read without touching the data), ``rewrite`` finds the files holding matching rows
+with one job and rewrites only those. Nothing here assumes local mode; the lake must be reachable by
 Spark's Hadoop file systems (``s3://`` lakes are addressed as ``s3a://``).
 
 Timestamp literals in ``where`` are read in the session time zone by Spark but in
@@ -20,20 +20,20 @@ import re
 import uuid
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import reduce
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
-from ..delta.stats import _jsonable
+from ..delta.stats import stats_from_parquet
 from ..engine_api import (
     HIVE_NULL,
     RewriteResult,
@@ -46,6 +46,7 @@ from ..errors import (
     InvalidExpressionError,
     LakeVillaError,
     SchemaMismatchError,
+    StorageError,
 )
 from ..expr import coerce
 from .embedded import conform, to_arrow_table
@@ -154,6 +155,23 @@ def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.Dat
         return F.lit(raw).cast(t)
 
 
+def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType) -> str | None:
+    """A Delta partition string in the form ``_typed_partition`` reads without a time zone."""
+    if raw is None:
+        return None
+    if isinstance(t, T.TimestampType):
+        return str((coerce(raw, arrow_type) - _EPOCH) // dt.timedelta(microseconds=1))
+    if isinstance(t, T.TimestampNTZType):
+        return coerce(raw, arrow_type).isoformat(sep=" ")
+    return raw
+
+
+def _typed_partition(c: Column, t: T.DataType) -> Column:
+    if isinstance(t, T.TimestampType):
+        return F.timestamp_micros(c.cast("long"))
+    return c.cast(t)
+
+
 def _partition_dir_value(c: Column, t: T.DataType) -> Column:
     """What we partition the written files by: text we can turn back into the exact
     Delta partition string (Spark's own text for timestamps depends on the session zone)."""
@@ -186,78 +204,18 @@ def _partition_values(rel: str, ctx: TableContext, types: dict[str, T.DataType])
 
 # -- statistics ----------------------------------------------------------------------
 
-@dataclass
-class _Leaf:
-    """One column (or struct field) we keep statistics for."""
-
-    path: tuple[str, ...]
-    column: Column
-    dtype: T.DataType
+_FOOTER_TAIL = 1 << 16  # one read of the file's end usually holds the whole footer
 
 
-def _leaves(fields: list[T.StructField], prefix: tuple[str, ...] = (), base: Column | None = None) -> Iterator[_Leaf]:
-    for f in fields:
-        c = _col(f.name) if base is None else base.getField(f.name)
-        if isinstance(f.dataType, T.StructType):
-            yield from _leaves(f.dataType.fields, (*prefix, f.name), c)
-        else:
-            yield _Leaf((*prefix, f.name), c, f.dataType)
+def _footer_file(tail: bytes, footer: bytes) -> pa.BufferReader:
+    """A minimal Parquet 'file' holding only ``footer``: enough for pyarrow to parse it."""
+    return pa.BufferReader(b"PAR1" + footer + tail[-8:])
 
 
-def _has_minmax(t: T.DataType) -> bool:
-    return isinstance(t, T.NumericType | T.StringType | T.DateType | T.TimestampType | T.TimestampNTZType)
-
-
-def _minmax_expr(agg, leaf: _Leaf) -> Column:
-    """min/max in a form that collects without time-zone conversion."""
-    if isinstance(leaf.dtype, T.TimestampType):
-        return F.unix_micros(agg(leaf.column))
-    if isinstance(leaf.dtype, T.TimestampNTZType):
-        return agg(leaf.column).cast("string")
-    return agg(leaf.column)
-
-
-def _stat_value(v: Any, t: T.DataType) -> Any:
-    if v is None:
-        return None
-    if isinstance(t, T.TimestampType):
-        return _jsonable(_EPOCH + dt.timedelta(microseconds=int(v)))
-    if isinstance(t, T.TimestampNTZType):
-        return _jsonable(dt.datetime.fromisoformat(v))
-    return _jsonable(v)
-
-
-def _stats_aggregations(leaves: list[_Leaf]) -> list[Column]:
-    aggs = [F.count(F.lit(1)).alias("n")]
-    for i, leaf in enumerate(leaves):
-        aggs.append(F.count(leaf.column).alias(f"c{i}"))
-        if _has_minmax(leaf.dtype):
-            aggs.append(_minmax_expr(F.min, leaf).alias(f"lo{i}"))
-            aggs.append(_minmax_expr(F.max, leaf).alias(f"hi{i}"))
-    return aggs
-
-
-def _put(d: dict, path: tuple[str, ...], v: Any) -> None:
-    for p in path[:-1]:
-        d = d.setdefault(p, {})
-    d[path[-1]] = v
-
-
-def _stats_json(row: dict, leaves: list[_Leaf]) -> str:
-    """The stats string in the format of ``lakevilla.delta.stats``."""
-    n = int(row["n"])
-    mins: dict = {}
-    maxs: dict = {}
-    nulls: dict = {}
-    for i, leaf in enumerate(leaves):
-        _put(nulls, leaf.path, n - int(row[f"c{i}"]))
-        if _has_minmax(leaf.dtype):
-            lo, hi = _stat_value(row[f"lo{i}"], leaf.dtype), _stat_value(row[f"hi{i}"], leaf.dtype)
-            if lo is not None and hi is not None:
-                _put(mins, leaf.path, lo)
-                _put(maxs, leaf.path, hi)
-    return json.dumps({"numRecords": n, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
-                      separators=(",", ":"))
+def _footer_length(tail: bytes, where: str) -> int:
+    if len(tail) < 12 or tail[-4:] != b"PAR1":
+        raise StorageError(f"{where} is not a plain Parquet file (no PAR1 footer)")
+    return int.from_bytes(tail[-8:-4], "little")
 
 
 # -- errors --------------------------------------------------------------------------
@@ -418,26 +376,40 @@ class SparkEngine:
 
     # -- reading ---------------------------------------------------------------------
     def _frame(self, ctx: TableContext, files: list[AddFile], with_file: bool = False) -> DataFrame:
-        """All rows of ``files`` in table schema; partition columns are literals per file group."""
+        """All rows of ``files`` in table schema, from one scan. Partition values come from
+        the add actions: literals when the files share them, else a broadcast join on the file
+        name. ``with_file`` adds Spark's name for each row's file (``FILE_COL``)."""
         schema = spark_schema(ctx.schema)
         if not files:
             fields = list(schema.fields) + ([T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
-        data_schema = _data_schema(ctx)
-        groups: dict[tuple[str | None, ...], list[str]] = {}
-        for a in files:
-            key = tuple(a.partition_values.get(c) for c in ctx.partition_columns)
-            groups.setdefault(key, []).append(self._file_uri(ctx, a))
-        frames = []
-        for values, uris in groups.items():
-            df = self.spark.read.schema(data_schema).parquet(*uris)
-            pv = dict(zip(ctx.partition_columns, values, strict=True))
-            cols = [_partition_literal(pv[f.name], f, ctx.schema.field(f.name).type).alias(f.name)
-                    if f.name in pv else _col(f.name) for f in schema.fields]
-            if with_file:
-                cols.append(F.col("_metadata.file_path").alias(FILE_COL))
-            frames.append(df.select(*cols))
-        return reduce(DataFrame.union, frames)
+        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a) for a in files])
+        groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
+        if with_file or len(groups) > 1:
+            df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
+        if len(groups) == 1:
+            pv = dict(zip(ctx.partition_columns, groups.pop(), strict=True))
+            df = df.select("*", *[_partition_literal(pv[f.name], f, ctx.schema.field(f.name).type).alias(f.name)
+                                  for f in schema.fields if f.name in pv])
+        else:
+            df = df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL)
+        return df.select(*[_col(f.name) for f in schema.fields], *([FILE_COL] if with_file else []))
+
+    def _partition_map(self, ctx: TableContext, df: DataFrame, files: list[AddFile]) -> DataFrame:
+        """(Spark's file name, typed partition values) for every file ``df`` reads."""
+        by_key = {data_file_key(ctx.name, a.path, ctx.lake_uri): a for a in files}
+        types = {f.name: f.dataType for f in spark_schema(ctx.schema).fields}
+        rows = []
+        for name in df.inputFiles():
+            add = by_key.get(self._key_of(ctx, name))
+            if add is None:
+                raise StorageError(f"Spark reads {name!r}, which is not a data file of {ctx.name!r}")
+            rows.append((name, *[_partition_text(add.partition_values.get(c), types[c], ctx.schema.field(c).type)
+                                 for c in ctx.partition_columns]))
+        fields = [T.StructField(FILE_COL, T.StringType())] + [T.StructField(c, T.StringType())
+                                                              for c in ctx.partition_columns]
+        m = self.spark.createDataFrame(rows, T.StructType(fields))
+        return m.select(FILE_COL, *[_typed_partition(_col(c), types[c]).alias(c) for c in ctx.partition_columns])
 
     def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> DataFrame:
         if columns is not None:
@@ -513,16 +485,15 @@ class SparkEngine:
         try:
             writer.parquet(target)
             files = self._data_files(target)
-            stats = self._file_stats(ctx, target, [rel for rel, _, _ in files])
+            footers = self._map(lambda f: self._footer(f"{target}/{f[0]}", f[1]), files)
             adds = []
-            for rel, size, mtime in files:
-                st = stats.get(f"{ctx.name}/{folder}/{rel}")
-                if st is None:  # no rows (Spark writes one empty file for an empty input)
+            for (rel, size, mtime), meta in zip(files, footers, strict=True):
+                if meta.num_rows == 0:  # Spark writes one empty file for an empty input
                     self._delete(f"{target}/{rel}")
                     continue
                 adds.append(AddFile(path=quote(f"{folder}/{rel}", safe="/="), size=size,
-                                    partition_values=_partition_values(rel, ctx, types),
-                                    modification_time=mtime, data_change=True, stats=st))
+                                    partition_values=_partition_values(rel, ctx, types), modification_time=mtime,
+                                    data_change=True, stats=stats_from_parquet(meta, ctx.partition_columns)))
             if not adds:
                 self._delete(target, recursive=True)
             return adds
@@ -549,16 +520,30 @@ class SparkEngine:
             out.append((full[len(base):], int(st.getLen()), int(st.getModificationTime())))
         return sorted(out)
 
-    def _file_stats(self, ctx: TableContext, target: str, rels: list[str]) -> dict[str, str]:
-        """Statistics per store key, from one aggregation over the new files."""
-        if not rels:
-            return {}
-        uris = [_GLOB_CHARS.sub(r"\\\1", f"{target}/{rel}") for rel in rels]
-        data_schema = _data_schema(ctx)
-        leaves = list(_leaves(data_schema.fields))
-        df = self.spark.read.schema(data_schema).parquet(*uris).withColumn(FILE_COL, F.col("_metadata.file_path"))
-        rows = df.groupBy(FILE_COL).agg(*_stats_aggregations(leaves)).collect()
-        return {self._key_of(ctx, r[FILE_COL]): _stats_json(r.asDict(), leaves) for r in rows}
+    def _footer(self, uri: str, size: int) -> pq.FileMetaData:
+        """A file's Parquet footer, read through Spark's Hadoop file system (no data read):
+        statistics come from it, as Delta's own writers take them."""
+        jvm = self.spark.sparkContext._jvm
+        path, fs = self._fs(uri)
+        stream = fs.open(path)
+        try:
+            def read_at(pos: int, n: int) -> bytes:
+                stream.seek(pos)
+                return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, n))
+
+            tail = read_at(max(0, size - _FOOTER_TAIL), min(size, _FOOTER_TAIL))
+            n = _footer_length(tail, uri)
+            footer = tail[-8 - n:-8] if n + 8 <= len(tail) else read_at(size - 8 - n, n)
+        finally:
+            stream.close()
+        return pq.read_metadata(_footer_file(tail, footer))
+
+    def _map(self, fn, items: list) -> list:
+        """Driver-side file-system calls in parallel: on object stores each one is a round trip."""
+        if len(items) <= 2:
+            return [fn(i) for i in items]
+        with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="lakevilla-spark") as pool:
+            return list(pool.map(fn, items))
 
     def _delete(self, uri: str, recursive: bool = False) -> None:
         try:

@@ -116,11 +116,16 @@ class GlobalVersionLog:
         except (ValueError, KeyError, TypeError):
             return -1  # a damaged hint is only a hint
 
-    def head(self) -> GvlEntry | None:
-        """The newest entry: hint, then forward probing; None if the log does not exist yet."""
+    def head(self, *, from_known: bool = False) -> GvlEntry | None:
+        """The newest entry: hint, then forward probing; None if the log does not exist yet.
+
+        ``from_known`` skips the hint and probes from the newest entry this client has seen:
+        right for a transaction re-checking the head it read moments ago (entries are only
+        cleaned up far behind the head), not for starting one (that needs the hint to be
+        linearizable after a long idle period)."""
         with self._lock:
             known = self._known
-        start = max(self._hint(), known)
+        start = known if (from_known and known >= 0) else max(self._hint(), known)
         if start < 0:
             start = self._find_by_listing()
             if start < 0:
@@ -156,13 +161,20 @@ class GlobalVersionLog:
         return out
 
     def append(self, entry: GvlEntry) -> bool:
-        """Announce ``entry`` at its sequence number; False if that slot is taken."""
+        """Announce ``entry`` at its sequence number; False if that slot is taken. The hint
+        follows every successful append (best effort: readers probe past a stale one)."""
         try:
             self.store.put_if_absent(entry_key(entry.seq), entry.to_bytes())
         except PreconditionFailed:
             return False
         self._remember(entry)
         return True
+
+    def advance_hint(self, seq: int) -> None:
+        try:
+            self.write_hint(seq)
+        except Exception:  # noqa: BLE001 - only a hint
+            pass
 
     def write_hint(self, seq: int) -> None:
         self.store.put(HINT_KEY, json.dumps({"seq": seq}).encode())

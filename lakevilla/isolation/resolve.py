@@ -26,7 +26,7 @@ def _probe_for(log: DeltaLog, attempt: str, start: int) -> int | None:
     v = start
     while True:
         try:
-            c, _ = log.read_commit_raw(v)
+            c = log.read_commit(v)  # cached when final: a landed commit never changes
         except NotFound:
             return None
         if commit_txn(c) == attempt:

@@ -128,4 +128,5 @@ def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None) -> 
             nxt = GvlEntry(seq=0)
         nxt.aborts = [attempt]
         if gvl.append(nxt):
+            gvl.advance_hint(nxt.seq)
             return "aborted", nxt

@@ -1,0 +1,53 @@
+"""One process-wide pool for parallel object-store requests.
+
+Requests are I/O-bound, so threads overlap their latency. A task already running
+in the pool that fans out again (publishing many tables, each reading several
+commits) runs its inner work inline: waiting on the same pool from inside it
+could use up every worker and deadlock.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_PREFIX = "lakevilla-io"
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+WORKERS = int(os.environ.get("LAKEVILLA_IO_THREADS", "32"))
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix=_PREFIX)
+        return _pool
+
+
+def in_pool() -> bool:
+    return threading.current_thread().name.startswith(_PREFIX)
+
+
+def pmap(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``[fn(x) for x in items]``, in parallel when that is safe and useful."""
+    items = list(items)
+    if len(items) <= 1 or in_pool():
+        return [fn(x) for x in items]
+    return list(_get_pool().map(fn, items))
+
+
+class Executor:
+    """Adapter for code that expects an executor with ``map`` (the log and the engine)."""
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        return pmap(fn, items)
+
+
+SHARED = Executor()

@@ -1,0 +1,141 @@
+"""The benchmarks' quick modes, run once each: output shape and the invariants that must
+hold whatever the timings (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from benchmarks import costs, tables, ycsb
+from benchmarks.common import SYSTEMS
+
+LV_SYSTEMS = [s for s, f in SYSTEMS.items() if f is not None]
+
+
+def _finite_nonneg(x) -> bool:
+    return isinstance(x, int | float) and math.isfinite(x) and x >= 0
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+def test_zipfian_is_skewed_and_in_range():
+    rng = random.Random(7)
+    z = ycsb.Zipfian(1000, rng)
+    draws = [z.next() for _ in range(20000)]
+    assert min(draws) >= 0 and max(draws) < 1000
+    top = draws.count(0) / len(draws)
+    assert 0.05 < top < 0.25  # theta 0.99 over 1000 items: item 0 takes ~13%
+    assert draws.count(0) > draws.count(1) > draws.count(10)
+    assert z.next(2000) < 2000  # grows in place
+
+
+def test_operation_sequences_are_deterministic_and_disjoint():
+    wl = ycsb.WORKLOADS["D"]
+    a = ycsb.generate_ops(wl, 100, 200, client=0, clients=2, seed=3, name="D")
+    b = ycsb.generate_ops(wl, 100, 200, client=0, clients=2, seed=3, name="D")
+    c = ycsb.generate_ops(wl, 100, 200, client=1, clients=2, seed=3, name="D")
+    assert a == b
+    ins_a = {o.key for o in a if o.kind == "insert"}
+    ins_c = {o.key for o in c if o.kind == "insert"}
+    assert ins_a and ins_c and not ins_a & ins_c and min(ins_a | ins_c) >= 100
+    reads = [o for o in a if o.kind == "read"]
+    assert all(0 <= o.key < 100 or o.key in ins_a for o in reads)
+
+
+# -- quick runs ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ycsb_payload(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ycsb")
+    return ycsb.main(["--quick", "--out", str(out)]), out
+
+
+def test_ycsb_output_shape(ycsb_payload):
+    payload, out = ycsb_payload
+    saved = json.loads((out / "ycsb.json").read_text())
+    assert {"benchmark", "info", "runs", "table"} <= saved.keys()
+    assert (out / "throughput.png").stat().st_size > 0 and (out / "latency.png").stat().st_size > 0
+    runs = payload["runs"]
+    seen = {(r["system"], r["clients"], r["mode"]) for r in runs}
+    assert seen == {(s, c, m) for s in SYSTEMS for c in (1, 2) for m in ("op", "client")}
+    for r in runs:
+        assert r["failure"] is None, (r["system"], r["failure"])
+        assert r["ops_committed"] + r["ops_failed"] == 30
+        assert _finite_nonneg(r["throughput"]) and r["throughput"] > 0
+        assert isinstance(r["aborts"], int) and r["aborts"] >= 0 and isinstance(r["abort_reasons"], dict)
+        for q in r["latency_ms"].values():
+            assert _finite_nonneg(q["p50"]) and _finite_nonneg(q["p99"]) and q["p99"] >= q["p50"]
+        if r["system"] == "delta-rs":
+            assert r["requests_source"] in ("proxy", "n/a")
+        else:
+            assert r["requests_source"] == "store" and sum(r["requests"].values()) > 0
+            assert _finite_nonneg(r["requests_per_op"])
+        assert r["vs_delta_rs"] is not None and r["vs_LV_DL"] is not None
+
+
+def test_ycsb_final_tables_are_consistent(ycsb_payload):
+    """No duplicated or vanished rows, no value of an aborted operation visible, every
+    committed read-modify-write counted where the system prevents lost updates, and
+    lakevilla reads what delta-rs reads."""
+    payload, _ = ycsb_payload
+    for r in payload["runs"]:
+        chk = r["check"]
+        assert chk["ok"], (r["system"], r["clients"], r["mode"], chk["violations"], r["errors"])
+        assert chk["rows"] == chk["expected_rows"]
+        assert chk["rmw_committed"] == r["ops_committed"] - r["reads_found"] - r["reads_missing"]
+        if chk["prevents_lost_updates"]:
+            assert chk["lost_updates"] == 0
+        assert chk["lakevilla_matches_delta_rs"] is True
+        assert r["error_count"] == 0, r["errors"]
+
+
+def test_costs_quick(tmp_path):
+    payload = costs.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "costs.json").exists() and (tmp_path / "requests.png").stat().st_size > 0
+    rows = payload["requests"]
+    have = {(r["system"], r["scenario"], r["state"]) for r in rows}
+    for s in LV_SYSTEMS:
+        for scen in costs.SCENARIOS:
+            for state in ("warm", "cold"):
+                assert (s, scen, state) in have
+    for r in rows:
+        assert _finite_nonneg(r["reads"]) and _finite_nonneg(r["writes"])
+        assert all(_finite_nonneg(v) for v in r["kinds"].values())
+        assert r["reads"] > 0  # every transaction at least looks at the table
+        writes = set(costs.SCENARIOS[r["scenario"]]) - {"read"}
+        if writes:
+            assert r["writes"] > 0
+        else:
+            assert r["writes"] == 0, (r["system"], r["scenario"])  # read-only: nothing written
+        if r["system"] == "LV[R]" and writes and r["state"] == "warm":
+            assert r["extra_writes"] > 0  # markers and sublogs are not free
+    load = payload["snapshot_load"]
+    assert load["commits"] == 100 and load["last_checkpoint"] >= 0
+    assert sum(load["lakevilla_requests"].values()) > 0
+    for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs"):
+        assert _finite_nonneg(load[k]) and load[k] > 0
+    lat = {r["system"]: r for r in payload["latency"]}
+    assert set(LV_SYSTEMS) <= set(lat) and lat["LV[DL]"]["median_ratio_vs_DL"] == 1
+    assert all(_finite_nonneg(r["median_ms"]) for r in lat.values())
+
+
+def test_tables_quick(tmp_path):
+    payload = tables.main(["--quick", "--out", str(tmp_path)])
+    assert Path(payload["files"][0]).exists() and (tmp_path / "tables.png").stat().st_size > 0
+    points = payload["points"]
+    have = {(p["system"], p["op"], p["tables"]) for p in points}
+    assert have == {(s, op, n) for s in LV_SYSTEMS for op in ("insert", "update") for n in (1, 2, 4)}
+    for p in points:
+        assert p["errors"] == [] and p["ok"] == p["reps"], (p["system"], p["op"], p["tables"], p["errors"])
+        assert _finite_nonneg(p["latency_ms"]) and _finite_nonneg(p["commit_ms"])
+        assert p["reads"] > 0 and p["writes"] >= p["tables"]  # at least one commit per table
+    by = {(p["system"], p["op"], p["tables"]): p for p in points}
+    for s in LV_SYSTEMS:
+        for op in ("insert", "update"):
+            assert by[(s, op, 4)]["writes"] > by[(s, op, 1)]["writes"]
+    for name, chk in payload["checks"].items():
+        assert chk["ok"], (name, chk["problems"])

@@ -1,0 +1,353 @@
+"""LV[I]: the global version log, validation rules, isolation modes, linearizable reads."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import random
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.isolation.gvl import HINT_KEY, entry_key
+from lakevilla.markers import RUNNING, marker_of
+from lakevilla.store import CountingStore
+from tests.conftest import rows
+from tests.helpers import CrashSweep, run_crashing
+
+ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
+
+
+def _later_clock():
+    return time.time() + 10_000.0
+
+
+def _bank(backend, tables=("x", "y"), **kw):
+    lake = backend.lake(**kw)
+    for t in tables:
+        lake.create_table(t, ACC)
+        with lake.transaction("") as txn:
+            txn.insert(t, {"id": [1, 2], "balance": [50, 50]})
+    return lake
+
+
+def _bal(txn_or_lake, table, id_=1):
+    return txn_or_lake.read(table, where=f"id = {id_}").column("balance")[0].as_py()
+
+
+@pytest.mark.parametrize("features", ["I", "R,CT,I"])
+def test_read_skew_prevented_when_serializable_occurs_under_snapshot(backend, features):
+    seen = {}
+    for isolation in ("snapshot", "serializable"):
+        tables = (f"rx{isolation[:3]}", f"ry{isolation[:3]}")
+        x, y = tables
+        lake = _bank(backend, tables)
+        reader = lake.begin(features, isolation=isolation)
+        bx = _bal(reader, x)
+        with lake.transaction(features, isolation=isolation) as w:  # move 10 from x to y
+            w.update(x, set={"balance": "balance - 10"}, where="id = 1")
+            w.update(y, set={"balance": "balance + 10"}, where="id = 1")
+        by = _bal(reader, y)
+        try:
+            reader.commit()
+            seen[isolation] = bx + by
+        except lv.TransactionAborted as e:
+            assert "R1" in str(e)
+            seen[isolation] = "aborted"
+    assert seen["snapshot"] == 110  # saw x before and y after the transfer: read skew
+    assert seen["serializable"] == "aborted"
+
+
+@pytest.mark.parametrize("features", ["I", "R,CT,I"])
+def test_write_skew_prevented_when_serializable_occurs_under_snapshot(backend, features):
+    final = {}
+    for isolation in ("snapshot", "serializable"):
+        tables = (f"wx{isolation[:3]}", f"wy{isolation[:3]}")
+        x, y = tables
+        lake = _bank(backend, tables)
+        t1, t2 = lake.begin(features, isolation=isolation), lake.begin(features, isolation=isolation)
+        for t in (t1, t2):  # both check the constraint x + y >= 100 against what they read
+            assert _bal(t, x) + _bal(t, y) >= 100
+        t1.update(x, set={"balance": "balance - 100"}, where="id = 1")
+        t2.update(y, set={"balance": "balance - 100"}, where="id = 1")
+        t1.commit()
+        try:
+            t2.commit()
+            outcome = "both committed"
+        except lv.TransactionAborted:
+            outcome = "one aborted"
+        final[isolation] = (outcome, _bal(lake, x) + _bal(lake, y))
+    assert final["snapshot"] == ("both committed", -100)  # the constraint is broken: write skew
+    assert final["serializable"] == ("one aborted", 0)
+
+
+def test_write_serializable_lets_read_only_transactions_skip_validation(local_backend):
+    lake = _bank(local_backend)
+    store = CountingStore(local_backend.store())
+    lake2 = local_backend.lake(store=store)
+    reader = lake2.begin("I", isolation="write_serializable")
+    bx = _bal(reader, "x")
+    with lake.transaction("I") as w:
+        w.update("x", set={"balance": "balance - 10"}, where="id = 1")
+        w.update("y", set={"balance": "balance + 10"}, where="id = 1")
+    by = _bal(reader, "y")
+    store.reset()
+    reader.commit()  # no validation, no write
+    assert bx + by == 110 and store.writes == 0 and store.reads == 0
+
+
+def test_slack_tolerates_recent_versions(local_backend):
+    lake = _bank(local_backend)
+    for slack, expect in ((0, "aborted"), (5, "committed")):
+        r = lake.begin("I", isolation="serializable", slack=slack)
+        _bal(r, "x")
+        with lake.transaction("I") as w:
+            w.update("x", set={"balance": "balance + 1"}, where="id = 1")
+        try:
+            r.commit()
+            got = "committed"
+        except lv.TransactionAborted:
+            got = "aborted"
+        assert got == expect, slack
+
+
+def test_global_log_is_built_on_demand_and_tables_join_as_compatible(backend):
+    lake = _bank(backend, tables=("x", "y", "z"))
+    store = backend.store()
+    assert not store.exists(entry_key(0))
+    with lake.transaction("I") as t:
+        t.update("x", set={"balance": "balance + 1"}, where="id = 1")
+        t.read("y")
+    head = lake.gvl.head()
+    assert head.seq == 0 and head.knows("x") and head.knows("y") and not head.knows("z")
+    with lake.transaction("I") as t:
+        t.update("z", set={"balance": "balance + 1"}, where="id = 1")  # unknown table: joins
+    head = backend.lake().gvl.head()
+    assert head.seq == 1 and head.knows("z") and head.knows("x")
+    assert json.loads(store.get(HINT_KEY).data)["seq"] == 1
+
+
+def test_isolated_reads_do_not_list_known_tables(backend):
+    tables = [f"t{i}" for i in range(10)]
+    lake = _bank(backend, tables=tables)
+    with lake.transaction("I") as t:  # registers all ten in the global log
+        for name in tables:
+            t.read(name)
+        t.update("t0", set={"balance": "balance + 1"}, where="id = 1")
+    for features, lists in (("I", 0), ("", 10)):
+        store = CountingStore(backend.store())
+        reader = backend.lake(store=store)
+        with reader.transaction(features) as t:
+            for name in tables:
+                t.read(name)
+        assert store.counts["list"] == lists, (features, dict(store.counts))
+
+
+def test_linearizable_reads_even_with_a_stale_hint(backend):
+    lake = _bank(backend)
+    store = backend.store()
+    for k in range(1, 16):
+        with lake.transaction("I") as w:
+            w.update("x", set={"balance": f"{100 + k}"}, where="id = 1")
+        if k % 3 == 0:
+            store.put(HINT_KEY, json.dumps({"seq": 0}).encode())  # a lagging hint must not matter
+        fresh = backend.lake()  # another client, no cache
+        with fresh.transaction("I") as r:
+            assert _bal(r, "x") == 100 + k
+
+
+def test_delta_rs_commits_between_isolated_transactions_are_incorporated(backend):
+    from deltalake import DeltaTable, write_deltalake
+
+    lake = _bank(backend)
+    with lake.transaction("I") as t:
+        t.update("x", set={"balance": "balance + 1"}, where="id = 1")
+    uri, opts = backend.table_uri("x"), backend.storage_options or None
+    write_deltalake(uri, pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append", storage_options=opts)
+    with backend.lake().transaction("I") as r:  # a reader sees the foreign append
+        assert sorted(r.read("x").column("id").to_pylist()) == [1, 2, 3]
+    with lake.transaction("I") as t:
+        t.update("x", set={"balance": "balance * 2"}, where="id = 3")
+    DeltaTable(uri, storage_options=opts).update(updates={"balance": "balance + 1000"}, predicate="id = 2")
+    with lake.transaction("I") as t:
+        assert _bal(t, "x", 2) == 1050
+        t.update("x", set={"balance": "balance + 1"}, where="id = 2")
+    assert rows(lake.read("x")) == [{"id": 1, "balance": 51}, {"id": 2, "balance": 1051}, {"id": 3, "balance": 14}]
+    assert rows(lake.read("x")) == backend.delta_rows("x")
+    for v in range(lake.version("x") + 1):
+        backend.delta_rows("x", v)  # every version readable
+
+
+@pytest.mark.parametrize("features", ["I", "R,CT,I"])
+def test_crash_at_every_store_call_of_an_isolated_two_table_commit(backend, features):
+    base = backend.store()
+
+    def action_on(tables):
+        x, y = tables
+
+        def action(lake):
+            with lake.transaction(features) as t:
+                t.update(x, set={"balance": "balance - 5"}, where="id = 1")
+                t.update(y, set={"balance": "balance + 5"}, where="id = 1")
+        return action
+
+    def make(store):
+        return backend.lake(store=store, marker_ttl=5.0)
+
+    outcomes = set()
+    sweep = CrashSweep()
+    for i, (label, plan) in enumerate(sweep):
+        tables = (f"x{i}", f"y{i}")
+        _bank(backend, tables=tables)
+        sweep.record(run_crashing(base, plan, make, action_on(tables)))
+        rec = backend.lake(marker_ttl=5.0, clock=_later_clock)
+        rec.recover(tables=list(tables))
+        with backend.lake().transaction(features) as r:  # isolated readers: all or nothing
+            got = (_bal(r, tables[0]), _bal(r, tables[1]))
+        plain = (_bal(rec, tables[0]), _bal(rec, tables[1]))  # and so do plain readers, after recovery
+        assert got in ((50, 50), (45, 55)), f"{label}: {got}"
+        assert plain == got, label
+        outcomes.add(got)
+        for t in tables:
+            log = rec.log(t)
+            assert not [v for v, c in log.commits_between(-1, log.latest_version())
+                        if (m := marker_of(c)) and m.state == RUNNING], label
+    assert outcomes == {(50, 50), (45, 55)}
+
+
+def test_a_stalled_announcement_is_completed_by_whoever_finds_it(local_backend):
+    from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+
+    _bank(local_backend)
+    base = local_backend.store()
+    dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
+        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/gvl/0"))))
+    with pytest.raises(SimulatedCrash):
+        with dying.transaction("R,CT,I") as t:
+            t.update("x", set={"balance": "0"}, where="id = 1")
+            t.update("y", set={"balance": "100"}, where="id = 1")
+    plain = local_backend.lake()
+    assert _bal(plain, "x") == 50  # announced, but no table commit written yet
+    with local_backend.lake().transaction("I") as r:  # an isolated reader completes it
+        assert (_bal(r, "x"), _bal(r, "y")) == (0, 100)
+    assert (_bal(plain, "x"), _bal(plain, "y")) == (0, 100)
+
+
+def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_backend):
+    lake = _bank(local_backend, marker_ttl=5.0)
+    stalled = lake.begin("R,CT,I")
+    stalled.update("x", set={"balance": "0"}, where="id = 1")
+    lake._forget(stalled)
+    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(tables=["x"])
+    assert len(report.freed) == 1
+    head = lake.gvl.head()
+    assert stalled.attempt in head.aborts
+    with pytest.raises(lv.TransactionAborted):
+        stalled.lake.max_retries = 0
+        stalled.commit()
+    assert _bal(lake, "x") == 50
+
+
+def test_old_global_log_entries_are_cleaned_up(local_backend):
+    lake = _bank(local_backend, gvl_keep=5)
+    for k in range(12):
+        with lake.transaction("I") as t:
+            t.update("x", set={"balance": f"{k}"}, where="id = 1")
+    lake.gvl.cleanup(keep=5)
+    names = sorted(m.key for m in local_backend.store().list("_lakevilla/gvl/") if m.key.endswith(".json"))
+    assert len(names) <= 6 and names[-1] == entry_key(lake.gvl.head().seq)
+    with local_backend.lake().transaction("I") as r:
+        assert _bal(r, "x") == 11
+
+
+# -- bank readers during transfers, real processes --------------------------------------------
+
+def _transfer_worker(uri, opts, wid, n, stop, out):
+    """``n`` transfers, or until ``stop`` is set (a reader saw what it was looking for)."""
+    rng = random.Random(wid)
+    lake = lv.Lake(uri, storage_options=opts or None)
+    done = 0
+    while done < n and not stop.is_set():
+        amt = rng.randint(1, 9)
+        src, dst = ("x", "y") if rng.random() < 0.5 else ("y", "x")
+
+        def move(t, src=src, dst=dst, amt=amt):
+            t.update(src, set={"balance": f"balance - {amt}"}, where="id = 1")
+            t.update(dst, set={"balance": f"balance + {amt}"}, where="id = 1")
+
+        lake.run(move, features="R,CT,I", retries=30)
+        done += 1
+    out.put(("writer", done))
+
+
+def _sum_reader(uri, opts, features, stop_on_wrong, writers_done, stop, out):
+    lake = lv.Lake(uri, storage_options=opts or None)
+    sums = []
+    while not writers_done.is_set() or len(sums) < 5:
+        def total(t):
+            return sum(t.read("x").column("balance").to_pylist()) + sum(t.read("y").column("balance").to_pylist())
+
+        s = lake.run(total, features=features, retries=100)
+        sums.append(s)
+        if stop_on_wrong and s != 200:
+            stop.set()
+            break
+    out.put(("reader", sums))
+
+
+def _run_bank(backend, reader_features, stop_on_wrong, transfers):
+    ctx = mp.get_context("spawn")
+    out, writers_done, stop = ctx.Queue(), ctx.Event(), ctx.Event()
+    writers = [ctx.Process(target=_transfer_worker, args=(backend.uri, backend.storage_options, w, transfers, stop,
+                                                          out)) for w in range(3)]
+    readers = [ctx.Process(target=_sum_reader, args=(backend.uri, backend.storage_options, reader_features,
+                                                     stop_on_wrong, writers_done, stop, out)) for _ in range(2)]
+    for p in writers + readers:
+        p.start()
+    results = []
+    while len([r for r in results if r[0] == "writer"]) < 3:
+        results.append(out.get(timeout=900))
+    writers_done.set()
+    while len(results) < 5:
+        results.append(out.get(timeout=900))
+    for p in writers + readers:
+        p.join(60)
+    return [s for kind, s in results if kind == "reader"], sum(n for kind, n in results if kind == "writer")
+
+
+@pytest.mark.slow
+def test_isolated_readers_always_see_the_total_during_transfers(backend):
+    lake = _bank(backend)
+    sums, transfers = _run_bank(backend, "I", stop_on_wrong=False, transfers=20)
+    assert transfers == 60 and all(len(s) >= 5 for s in sums)
+    assert {x for s in sums for x in s} == {200}
+    assert sum(lake.read("x").column("balance").to_pylist()) + sum(lake.read("y").column("balance").to_pylist()) == 200
+
+
+@pytest.mark.slow
+def test_readers_without_isolation_see_a_wrong_total(backend):
+    lake = _bank(backend)
+    sums, _ = _run_bank(backend, "R", stop_on_wrong=True, transfers=1000)  # until a reader sees one
+    assert any(x != 200 for s in sums for x in s)
+    assert sum(lake.read("x").column("balance").to_pylist()) + sum(lake.read("y").column("balance").to_pylist()) == 200
+
+
+def test_concurrent_isolated_writers_on_one_table_keep_every_increment(local_backend):
+    lake = _bank(local_backend)
+
+    def worker():
+        lk = local_backend.lake()
+        for _ in range(8):
+            lk.run(lambda t: t.update("x", set={"balance": "balance + 1"}, where="id = 1"), features="I", retries=50)
+
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(300)
+    assert _bal(lake, "x") == 50 + 24
+    with local_backend.lake().transaction("I") as r:
+        assert _bal(r, "x") == 74

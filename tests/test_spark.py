@@ -1,0 +1,244 @@
+"""The Spark engine: Spark writes and reads the data files, lakevilla the log, and
+delta-rs and the embedded engine read the same rows at every version."""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+import lakevilla as lv  # noqa: E402
+from lakevilla.delta.stats import stats_from_table  # noqa: E402
+from tests.spark_session import files_on_disk, sorted_rows, spark_table, start_local_spark  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+TYPES = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("day", pa.date32()),
+                   ("at", pa.timestamp("us", tz="UTC")), ("flag", pa.bool_()), ("qty", pa.int32()),
+                   ("amount", pa.decimal128(10, 2))])
+ACC = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+T0 = dt.datetime(2024, 3, 10, 1, 30, tzinfo=dt.UTC)
+FALL_BACK = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.UTC)  # this and +1h are both 01:30 in New York
+
+
+@pytest.fixture(scope="session")
+def spark():
+    return start_local_spark()
+
+
+@pytest.fixture
+def lake_dir(tmp_path) -> Path:
+    return tmp_path / "lake"
+
+
+@pytest.fixture
+def uri(lake_dir) -> str:
+    return "file://" + str(lake_dir)
+
+
+@pytest.fixture
+def lake(spark, uri):
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lk:
+        yield lk
+
+
+def typed_rows(ids: range) -> list[dict]:
+    return [{"id": i, "name": None if i % 7 == 3 else f"n{i:03d}", "score": i * 1.25,
+             "day": dt.date(2024, 1, 1) + dt.timedelta(days=i), "at": T0 + dt.timedelta(seconds=i, microseconds=i),
+             "flag": i % 2 == 0, "qty": None if i % 5 == 4 else i * 10, "amount": decimal.Decimal(i) / 4}
+            for i in ids]
+
+
+def spark_df(spark, rows: list[dict], schema: pa.Schema):
+    from lakevilla.engines.spark import spark_schema
+
+    return spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], spark_schema(schema))
+
+
+def delta_rows(uri: str, table: str, version: int | None = None) -> list[dict]:
+    from deltalake import DeltaTable
+
+    return sorted_rows(pa.table(DeltaTable(f"{uri}/{table}", version=version).to_pyarrow_table()))
+
+
+def assert_all_readers_agree(lake, uri: str, table: str, version: int | None = None) -> list[dict]:
+    schema = lake.schema(table)
+    by_spark = sorted_rows(spark_table(lake.read(table, version=version), schema))
+    by_embedded = sorted_rows(lv.Lake(uri).read(table, version=version))
+    by_delta = delta_rows(uri, table, version)
+    assert by_spark == by_embedded == by_delta
+    return by_spark
+
+
+def test_spark_written_tables_read_the_same_everywhere_at_every_version(spark, lake, uri, lake_dir):
+    lake.create_table("t", TYPES)
+    with lake.transaction(features="R") as txn:
+        assert txn.insert("t", spark_df(spark, typed_rows(range(20)), TYPES)) == 20
+    with lake.transaction(features="R") as txn:  # non-Spark input goes through Spark too
+        assert txn.insert("t", pa.Table.from_pylist(typed_rows(range(20, 25)), schema=TYPES)) == 5
+    with lake.transaction(features="R") as txn:
+        assert txn.update("t", set={"score": "score * 2", "name": "upper(name)"}, where="id % 3 = 0") == 9
+    with lake.transaction(features="R") as txn:
+        assert txn.delete("t", where="flag AND id > 10") == 7
+    expected = typed_rows(range(25))
+    for r in expected:
+        if r["id"] % 3 == 0:
+            r["score"] *= 2
+            r["name"] = r["name"].upper() if r["name"] else None
+    expected = [r for r in expected if not (r["flag"] and r["id"] > 10)]
+    assert assert_all_readers_agree(lake, uri, "t") == expected
+    for v in range(lake.version("t") + 1):
+        assert_all_readers_agree(lake, uri, "t", version=v)
+    for add in lake.snapshot("t").files.values():  # statistics in exactly the embedded engine's format
+        assert add.path.startswith("lv-") and add.size == (lake_dir / "t" / unquote(add.path)).stat().st_size
+        content = pq.ParquetFile(lake_dir / "t" / unquote(add.path)).read()
+        assert json.loads(add.stats) == json.loads(stats_from_table(content))
+
+
+def test_partitioned_table_round_trips_and_reads_prune_files(spark, lake, uri, lake_dir):
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
+                        ("value", pa.int64())])
+    lake.create_table("p", schema, partition_by=["region", "at"])
+    regions = ["eu", "us", None, "a/b:c d%"]
+    rows = [{"id": i, "region": regions[i % 4], "at": FALL_BACK + dt.timedelta(hours=i // 4 % 2), "value": i}
+            for i in range(16)]
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # the files must not depend on it
+    try:
+        with lake.transaction(features="R") as txn:
+            txn.insert("p", spark_df(spark, rows, schema))
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    values = {tuple(sorted(a.partition_values.items())) for a in lake.snapshot("p").files.values()}
+    assert (("at", "2024-11-03 05:30:00.000000"), ("region", "a/b:c d%")) in values
+    assert (("at", "2024-11-03 06:30:00.000000"), ("region", None)) in values
+    assert len(values) == 8
+    assert assert_all_readers_agree(lake, uri, "p") == rows
+    with lake.transaction(features="R") as txn:
+        df = txn.read("p", where="region = 'eu'")
+        files = df.inputFiles()
+        assert files and all("/region=eu/" in f for f in files)
+        eu = [a for a in lake.snapshot("p").files.values() if a.partition_values["region"] == "eu"]
+        assert len(files) == len(eu)
+        assert sorted(r.id for r in df.collect()) == [0, 4, 8, 12]
+        assert txn.update("p", set={"region": "'moved'", "value": "value + 100"}, where="id = 5") == 1
+    got = assert_all_readers_agree(lake, uri, "p")
+    assert got[5] == {"id": 5, "region": "moved", "at": FALL_BACK + dt.timedelta(hours=1), "value": 105}
+
+
+def test_failed_two_table_transaction_leaves_tables_and_storage_unchanged(spark, lake, uri, lake_dir):
+    lake.create_table("a", ACC)
+    lake.create_table("b", ACC)
+    for t in ("a", "b"):
+        with lake.transaction(features="R") as txn:
+            txn.insert(t, spark.range(5).selectExpr("id", "id * 10 AS value"))
+    before = {t: delta_rows(uri, t) for t in ("a", "b")}
+    snaps = {t: set(lake.snapshot(t).files) for t in ("a", "b")}
+    disk = files_on_disk(lake_dir, ["a", "b"])
+    with pytest.raises(RuntimeError, match="user code"):
+        with lake.transaction(features="R,CT") as txn:
+            txn.insert("a", spark.range(100, 103).selectExpr("id", "id AS value"))
+            txn.update("b", set={"value": "value + 1"}, where="id < 3")
+            raise RuntimeError("user code failed after the writes")
+    lake.flush()
+    for t in ("a", "b"):
+        assert set(lake.snapshot(t).files) == snaps[t]
+        assert delta_rows(uri, t) == before[t]
+    assert files_on_disk(lake_dir, ["a", "b"]) == disk
+
+
+def test_abort_deletes_every_file_spark_wrote(spark, lake, uri, lake_dir):
+    lake.create_table("a", ACC, partition_by=["value"])
+    with lake.transaction(features="R") as txn:
+        txn.insert("a", {"id": [1, 2], "value": [1, 2]})
+    disk = files_on_disk(lake_dir, ["a"])
+    txn = lake.begin(features="R")
+    txn.insert("a", spark.range(10).selectExpr("id", "id % 3 AS value"))
+    txn.update("a", set={"value": "value + 10"}, where="id = 1")
+    txn.delete("a", where="id = 2")
+    assert len(files_on_disk(lake_dir, ["a"])) > len(disk)
+    txn.abort()
+    lake.flush()
+    assert files_on_disk(lake_dir, ["a"]) == disk
+    assert lv.Lake(uri).read("a").sort_by("id").to_pylist() == [{"id": 1, "value": 1}, {"id": 2, "value": 2}]
+
+
+def test_spark_and_embedded_transactions_on_the_same_rows_serialize(spark, lake, uri):
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="R") as txn:
+        txn.insert("acc", spark.range(6).selectExpr("id", "id AS value"))
+    embedded = lv.Lake(uri)
+    first = embedded.begin(features="R")
+    first.update("acc", set={"value": "value * 2"}, where="id < 4")  # claims the lower marker
+    second = lake.begin(features="R")
+    second.update("acc", set={"value": "value + 1"}, where="id < 4")  # on the old snapshot
+    first.commit()
+    after_first = set(lake.snapshot("acc").files)
+    assert not any(p.startswith("lv-") for p in after_first - set(lake.snapshot("acc", 1).files))
+    second.commit()  # conflicts with `first`: Spark redoes its update on the new snapshot
+    assert second.stats["redos"] == 1
+    redone = set(lake.snapshot("acc").files) - after_first
+    assert redone and all(p.startswith("lv-") for p in redone)  # written by Spark, not the embedded engine
+    got = {r["id"]: r["value"] for r in assert_all_readers_agree(lake, uri, "acc")}
+    assert got == {0: 1, 1: 3, 2: 5, 3: 7, 4: 4, 5: 5}  # value * 2 then + 1: a serial order
+
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT", "I", "R,CT,I"])
+def test_every_feature_combination_with_spark(spark, lake, uri, features):
+    lake.create_table("acc", ACC)
+    lake.create_table("log", ACC)
+    with lake.transaction(features=features) as txn:
+        assert txn.insert("acc", spark.range(10).selectExpr("id", "id * 10 AS value")) == 10
+        assert txn.update("acc", set={"value": "value + 1"}, where="id >= 5") == 5
+        assert txn.delete("acc", where="id % 4 = 0") == 3
+        seen = sorted(r.id for r in txn.read("acc", where="value > 55").collect())
+        assert seen == [6, 7, 9]
+        txn.insert("log", [{"id": 1, "value": len(seen)}])
+    want = [{"id": i, "value": i * 10 + (1 if i >= 5 else 0)} for i in range(10) if i % 4]
+    assert assert_all_readers_agree(lake, uri, "acc") == want
+    assert delta_rows(uri, "log") == [{"id": 1, "value": 3}]
+
+
+def test_bad_expressions_and_schemas_are_reported_and_write_nothing(spark, lake, uri, lake_dir):
+    lake.create_table("acc", ACC)
+    bad_where = ["nope = 1", "id +", "id + 1", "sum(id) > 1"]
+    with lake.transaction(features="R") as txn:
+        for where in bad_where:
+            with pytest.raises(lv.InvalidExpressionError, match="where="):
+                txn.delete("acc", where=where)
+        with pytest.raises(lv.InvalidExpressionError, match="no column"):
+            txn.update("acc", set={"missing": "1"})
+        with pytest.raises(lv.InvalidExpressionError, match="is date"):
+            txn.update("acc", set={"value": "current_date()"})
+        with pytest.raises(lv.SchemaMismatchError, match="extra"):
+            txn.insert("acc", spark.range(2).selectExpr("id", "id AS value", "1 AS extra"))
+        with pytest.raises(lv.SchemaMismatchError, match="has type string"):
+            txn.insert("acc", spark.range(2).selectExpr("id", "'x' AS value"))
+        with pytest.raises(lv.SchemaMismatchError, match="does not fit"):  # a runtime check inside the job
+            txn.insert("acc", spark.range(2).selectExpr("id", "CAST(id AS DOUBLE) + 0.5 AS value"))
+        assert txn.insert("acc", spark.range(2).selectExpr("CAST(id AS INT) AS id")) == 2  # widen; fill nulls
+        with pytest.raises(lv.InvalidExpressionError, match="DIVIDE_BY_ZERO|zero"):
+            txn.update("acc", set={"value": "id div 0"})
+    assert lv.Lake(uri).read("acc").sort_by("id").to_pylist() == [{"id": 0, "value": None}, {"id": 1, "value": None}]
+    referenced = {f"acc/{unquote(p)}" for p in lake.snapshot("acc").files}
+    assert files_on_disk(lake_dir, ["acc"]) == referenced
+
+
+def test_spark_insert_benchmark_quick_mode(spark, tmp_path):
+    from benchmarks.spark_insert import main
+
+    out = tmp_path / "bench"
+    main(["--quick", "--reps", "1", "--out", str(out)])
+    report = json.loads((out / "spark_insert.json").read_text())
+    assert report["rows"] == 20_000
+    for k in ("lakevilla_rows_per_s", "plain_rows_per_s", "ratio"):
+        assert report[k] > 0
+    assert report["requests"]["total"] > 0 and report["requests"]["by_kind"]
+    assert (out / "spark_insert.png").stat().st_size > 0
