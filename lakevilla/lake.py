@@ -446,6 +446,35 @@ class Lake:
                 out.append((t, k))
         return out
 
+    def cleanup(self, *, older_than: float = 24 * 3600.0, keep_global: int | None = None) -> dict[str, int]:
+        """Delete finished transaction records (and sublogs of finished transactions) older than
+        ``older_than`` seconds, and global log entries beyond the newest ``keep_global``."""
+        from .complex_txn import record as records
+        from .names import TXN_DIR
+
+        now = time.time()
+        done = {"records": 0, "sublogs": 0, "global_entries": 0}
+        metas = list(self.store.list(f"{TXN_DIR}/"))
+        finished_txns = set()
+        for meta in metas:
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if "/" in rest or not rest.endswith(".json"):
+                continue
+            if meta.last_modified is not None and now - meta.last_modified < older_than:
+                continue
+            rec = records.read(self.store, rest[:-5])
+            if rec is not None and rec.state in (records.COMMITTED, records.ABORTED):
+                self.store.delete(meta.key)
+                done["records"] += 1
+                finished_txns.add(rec.txn)
+        for meta in metas:
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if "/" in rest and rest.split("/", 1)[0] in finished_txns:
+                self.store.delete(meta.key)
+                done["sublogs"] += 1
+        done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
+        return done
+
     def _nested_tables(self, table: str) -> list[str]:
         return []
 

@@ -1,0 +1,65 @@
+"""Maintenance: the CLI, clean-up of finished records, checkpoints refused above open markers."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.cli import main as cli
+from lakevilla.complex_txn import record as records
+from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+
+
+def _lake(backend):
+    lake = backend.lake()
+    for t in ("a", "b"):
+        lake.create_table(t, T)
+        with lake.transaction("") as txn:
+            txn.insert(t, {"id": [1], "value": [0]})
+    return lake
+
+
+def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
+    lake = _lake(local_backend)
+    dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
+        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
+        marker_ttl=0.01)
+    txn = dying.begin("R,CT")
+    txn.update("a", set={"value": "1"}, where="id = 1")
+    txn.update("b", set={"value": "1"}, where="id = 1")
+    with pytest.raises(SimulatedCrash):
+        txn.commit()
+    root = local_backend.uri
+    assert cli(["tables", root]) == 0
+    assert capsys.readouterr().out.split() == ["a", "b"]
+    time.sleep(0.05)  # let the 10 ms marker expiry pass: the condition is time itself
+    assert cli(["--marker-ttl", "0.01", "recover", root]) == 0
+    assert "1 records completed" in capsys.readouterr().out
+    assert [r["value"] for r in lake.read("a").to_pylist()] == [1]
+    assert [r["value"] for r in lake.read("b").to_pylist()] == [1]
+    assert records.read(lake.store, txn.attempt).state == records.COMMITTED
+    assert cli(["cleanup", root, "--older-than", "0"]) == 0
+    assert '"records": 1' in capsys.readouterr().out
+    assert records.read(lake.store, txn.attempt) is None
+    assert cli(["history", root, "a"]) == 0
+    out = capsys.readouterr().out
+    assert "marker committed" in out and "UPDATE" in out
+    assert cli(["abandoned", root, "--min-age", "0"]) == 0
+    assert cli(["history", root, "../etc"]) == 2  # a clear error, not a traceback
+
+
+def test_checkpoint_is_refused_above_an_open_marker(backend):
+    lake = _lake(backend)
+    txn = lake.begin("R")
+    txn.update("a", set={"value": "2"}, where="id = 1")
+    with pytest.raises(lv.InvalidArgumentError, match="open marker"):
+        lake.checkpoint("a")
+    txn.commit()
+    v = lake.checkpoint("a")
+    assert backend.store().exists(f"a/_delta_log/{v:020d}.checkpoint.parquet")
+    assert backend.delta_rows("a") == [{"id": 1, "value": 2}]
