@@ -133,6 +133,7 @@ class Transaction:
         self._gvl_base: int | None = None
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
+        self._slock = threading.Lock()  # stats and sublog numbering, touched from parallel table work
         self._last_beat = self.started
         self._dl_versions: dict[str, int] = {}
         self.result: CommitResult | None = None
@@ -466,7 +467,7 @@ class Transaction:
                     rewrite_marker(tw.log, h)
                     self.stats["heartbeats"] += 1
                 except MarkerLost:
-                    self.stats["markers_lost"] += 1
+                    self._count("markers_lost")
         finally:
             self._mlock.release()
 
@@ -477,18 +478,25 @@ class Transaction:
         return vs
 
     # -- sublogs ------------------------------------------------------------------
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._slock:
+            self.stats[key] += n
+
     def _write_sublog(self, tw: TableWork, op: Op, redo: bool) -> None:
-        self._sublog_seq += 1
-        e = sublogs.entry_for(self.id, self._sublog_seq, op, logical=op.logical, base_version=tw.base.version,
-                              read_version=tw.read_version, reads=self._unlogged_reads, redo=redo,
+        with self._slock:
+            self._sublog_seq += 1
+            seq = self._sublog_seq
+            reads, self._unlogged_reads = self._unlogged_reads, []
+        e = sublogs.entry_for(self.id, seq, op, logical=op.logical, base_version=tw.base.version,
+                              read_version=tw.read_version, reads=reads, redo=redo,
                               attempt=self.attempt, features=features_label(self.features),
                               isolation=self.isolation, mode=self.mode)
         sublogs.write(self.lake.store, e)
         from .names import sublog_key
 
-        self._sublog_keys.append(sublog_key(self.id, e.seq))
-        self._unlogged_reads = []
-        self.stats["sublogs"] += 1
+        with self._slock:
+            self._sublog_keys.append(sublog_key(self.id, e.seq))
+            self.stats["sublogs"] += 1
 
     # -- waiting for predecessors ---------------------------------------------------
     def _wait_predecessors(self, tws: list[TableWork]) -> None:
@@ -503,8 +511,8 @@ class Transaction:
             self._heartbeat_if_due()
             self._check_markers_held(tws)
             pending: list[tuple[TableWork, int, MarkerPayload]] = []
-            for tw in tws:
-                for v, p in self._running_predecessors(tw):
+            for tw, preds in zip(tws, self.lake.map(self._running_predecessors, tws)):
+                for v, p in preds:
                     pending.append((tw, v, p))
             if not pending:
                 return
@@ -603,7 +611,7 @@ class Transaction:
                 tw.validated_upto = latest
                 return
             k, version, why = hit
-            self.stats["conflicts"] += 1
+            self._count("conflicts", 1)
             if not self.R:
                 raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=self.id)
             consumed = [op for op in tw.ops[k:] if op.kind == "read"]
@@ -623,7 +631,7 @@ class Transaction:
             for op in redone:
                 op.logical = True
                 self._write_sublog(tw, op, redo=True)
-            self.stats["redos"] += len(redone)
+            self._count("redos", len(redone))
             tw.validated_upto = latest
             if upto is None:
                 continue
@@ -703,14 +711,14 @@ class Transaction:
         if tw.marker is None or tw.marker.lost:
             return False
         if not fill_is_safe(tw.log, tw.marker.version, latest):
-            self.stats["fill_fallback"] += 1
+            self._count("fill_fallback")
             return False
         # a client ignoring markers that commits between our check and the fill would not have
         # seen our actions; where such clients are active, the tail is the only safe place
         lo = max(tw.read_version - 20, -1)
         for _v, c in tw.log.commits_between(lo, latest):
             if c.lakevilla is None and (c.adds or c.removes):
-                self.stats["fill_fallback"] += 1
+                self._count("fill_fallback")
                 return False
         return True
 
@@ -724,28 +732,27 @@ class Transaction:
             try:
                 rewrite_marker(tw.log, h)
             except MarkerLost:
-                self.stats["markers_lost"] += 1
+                self._count("markers_lost")
 
     # CT: the record decides -------------------------------------------------------
     def _prepare_all(self, written: list[TableWork]) -> None:
         """Wait for every predecessor, then validate (and redo) every written table."""
         for _ in range(self.lake.max_retries + 1):
             self._wait_predecessors(written)
-            for tw in written:
-                self._validate_table(tw)
+            self.lake.map(self._validate_table, written)  # tables in parallel: latency stays flat
             if not any(tw.marker is not None and tw.marker.lost for tw in written):
                 return
             self._check_markers_held(written)
         raise TransactionAborted("could not hold our markers", txn_id=self.id, reason="preempted")
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
-        out = {}
-        for tw in written:
+        def one(tw: TableWork) -> tuple[str, records.TableIntent]:
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                  "lakevilla": {**self._commit_lv(len(written)), "marker": tw.marker.version}})
             mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
-            out[tw.name] = records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
-        return out
+            return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
+
+        return dict(self.lake.map(one, written))
 
     def _commit_record(self, written: list[TableWork]) -> CommitResult:
         for _ in range(self.lake.max_retries + 1):
@@ -775,7 +782,7 @@ class Transaction:
             def foreign(v: int, c: Commit) -> None:
                 hit = first_conflict(tw.footprints(), [(v, c)], tw.schema, tw.base.partition_columns)
                 if hit is not None and marker_of(c) is None:
-                    self.stats["conflicts_after_decision"] += 1
+                    self._count("conflicts_after_decision")
                     warnings.warn(f"{name}@{v} was committed by a client that ignores lakevilla markers after "
                                   f"transaction {self.id} decided, and conflicts with it ({hit[2]})", stacklevel=2)
 

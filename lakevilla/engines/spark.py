@@ -60,6 +60,7 @@ _UTC_NAMES = {"UTC", "ETC/UTC", "Z", "+00:00", "GMT", "ETC/GMT", "UTC+00:00"}
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _INT_RANK = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}
 _SCHEME_MAP = {"s3": "s3a"}
+_IO_CONDITIONS = {"PATH_NOT_FOUND", "FAILED_READ_FILE", "TASK_WRITE_FAILED"}  # storage, not expressions
 
 
 # -- schemas and columns -------------------------------------------------------------
@@ -139,22 +140,6 @@ def _not_null(c: Column, field: T.StructField, kind: str, what: str) -> Column:
 
 # -- partition values ----------------------------------------------------------------
 
-def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType) -> Column:
-    """A Delta partition string as a typed Spark literal (time-zone independent)."""
-    t = field.dataType
-    if raw is None:
-        return F.lit(None).cast(t)
-    if isinstance(t, T.TimestampType):
-        v = coerce(raw, arrow_type)
-        return F.timestamp_micros(F.lit((v - _EPOCH) // dt.timedelta(microseconds=1)))
-    if isinstance(t, T.TimestampNTZType):
-        return F.lit(coerce(raw, arrow_type).isoformat(sep=" ")).cast(t)
-    try:
-        return F.lit(coerce(raw, arrow_type)).cast(t)
-    except TypeError:  # no Python form for this type: let Spark parse the text
-        return F.lit(raw).cast(t)
-
-
 def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType) -> str | None:
     """A Delta partition string in the form ``_typed_partition`` reads without a time zone."""
     if raw is None:
@@ -170,6 +155,10 @@ def _typed_partition(c: Column, t: T.DataType) -> Column:
     if isinstance(t, T.TimestampType):
         return F.timestamp_micros(c.cast("long"))
     return c.cast(t)
+
+
+def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType) -> Column:
+    return _typed_partition(F.lit(_partition_text(raw, field.dataType, arrow_type)), field.dataType)
 
 
 def _partition_dir_value(c: Column, t: T.DataType) -> Column:
@@ -263,7 +252,9 @@ def _spark_errors(what: str, data_error: type[LakeVillaError] | None) -> Iterato
         own = _own_check(e)
         if own is not None:
             raise own from None
-        _, state = _condition(e)
+        cond, state = _condition(e)
+        if cond and cond.split(".")[0] in _IO_CONDITIONS:
+            raise StorageError(f"{what}: {_first_line(e)}") from e
         if data_error is not None and state and state.startswith("22"):
             raise data_error(f"{what}: {_first_line(e)}") from None
         if type(e).__name__ in ("AnalysisException", "ParseException"):
