@@ -7,6 +7,7 @@
 """
 
 from .errors import (
+    CommitPendingError,
     ConditionalWritesUnsupportedError,
     CorruptLogError,
     InvalidArgumentError,
@@ -42,7 +43,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
-    "PartialCommitError", "TableNotFoundError", "TableExistsError", "InvalidTableNameError", "SchemaMismatchError",
+    "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "SparkEngine", "EmbeddedEngine",
 ]

@@ -66,6 +66,17 @@ class PartialCommitError(LakeVillaError):
         super().__init__(message)
 
 
+class CommitPendingError(LakeVillaError):
+    """The transaction is committed (its decision is durable) but not every table shows it yet.
+
+    Do not re-run it. Its markers expire and any client (``lake.recover()``, or a transaction
+    that meets them) writes the missing table commits from the decision record."""
+
+    def __init__(self, message: str, *, txn_id: str | None = None) -> None:
+        self.txn_id = txn_id
+        super().__init__(message)
+
+
 class TransactionStateError(LakeVillaError):
     """An operation on a transaction that is already committed or aborted."""
 

@@ -34,6 +34,7 @@ from .delta.features import check_readable, check_writable, is_append_only
 from .delta.log import VersionExists
 from .engine_api import TableContext, data_file_key
 from .errors import (
+    CommitPendingError,
     InvalidArgumentError,
     LakeVillaError,
     TransactionAborted,
@@ -115,6 +116,8 @@ class Transaction:
         self.lake = lake
         self.features = features
         self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
+        # dependency lists and marker shifts wherever a commit waits on several tables at once
+        self.dag = self.CT or self.I
         self.isolation = isolation
         self.slack = slack
         self.mode = mode
@@ -136,6 +139,8 @@ class Transaction:
         self._slock = threading.Lock()  # stats and sublog numbering, touched from parallel table work
         self._last_beat = self.started
         self._dl_versions: dict[str, int] = {}
+        self._decided = False  # a record or global log entry says COMMITTING: no undo any more
+        self._committed_tables: set[str] = set()  # tables whose commit landed (R: table by table)
         self.result: CommitResult | None = None
 
     # -- public API ------------------------------------------------------------
@@ -188,10 +193,18 @@ class Transaction:
         self.state = "committing"
         try:
             result = self._commit()
-        except TransactionAborted:
-            self._abort_quietly()
-            raise
-        except BaseException:
+        except BaseException as e:
+            if self._decided:
+                # the decision is durable: undoing now would destroy data that recovery must
+                # roll forward. Leave markers to expire; any client finishes the commit.
+                self.state = "decided"
+                self.lake._forget(self)
+                if isinstance(e, Exception) and not isinstance(e, CommitPendingError):
+                    raise CommitPendingError(
+                        f"transaction {self.id} is committed (decided) but writing its table commits failed "
+                        f"({e}); lake.recover() or any transaction that meets its markers finishes it",
+                        txn_id=self.id) from e
+                raise
             self._abort_quietly()
             raise
         self.state = "committed"
@@ -378,7 +391,7 @@ class Transaction:
         preds = self._running_predecessors(tw)
         if preds:
             tw.logical = True
-        if self.CT:
+        if self.dag:
             self._deps.observe(tw.name, [p for _, p in preds])
             cyc = [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
             if cyc:
@@ -525,7 +538,7 @@ class Transaction:
                 if p.expired(now):
                     res = resolve_marker(self.lake.services(), tw.name, v)
                     self.stats["recovered_" + res.outcome] += 1
-            if self.CT:
+            if self.dag:
                 for tw in tws:
                     self._deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
                 cyc = [p for _, _, p in pending if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
@@ -536,14 +549,17 @@ class Transaction:
                     deadline = time.monotonic() + self.lake.wait_timeout
                     continue
                 self._publish_deps()
-                if (time.monotonic() - stuck_since > self.lake.shift_timeout
-                        and shifts_here < self.lake.max_shifts):
+                # rule IV; a queue of n transactions ahead of us is not a deadlock, so the timeout
+                # scales with it and doubles with every shift we already made
+                queue = len({p.attempt for _, _, p in pending})
+                limit = self.lake.shift_timeout * queue * (2 ** shifts_here)
+                if time.monotonic() - stuck_since > limit and shifts_here < self.lake.max_shifts:
                     self._shift_markers("no progress while waiting (rule IV)")
                     shifts_here += 1
                     stuck_since = time.monotonic()
                     continue
             if time.monotonic() > deadline:
-                if self.CT and shifts_here < self.lake.max_shifts:
+                if self.dag and shifts_here < self.lake.max_shifts:
                     self._shift_markers("wait timed out")
                     shifts_here += 1
                     deadline = time.monotonic() + self.lake.wait_timeout
@@ -664,6 +680,7 @@ class Transaction:
         for tw in sorted(written, key=lambda w: w.name):
             try:
                 versions[tw.name] = self._commit_one_table(tw)
+                self._committed_tables.add(tw.name)
             except TransactionAborted as e:
                 if done:
                     from .errors import PartialCommitError
@@ -760,6 +777,8 @@ class Transaction:
             rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
                                     tables=self._intents(written))
             decided = records.decide(self.lake.store, rec)
+            if decided.state != records.ABORTED:
+                self._decided = True
             if decided.state == records.ABORTED:
                 self.stats["preempted"] += 1
                 self._new_attempt()
@@ -823,6 +842,7 @@ class Transaction:
                     entry.tables[name] = tw.read_version  # unknown table: added as compatible
             self._resolve_known_pending(entry)
             if self.lake.gvl.append(entry):
+                self._decided = True
                 self._gvl_seen = entry.seq
                 versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
                 self._after_announce(entry.seq)
@@ -914,8 +934,9 @@ class Transaction:
         if not self.features:
             return  # LV[DL]: each operation already committed; nothing can be undone
         try:
+            live = [tw for tw in self.tables.values() if tw.name not in self._committed_tables]
             with self._mlock:
-                for tw in self.tables.values():
+                for tw in live:
                     h = tw.marker
                     if h is None or h.lost or h.payload.state != RUNNING:
                         continue
@@ -924,7 +945,7 @@ class Transaction:
                         rewrite_marker(tw.log, h)
                     except MarkerLost:
                         pass
-            for tw in self.tables.values():
+            for tw in live:
                 files = {a.path for op in tw.ops for a in op.added} | tw.garbage
                 self._delete_files(tw.name, sorted(files))
             if self.lake.delete_sublogs:

@@ -361,3 +361,50 @@ def test_incremental_delta_rs_reader_tail_mode_stays_in_step_in_place_diverges(l
     follower_rows, fresh_rows = outcome["in_place"]
     assert fresh_rows == [{"id": 1, "value": 16}, {"id": 2, "value": 20}]
     assert follower_rows == [{"id": 1, "value": 10}, {"id": 2, "value": 20}]  # the hazard, measured
+
+
+def test_partial_commit_keeps_what_committed(local_backend):
+    """R alone commits table by table; when a later table cannot commit, the earlier one stays
+    committed and readable (the TPC-C benchmark found its files being deleted by the abort)."""
+    lake = local_backend.lake()
+    for t in ("a", "b"):
+        lake.create_table(t, T)
+        with lake.transaction("R") as x:
+            x.insert(t, {"id": [1], "value": [0]})
+    t1 = lake.begin("R")
+    t1.update("a", set={"value": "value + 1"}, where="id = 1")
+    t1.read("b", where="id = 1")  # consumed: a later change to b cannot be redone
+    with lake.transaction("R") as t2:
+        t2.update("b", set={"value": "value + 10"}, where="id = 1")
+    t1.update("b", set={"value": "value + 1"}, where="id = 1")
+    with pytest.raises(lv.PartialCommitError) as info:
+        t1.commit()
+    assert list(info.value.committed) == ["a"]
+    lake.flush()
+    assert rows(lake.read("a")) == [{"id": 1, "value": 1}] == local_backend.delta_rows("a")
+    assert rows(lake.read("b")) == [{"id": 1, "value": 10}]
+    assert _open_markers(lake, "a") == [] and _open_markers(lake, "b") == []
+
+
+def test_a_failure_after_the_decision_is_finished_by_recovery_not_undone(local_backend):
+    """CT decided COMMITTING, then writing a table commit failed (not a crash): nothing may be
+    deleted, the caller learns it is committed-but-pending, and recovery finishes it."""
+    from lakevilla.store import FaultInjectingStore, FaultPlan
+    from lakevilla.store.base import StorageError
+
+    lake = _setup(local_backend, name="a", n=1)
+    _setup(local_backend, name="b", n=1)
+    failing = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
+        transient_rate=1.0, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("b/_delta_log/") and not key.endswith("2.json"))), marker_ttl=5.0)
+    txn = failing.begin("R,CT")
+    txn.update("a", set={"value": "value + 1"}, where="id = 1")
+    txn.update("b", set={"value": "value + 1"}, where="id = 1")
+    with pytest.raises(lv.CommitPendingError) as info:
+        txn.commit()
+    assert isinstance(info.value.__cause__, StorageError)
+    failing.flush()
+    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
+    assert report.records_rolled_forward == [txn.attempt]
+    assert rows(lake.read("a")) == [{"id": 1, "value": 11}] == local_backend.delta_rows("a")
+    assert rows(lake.read("b")) == [{"id": 1, "value": 11}] == local_backend.delta_rows("b")

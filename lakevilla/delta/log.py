@@ -168,7 +168,10 @@ class DeltaLog:
             return None  # a damaged hint is only a hint: fall back to listing
 
     def _load_checkpoint(self, version: int, keys: list[str]) -> SnapshotBuilder:
-        parts = self._map(lambda k: self.store.get(k).data, keys)
+        try:
+            parts = self._map(lambda k: self.store.get(k).data, keys)
+        except NotFound as e:
+            raise CorruptLogError(f"table {self.table!r}: checkpoint {version} is incomplete ({e})") from None
         cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}")
         b = SnapshotBuilder(self.table)
         b.apply_checkpoint(version, cp)
@@ -319,7 +322,7 @@ class DeltaLog:
                         with self._lock:
                             self._latest = max(self._latest, v)
                 return b
-            except NotFound:
+            except (NotFound, CorruptLogError):
                 pass  # hint points at a deleted checkpoint
         if not list_log and hint is None:
             return SnapshotBuilder(self.table)  # replay from version 0 by GETs

@@ -26,8 +26,9 @@ from ..engine_api import (
     now_ms,
     partition_value_string,
 )
-from ..errors import InvalidExpressionError, SchemaMismatchError
+from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import coerce, parse_predicate
+from ..store import NotFound
 
 _local = threading.local()
 MAX_ROWS_PER_FILE = 1_000_000
@@ -165,7 +166,12 @@ class EmbeddedEngine:
 
     # -- I/O -----------------------------------------------------------------
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
-        data = ctx.store.get(data_file_key(ctx.name, add.path, ctx.lake_uri)).data
+        key = data_file_key(ctx.name, add.path, ctx.lake_uri)
+        try:
+            data = ctx.store.get(key).data
+        except NotFound:
+            raise CorruptLogError(f"table {ctx.name!r} references data file {add.path!r}, which is missing "
+                                  "from storage") from None
         pf = pq.ParquetFile(io.BytesIO(data))
         present = set(pf.schema_arrow.names)
         want = [f.name for f in ctx.schema if f.name not in ctx.partition_columns and

@@ -1,12 +1,14 @@
 """The Spark engine: Spark reads and writes the Parquet files, lakevilla writes the Delta log.
 
 No Delta jars are involved: ``scan`` reads exactly the files the transaction layer
-picked (partition values become literal columns), ``write`` has Spark write plain
-Parquet under a fresh ``<table>/lv-<uuid>/`` folder and turns the files into add
-actions (size from the file system listing, statistics from the Parquet footers,
-read without touching the data), ``rewrite`` finds the files holding matching rows
-with one job and rewrites only those. Nothing here assumes local mode; the lake must be reachable by
-Spark's Hadoop file systems (``s3://`` lakes are addressed as ``s3a://``).
+picked, in one scan (partition values come from the add actions), ``write`` has Spark
+write plain Parquet under a fresh ``<table>/lv-<uuid>/`` folder and turns the files
+into add actions (size from the file system listing, statistics from the Parquet
+footers, read without touching the data), ``rewrite`` finds the files holding matching
+rows with one job and rewrites only those. Nothing here assumes local mode; the lake
+must be reachable by Spark's Hadoop file systems (``s3://`` lakes are addressed as
+``s3a://``) and the session must be a classic one (the driver's JVM lists files and
+reads footers).
 
 Timestamp literals in ``where`` are read in the session time zone by Spark but in
 UTC by lakevilla's pruning, so use a UTC session (``spark.sql.session.timeZone``).
@@ -316,7 +318,7 @@ class SparkEngine:
         return re.sub("/+", "/", urlsplit(ctx.lake_uri).path).rstrip("/")
 
     def _key_of(self, ctx: TableContext, spark_file_path: str) -> str:
-        """The store key of a file as Spark names it in ``_metadata.file_path`` (URI-encoded)."""
+        """The store key of a file as Spark names it (``input_file_name()``, ``inputFiles()``: URI-encoded)."""
         path = re.sub("/+", "/", unquote(urlsplit(spark_file_path).path))
         root = self._root_path(ctx) + "/"
         return path[len(root):] if path.startswith(root) else path
