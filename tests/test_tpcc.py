@@ -10,7 +10,7 @@ import pytest
 import lakevilla as lv
 from benchmarks import tpcc
 from benchmarks.tpcc_schema import QUICK, check_consistency, load
-from benchmarks.tpcc_txns import KINDS
+from benchmarks.tpcc_txns import KINDS, NewOrderInput, TypeStats, run_one
 
 GUARANTEED = ("LV[R,CT]", "LV[R,CT,I]")  # multi-table atomicity + no lost updates: never a violation
 
@@ -86,3 +86,18 @@ def test_checker_passes_a_fresh_database_and_catches_broken_ones(tmp_path):
     got = check_consistency(lake)
     assert (got.c1, got.c2, got.c3, got.c4) == (1, 1, 1, 1), got.details
     assert any("district 4" in d for d in got.details)
+
+
+@pytest.mark.parametrize("features, violations", [("", 1), ("R", 0)])
+def test_new_order_rollback_is_undone_only_by_a_transaction(tmp_path, features, violations):
+    """The invalid item is found after the district update and the order rows (the spec's
+    order): LV[DL] has committed those statements already, LV[R] undoes them."""
+    lake = lv.Lake("file://" + str(tmp_path))
+    load(lake, QUICK, seed=5)
+    st = TypeStats()
+    inp = NewOrderInput(d_id=3, c_id=5, items=(1, 2, 3, 4, QUICK.items + 1), quantities=(1, 1, 1, 1, 1),
+                        rollback=True)
+    run_one(lake, features, "new_order", inp, st, retries=3, requests=lambda: 0)
+    assert (st.rollbacks, st.committed, st.aborts) == (1, 0, 0)
+    got = check_consistency(lake)
+    assert (got.total, got.c4) == (violations, violations), got.details
