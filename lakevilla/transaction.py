@@ -382,23 +382,36 @@ class Transaction:
 
     def _claim(self, tw: TableWork, start: int | None = None) -> None:
         """Claim a marker at the tail of ``tw``'s log and learn who precedes us there."""
-        with self._mlock:
-            if start is None:
-                start = max(tw.log.known_latest(), tw.base.version) + 1  # collisions move us forward
-            h = claim_marker(tw.log, start, self._payload(tw.name))
-            tw.marker = h
-            self.stats["markers"] += 1
-        preds = self._running_predecessors(tw)
-        if preds:
-            tw.logical = True
-        if self.dag:
+        self._claim_many([tw], start)
+
+    def _claim_many(self, tws: list[TableWork], start: int | None = None) -> None:
+        """Claim markers on several tables at once (in parallel), then apply rules II/III once."""
+
+        def one(tw: TableWork) -> list[tuple[int, MarkerPayload]]:
+            with self._mlock:
+                payload = self._payload(tw.name)
+            first = start if start is not None else max(tw.log.known_latest(), tw.base.version) + 1
+            h = claim_marker(tw.log, first, payload)  # collisions move us forward
+            with self._mlock:
+                tw.marker = h
+            self._count("markers")
+            preds = self._running_predecessors(tw)
+            if preds:
+                tw.logical = True
+            return preds
+
+        found = self.lake.map(one, tws)
+        if not self.dag:
+            return
+        cyc = []
+        for tw, preds in zip(tws, found):
             self._deps.observe(tw.name, [p for _, p in preds])
-            cyc = [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
-            if cyc:
-                self._deps.yield_to(cyc)
-                self._shift_markers(f"cycle with {cyc[0].attempt} in {tw.name}")
-                return
-            self._publish_deps()
+            cyc += [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
+        if cyc:
+            self._deps.yield_to(cyc)
+            self._shift_markers(f"cycle with {cyc[0].attempt}")
+            return
+        self._publish_deps()
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
         """Running markers below ours (fresh state), excluding our own."""
@@ -423,16 +436,19 @@ class Transaction:
             return
         deps = self._deps.mark_published()
         with self._mlock:
-            for tw in self.tables.values():
-                if tw.marker is None or tw.marker.lost:
-                    continue
+            held = [tw for tw in self.tables.values() if tw.marker is not None and not tw.marker.lost]
+            where = {t: w.marker.version for t, w in self.tables.items() if w.marker}
+
+            def one(tw: TableWork) -> None:
                 tw.marker.payload.deps = deps
-                tw.marker.payload.markers = {t: w.marker.version for t, w in self.tables.items() if w.marker}
+                tw.marker.payload.markers = where
                 try:
                     rewrite_marker(tw.log, tw.marker)
-                    self.stats["marker_rewrites"] += 1
+                    self._count("marker_rewrites")
                 except MarkerLost:
                     pass
+
+            self.lake.map(one, held)  # each marker has its own etag: rewrites are independent
 
     def _shift_markers(self, why: str) -> None:
         """Rule IV: free every marker and claim new ones at the tails; read versions stay."""
@@ -818,9 +834,9 @@ class Transaction:
 
     # I: the global log decides ------------------------------------------------------
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
-        for tw in written:
-            if tw.marker is None:
-                self._claim(tw)
+        unclaimed = [tw for tw in written if tw.marker is None]
+        if unclaimed:
+            self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
         for _ in range(self.lake.max_retries * 4 + 1):

@@ -104,8 +104,9 @@ def test_local_put_if_absent_one_winner_across_processes(tmp_path):
         assert LocalStore(root).get(key).data == f"writer {winners[0]}".encode()
 
 
-def _cas_increment(root: str, key: str, times: int, out) -> None:
+def _cas_increment(root: str, key: str, times: int, barrier, out) -> None:
     s = LocalStore(root)
+    barrier.wait()  # start together, so the increments really race
     conflicts = 0
     for _ in range(times):
         while True:
@@ -123,8 +124,8 @@ def test_local_put_if_match_is_compare_and_swap_across_processes(tmp_path):
     ctx = mp.get_context("spawn")
     root = str(tmp_path / "lake")
     LocalStore(root).put("counter", b"0")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_cas_increment, args=(root, "counter", 50, out)) for _ in range(4)]
+    out, barrier = ctx.Queue(), ctx.Barrier(4)
+    procs = [ctx.Process(target=_cas_increment, args=(root, "counter", 50, barrier, out)) for _ in range(4)]
     for p in procs:
         p.start()
     conflicts = sum(out.get(timeout=120) for _ in procs)
