@@ -3,35 +3,25 @@ Spark, the embedded engine and delta-rs read."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pyarrow as pa
 
 
 def start_local_spark(app_name: str = "lakevilla-tests"):
-    """A local[2] session tuned for small data and quiet logs."""
-    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    from pyspark.sql import SparkSession
+    """The shared test session: lakevilla's local-session helper, tuned for small data."""
+    from lakevilla.engines.spark import local_session
 
-    spark = (SparkSession.builder.master("local[2]").appName(app_name)
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.default.parallelism", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.driver.memory", "1g")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return local_session(app_name, cores=2, extra={"spark.sql.shuffle.partitions": "2",
+                                                    "spark.default.parallelism": "2",
+                                                    "spark.driver.memory": "1g"})
 
 
 def spark_table(df, schema: pa.Schema) -> pa.Table:
     """A Spark DataFrame as arrow in the table's exact types (Spark hands timestamps
-    back in the session zone and without nullability)."""
+    back in the session zone)."""
     t = df.toArrow()
-    return pa.table([t.column(f.name).cast(f.type) for f in schema], schema=pa.schema(
-        [pa.field(f.name, f.type) for f in schema]))
+    return pa.table({f.name: t.column(f.name).cast(f.type) for f in schema})
 
 
 def sorted_rows(table: pa.Table, key: str = "id") -> list[dict]:

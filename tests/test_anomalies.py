@@ -145,20 +145,27 @@ def test_p4_lost_update_read_compute_write(backend, mode):
 def test_p4_read_compute_write_rerun_by_lake_run(backend, mode):
     lake = _lake(backend, mode, tables=("t",))
     both_read = threading.Barrier(2)
-    attempts = []
+    attempts, errors = [], []
 
     def increment(txn):
         attempts.append(1)
         v = _value(txn, "t")
         if len(attempts) <= 2:
-            both_read.wait(timeout=30)  # first attempts: both read before either writes
+            both_read.wait(timeout=300)  # first attempts: both read before either writes
         txn.update("t", set={"value": str(v + 1)}, where="id = 1")
 
-    threads = [threading.Thread(target=lambda: lake.run(increment, features="R", retries=5)) for _ in range(2)]
+    def client():
+        try:
+            lake.run(increment, features="R", retries=5)
+        except BaseException as e:  # noqa: BLE001 - surfaced below, never lost in a thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=client) for _ in range(2)]
     for th in threads:
         th.start()
     for th in threads:
-        th.join(120)
+        th.join(600)
+    assert errors == []
     assert _value(lake, "t") == 12
     assert len(attempts) == 3  # exactly one re-run
     assert rows(lake.read("t")) == backend.delta_rows("t")

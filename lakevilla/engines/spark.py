@@ -195,16 +195,13 @@ def _partition_values(rel: str, ctx: TableContext, types: dict[str, T.DataType])
 
 # -- statistics ----------------------------------------------------------------------
 
-_FOOTER_TAIL = 1 << 16  # one read of the file's end usually holds the whole footer
-
-
 def _footer_file(tail: bytes, footer: bytes) -> pa.BufferReader:
     """A minimal Parquet 'file' holding only ``footer``: enough for pyarrow to parse it."""
     return pa.BufferReader(b"PAR1" + footer + tail[-8:])
 
 
 def _footer_length(tail: bytes, where: str) -> int:
-    if len(tail) < 12 or tail[-4:] != b"PAR1":
+    if len(tail) < 8 or tail[-4:] != b"PAR1":
         raise StorageError(f"{where} is not a plain Parquet file (no PAR1 footer)")
     return int.from_bytes(tail[-8:-4], "little")
 
@@ -515,18 +512,19 @@ class SparkEngine:
 
     def _footer(self, uri: str, size: int) -> pq.FileMetaData:
         """A file's Parquet footer, read through Spark's Hadoop file system (no data read):
-        statistics come from it, as Delta's own writers take them."""
-        jvm = self.spark.sparkContext._jvm
+        statistics come from it, as Delta's own writers take them. Two exact reads (length,
+        then footer): Py4J stalls ~40 ms on some larger byte transfers."""
+        io_utils = self.spark.sparkContext._jvm.org.apache.commons.io.IOUtils
         path, fs = self._fs(uri)
         stream = fs.open(path)
         try:
             def read_at(pos: int, n: int) -> bytes:
                 stream.seek(pos)
-                return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream, n))
+                return bytes(io_utils.toByteArray(stream, n))
 
-            tail = read_at(max(0, size - _FOOTER_TAIL), min(size, _FOOTER_TAIL))
+            tail = read_at(size - 8, 8) if size >= 12 else b""
             n = _footer_length(tail, uri)
-            footer = tail[-8 - n:-8] if n + 8 <= len(tail) else read_at(size - 8 - n, n)
+            footer = read_at(size - 8 - n, n)
         finally:
             stream.close()
         return pq.read_metadata(_footer_file(tail, footer))
@@ -581,3 +579,47 @@ class SparkEngine:
             new = src.filter(~match) if assignments is None else self._updated(ctx, src, match, assignments)
             added = self._write_frame(ctx, new)
         return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
+
+
+@contextmanager
+def _jvm_launch_without_preexec_fn() -> Iterator[None]:
+    """pyspark starts its JVM with ``Popen(preexec_fn=...)``, which forces a full fork()
+    that runs every library's at-fork handlers and Python code in the child. In a busy
+    process (delta-rs' tokio runtime, arrow, thread pools all live) that child can
+    segfault before exec. ``start_new_session`` keeps Ctrl-C away from the JVM just as
+    well and lets CPython spawn with vfork, which runs no handlers."""
+    from pyspark import java_gateway
+
+    real = java_gateway.Popen
+
+    def popen(cmd, **kwargs):
+        kwargs.pop("preexec_fn", None)
+        return real(cmd, start_new_session=True, **kwargs)
+
+    java_gateway.Popen = popen
+    try:
+        yield
+    finally:
+        java_gateway.Popen = real
+
+
+def local_session(app_name: str = "lakevilla", cores: int | str = "*",
+                  extra: dict[str, str] | None = None) -> SparkSession:
+    """A local-mode SparkSession for demos and tests (production passes its own session).
+
+    UTC session time zone (so timestamp literals mean what the statistics mean), no console
+    progress bar, no UI, quiet logs, bound to 127.0.0.1.
+    """
+    import os
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (SparkSession.builder.master(f"local[{cores}]").appName(app_name)
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC"))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    with _jvm_launch_without_preexec_fn():
+        spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -53,9 +53,17 @@ class LocalStore(ObjectStore):
 
     def _write_tmp(self, path: str, data: bytes) -> str:
         d = os.path.dirname(path)
-        os.makedirs(d, exist_ok=True)
         tmp = os.path.join(d, f"{TMP_PREFIX}{uuid.uuid4().hex}")
-        with open(tmp, "wb") as f:
+        for _ in range(100):
+            os.makedirs(d, exist_ok=True)
+            try:
+                f = open(tmp, "wb")  # noqa: SIM115 - closed below
+                break
+            except FileNotFoundError:
+                continue  # a concurrent delete pruned the (then empty) directory: make it again
+        else:
+            raise OSError(f"cannot create {d}")
+        with f:
             f.write(data)
             if self.fsync:
                 f.flush()
@@ -126,12 +134,19 @@ class LocalStore(ObjectStore):
                 os.close(fd)  # closing releases the flock
 
     def delete(self, key: str) -> None:
+        path = self._path(key)
         try:
-            os.unlink(self._path(key))
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:
-            pass
+            os.unlink(path)
+        except (FileNotFoundError, IsADirectoryError):
+            return
+        # S3 has no directories: drop the ones this delete left empty (never the root)
+        parent = os.path.dirname(path)
+        while parent != self.root and parent.startswith(self.root):
+            try:
+                os.rmdir(parent)
+            except OSError:
+                break
+            parent = os.path.dirname(parent)
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         after = token if token is not None else start_after
