@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lake", default="demo-lake", help="folder for the demo lake (recreated)")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--transfers", type=int, default=12, help="per client")
-    p.add_argument("--spark", action="store_true", help="also run the PySpark pipeline act")
+    p.add_argument("--no-spark", dest="spark", action="store_false", help="skip the PySpark pipeline act")
     args = p.parse_args(argv)
     base = Path(args.lake).resolve()
     shutil.rmtree(base, ignore_errors=True)
