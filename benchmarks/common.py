@@ -364,10 +364,52 @@ class CountedEnv:
         self.env.close()
 
 
+def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:
+    """moto's S3 server in its own process: in-process it shares the benchmark's GIL with
+    the latency proxy, and under many clients the two of them become the bottleneck."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:  # readiness probe: the server answers HTTP once it is up
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/")
+            conn.getresponse().read()
+            conn.close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError("moto server did not start") from None
+            time.sleep(0.1)
+
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
 def make_counted_env(args: argparse.Namespace) -> CountedEnv:
-    """Like ``make_env``, but S3 requests of every client (delta-rs included) are counted."""
+    """Like ``make_env``, but S3 requests of every client (delta-rs included) are counted,
+    and a moto server we start runs in its own process."""
     raw = argparse.Namespace(**{**vars(args), "latency": "none"})
+    stop_moto = None
+    if args.store == "s3" and args.endpoint is None:
+        raw.endpoint, stop_moto = start_moto_process()
     env = make_env(raw)
+    if stop_moto is not None:
+        env._cleanup.insert(0, stop_moto)  # cleanups run in reverse: moto stops last
     profile = latency_profile(args.latency)
     env.profile, env.latency_label = profile, args.latency
     if env.kind != "s3":
@@ -474,3 +516,9 @@ def parse_systems(spec: str) -> dict[str, str | None]:
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
     return {n: SYSTEMS[n] for n in names}
+
+
+def add_commit_mode_arg(p: argparse.ArgumentParser) -> None:
+    """DESIGN section 4: benchmarks run in both commit modes (tail is lakevilla's default)."""
+    p.add_argument("--commit-mode", choices=["tail", "in_place"], default="tail",
+                   help="where lakevilla's marker-based commits go (tail: a new version; in_place: the marker's)")

@@ -139,3 +139,14 @@ def test_tables_quick(tmp_path):
             assert by[(s, op, 4)]["writes"] > by[(s, op, 1)]["writes"]
     for name, chk in payload["checks"].items():
         assert chk["ok"], (name, chk["problems"])
+
+
+def test_ycsb_in_place_commit_mode_keeps_the_invariants(tmp_path):
+    """DESIGN section 4: benchmarks run in both commit modes; the paper's in-place fill
+    must keep the same final-table invariants under concurrent clients."""
+    payload = ycsb.main(["--quick", "--commit-mode", "in_place", "--clients", "2", "--out", str(tmp_path)])
+    assert payload["info"]["commit_mode"] == "in_place"
+    assert {(r["system"], r["mode"]) for r in payload["runs"]} == {(s, m) for s in SYSTEMS for m in ("op", "client")}
+    for r in payload["runs"]:
+        assert r["failure"] is None and r["error_count"] == 0, (r["system"], r["failure"], r["errors"])
+        assert r["check"]["ok"], (r["system"], r["mode"], r["check"]["violations"])
