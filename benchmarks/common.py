@@ -192,14 +192,6 @@ def make_env(args: argparse.Namespace) -> Env:
     return env
 
 
-def selected_systems(args: argparse.Namespace) -> dict[str, str | None]:
-    names = [s.strip() for s in args.systems.split(",") if s.strip()]
-    unknown = [n for n in names if n not in SYSTEMS]
-    if unknown:
-        raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
-    return {n: SYSTEMS[n] for n in names}
-
-
 def percentile(values: Sequence[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -500,8 +492,7 @@ def finite_or_none(x: float) -> float | None:
 
 
 def parse_systems(spec: str) -> dict[str, str | None]:
-    """``--systems`` as a dict, splitting on the commas outside brackets ("LV[R,CT]" is one name;
-    ``selected_systems`` above splits inside them, so the default value fails there)."""
+    """``--systems`` as a dict, splitting on the commas outside brackets ("LV[R,CT]" is one name)."""
     names, depth, cur = [], 0, ""
     for ch in spec:
         depth += (ch == "[") - (ch == "]")

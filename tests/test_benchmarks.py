@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import costs, tables, ycsb
+from benchmarks import costs, isolation, tables, ycsb
 from benchmarks.common import SYSTEMS
 
 LV_SYSTEMS = [s for s, f in SYSTEMS.items() if f is not None]
@@ -150,3 +150,26 @@ def test_ycsb_in_place_commit_mode_keeps_the_invariants(tmp_path):
     for r in payload["runs"]:
         assert r["failure"] is None and r["error_count"] == 0, (r["system"], r["failure"], r["errors"])
         assert r["check"]["ok"], (r["system"], r["mode"], r["check"]["violations"])
+
+
+def test_isolation_quick(tmp_path):
+    """Read-only I transactions take table versions from the global log (no LIST of a
+    table's log), write nothing, and read every row; validation lets a transaction
+    commit past a concurrent commit on rows it did not read, and loses no update."""
+    payload = isolation.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "isolation.json").exists() and (tmp_path / "isolation.png").stat().st_size > 0
+    reads = {(r["system"], r["scenario"]): r for r in payload["reads"]}
+    assert set(reads) == {(s, sc) for s in isolation.FEATURE_SETS for sc in ("cold", "quiet", "busy")}
+    for (system, scenario), r in reads.items():
+        assert r["wrong_row_counts"] == 0 and r["writes"] == 0, (system, scenario)
+        assert _finite_nonneg(r["median_ms"]) and r["reads"] > 0
+        if system == "LV[DL]":
+            assert r["kinds"]["list"] >= payload["info"]["tables"]  # one LIST per table log
+        elif scenario != "cold":
+            assert r["kinds"]["list"] == 0, (system, scenario)
+    val = payload["validation"]
+    assert {(v["system"], v["isolation"]) for v in val} == {
+        (s, i) for s in ("LV[I]", "LV[R,CT,I]") for i in ("serializable", "snapshot")}
+    for v in val:
+        assert v["aborts"] == 0 and v["committed"] == v["n"] and v["lost_updates"] == 0, v
+        assert v["validation_requests"] > 0 and _finite_nonneg(v["validation_ms"])

@@ -279,3 +279,41 @@ def test_latency_profile_and_passthrough(tmp_path):
     s = CountingStore(LatencyStore(LocalStore(str(tmp_path)), LatencyProfile()))
     s.put("a", b"1")
     assert s.get("a").data == b"1" and s.counts["get"] == 1
+
+
+def test_local_writes_survive_concurrent_pruning_of_empty_directories(tmp_path):
+    """A delete drops the directories it leaves empty (S3 has none); a write racing it into
+    the same directory tree must still land, never fail with FileNotFoundError."""
+    store = LocalStore(str(tmp_path))
+    rounds = 400
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def churn(tag: str) -> None:
+        start.wait()
+        try:
+            for i in range(rounds):
+                key = f"a/b/c/{tag}-{i}"
+                store.put(key, b"x")
+                store.delete(key)  # leaves a/b/c empty: pruned up to the root
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def keep() -> None:
+        start.wait()
+        try:
+            for i in range(rounds):
+                store.put_if_absent(f"a/b/c/d/keep-{i}", b"k")
+                store.delete(f"a/b/c/d/keep-{i}")
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=churn, args=("p",)), threading.Thread(target=churn, args=("q",)),
+               threading.Thread(target=keep)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    store.put("a/b/c/last", b"z")
+    assert store.get("a/b/c/last").data == b"z"

@@ -55,12 +55,14 @@ class LocalStore(ObjectStore):
         d = os.path.dirname(path)
         tmp = os.path.join(d, f"{TMP_PREFIX}{uuid.uuid4().hex}")
         for _ in range(100):
-            os.makedirs(d, exist_ok=True)
             try:
+                os.makedirs(d, exist_ok=True)
                 f = open(tmp, "wb")  # noqa: SIM115 - closed below
                 break
-            except FileNotFoundError:
-                continue  # a concurrent delete pruned the (then empty) directory: make it again
+            except (FileNotFoundError, FileExistsError):
+                # a concurrent delete pruned a (then empty) directory, possibly between
+                # makedirs' own mkdir and its isdir check: make it again
+                continue
         else:
             raise OSError(f"cannot create {d}")
         with f:
