@@ -25,8 +25,10 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks.costs
 	$(PY) -m benchmarks.tables
+	$(PY) -m benchmarks.isolation
 	$(PY) -m benchmarks.ycsb
 	$(PY) -m benchmarks.tpcc
+	$(PY) -m benchmarks.spark_insert
 
 clean:
 	rm -rf $(VENV) demo-lake results .pytest_cache

@@ -3,7 +3,6 @@ every storage test on the local filesystem and on S3."""
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -19,14 +18,13 @@ for _k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
 
 @pytest.fixture(scope="session")
 def moto_endpoint():
-    from moto.server import ThreadedMotoServer
+    """moto's server in its own process: in the test process it would share one GIL with
+    the clients it serves, and S3 tests would run at half speed on two cores."""
+    from benchmarks.common import start_moto_process
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    endpoint, stop = start_moto_process()
+    yield endpoint
+    stop()
 
 
 def s3_options(endpoint: str) -> dict[str, str]:

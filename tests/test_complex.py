@@ -14,7 +14,7 @@ import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.markers import RUNNING, marker_of
 from tests.conftest import rows
-from tests.helpers import count_calls, crash_plans, run_crashing
+from tests.helpers import count_calls, crash_plans, crash_stride, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 MODES = ["tail", "in_place"]
@@ -158,7 +158,7 @@ def test_crash_at_every_store_call_of_a_two_table_commit(backend, mode):
     n = count_calls(base, make, action_on(probe))
     after = _balances(backend.lake(), probe)
     outcomes = set()
-    for i, (label, plan) in enumerate(crash_plans(n)):
+    for i, (label, plan) in enumerate(crash_plans(n, every=crash_stride(backend))):
         tables = (f"x{i}", f"y{i}")
         _bank(backend, tables=tables, mode=mode)
         run_crashing(base, plan, make, action_on(tables))

@@ -16,7 +16,7 @@ from lakevilla.isolation.gvl import HINT_KEY, entry_key
 from lakevilla.markers import RUNNING, marker_of
 from lakevilla.store import CountingStore
 from tests.conftest import rows
-from tests.helpers import CrashSweep, run_crashing
+from tests.helpers import CrashSweep, crash_stride, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -198,7 +198,7 @@ def test_crash_at_every_store_call_of_an_isolated_two_table_commit(backend, feat
         return backend.lake(store=store, marker_ttl=5.0)
 
     outcomes = set()
-    sweep = CrashSweep()
+    sweep = CrashSweep(every=crash_stride(backend))
     for i, (label, plan) in enumerate(sweep):
         tables = (f"x{i}", f"y{i}")
         _bank(backend, tables=tables)
