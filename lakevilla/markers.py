@@ -10,6 +10,7 @@ late owner, and vice versa.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -96,13 +97,19 @@ def is_final(c: Commit) -> bool:
 
 @dataclass
 class MarkerHandle:
-    """A marker we hold: where it is and the etag of our last write."""
+    """A marker we hold: where it is and the etag of our last write.
+
+    ``lock`` orders our own rewrites of this one marker (the heartbeat thread and the
+    commit path both rewrite it): two of them racing on one etag would make the loser
+    believe a recovering client took the marker. Markers of different tables are
+    rewritten in parallel."""
 
     table: str
     version: int
     etag: str
     payload: MarkerPayload
     lost: bool = False
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
 
 class MarkerLost(Exception):
@@ -127,13 +134,14 @@ def claim(log: DeltaLog, start: int, payload: MarkerPayload, relist_after: int =
 
 def rewrite(log: DeltaLog, h: MarkerHandle, commit: Commit | None = None) -> None:
     """Conditional overwrite of our marker with ``h.payload`` (or ``commit``, an in-place fill)."""
-    h.payload.rev += 1
-    body = commit if commit is not None else h.payload.to_commit()
-    try:
-        h.etag = log.rewrite_commit(h.version, body, h.etag)
-    except (PreconditionFailed, NotFound):
-        h.lost = True
-        raise MarkerLost(f"marker {h.table}@{h.version} was changed by another client") from None
+    with h.lock:
+        h.payload.rev += 1
+        body = commit if commit is not None else h.payload.to_commit()
+        try:
+            h.etag = log.rewrite_commit(h.version, body, h.etag)
+        except (PreconditionFailed, NotFound):
+            h.lost = True
+            raise MarkerLost(f"marker {h.table}@{h.version} was changed by another client") from None
 
 
 def read(log: DeltaLog, version: int) -> tuple[Commit, str]:

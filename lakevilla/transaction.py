@@ -488,15 +488,18 @@ class Transaction:
             self._last_beat = now
             for tw in self.tables.values():
                 h = tw.marker
-                if h is None or h.lost or h.payload.state != RUNNING:
+                if h is None:
                     continue
-                h.payload.heartbeat = now
-                h.payload.expires = now + self.lake.marker_ttl
-                try:
-                    rewrite_marker(tw.log, h)
-                    self.stats["heartbeats"] += 1
-                except MarkerLost:
-                    self._count("markers_lost")
+                with h.lock:  # the commit path may be closing this marker right now
+                    if h.lost or h.payload.state != RUNNING:
+                        continue
+                    h.payload.heartbeat = now
+                    h.payload.expires = now + self.lake.marker_ttl
+                    try:
+                        rewrite_marker(tw.log, h)
+                        self._count("heartbeats")
+                    except MarkerLost:
+                        self._count("markers_lost")
         finally:
             self._mlock.release()
 
@@ -759,7 +762,7 @@ class Transaction:
         h = tw.marker
         if h is None or h.lost:
             return
-        with self._mlock:
+        with h.lock:  # not the transaction's lock: the markers of all tables close in parallel
             h.payload.state = COMMITTED
             h.payload.commit_version = version
             try:

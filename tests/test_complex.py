@@ -14,7 +14,7 @@ import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.markers import RUNNING, marker_of
 from tests.conftest import rows
-from tests.helpers import count_calls, crash_plans, crash_stride, run_crashing
+from tests.helpers import HookStore, count_calls, crash_plans, crash_stride, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 MODES = ["tail", "in_place"]
@@ -313,3 +313,26 @@ def test_randomized_bank_with_a_crashing_process(backend):
         assert _open_markers(final, t) == []
         key = lambda r: (r["kind"], r["id"], r["xfer"] or "")  # noqa: E731
         assert sorted(final.read(t).to_pylist(), key=key) == sorted(backend.delta_rows(t), key=key)
+
+
+def test_markers_of_a_multi_table_commit_close_in_parallel(local_backend):
+    """After the decision every table's marker is closed at once: one round trip for the
+    commit, not one per table (each close waits here until all three are in flight)."""
+    tables = ("px", "py", "pz")
+    _bank(local_backend, tables=tables)
+    armed = threading.Event()
+    all_in_flight = threading.Barrier(len(tables), timeout=20)
+    store = HookStore(local_backend.store(),
+                      lambda kind, key: armed.is_set() and kind == "put_if_match" and "/_delta_log/" in key,
+                      all_in_flight.wait, repeat=True)
+    lake = local_backend.lake(store=store)
+    txn = lake.begin("R,CT")
+    for t in tables:
+        txn.update(t, set={"balance": "balance + 1"}, where="balance > 0")
+    armed.set()
+    result = txn.commit()
+    assert set(result.versions) == set(tables)
+    assert not all_in_flight.broken
+    assert {t: sorted(_balances(lake, tables)[t].values()) for t in tables} == {t: [1001, 1001] for t in tables}
+    for t in tables:
+        assert _open_markers(lake, t) == []
