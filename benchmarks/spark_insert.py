@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 import lakevilla as lv
-from benchmarks.common import plot, print_table, write_json
+from benchmarks.common import plot, print_table, progress, write_json
 from lakevilla.store import CountingStore, open_store
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("x", pa.float64()), ("s", pa.string()),
@@ -102,12 +102,18 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         df = make_frame(spark, args.rows)
         with lv.Lake(root, engine=lv.SparkEngine(spark)) as lake:
             lake.create_table("bench", SCHEMA)
-            time_lakevilla(lake, df)  # warm-up: JIT, codegen, file system caches
-            time_plain(df, f"{root}/plain-warmup")
-            lv_times, plain_times = [], []
-            for i in range(args.reps):
-                lv_times.append(time_lakevilla(lake, df))
-                plain_times.append(time_plain(df, f"{root}/plain-{i}"))
+            bar = progress(2 * (args.reps + 1), "spark insert")
+            try:
+                time_lakevilla(lake, df)  # warm-up: JIT, codegen, file system caches
+                time_plain(df, f"{root}/plain-warmup")
+                bar.update(2)
+                lv_times, plain_times = [], []
+                for i in range(args.reps):
+                    lv_times.append(time_lakevilla(lake, df))
+                    plain_times.append(time_plain(df, f"{root}/plain-{i}"))
+                    bar.update(2)
+            finally:
+                bar.close()
         requests = count_requests(spark, root, df)
         df.unpersist()
     finally:
