@@ -58,10 +58,11 @@ def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object], a
 
 
 def crash_stride(backend) -> int:
-    """Every crash point on the local store; every third on S3. The faults are injected by
-    the same wrapper above either backend, so the S3 runs re-check the backend (its etags,
-    its errors, its listing) on a sample that still mixes before- and after-call crashes,
-    and the suite stays within its time budget (a moto round trip costs ~10x a file)."""
+    """Every crash point on the local store; every third on S3, for the multi-table sweeps
+    (CT, I). The faults are injected by the same wrapper above either backend, so those S3
+    runs re-check the backend (its etags, its errors, its listing) on a sample that still
+    mixes before- and after-call crashes, and the suite stays within its time budget (a moto
+    round trip costs ~10x a file). Single-table sweeps (DL, R) take every point on both."""
     return 3 if backend.kind == "s3" else 1
 
 
