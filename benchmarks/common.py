@@ -73,9 +73,14 @@ def _delay(profile: LatencyProfile, method: str, query: str) -> float:
 
 
 class LatencyProxy:
-    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``."""
+    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``.
 
-    def __init__(self, target: str, profile: LatencyProfile) -> None:
+    ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests
+    (the tests use it to make an endpoint that ignores conditional writes)."""
+
+    def __init__(self, target: str, profile: LatencyProfile | None = None,
+                 drop_headers: tuple[str, ...] = ()) -> None:
+        dropped = {"host", "connection", *(h.lower() for h in drop_headers)}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -85,7 +90,7 @@ class LatencyProxy:
                 u = urlparse(outer.target)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))  # the simulation
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 r = conn.getresponse()
@@ -106,7 +111,7 @@ class LatencyProxy:
                 pass
 
         self.target = target
-        self.profile = profile
+        self.profile = profile or LatencyProfile()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -139,8 +144,9 @@ class Env:
             s = LatencyStore(s, self.profile)
         return s
 
-    def lake(self, root: str, **kw: Any) -> tuple[lv.Lake, CountingStore]:
-        counting = CountingStore(self.store(root))
+    def lake(self, root: str, **kw: Any) -> tuple[lv.Lake, AreaCountingStore]:
+        """A ``Lake`` over this environment's store, and the store that counts its requests."""
+        counting = AreaCountingStore(self.store(root))
         return lv.Lake(root, storage_options=self.storage_options or None, store=counting, **kw), counting
 
     @property
@@ -301,7 +307,7 @@ class CountingLatencyProxy(LatencyProxy):
     """
 
     def __init__(self, target: str, profile: LatencyProfile | None = None) -> None:
-        super().__init__(target, profile or LatencyProfile())
+        super().__init__(target, profile)
         from collections import Counter
 
         self.counts: Counter[str] = Counter()
@@ -507,6 +513,19 @@ def parse_systems(spec: str) -> dict[str, str | None]:
     if unknown:
         raise SystemExit(f"unknown systems {unknown}; choose from {list(SYSTEMS)}")
     return {n: SYSTEMS[n] for n in names}
+
+
+def parse_with_quick(p: argparse.ArgumentParser, argv: list[str] | None,
+                     quick: dict[str, Any]) -> argparse.Namespace:
+    """Parse ``argv``; with ``--quick``, every option the user left at its default takes
+    the quick value instead (an explicit option always wins)."""
+    args = p.parse_args(argv)
+    if args.quick:
+        defaults = p.parse_args([])
+        for name, v in quick.items():
+            if getattr(args, name) == getattr(defaults, name):
+                setattr(args, name, v)
+    return args
 
 
 def add_commit_mode_arg(p: argparse.ArgumentParser) -> None:

@@ -107,15 +107,6 @@ def scale(m: dict[str, Any], n: int) -> dict[str, Any]:
     return out
 
 
-def lake_for(env: Any, root: str, commit_mode: str = "tail") -> tuple[Any, Any]:
-    import lakevilla as lv
-
-    from .common import AreaCountingStore
-
-    store = AreaCountingStore(env.store(root))
-    return lv.Lake(root, storage_options=env.storage_options or None, store=store, commit_mode=commit_mode), store
-
-
 def measure_feature_set(ce: Any, name: str, features: str, records: int, reps: int,
                         commit_mode: str = "tail") -> list[dict[str, Any]]:
     env = ce.env
@@ -124,14 +115,14 @@ def measure_feature_set(ce: Any, name: str, features: str, records: int, reps: i
     rows = []
     keys = Keys(records)
     for scen, ops in SCENARIOS.items():  # cold: a fresh Lake's first transaction
-        lake, store = lake_for(env, root, commit_mode)
+        lake, store = env.lake(root, commit_mode=commit_mode)
         try:
             run_txn(lake, features, ops, keys)
             lake.flush()
             rows.append({"system": name, "scenario": scen, "state": "cold", "n": 1, **counted(store)})
         finally:
             lake.close()
-    lake, store = lake_for(env, root, commit_mode)
+    lake, store = env.lake(root, commit_mode=commit_mode)
     try:
         for scen, ops in SCENARIOS.items():
             run_txn(lake, features, ops, keys)  # warm-up, not counted
@@ -283,7 +274,7 @@ def measure_latency(ce: Any, systems: dict[str, str], records: int, n: int,
     for name, features in systems.items():
         root = env.fresh_root(f"lat-{features.replace(',', '') or 'DL'}")
         load_table(ce.direct_store(root), root, records, 10)
-        lake, store = lake_for(env, root, commit_mode)
+        lake, store = env.lake(root, commit_mode=commit_mode)
         keys = Keys(records)
         try:
             run_txn(lake, features, ("update",), keys)
@@ -366,7 +357,7 @@ def _color(kind: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .common import add_commit_mode_arg, add_common_args
+    from .common import add_commit_mode_arg, add_common_args, parse_with_quick
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.costs", description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/costs")
@@ -376,13 +367,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--commits", type=int, default=1000, help="commits in the snapshot-load table")
     p.add_argument("--loads", type=int, default=5, help="cold loads per system (median)")
     p.add_argument("--updates", type=int, default=30, help="transactions in the latency measurement")
-    args = p.parse_args(argv)
-    if args.quick:
-        d = p.parse_args([])
-        for name, v in (("reps", 3), ("records", 100), ("commits", 100), ("loads", 3), ("updates", 5)):
-            if getattr(args, name) == getattr(d, name):
-                setattr(args, name, v)
-    return args
+    return parse_with_quick(p, argv, {"reps": 3, "records": 100, "commits": 100, "loads": 3, "updates": 5})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -87,15 +87,6 @@ def announce_all(store: Any, root: str, features: str, n: int) -> None:
         lake.close()
 
 
-def lake_for(env: Any, root: str) -> tuple[Any, Any]:
-    import lakevilla as lv
-
-    from .common import AreaCountingStore
-
-    store = AreaCountingStore(env.store(root))
-    return lv.Lake(root, storage_options=env.storage_options or None, store=store), store
-
-
 class ValidationMeter:
     """Time and requests spent inside ``Transaction._validate_against_head``.
 
@@ -105,7 +96,6 @@ class ValidationMeter:
 
     def __init__(self) -> None:
         self.calls: list[tuple[float, int]] = []
-        self.store: Any = None
 
     @contextmanager
     def active(self, store: Any) -> Iterator[ValidationMeter]:
@@ -160,7 +150,7 @@ def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, b
     # cold: a new Lake's first read-only transaction
     lat, total, bad = [], {k: 0 for k in KINDS}, 0
     for _ in range(args.loads):
-        lake, store = lake_for(env, root)
+        lake, store = env.lake(root)
         try:
             t0 = time.perf_counter()
             bad += read_all(lake, features, args.tables) != want
@@ -173,8 +163,8 @@ def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, b
         bar.update(1)
     out.append(row("cold", lat, total, args.loads, bad))
 
-    lake, store = lake_for(env, root)
-    writer, _ = lake_for(env, root)
+    lake, store = env.lake(root)
+    writer, _ = env.lake(root)
     try:
         read_all(lake, features, args.tables)  # warm-up: every snapshot cached
         bump(writer, features, 0, 0)  # the writer's snapshot too
@@ -218,8 +208,8 @@ def measure_validation(ce: Any, name: str, features: str, args: argparse.Namespa
         create_tables(ce.direct_store(root), root, args.tables, args.rows)
         announce_all(ce.direct_store(root), root, features, args.tables)
         rng = random.Random(args.seed)
-        lake, store = lake_for(env, root)
-        writer, _ = lake_for(env, root)
+        lake, store = env.lake(root)
+        writer, _ = env.lake(root)
         meter = ValidationMeter()
         lat, aborts, committed = [], 0, 0
         try:
@@ -292,7 +282,7 @@ def plot_reads(out_dir: str, rows: list[dict[str, Any]]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .common import add_common_args
+    from .common import add_common_args, parse_with_quick
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.isolation", description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/isolation")
@@ -301,12 +291,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--loads", type=int, default=5, help="new lakes for the cold measurement")
     p.set_defaults(systems=",".join(FEATURE_SETS))
-    args = p.parse_args(argv)
-    if args.quick:
-        d = p.parse_args([])
-        for name, v in (("tables", 3), ("rows", 10), ("reps", 3), ("loads", 2)):
-            if getattr(args, name) == getattr(d, name):
-                setattr(args, name, v)
+    args = parse_with_quick(p, argv, {"tables": 3, "rows": 10, "reps": 3, "loads": 2})
     if args.tables < 1 or args.rows < 1 or args.reps < 1 or args.loads < 1:
         p.error("--tables, --rows, --reps and --loads must be positive")
     return args

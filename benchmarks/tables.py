@@ -93,12 +93,9 @@ class Writer:
 
 def measure(env: Any, root: str, name: str, features: str, op: str, n: int, reps: int,
             first_key: int, commit_mode: str = "tail") -> dict[str, Any]:
-    import lakevilla as lv
+    from .common import reads_writes
 
-    from .common import AreaCountingStore, reads_writes
-
-    store = AreaCountingStore(env.store(root))
-    lake = lv.Lake(root, storage_options=env.storage_options or None, store=store, commit_mode=commit_mode)
+    lake, store = env.lake(root, commit_mode=commit_mode)
     w = Writer(lake, features, op, first_key)
     runs, errors = [], []
     try:
@@ -190,7 +187,7 @@ def plot_tables(out_dir: str, rows: list[dict[str, Any]]) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .common import add_commit_mode_arg, add_common_args
+    from .common import add_commit_mode_arg, add_common_args, parse_with_quick
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.tables", description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/tables")
@@ -199,13 +196,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tables", default="1,2,4,8,16,32,64")
     p.add_argument("--ops", default="insert,update", help="insert and/or update (one row per table)")
     p.add_argument("--reps", type=int, default=3)
-    args = p.parse_args(argv)
-    if args.quick:
-        d = p.parse_args([])
-        for name, v in (("tables", "1,2,4"), ("reps", 1), ("latency", "none")):
-            if getattr(args, name) == getattr(d, name):
-                setattr(args, name, v)
-    return args
+    return parse_with_quick(p, argv, {"tables": "1,2,4", "reps": 1, "latency": "none"})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

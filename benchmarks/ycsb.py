@@ -1031,7 +1031,7 @@ def _q(run: dict[str, Any] | None, kind: str, q: str) -> float:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    from .common import add_commit_mode_arg, add_common_args
+    from .common import add_commit_mode_arg, add_common_args, parse_with_quick
 
     p = argparse.ArgumentParser(prog="python -m benchmarks.ycsb", description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/ycsb")
@@ -1046,14 +1046,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slack", type=int, default=0, help="LV[I]'s R1 slack (the paper's hidden version interval)")
     p.add_argument("--procs", type=int, default=8, help="worker processes (0: all clients as threads here)")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a run counts as hung")
-    args = p.parse_args(argv)
-    if args.quick:
-        defaults = p.parse_args([])
-        for name, v in (("clients", "1,2"), ("workloads", "F"), ("records", 100), ("ops", 30),
-                        ("load_files", 4), ("run_timeout", 120.0)):
-            if getattr(args, name) == getattr(defaults, name):
-                setattr(args, name, v)
-    return args
+    return parse_with_quick(p, argv, {"clients": "1,2", "workloads": "F", "records": 100, "ops": 30,
+                                      "load_files": 4, "run_timeout": 120.0})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -114,11 +114,10 @@ class CrashSweep:
                                 (f"crash after call {n}", FaultPlan(crash_after=n))):
                 if self.finished:
                     return
+                if i % self.every == 0:
+                    self.runs += 1
+                    yield label, plan
                 i += 1
-                if (i - 1) % self.every:
-                    continue
-                self.runs += 1
-                yield label, plan
             n += 1
 
     def record(self, crashed: bool) -> None:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import http.client
 import multiprocessing as mp
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
 
 import pytest
 
+from benchmarks.common import LatencyProxy
 from lakevilla.errors import ConditionalWritesUnsupportedError, InvalidArgumentError
 from lakevilla.store import (
     CountingStore,
@@ -167,42 +165,12 @@ def test_s3_conditional_races_have_one_winner(moto_endpoint):
     assert s.get("ctr").data == b"30"
 
 
-class _StripConditionalsProxy(BaseHTTPRequestHandler):
-    """An S3 endpoint that ignores conditional headers: forwards to moto without them."""
-
-    target = ""
-
-    def _forward(self):
-        u = urlparse(self.target)
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        headers = {k: v for k, v in self.headers.items() if k.lower() not in ("if-none-match", "if-match", "host")}
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
-        conn.request(self.command, self.path, body=body or None, headers=headers)
-        r = conn.getresponse()
-        data = r.read()
-        self.send_response(r.status)
-        for k, v in r.getheaders():
-            if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
-
-    def log_message(self, *args):
-        pass
-
-
 def test_endpoint_without_conditional_writes_is_refused(moto_endpoint):
     bucket = make_bucket(moto_endpoint)
-    handler = type("H", (_StripConditionalsProxy,), {"target": moto_endpoint})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
+    # an endpoint that ignores conditional headers: moto behind a proxy that drops them
+    proxy = LatencyProxy(moto_endpoint, drop_headers=("if-none-match", "if-match"))
     try:
-        proxy = f"http://127.0.0.1:{server.server_address[1]}"
-        s = open_store(f"s3://{bucket}/p", s3_options(proxy))
+        s = open_store(f"s3://{bucket}/p", s3_options(proxy.url))
         s.put("plain", b"ok")  # ordinary requests pass
         with pytest.raises(ConditionalWritesUnsupportedError, match="ignores conditional writes"):
             s.put_if_absent("x", b"1")
@@ -210,7 +178,7 @@ def test_endpoint_without_conditional_writes_is_refused(moto_endpoint):
         # the same bucket straight at moto honours them
         open_store(f"s3://{bucket}/p", s3_options(moto_endpoint)).put_if_absent("x", b"1")
     finally:
-        server.shutdown()
+        proxy.close()
 
 
 def test_open_store_backends(tmp_path, moto_endpoint):
@@ -299,17 +267,17 @@ def test_local_writes_survive_concurrent_pruning_of_empty_directories(tmp_path):
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
-    def keep() -> None:
+    def deeper() -> None:
         start.wait()
         try:
             for i in range(rounds):
-                store.put_if_absent(f"a/b/c/d/keep-{i}", b"k")
-                store.delete(f"a/b/c/d/keep-{i}")
+                store.put_if_absent(f"a/b/c/d/deep-{i}", b"k")
+                store.delete(f"a/b/c/d/deep-{i}")
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
     threads = [threading.Thread(target=churn, args=("p",)), threading.Thread(target=churn, args=("q",)),
-               threading.Thread(target=keep)]
+               threading.Thread(target=deeper)]
     for t in threads:
         t.start()
     for t in threads:
