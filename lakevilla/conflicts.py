@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from .delta.actions import AddFile, Commit
+from .delta.actions import Commit
 from .expr import file_may_match, parse_predicate
 
 
@@ -66,7 +66,3 @@ def first_conflict(
                 best = (i, version, why)
                 break
     return best
-
-
-def added_paths(adds: Iterable[AddFile]) -> set[str]:
-    return {a.path for a in adds}

@@ -33,10 +33,6 @@ class TableContext:
     partition_columns: tuple[str, ...] = ()
 
     @property
-    def key_prefix(self) -> str:
-        return self.name + "/"
-
-    @property
     def location_uri(self) -> str:
         return f"{self.lake_uri.rstrip('/')}/{self.name}"
 

@@ -35,9 +35,6 @@ class Dependencies:
         """The running predecessors of our marker in ``table``, as just read."""
         self.preds[table] = {p.attempt: frozenset(p.deps) for p in preds}
 
-    def forget_table(self, table: str) -> None:
-        self.preds.pop(table, None)
-
     @property
     def transitive(self) -> set[str]:
         out: set[str] = set()

@@ -103,11 +103,6 @@ def schema_to_json(schema: pa.Schema) -> str:
                       separators=(",", ":"))
 
 
-def normalize_schema(schema: pa.Schema) -> pa.Schema:
-    """The arrow schema lakevilla reads back for ``schema`` (what a round-trip through Delta gives)."""
-    return schema_from_json(schema_to_json(schema))
-
-
 def field_metadata_keys(schema_string: str) -> set[str]:
     """All metadata keys on any field: invariants, generated columns, identity and
     column mapping live there."""

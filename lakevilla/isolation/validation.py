@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from ..conflicts import Footprint, first_conflict
 from ..delta.actions import Commit
-from .gvl import GvlEntry
 
 
 @dataclass
@@ -44,18 +43,4 @@ def r1_stale_reads(
     hit = first_conflict([f for f in footprints if not f.blind], considered, schema, partition_columns)
     if hit:
         return Violation("R1", table, hit[1], hit[2])
-    return None
-
-
-def r2_write_version(table: str, write_hint: int, head: GvlEntry, attempt: str) -> Violation | None:
-    p = head.pending.get(table)
-    if p is not None and p.attempt != attempt and p.hint >= write_hint:
-        return Violation("R2", table, p.hint, f"version {p.hint} is announced for {p.attempt}")
-    return None
-
-
-def r3_unaccounted(table: str, validated_upto: int, head: GvlEntry, resolved: int) -> Violation | None:
-    if resolved > validated_upto:
-        return Violation("R3", table, resolved, f"commits up to {resolved} were not validated against our writes "
-                                                f"(validated up to {validated_upto})")
     return None

@@ -67,11 +67,7 @@ class SublogEntry:
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
-    # compensation: what undoing this entry does to a view
-    def undo_actions(self) -> tuple[list[str], list[AddFile]]:
-        """(paths to drop, files to restore)."""
-        return [a["path"] for a in self.added], [AddFile.from_json(r) for r in self.removed]
-
+    # compensation: the files undoing this entry drops
     def added_files(self) -> list[AddFile]:
         return [AddFile.from_json(a) for a in self.added]
 

@@ -139,9 +139,3 @@ class StoreWrapper(ObjectStore):
 
     def close(self) -> None:
         self.inner.close()
-
-    def unwrap(self) -> ObjectStore:
-        store = self.inner
-        while isinstance(store, StoreWrapper):
-            store = store.inner
-        return store
