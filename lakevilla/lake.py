@@ -48,6 +48,17 @@ class RecoveryReport:
     pending_resolved: list[tuple[str, str]] = field(default_factory=list)
     tables_scanned: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
+        from dataclasses import asdict
+
+        d: dict[str, Any] = asdict(self)
+        for k in ("committed", "freed", "running"):
+            d[k] = [{"table": t, "version": v, "attempt": a} for t, v, a in getattr(self, k)]
+        d["pending_resolved"] = [{"table": t, "attempt": a} for t, a in self.pending_resolved]
+        d["acted"] = self.acted
+        return d
+
     @property
     def acted(self) -> int:
         return len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
@@ -454,6 +465,13 @@ class Lake:
                 elif res.outcome == "running":
                     report.running.append(row)
         return report
+
+    def status(self, tables: list[str] | None = None):
+        """What is going on (read-only): open markers per table; transactions running, waiting,
+        stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
+        from .status import lake_status
+
+        return lake_status(self, tables)
 
     def abandoned_files(self, table: str | None = None, *, min_age: float | None = None) -> list[tuple[str, str]]:
         """Data files that no version references and no running transaction will: what
