@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import logs
 from .delta.actions import Commit, Metadata, Protocol
 from .delta.features import check_readable
 from .delta.log import LOG_DIR, DeltaLog, VersionExists
@@ -405,6 +407,7 @@ class Lake:
             if m is not None and m.state == RUNNING:
                 return  # never checkpoint at or above an open marker
         log.write_checkpoint(snap)
+        logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version, level=logging.DEBUG)
 
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint at the newest version (refused above an open marker)."""
@@ -464,6 +467,7 @@ class Lake:
                     report.freed.append(row)
                 elif res.outcome == "running":
                     report.running.append(row)
+        logs.maintenance("recovery_report", "%s", report, level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
         return report
 
     def status(self, tables: list[str] | None = None):
@@ -534,6 +538,7 @@ class Lake:
                 self.store.delete(meta.key)
                 done["sublogs"] += 1
         done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
+        logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
         return done
 
     def _nested_tables(self, table: str) -> list[str]:
@@ -545,6 +550,7 @@ class Lake:
         if not dry_run:
             for _t, k in files:
                 self.store.delete(k)
+            logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files), files=len(files))
         return files
 
     def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:
