@@ -6,6 +6,8 @@
         txn.update("accounts", set={"balance": "balance - 200"}, where="id = 2")
 """
 
+import logging as _logging
+
 from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
@@ -38,6 +40,8 @@ def __getattr__(name: str):
         return EmbeddedEngine
     raise AttributeError(name)
 
+
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())  # silent unless the application logs
 
 __version__ = "0.1.0"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from . import logs
 from .delta.actions import Commit, Metadata, Protocol
 from .delta.features import check_readable
 from .delta.log import LOG_DIR, DeltaLog, VersionExists
@@ -32,7 +34,8 @@ from .isolation.gvl import GlobalVersionLog
 from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
-from .store import ObjectStore, open_store
+from .schemas import schema_of_data, to_arrow_schema
+from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
 
 
@@ -47,6 +50,17 @@ class RecoveryReport:
     pending_resolved: list[tuple[str, str]] = field(default_factory=list)
     tables_scanned: int = 0
 
+    def to_json(self) -> dict[str, Any]:
+        """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
+        from dataclasses import asdict
+
+        d: dict[str, Any] = asdict(self)
+        for k in ("committed", "freed", "running"):
+            d[k] = [{"table": t, "version": v, "attempt": a} for t, v, a in getattr(self, k)]
+        d["pending_resolved"] = [{"table": t, "attempt": a} for t, a in self.pending_resolved]
+        d["acted"] = self.acted
+        return d
+
     @property
     def acted(self) -> int:
         return len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
@@ -55,16 +69,6 @@ class RecoveryReport:
         return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
                 f"{len(self.running)} still running, {len(self.records_rolled_forward)} records completed, "
                 f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned")
-
-
-def _to_schema(schema: Any) -> pa.Schema:
-    if isinstance(schema, pa.Schema):
-        return schema
-    if isinstance(schema, dict):
-        return pa.schema(list(schema.items()))
-    if isinstance(schema, list | tuple):
-        return pa.schema(schema)
-    raise SchemaMismatchError(f"schema must be a pyarrow.Schema, a dict or a list of fields, got {type(schema).__name__}")
 
 
 class Lake:
@@ -216,12 +220,21 @@ class Lake:
                     self._forget(t)
 
     # -- tables ------------------------------------------------------------------
-    def create_table(self, name: str, schema: Any, partition_by: list[str] | str | None = None, *,
-                     properties: dict[str, str] | None = None, if_not_exists: bool = False,
+    def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
+                     data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> Snapshot:
-        """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features)."""
+        """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
+
+        ``schema``: a pyarrow schema, a dict or list of fields, a Spark ``StructType`` or a
+        DataFrame (its schema; see ``lakevilla.schemas``). ``data``: rows to create the table
+        with (the schema defaults to theirs): the engine writes the data files first, then
+        version 0 holds protocol, metadata and every file in one put-if-absent, so the table
+        appears whole or not at all. A concurrent creator of the same name gets
+        ``TableExistsError`` and its files are deleted."""
         check_table_name(name)
-        schema = _to_schema(schema)
+        if schema is None and data is None:
+            raise SchemaMismatchError(f"create_table({name!r}) needs a schema or data=")
+        schema = to_arrow_schema(schema) if schema is not None else schema_of_data(data)
         if len(schema) == 0:
             raise SchemaMismatchError("a table needs at least one column")
         names = [f.name for f in schema]
@@ -240,22 +253,65 @@ class Lake:
                 return log.snapshot()
             raise TableExistsError(f"table {name!r} already exists")
         now_ms = int(time.time() * 1000)
+        table_id = str(uuid.uuid4())
+        adds = []
+        if data is not None:
+            from .engine_api import TableContext
+
+            ctx = TableContext(name, self.store, self.root_uri, schema, tuple(parts))
+            adds = self.engine.write(ctx, data)
+        rows = sum(a.num_records or 0 for a in adds)
+        info: dict[str, Any] = {"timestamp": now_ms, "operation": "CREATE TABLE" if data is None else
+                                "CREATE TABLE AS SELECT", "operationParameters": {"partitionBy": str(parts)},
+                                "isBlindAppend": True, "engineInfo": ENGINE_INFO, "lakevilla": {"v": 1, "kind": "create"}}
+        if data is not None:
+            info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
         commit = Commit(
-            commit_info={"timestamp": now_ms, "operation": "CREATE TABLE",
-                         "operationParameters": {"partitionBy": str(parts)}, "isBlindAppend": True,
-                         "engineInfo": ENGINE_INFO, "lakevilla": {"v": 1, "kind": "create"}},
+            commit_info=info,
             protocol=Protocol(1, 2),
-            metadata=Metadata(id=str(uuid.uuid4()), schema_string=schema_json, partition_columns=parts,
+            metadata=Metadata(id=table_id, schema_string=schema_json, partition_columns=parts,
                               configuration={str(k): str(v) for k, v in (properties or {}).items()},
                               created_time=now_ms, name=None, description=description),
+            adds=list(adds),
         )
         try:
             log.write_commit(0, commit)
         except VersionExists:
+            self._discard_files(name, adds)
             if if_not_exists:
                 return log.snapshot()
-            raise TableExistsError(f"table {name!r} already exists") from None
+            raise TableExistsError(f"table {name!r} already exists (created concurrently)") from None
+        except Exception:
+            # the put may have been applied although it reported a failure: learn whose version 0
+            # exists before touching the data files it may reference
+            owner = self._creator(log, table_id)
+            if owner == "theirs":
+                self._discard_files(name, adds)
+                if if_not_exists:
+                    return log.snapshot()
+                raise TableExistsError(f"table {name!r} already exists (created concurrently)") from None
+            if owner != "ours":
+                if owner == "absent":
+                    self._discard_files(name, adds)
+                raise
         return log.snapshot(0)
+
+    @staticmethod
+    def _creator(log: DeltaLog, table_id: str) -> str:
+        """Who wrote version 0: "ours", "theirs", "absent" or "unknown" (the read failed too)."""
+        try:
+            c, _ = log.read_commit_raw(0)
+        except NotFound:
+            return "absent"
+        except Exception:  # noqa: BLE001 - the store is failing: the outcome stays unknown
+            return "unknown"
+        return "ours" if c.metadata is not None and c.metadata.id == table_id else "theirs"
+
+    def _discard_files(self, table: str, adds: list) -> None:
+        """Best effort: data files no version references (abandoned-file clean-up catches misses)."""
+        for a in adds:
+            with contextlib.suppress(Exception):
+                self.store.delete(data_file_key(table, a.path, self.root_uri))
 
     def table_exists(self, name: str) -> bool:
         return self.log(name).latest_version() >= 0
@@ -351,6 +407,7 @@ class Lake:
             if m is not None and m.state == RUNNING:
                 return  # never checkpoint at or above an open marker
         log.write_checkpoint(snap)
+        logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version, level=logging.DEBUG)
 
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint at the newest version (refused above an open marker)."""
@@ -410,7 +467,15 @@ class Lake:
                     report.freed.append(row)
                 elif res.outcome == "running":
                     report.running.append(row)
+        logs.maintenance("recovery_report", "%s", report, level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
         return report
+
+    def status(self, tables: list[str] | None = None):
+        """What is going on (read-only): open markers per table; transactions running, waiting,
+        stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
+        from .status import lake_status
+
+        return lake_status(self, tables)
 
     def abandoned_files(self, table: str | None = None, *, min_age: float | None = None) -> list[tuple[str, str]]:
         """Data files that no version references and no running transaction will: what
@@ -473,6 +538,7 @@ class Lake:
                 self.store.delete(meta.key)
                 done["sublogs"] += 1
         done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
+        logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
         return done
 
     def _nested_tables(self, table: str) -> list[str]:
@@ -484,6 +550,7 @@ class Lake:
         if not dry_run:
             for _t, k in files:
                 self.store.delete(k)
+            logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files), files=len(files))
         return files
 
     def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:

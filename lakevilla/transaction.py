@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from . import logs
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
 from .conflicts import first_conflict
@@ -477,6 +478,7 @@ class Transaction:
                 tw.logical = True
             self._deps.observe(tw.name, [p for _, p in preds])
         self._publish_deps()
+        logs.shifted(self, why)
 
     def _heartbeat_if_due(self, force: bool = False) -> None:
         now = self.lake.now()
@@ -539,6 +541,7 @@ class Transaction:
         shifts_here = 0
         waiting_on: frozenset = frozenset()
         stuck_since = time.monotonic()
+        waited_since, waited_for = time.monotonic(), set()
         while True:
             self._heartbeat_if_due()
             self._check_markers_held(tws)
@@ -547,7 +550,9 @@ class Transaction:
                 for v, p in preds:
                     pending.append((tw, v, p))
             if not pending:
+                logs.waited(self, waited_for, time.monotonic() - waited_since)
                 return
+            waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
             now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
             if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
                 waiting_on, stuck_since = now_set, time.monotonic()
@@ -595,6 +600,7 @@ class Transaction:
         lost = [tw for tw in tws if tw.marker is not None and tw.marker.lost]
         if not lost:
             return
+        logs.marker_taken(self, [tw.name for tw in lost])
         if self.decision == "table":
             for tw in lost:
                 tw.old_markers.append(tw.marker)
@@ -667,6 +673,7 @@ class Transaction:
                 op.logical = True
                 self._write_sublog(tw, op, redo=True)
             self._count("redos", len(redone))
+            logs.redone(self, tw.name, version, why, redone)
             tw.validated_upto = latest
             if upto is None:
                 continue

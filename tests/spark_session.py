@@ -1,20 +1,46 @@
-"""One small local SparkSession for the whole test run, and helpers to compare what
-Spark, the embedded engine and delta-rs read."""
+"""One small local Spark for the whole test run (a classic session whose driver also
+serves Spark Connect on 127.0.0.1, so Connect tests need no second JVM), and helpers to
+compare what Spark, the embedded engine and delta-rs read."""
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pyarrow as pa
 
+CONNECT_FLAG = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's process-wide switch to Connect columns
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 def start_local_spark(app_name: str = "lakevilla-tests"):
-    """The shared test session: lakevilla's local-session helper, tuned for small data."""
+    """The shared test session: lakevilla's local-session helper, tuned for small data, with
+    the Spark Connect server plugin listening on a free loopback port."""
     from lakevilla.engines.spark import local_session
 
-    return local_session(app_name, cores=2, extra={"spark.sql.shuffle.partitions": "2",
-                                                    "spark.default.parallelism": "2",
-                                                    "spark.driver.memory": "1g"})
+    os.environ.pop(CONNECT_FLAG, None)
+    spark = local_session(app_name, cores=2, extra={
+        "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g",
+        "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
+        "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(_free_port())})
+    return spark
+
+
+def connect_to(classic):
+    """A Spark Connect client session served by ``classic``'s driver: it talks gRPC only, has
+    no JVM of its own, exactly as against a remote cluster."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    port = classic.conf.get("spark.connect.grpc.binding.port")
+    session = ConnectSession.builder.remote(f"sc://127.0.0.1:{port}").create()
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    return session
 
 
 def spark_table(df, schema: pa.Schema) -> pa.Table:

@@ -17,7 +17,14 @@ pytest.importorskip("pyspark")
 
 import lakevilla as lv  # noqa: E402
 from lakevilla.delta.stats import stats_from_table  # noqa: E402
-from tests.spark_session import files_on_disk, sorted_rows, spark_table, start_local_spark  # noqa: E402
+from tests.spark_session import (  # noqa: E402
+    CONNECT_FLAG,
+    connect_to,
+    files_on_disk,
+    sorted_rows,
+    spark_table,
+    start_local_spark,
+)
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
@@ -31,8 +38,25 @@ FALL_BACK = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.UTC)  # this and +1h are b
 
 
 @pytest.fixture(scope="session")
-def spark():
+def classic_spark():
     return start_local_spark()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(classic_spark):
+    return connect_to(classic_spark)
+
+
+@pytest.fixture(params=["classic", "connect"])
+def spark(request, monkeypatch):
+    """Every Spark test runs on a classic session and on a Spark Connect session. pyspark
+    builds Column objects for one kind per process (a flag its remote builder sets), so the
+    flag is set only while a Connect test runs."""
+    if request.param == "connect":
+        monkeypatch.setenv(CONNECT_FLAG, "1")
+        return request.getfixturevalue("connect_spark")
+    monkeypatch.delenv(CONNECT_FLAG, raising=False)
+    return request.getfixturevalue("classic_spark")
 
 
 @pytest.fixture
@@ -46,8 +70,9 @@ def uri(lake_dir) -> str:
 
 
 @pytest.fixture
-def lake(spark, uri):
+def lake(spark, uri, request):
     with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lk:
+        assert lk.engine.connect == ("connect" in request.node.callspec.id)
         yield lk
 
 
@@ -111,7 +136,7 @@ def test_spark_written_tables_read_the_same_everywhere_at_every_version(spark, l
         assert json.loads(add.stats) == json.loads(stats_from_table(content))
 
 
-def test_partitioned_table_round_trips_and_reads_prune_files(spark, lake, uri, lake_dir):
+def test_partitioned_table_round_trips_and_reads_prune_files(spark, classic_spark, lake, uri, lake_dir):
     schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
                         ("value", pa.int64())])
     lake.create_table("p", schema, partition_by=["region", "at"])
@@ -130,18 +155,16 @@ def test_partitioned_table_round_trips_and_reads_prune_files(spark, lake, uri, l
     assert len(values) == 8
     assert assert_all_readers_agree(lake, uri, "p") == rows
     with lake.transaction(features="R") as txn:
-        sc = spark.sparkContext
-        sc.setJobGroup("lv-read", "a read must not run a job before the caller asks for rows")
-        try:
-            df = txn.read("p", where="region = 'eu'")
-            assert sc.statusTracker().getJobIdsForGroup("lv-read") == []
-        finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)
+        tracker = classic_spark.sparkContext.statusTracker()  # the driver serving both kinds of session
+        jobs = set(tracker.getJobIdsForGroup(None))
+        df = txn.read("p", where="region = 'eu'")
+        assert set(tracker.getJobIdsForGroup(None)) == jobs, "a read must not run a job before rows are asked for"
         files = df.inputFiles()
         assert files and all("/region=eu/" in f for f in files)
         eu = [a for a in lake.snapshot("p").files.values() if a.partition_values["region"] == "eu"]
         assert len(files) == len(eu)
         assert sorted(r.id for r in df.collect()) == [0, 4, 8, 12]
+        assert set(tracker.getJobIdsForGroup(None)) != jobs  # the tracker does see this session's jobs
         assert txn.update("p", set={"region": "'moved'", "value": "value + 100"}, where="id = 5") == 1
     got = assert_all_readers_agree(lake, uri, "p")
     assert got[5] == {"id": 5, "region": "moved", "at": FALL_BACK + dt.timedelta(hours=1), "value": 105}
@@ -262,7 +285,90 @@ def test_bad_expressions_and_schemas_are_reported_and_write_nothing(spark, lake,
     assert files_on_disk(lake_dir, ["acc"]) == referenced
 
 
-def test_spark_insert_benchmark_quick_mode(spark, tmp_path):
+def test_tables_from_spark_schemas_and_dataframes(spark, lake, uri, lake_dir):
+    import pandas as pd
+
+    df = spark_df(spark, typed_rows(range(12)), TYPES)
+    assert lake.create_table("from_struct", df.schema).schema == TYPES
+    assert lake.create_table("from_frame", df).schema == TYPES
+    assert lake.create_table("from_pandas", pd.DataFrame({"id": [1], "name": ["x"]})).schema == pa.schema(
+        [("id", pa.int64()), ("name", pa.string())])
+    snap = lake.create_table("ctas", data=df, partition_by=["flag"])
+    assert snap.version == 0 and snap.schema == TYPES
+    assert {a.partition_values["flag"] for a in snap.files.values()} == {"true", "false"}
+    assert all(a.path.startswith("lv-") for a in snap.files.values())  # Spark wrote them
+    assert assert_all_readers_agree(lake, uri, "ctas") == typed_rows(range(12))
+    ids = spark.range(5).selectExpr("id", "id * 2 AS value")  # spark.range: a non-nullable id
+    assert lake.create_table("nullable", data=ids).schema == ACC  # a table from data takes any row later
+    with lake.transaction(features="R") as txn:
+        txn.insert("nullable", {"id": [None], "value": [1]})
+    from deltalake import DeltaTable
+
+    got = pa.table(DeltaTable(f"{uri}/nullable").to_pyarrow_table()).to_pylist()
+    assert sorted(got, key=lambda r: r["value"]) == sorted(
+        [{"id": i, "value": 2 * i} for i in range(5)] + [{"id": None, "value": 1}], key=lambda r: r["value"])
+    committed = {f"ctas/{unquote(p)}" for p in lake.snapshot("ctas").files}
+    assert files_on_disk(lake_dir, ["ctas"]) == committed
+
+
+def test_a_losing_spark_creator_deletes_the_files_spark_wrote(spark, uri, lake_dir):
+    from lakevilla.store import open_store
+    from tests.helpers import HookStore
+
+    with lv.Lake(uri) as winner:
+        def create_first() -> None:
+            winner.create_table("t", data={"id": [7], "value": [70]})
+
+        store = HookStore(open_store(uri), lambda kind, key: kind == "put_if_absent" and
+                          key == "t/_delta_log/00000000000000000000.json", create_first)
+        with lv.Lake(uri, store=store, engine=lv.SparkEngine(spark)) as loser:
+            with pytest.raises(lv.TableExistsError):
+                loser.create_table("t", data=spark.range(50).selectExpr("id", "id AS value"))
+        assert store.fired == 1
+        assert delta_rows(uri, "t") == [{"id": 7, "value": 70}]
+        assert files_on_disk(lake_dir, ["t"]) == {f"t/{unquote(p)}" for p in winner.snapshot("t").files}
+
+
+CONNECT_SMOKE = """
+import json, os, sys
+import lakevilla as lv
+from pyspark.sql import SparkSession
+spark = (SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+try:
+    lake = lv.Lake(sys.argv[1], engine=lv.SparkEngine(spark))
+    assert lake.engine.connect
+    lake.create_table("t", data=spark.range(6).selectExpr("id", "id % 2 AS part", "id * 10 AS value"),
+                      partition_by="part")
+    with lake.transaction(features="R,CT") as txn:
+        txn.insert("t", spark.range(6, 8).selectExpr("id", "id % 2 AS part", "id * 10 AS value"))
+        txn.update("t", set={"value": "value + 1"}, where="id < 2")
+    rows = sorted((r.id, r.part, r.value) for r in lake.read("t").collect())
+    print(json.dumps(rows), flush=True)
+finally:
+    spark.stop()
+os._exit(0)
+"""
+
+
+def test_the_engine_works_on_a_local_spark_connect_session_started_as_users_do(tmp_path):
+    """``SparkSession.builder.remote("local[2]")`` in a fresh process, as the issue reported it:
+    pyspark starts a local Connect server and hands back a client session."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in (CONNECT_FLAG, "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
+    uri = f"file://{tmp_path}/lake"
+    out = subprocess.run([sys.executable, "-c", CONNECT_SMOKE, uri], env=env, capture_output=True, text=True,
+                         timeout=300, cwd=str(Path(__file__).parent.parent))
+    assert out.returncode == 0, out.stderr[-3000:]
+    want = [[i, i % 2, i * 10 + (1 if i < 2 else 0)] for i in range(8)]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == want
+    assert delta_rows(uri, "t") == [{"id": i, "part": p, "value": v} for i, p, v in want]
+
+
+def test_spark_insert_benchmark_quick_mode(classic_spark, tmp_path):
     from benchmarks.spark_insert import main
 
     out = tmp_path / "bench"

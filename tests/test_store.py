@@ -54,6 +54,24 @@ def test_basic_semantics(backend):
     assert not s.exists("a/b.json")
 
 
+def test_ranged_reads_are_one_counted_get(backend):
+    """Footers of data files are read by range, through the wrappers like every other request."""
+    s = CountingStore(FaultInjectingStore(backend.store()))
+    data = bytes(range(256)) * 4
+    s.put("r/f.parquet", data)
+    s.reset()
+    assert s.get_range("r/f.parquet", 10, 5) == data[10:15]
+    assert s.get_range("r/f.parquet", 1000) == data[1000:]
+    assert s.get_range("r/f.parquet", -8) == data[-8:]
+    assert s.get_range("r/f.parquet", -5000) == data  # a suffix longer than the object: all of it
+    assert s.counts == {"get": 4} and s.bytes_read == 5 + 24 + 8 + len(data)
+    with pytest.raises(NotFound):
+        s.get_range("r/missing", -8)
+    dying = FaultInjectingStore(backend.store(), FaultPlan(crash_before=1))
+    with pytest.raises(SimulatedCrash):
+        dying.get_range("r/f.parquet", -8)
+
+
 def test_list_prefix_start_after_and_pages(backend):
     s = backend.store()
     keys = [f"t/_delta_log/{i:020d}.json" for i in range(25)] + ["t/data/x.parquet", "tt/y", "u/z"]

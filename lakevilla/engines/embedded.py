@@ -80,6 +80,8 @@ def to_arrow_table(data: Any) -> pa.Table:
         return pa.Table.from_pylist(data)
     if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
         return pa.Table.from_pandas(data, preserve_index=False)
+    if callable(getattr(data, "toArrow", None)):  # a Spark DataFrame: its rows come to this process
+        return data.toArrow()
     raise SchemaMismatchError(f"cannot insert a {type(data).__name__}: pass a pyarrow.Table, a pandas "
                               "DataFrame, a dict of columns or a list of row dicts")
 

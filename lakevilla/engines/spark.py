@@ -3,12 +3,16 @@
 No Delta jars are involved: ``scan`` reads exactly the files the transaction layer
 picked, in one scan (partition values come from the add actions), ``write`` has Spark
 write plain Parquet under a fresh ``<table>/lv-<uuid>/`` folder and turns the files
-into add actions (size from the file system listing, statistics from the Parquet
-footers, read without touching the data), ``rewrite`` finds the files holding matching
+into add actions (size from a LIST, statistics from the Parquet footers, read by
+ranged GETs without touching the data), ``rewrite`` finds the files holding matching
 rows with one job and rewrites only those. Nothing here assumes local mode; the lake
 must be reachable by Spark's Hadoop file systems (``s3://`` lakes are addressed as
-``s3a://``) and the session must be a classic one (the driver's JVM lists files and
-reads footers).
+``s3a://``).
+
+Classic and Spark Connect sessions work alike: the engine only builds DataFrames and
+never touches the driver's JVM. The files Spark wrote are listed, measured and tidied
+through lakevilla's own object store (the one the lake is opened with), so those
+requests are counted and can fail under fault injection like every other.
 
 Timestamp literals in ``where`` are read in the session time zone by Spark but in
 UTC by lakevilla's pruning, so use a UTC session (``spark.sql.session.timeZone``).
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import uuid
 import warnings
@@ -195,15 +200,20 @@ def _partition_values(rel: str, ctx: TableContext, types: dict[str, T.DataType])
 
 # -- statistics ----------------------------------------------------------------------
 
-def _footer_file(tail: bytes, footer: bytes) -> pa.BufferReader:
-    """A minimal Parquet 'file' holding only ``footer``: enough for pyarrow to parse it."""
-    return pa.BufferReader(b"PAR1" + footer + tail[-8:])
+FOOTER_GUESS = 64 * 1024  # one ranged GET holds the footer of all but very wide files
 
 
-def _footer_length(tail: bytes, where: str) -> int:
-    if len(tail) < 8 or tail[-4:] != b"PAR1":
-        raise StorageError(f"{where} is not a plain Parquet file (no PAR1 footer)")
-    return int.from_bytes(tail[-8:-4], "little")
+def _read_footer(store: Any, key: str, size: int) -> pq.FileMetaData:
+    """A data file's Parquet footer (statistics come from it, as Delta's own writers take
+    them), by one suffix-range GET, a second only for a footer longer than the guess."""
+    tail = store.get_range(key, -min(size, FOOTER_GUESS))
+    if len(tail) < 12 or tail[-4:] != b"PAR1":
+        raise StorageError(f"{key} is not a plain Parquet file (no PAR1 footer)")
+    n = int.from_bytes(tail[-8:-4], "little")
+    if n + 8 > len(tail):
+        tail = store.get_range(key, -(n + 8))
+    footer = tail[len(tail) - 8 - n:len(tail) - 8]
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + footer + tail[-8:]))
 
 
 # -- errors --------------------------------------------------------------------------
@@ -263,14 +273,19 @@ def _spark_errors(what: str, data_error: type[LakeVillaError] | None) -> Iterato
 
 # -- the engine ----------------------------------------------------------------------
 
-def _raw_fs(fs):
-    """The file system under Hadoop's checksum layer, which hides the .crc files it writes."""
-    from py4j.protocol import Py4JError
+def is_connect_session(spark: Any) -> bool:
+    """A Spark Connect client session (no JVM on this side)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
-    try:
-        return fs.getRawFileSystem()
-    except Py4JError:
-        return fs
+
+def _use_connect_functions() -> None:
+    """``pyspark.sql.functions`` builds classic or Connect columns by a process-wide flag
+    that ``SparkSession.builder.remote(...)`` sets; a Connect session built another way
+    (a vendor's builder) may have left it unset."""
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote():
+        os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
 
 
 class SparkEngine:
@@ -280,6 +295,9 @@ class SparkEngine:
 
     def __init__(self, spark: SparkSession, *, scheme_map: dict[str, str] | None = None) -> None:
         self.spark = spark
+        self.connect = is_connect_session(spark)
+        if self.connect:
+            _use_connect_functions()
         self.scheme_map = dict(_SCHEME_MAP if scheme_map is None else scheme_map)
         # INT96 timestamps carry no statistics; micros do (and every Delta reader reads them)
         spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
@@ -319,11 +337,6 @@ class SparkEngine:
         path = re.sub("/+", "/", unquote(urlsplit(spark_file_path).path))
         root = self._root_path(ctx) + "/"
         return path[len(root):] if path.startswith(root) else path
-
-    def _fs(self, uri: str):
-        jvm = self.spark.sparkContext._jvm
-        path = jvm.org.apache.hadoop.fs.Path(uri)
-        return path, path.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
 
     # -- validation ------------------------------------------------------------------
     def _empty_frame(self, ctx: TableContext) -> DataFrame:
@@ -464,83 +477,59 @@ class SparkEngine:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
+        prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"
         types = {f.name: f.dataType for f in spark_schema(ctx.schema).fields}
         out = df
         for p in ctx.partition_columns:
             out = out.withColumn(p, _partition_dir_value(_col(p), types[p]))
-        writer = (out.write.mode("errorifexists").option("compression", "snappy")
+        writer = (out.write.mode("error").option("compression", "snappy")
                   .option("mapreduce.fileoutputcommitter.marksuccessfuljobs", "false"))
         if ctx.partition_columns:
             writer = writer.partitionBy(*ctx.partition_columns)
         try:
             writer.parquet(target)
-            files = self._data_files(target)
-            footers = self._map(lambda f: self._footer(f"{target}/{f[0]}", f[1]), files)
+            files = self._data_files(ctx, prefix)
+            footers = self._map(lambda f: _read_footer(ctx.store, prefix + f[0], f[1]), files)
             adds = []
             for (rel, size, mtime), meta in zip(files, footers, strict=True):
                 if meta.num_rows == 0:  # Spark writes one empty file for an empty input
-                    self._delete(f"{target}/{rel}")
+                    ctx.store.delete(prefix + rel)
                     continue
                 adds.append(AddFile(path=quote(f"{folder}/{rel}", safe="/="), size=size,
                                     partition_values=_partition_values(rel, ctx, types), modification_time=mtime,
                                     data_change=True, stats=stats_from_parquet(meta, ctx.partition_columns)))
-            if not adds:
-                self._delete(target, recursive=True)
             return adds
         except Exception:
-            self._delete(target, recursive=True)
+            self._delete_all(ctx, prefix)
             raise
 
-    def _data_files(self, target: str) -> list[tuple[str, int, int]]:
-        """(relative path, size, mtime) of the Parquet files under ``target``; Spark's side
+    def _data_files(self, ctx: TableContext, prefix: str) -> list[tuple[str, int, int]]:
+        """(path under ``prefix``, size, mtime in ms) of the Parquet files Spark wrote; its side
         files (checksums, markers) are deleted so an abort that removes the data leaves nothing."""
-        path, fs = self._fs(target)
-        raw = _raw_fs(fs)
-        base = re.sub("/+", "/", fs.makeQualified(path).toUri().getPath()).rstrip("/") + "/"
         out = []
-        it = raw.listFiles(path, True)
-        while it.hasNext():
-            st = it.next()
-            p = st.getPath()
-            name = p.getName()
-            if name.startswith(("_", ".")) or not name.endswith(".parquet"):
-                raw.delete(p, False)
+        for meta in list(ctx.store.list(prefix)):
+            rel = meta.key[len(prefix):]
+            if rel.rsplit("/", 1)[-1].startswith(("_", ".")) or not rel.endswith(".parquet"):
+                ctx.store.delete(meta.key)
                 continue
-            full = re.sub("/+", "/", p.toUri().getPath())
-            out.append((full[len(base):], int(st.getLen()), int(st.getModificationTime())))
+            mtime = int((meta.last_modified or 0) * 1000)
+            out.append((rel, int(meta.size), mtime))
         return sorted(out)
 
-    def _footer(self, uri: str, size: int) -> pq.FileMetaData:
-        """A file's Parquet footer, read through Spark's Hadoop file system (no data read):
-        statistics come from it, as Delta's own writers take them. Two exact reads (length,
-        then footer): Py4J stalls ~40 ms on some larger byte transfers."""
-        io_utils = self.spark.sparkContext._jvm.org.apache.commons.io.IOUtils
-        path, fs = self._fs(uri)
-        stream = fs.open(path)
-        try:
-            def read_at(pos: int, n: int) -> bytes:
-                stream.seek(pos)
-                return bytes(io_utils.toByteArray(stream, n))
-
-            tail = read_at(size - 8, 8) if size >= 12 else b""
-            n = _footer_length(tail, uri)
-            footer = read_at(size - 8 - n, n)
-        finally:
-            stream.close()
-        return pq.read_metadata(_footer_file(tail, footer))
-
     def _map(self, fn, items: list) -> list:
-        """Driver-side file-system calls in parallel: on object stores each one is a round trip."""
+        """Footer reads in parallel: on object stores each one is a round trip."""
         if len(items) <= 2:
             return [fn(i) for i in items]
         with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="lakevilla-spark") as pool:
             return list(pool.map(fn, items))
 
-    def _delete(self, uri: str, recursive: bool = False) -> None:
+    @staticmethod
+    def _delete_all(ctx: TableContext, prefix: str) -> None:
+        """Best effort: the caller is already failing."""
         try:
-            path, fs = self._fs(uri)
-            fs.delete(path, recursive)
-        except Exception:  # noqa: BLE001 - best effort: the caller is already failing or tidying
+            for meta in list(ctx.store.list(prefix)):
+                ctx.store.delete(meta.key)
+        except Exception:  # noqa: BLE001 - abandoned-file clean-up catches what is left
             pass
 
     # -- updates and deletes -----------------------------------------------------------

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
@@ -48,6 +49,13 @@ class Services:
 
 def resolve_marker(svc: Services, table: str, version: int, *, force: bool = False) -> Resolution:
     """Look at the marker at ``table@version``; finish or free it if it is stalled."""
+    res = _resolve_marker(svc, table, version, force=force)
+    if res.outcome in ("committed", "freed"):
+        logs.recovered(table, version, res.attempt, res.outcome, res.commit_version)
+    return res
+
+
+def _resolve_marker(svc: Services, table: str, version: int, *, force: bool) -> Resolution:
     log = svc.log_for(table)
     try:
         commit, etag = log.read_commit_raw(version)
@@ -112,6 +120,7 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
         rec.tables[t].version = v
     if rec.state != records.COMMITTED:
         records.finish(svc.store, rec)
+    logs.record_rolled_forward(rec.attempt, landed)
     return landed
 
 
@@ -128,5 +137,6 @@ def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None) -> 
             nxt = GvlEntry(seq=0)
         nxt.aborts = [attempt]
         if gvl.append(nxt):
+            logs.gvl_abort(attempt, nxt.seq)
             gvl.advance_hint(nxt.seq)
             return "aborted", nxt

@@ -51,6 +51,15 @@ class ListPage:
     next_token: str | None
 
 
+def slice_range(data: bytes, start: int, length: int | None) -> bytes:
+    """What ``get_range`` returns for an object holding ``data``."""
+    if start < 0:
+        if length is not None:
+            raise ValueError("a suffix range (negative start) takes no length")
+        return data[max(len(data) + start, 0):]
+    return data[start:] if length is None else data[start:start + length]
+
+
 class ObjectStore(ABC):
     """Abstract store; see module docstring. Implementations must be thread-safe."""
 
@@ -98,6 +107,13 @@ class ObjectStore(ABC):
                 return
             token = page.next_token
 
+    def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
+        """Part of an object: ``length`` bytes from ``start`` (None: to the end), or with a
+        negative ``start`` its last ``-start`` bytes (an S3 suffix range). One GET request;
+        backends override this default, which reads the whole object."""
+        data = self.get(key).data
+        return slice_range(data, start, length)
+
     def exists(self, key: str) -> bool:
         try:
             self.head(key)
@@ -136,6 +152,9 @@ class StoreWrapper(ObjectStore):
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
+
+    def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
+        return self.inner.get_range(key, start, length)
 
     def close(self) -> None:
         self.inner.close()

@@ -81,6 +81,19 @@ class LocalStore(ObjectStore):
             raise NotFound(key) from None
         return GetResult(data, _etag(data))
 
+    def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
+        if start < 0 and length is not None:
+            raise ValueError("a suffix range (negative start) takes no length")
+        try:
+            with open(self._path(key), "rb") as f:
+                if start < 0:
+                    f.seek(max(os.fstat(f.fileno()).st_size + start, 0))
+                else:
+                    f.seek(start)
+                return f.read() if length is None else f.read(length)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise NotFound(key) from None
+
     def head(self, key: str) -> ObjectMeta:
         path = self._path(key)
         try:

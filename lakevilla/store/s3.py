@@ -173,6 +173,25 @@ class S3Store(ObjectStore):
         r = self._call(self.client.get_object, key, Bucket=self.bucket, Key=self._key(key))
         return GetResult(r["Body"].read(), r["ETag"].strip('"'))
 
+    def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
+        if start < 0:
+            if length is not None:
+                raise ValueError("a suffix range (negative start) takes no length")
+            spec = f"bytes={start}"
+        elif length is None:
+            spec = f"bytes={start}-"
+        elif length <= 0:
+            return b""
+        else:
+            spec = f"bytes={start}-{start + length - 1}"
+        try:
+            r = self._call(self.client.get_object, key, Bucket=self.bucket, Key=self._key(key), Range=spec)
+        except StorageError as e:
+            if "InvalidRange" in str(e) or "416" in str(e):  # start at or past the end (or an empty object)
+                return b""
+            raise
+        return r["Body"].read()
+
     def head(self, key: str) -> ObjectMeta:
         r = self._call(self.client.head_object, key, Bucket=self.bucket, Key=self._key(key))
         return ObjectMeta(key, r["ContentLength"], r["ETag"].strip('"'), r["LastModified"].timestamp())

@@ -66,6 +66,9 @@ class RetryingStore(StoreWrapper):
     def get(self, key):
         return self._retry(self.inner.get, key)
 
+    def get_range(self, key, start, length=None):
+        return self._retry(self.inner.get_range, key, start, length)
+
     def head(self, key):
         return self._retry(self.inner.head, key)
 
@@ -130,6 +133,15 @@ class CountingStore(StoreWrapper):
             raise
         self._count("get", rd=len(r.data))
         return r
+
+    def get_range(self, key, start, length=None):
+        try:
+            data = self.inner.get_range(key, start, length)
+        except BaseException:
+            self._count("get")
+            raise
+        self._count("get", rd=len(data))
+        return data
 
     def head(self, key):
         self._count("head")
@@ -226,6 +238,9 @@ class FaultInjectingStore(StoreWrapper):
     def get(self, key):
         return self._around("get", key, lambda: self.inner.get(key))
 
+    def get_range(self, key, start, length=None):
+        return self._around("get", key, lambda: self.inner.get_range(key, start, length))
+
     def head(self, key):
         return self._around("head", key, lambda: self.inner.head(key))
 
@@ -297,6 +312,11 @@ class LatencyStore(StoreWrapper):
         r = self.inner.get(key)
         self._wait("get", len(r.data))
         return r
+
+    def get_range(self, key, start, length=None) -> bytes:
+        data = self.inner.get_range(key, start, length)
+        self._wait("get", len(data))
+        return data
 
     def head(self, key) -> ObjectMeta:
         self._wait("head")

@@ -1,0 +1,292 @@
+"""What an operator sees (``Lake.status()``, ``lakevilla status``): read-only, from storage.
+
+Per table, the open markers: who holds them, with which features, since when, when they
+last beat and which open markers below them they queue behind. Per transaction (grouped by
+attempt): ``running``, ``waiting`` (queued behind another transaction's open marker: from
+storage we cannot tell whether its client is still issuing statements or already waits at
+commit), ``stalled`` (a marker past its expiry: its client died or paused; ``recover``
+finishes or undoes it), ``decided-unpublished`` (a COMMITTING record, or an announced global
+log entry, whose table commits are not all written yet: any client that meets it, or
+``recover``, writes them) or ``decided`` (all written, bookkeeping left). And the global log's
+head, hint and clean-up horizon.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .complex_txn import record as records
+from .isolation import resolve as gvl_resolve
+from .isolation.gvl import HINT_KEY
+from .markers import RUNNING, commit_txn, marker_of
+from .names import GVL_DIR, TXN_DIR
+from .publish import find_commit
+from .store import NotFound
+
+if TYPE_CHECKING:
+    from .lake import Lake
+
+MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as recover does)
+RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
+_DECIDERS = {"table": "table", "record": "record", "gvl": "global_log"}
+DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
+
+
+@dataclass
+class MarkerStatus:
+    table: str
+    version: int
+    txn: str
+    attempt: str
+    features: str
+    decision: str
+    mode: str
+    state: str  # running | stalled
+    started: float
+    heartbeat: float
+    expires: float
+    age: float
+    heartbeat_age: float
+    waits_for: list[str] = field(default_factory=list)  # attempts of open markers below this one
+    committed_at: int | None = None  # its transaction's commit already landed here (marker not closed yet)
+
+
+@dataclass
+class TableStatus:
+    name: str
+    version: int
+    open_markers: list[MarkerStatus] = field(default_factory=list)
+
+
+@dataclass
+class TransactionStatus:
+    attempt: str
+    txn: str
+    state: str  # running | waiting | stalled | decided-unpublished | decided
+    features: str = ""
+    decision: str = ""
+    markers: dict[str, int] = field(default_factory=dict)  # table -> open marker version
+    started: float | None = None
+    heartbeat: float | None = None
+    age: float | None = None
+    heartbeat_age: float | None = None
+    waits_for: list[str] = field(default_factory=list)
+    decided_by: str | None = None  # "record" | "global_log"
+    unpublished: list[str] = field(default_factory=list)  # decided tables whose commit is not written
+
+
+@dataclass
+class GlobalLogStatus:
+    head: int
+    head_txn: str | None
+    head_created: float
+    hint: int | None
+    oldest: int | None  # the clean-up horizon: the oldest entry still present
+    entries: int
+    pending: list[dict[str, Any]] = field(default_factory=list)  # {table, attempt, published}
+
+
+@dataclass
+class LakeStatus:
+    root: str
+    now: float
+    marker_ttl: float
+    tables: list[TableStatus] = field(default_factory=list)
+    transactions: list[TransactionStatus] = field(default_factory=list)
+    records: dict[str, int] = field(default_factory=dict)
+    global_log: GlobalLogStatus | None = None
+    v: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def transaction(self, attempt: str) -> TransactionStatus | None:
+        return next((t for t in self.transactions if t.attempt == attempt), None)
+
+
+def _open_markers(lake: Lake, table: str, now: float) -> TableStatus:
+    log = lake.log(table)
+    latest = log.latest_version()
+    out = TableStatus(table, latest)
+    if latest < 0:
+        return out
+    lo = max(-1, latest - MARKER_WINDOW, log.last_checkpoint_version() - 1)
+    candidates, landed = [], {}
+    for v, c in log.commits_between(lo, latest):
+        m = marker_of(c)
+        if m is not None and m.state == RUNNING:
+            candidates.append(v)
+        elif commit_txn(c) is not None:
+            landed[commit_txn(c)] = v
+    below: list[str] = []
+    for v in candidates:
+        try:
+            fresh, _ = log.read_commit_raw(v)  # heartbeats and states move: never trust a cached marker
+        except NotFound:
+            continue
+        m = marker_of(fresh)
+        if m is None or m.state != RUNNING:
+            continue
+        out.open_markers.append(MarkerStatus(
+            table=table, version=v, txn=m.txn, attempt=m.attempt, features=m.features, decision=m.decision,
+            mode=m.mode, state=STALLED if m.expired(now) else RUNNING_STATE, started=m.started,
+            heartbeat=m.heartbeat, expires=m.expires, age=round(now - m.started, 3),
+            heartbeat_age=round(now - m.heartbeat, 3), waits_for=sorted({a for a in below if a != m.attempt}),
+            committed_at=landed.get(m.attempt)))
+        below.append(m.attempt)
+    return out
+
+
+def gvl_horizon(lake: Lake) -> tuple[int | None, int]:
+    """(oldest entry present, number of entries): clean-up deletes below the horizon, and
+    no appender may write there."""
+    seqs = []
+    for meta in lake.store.list(f"{GVL_DIR}/"):
+        name = meta.key.rsplit("/", 1)[-1]
+        if name.endswith(".json") and name[:-5].isdigit():
+            seqs.append(int(name[:-5]))
+    return (min(seqs) if seqs else None), len(seqs)
+
+
+def _global_log(lake: Lake) -> GlobalLogStatus | None:
+    head = lake.gvl.head()
+    if head is None:
+        return None
+    try:
+        hint: int | None = int(json.loads(lake.store.get(HINT_KEY).data)["seq"])
+    except (NotFound, ValueError, KeyError, TypeError):
+        hint = None
+    oldest, entries = gvl_horizon(lake)
+    pending = [{"table": t, "attempt": p.attempt, "published": gvl_resolve.find_pending(lake.log(t), p) is not None}
+               for t, p in sorted(head.pending.items())]
+    return GlobalLogStatus(head=head.seq, head_txn=head.txn, head_created=head.created, hint=hint, oldest=oldest,
+                           entries=entries, pending=pending)
+
+
+def _records(lake: Lake) -> tuple[dict[str, int], list[records.TxnRecord]]:
+    counts = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
+    committing = []
+    for meta in list(lake.store.list(f"{TXN_DIR}/")):
+        rest = meta.key[len(TXN_DIR) + 1:]
+        if "/" in rest or not rest.endswith(".json"):
+            continue  # a sublog
+        rec = records.read(lake.store, rest[:-5])
+        if rec is None:
+            continue
+        counts[rec.state] = counts.get(rec.state, 0) + 1
+        if rec.state == records.COMMITTING:
+            committing.append(rec)
+    return counts, committing
+
+
+def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
+    out = []
+    for table, intent in sorted(rec.tables.items()):
+        log = lake.log(table)
+        latest = log.latest_version()
+        lo = (intent.marker - 1) if intent.marker is not None else max(-1, latest - MARKER_WINDOW)
+        if find_commit(log, rec.attempt, lo, latest) is None:
+            out.append(table)
+    return out
+
+
+def lake_status(lake: Lake, tables: list[str] | None = None) -> LakeStatus:
+    now = lake.now()
+    st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.marker_ttl)
+    st.tables = [_open_markers(lake, t, now) for t in (tables if tables is not None else lake.tables())]
+    txns: dict[str, TransactionStatus] = {}
+    for ts in st.tables:
+        for m in ts.open_markers:
+            t = txns.get(m.attempt)
+            if t is None:
+                t = txns[m.attempt] = TransactionStatus(attempt=m.attempt, txn=m.txn, state=RUNNING_STATE,
+                                                        features=m.features, decision=m.decision,
+                                                        started=m.started, heartbeat=m.heartbeat)
+            t.markers[m.table] = m.version
+            t.heartbeat = max(t.heartbeat or 0.0, m.heartbeat)
+            t.waits_for = sorted(set(t.waits_for) | set(m.waits_for))
+            if m.state == STALLED:
+                t.state = STALLED
+    by_attempt: dict[str, list[MarkerStatus]] = {}
+    for ts in st.tables:
+        for m in ts.open_markers:
+            by_attempt.setdefault(m.attempt, []).append(m)
+    for attempt, t in txns.items():
+        if all(m.committed_at is not None for m in by_attempt[attempt]):
+            t.state, t.decided_by = DECIDED, _DECIDERS.get(t.decision, t.decision)  # markers not closed yet
+        elif t.state != STALLED and t.waits_for:
+            t.state = WAITING
+
+    def decided(attempt: str, txn: str, by: str, unpublished: list[str]) -> None:
+        t = txns.get(attempt) or txns.setdefault(attempt, TransactionStatus(attempt=attempt, txn=txn, state=DECIDED))
+        t.decided_by = by
+        t.unpublished = sorted(set(t.unpublished) | set(unpublished))
+        t.state = DECIDED_UNPUBLISHED if t.unpublished else DECIDED
+
+    st.records, committing = _records(lake)
+    for rec in committing:
+        decided(rec.attempt, rec.txn, "record", _unwritten(lake, rec))
+    st.global_log = _global_log(lake)
+    if st.global_log is not None:
+        for p in st.global_log.pending:
+            if not p["published"]:
+                decided(p["attempt"], p["attempt"].rsplit(".", 1)[0], "global_log", [p["table"]])
+    for t in txns.values():
+        if t.started is not None:
+            t.age = round(now - t.started, 3)
+        if t.heartbeat is not None:
+            t.heartbeat_age = round(now - t.heartbeat, 3)
+    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4}
+    st.transactions = sorted(txns.values(), key=lambda t: (order.get(t.state, 9), t.attempt))
+    return st
+
+
+def _ago(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    if abs(seconds) < 120:
+        return f"{seconds:.1f}s"
+    if abs(seconds) < 7200:
+        return f"{seconds / 60:.1f}min"
+    return f"{seconds / 3600:.1f}h"
+
+
+def render_text(st: LakeStatus) -> str:
+    lines = [f"lake {st.root} (marker ttl {st.marker_ttl:g}s)", ""]
+    lines.append(f"tables ({len(st.tables)})")
+    for ts in st.tables:
+        opened = f"{len(ts.open_markers)} open marker(s)" if ts.open_markers else "no open markers"
+        lines.append(f"  {ts.name:<24} version {ts.version:<6} {opened}")
+        for m in ts.open_markers:
+            queue = f"  waits for {', '.join(m.waits_for)}" if m.waits_for else ""
+            lines.append(f"    @{m.version:<5} {m.attempt}  {m.features or '-':<7} {m.state:<8} age {_ago(m.age)}, "
+                         f"heartbeat {_ago(m.heartbeat_age)} ago{queue}")
+    lines += ["", f"transactions ({len(st.transactions)})"]
+    if not st.transactions:
+        lines.append("  none open")
+    for t in st.transactions:
+        where = ", ".join(f"{k}@{v}" for k, v in sorted(t.markers.items())) or "-"
+        extra = []
+        if t.unpublished:
+            extra.append(f"unpublished: {', '.join(t.unpublished)} (decided by {t.decided_by.replace('_', ' ')})")
+        elif t.decided_by:
+            extra.append(f"all published (decided by {t.decided_by.replace('_', ' ')}; bookkeeping left)")
+        if t.waits_for:
+            extra.append(f"waits for {', '.join(t.waits_for)}")
+        if t.state in (STALLED, DECIDED_UNPUBLISHED):
+            extra.append("'lakevilla recover' finishes it")
+        lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} markers {where}; age {_ago(t.age)}, "
+                     f"heartbeat {_ago(t.heartbeat_age)} ago" + ("; " + "; ".join(extra) if extra else ""))
+    rec = st.records
+    lines += ["", "records: " + ", ".join(f"{n} {s}" for s, n in rec.items())]
+    g = st.global_log
+    if g is None:
+        lines.append("global log: none (no LV[I] transaction has run)")
+    else:
+        waiting = [p for p in g.pending if not p["published"]]
+        lines.append(f"global log: head {g.head} (txn {g.head_txn or '-'}, {_ago(st.now - g.head_created)} ago), "
+                     f"hint {g.hint if g.hint is not None else '-'}, oldest entry {g.oldest} (clean-up horizon), "
+                     f"{g.entries} entries, {len(g.pending)} pending write(s), {len(waiting)} not yet in their table")
+    return "\n".join(lines)

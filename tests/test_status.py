@@ -1,0 +1,108 @@
+"""``lake.status()`` and ``lakevilla status``: each kind of transaction reported as what it is."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pyarrow as pa
+import pytest
+
+from lakevilla.cli import main as cli
+from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+TABLES = ("a", "b", "c", "d", "e", "f")
+
+
+def _dies_after_deciding(backend, prefix: str):
+    """A client that crashes right after its deciding put-if-absent under ``prefix``."""
+    plan = FaultPlan(crash_after=1, kinds=("put_if_absent",),
+                     predicate=lambda kind, key: key.startswith(prefix) and key.endswith(".json"))
+    return backend.lake(store=FaultInjectingStore(backend.store(), plan))
+
+
+@pytest.fixture
+def busy_lake(backend):
+    """A lake with one transaction of each kind, built deterministically (no sleeps)."""
+    lake = backend.lake()
+    for t in TABLES:
+        lake.create_table(t, T)
+        with lake.transaction("") as txn:
+            txn.insert(t, {"id": [1], "value": [0]})
+    live = lake.begin("R")
+    live.update("a", set={"value": "1"}, where="id = 1")
+    queued = lake.begin("R")
+    queued.update("a", set={"value": "2"}, where="id = 1")  # its marker lies above `live`'s
+    past = backend.lake(clock=lambda: time.time() - 3600)  # a client whose markers expired an hour ago
+    stalled = past.begin("R,CT")
+    stalled.update("b", set={"value": "3"}, where="id = 1")
+    stalled.update("c", set={"value": "3"}, where="id = 1")
+    past.close()  # its heartbeats stop: the client is gone
+    ct = _dies_after_deciding(backend, "_lakevilla/txns/").begin("R,CT")
+    ct.update("d", set={"value": "4"}, where="id = 1")
+    ct.update("e", set={"value": "4"}, where="id = 1")
+    with pytest.raises(SimulatedCrash):
+        ct.commit()  # decided (record COMMITTING), no table commit written
+    announced = _dies_after_deciding(backend, "_lakevilla/gvl/").begin("I")
+    announced.update("f", set={"value": "5"}, where="id = 1")
+    with pytest.raises(SimulatedCrash):
+        announced.commit()  # announced in the global log, not written to f
+    yield lake, {"live": live, "queued": queued, "stalled": stalled, "ct": ct, "announced": announced}
+    for txn in (live, queued):
+        txn.abort()
+    lake.close()
+
+
+def run_cli(capsys, backend, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    opts = ["--storage-options", json.dumps(backend.storage_options)] if backend.storage_options else []
+    code = cli([*opts, *argv])
+    return code, capsys.readouterr().out
+
+
+def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsys):
+    lake, tx = busy_lake
+    st = lake.status()
+    live, queued = st.transaction(tx["live"].attempt), st.transaction(tx["queued"].attempt)
+    assert live.state == "running" and set(live.markers) == {"a"} and live.heartbeat_age < 30
+    assert queued.state == "waiting" and queued.waits_for == [tx["live"].attempt]
+    stalled = st.transaction(tx["stalled"].attempt)
+    assert stalled.state == "stalled" and set(stalled.markers) == {"b", "c"} and stalled.heartbeat_age > 3000
+    assert stalled.features == "R,CT" and stalled.age > 3000
+    ct = st.transaction(tx["ct"].attempt)
+    assert (ct.state, ct.decided_by, ct.unpublished) == ("decided-unpublished", "record", ["d", "e"])
+    ann = st.transaction(tx["announced"].attempt)
+    assert (ann.state, ann.decided_by, ann.unpublished) == ("decided-unpublished", "global_log", ["f"])
+    assert len(st.transactions) == 5 and st.records["COMMITTING"] == 1
+    g = st.global_log
+    assert (g.head, g.oldest, g.entries, g.head_txn) == (0, 0, 1, tx["announced"].attempt)
+    assert g.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": False}]
+    markers = {m.table: m for ts in st.tables for m in ts.open_markers}
+    assert markers["b"].state == "stalled" and markers["a"].state == "running" and set(markers) == set(TABLES)
+
+    # the same from the shell, as JSON and as text
+    code, stdout = run_cli(capsys, backend, "status", backend.uri, "--json")
+    assert code == 0
+    out = json.loads(stdout)
+    states = {t["attempt"]: t["state"] for t in out["transactions"]}
+    assert states == {tx["live"].attempt: "running", tx["queued"].attempt: "waiting",
+                      tx["stalled"].attempt: "stalled", tx["ct"].attempt: "decided-unpublished",
+                      tx["announced"].attempt: "decided-unpublished"}
+    assert out["v"] == 1 and out["global_log"]["head"] == 0 and out["records"]["COMMITTING"] == 1
+    assert [t["name"] for t in out["tables"]] == list(TABLES)
+    code, text = run_cli(capsys, backend, "status", backend.uri)
+    assert code == 0
+    for attempt, state in states.items():
+        assert any(attempt in ln and state in ln for ln in text.splitlines()), (attempt, state, text)
+    assert "unpublished: d, e (decided by record)" in text and "unpublished: f (decided by global log)" in text
+
+    # recovery writes every decided commit and undoes the stalled transaction; live ones are left
+    # alone, and so is the announced one's marker until it expires (its commit is written: "decided")
+    lake.recover()
+    after = lake.status()
+    assert {t.attempt: t.state for t in after.transactions} == {
+        tx["live"].attempt: "running", tx["queued"].attempt: "waiting", tx["announced"].attempt: "decided"}
+    assert after.transaction(tx["announced"].attempt).unpublished == []
+    assert after.records == {"COMMITTING": 0, "COMMITTED": 1, "ABORTED": 1}
+    assert after.global_log.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": True}]
