@@ -354,7 +354,7 @@ def _plan(where: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> 
 
 
 def _stats_table(plan: _Plan, files: list[AddFile]) -> pa.Table:
-    arrays: dict[str, pa.Array] = {}
+    arrays: dict[str, pa.Array] = {"file": pa.array(range(len(files)), pa.int64())}
     parsed = []
     for a in files:
         st = a.parsed_stats
@@ -426,7 +426,8 @@ def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_co
         return files
     try:
         table = _stats_table(plan, files)
-        keep = duck.query(f"SELECT {plan.sql} AS keep FROM __lv_stats", {"__lv_stats": table}).column("keep")
+        keep = duck.query(f"SELECT {plan.sql} AS keep FROM __lv_stats ORDER BY file",
+                          {"__lv_stats": table}).column("keep")
     except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
         return files
     return [a for a, k in zip(files, keep.to_pylist(), strict=True) if k is not False]

@@ -862,14 +862,22 @@ def _check(text: str, scope: Scope, what: str) -> Checked:
 
     nodes = list(walk(node))
     sql = render(node, column)
-    # one DESCRIBE: every node, then every common operand type (as a CASE over the operands)
-    items = [render(n, column) for n in nodes]
-    multi = [(n, ops) for n in nodes if (ops := operands(n))]
-    items += ["CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END" for _, ops in multi]
-    types = binder.describe(items)
-    chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs,
-                  types={id(n): t for n, t in zip(nodes, types, strict=False)},
-                  common={id(n): t for (n, _), t in zip(multi, types[len(nodes):], strict=True)},
+    types = binder.describe([render(n, column) for n in nodes])
+    by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
+    # the type operands are compared or combined in: DuckDB's CASE over them, where a string
+    # literal next to a typed operand takes that operand's type (as in a comparison)
+    multi = []
+    for n in nodes:
+        ops = operands(n)
+        if ops:
+            typed = [o for o in ops if not is_string_literal(o) and family(by_id[id(o)]) != "null"]
+            if any(family(by_id[id(o)]) != "string" for o in typed):
+                ops = typed
+            multi.append((n, ops))
+    common = binder.describe(["CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END"
+                              for _, ops in multi])
+    chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs, types=by_id,
+                  common={id(n): t for (n, _), t in zip(multi, common, strict=True)},
                   volatile=any(n.get("class") == "FUNCTION" and
                                FUNCTIONS.get(n["function_name"].lower(), ("",))[0] in VOLATILE for n in nodes))
     _check_types(chk, what)

@@ -38,7 +38,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, int):
         return v
     if isinstance(v, decimal.Decimal):
-        return v if v.is_finite() else None  # written exactly by _dumps
+        return v if v.is_finite() else None  # written exactly by stats_json
     if isinstance(v, str):
         return v if len(v) <= MAX_STRING_STAT else None
     if isinstance(v, dt.datetime):
@@ -90,7 +90,7 @@ def _signed_zeros(lo: Any, hi: Any) -> tuple[Any, Any]:
     return lo, hi
 
 
-def _dumps(stats: dict) -> str:
+def stats_json(stats: dict) -> str:
     """Compact JSON with decimals as exact numbers (json.dumps cannot write them)."""
     def enc(v: Any) -> str:
         if isinstance(v, dict):
@@ -110,7 +110,7 @@ def stats_from_table(table: pa.Table, partition_columns: list[str] | tuple[str, 
         if f.name in partition_columns:
             continue
         _column_stats(table.column(f.name), f.type, mins, maxs, nulls, f.name)
-    return _dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+    return stats_json({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
 def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tuple[str, ...] = ()) -> str:
@@ -154,4 +154,4 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
             if jl is not None and jh is not None:
                 mins[path] = jl
                 maxs[path] = jh
-    return _dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+    return stats_json({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
