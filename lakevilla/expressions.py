@@ -884,6 +884,12 @@ def _check(text: str, scope: Scope, what: str) -> Checked:
     return chk
 
 
+def check_expression(text: str, scope: Scope | pa.Schema, what: str = "") -> Checked:
+    """Any expression of the grammar over ``scope``, of whatever type it has."""
+    scope = Scope.table(scope) if isinstance(scope, pa.Schema) else scope
+    return _check(text, scope, what or f"expression {text!r}")
+
+
 def check_where(text: str, scope: Scope | pa.Schema, what: str = "") -> Checked:
     """A filter or condition: a boolean expression of the grammar over ``scope``."""
     scope = Scope.table(scope) if isinstance(scope, pa.Schema) else scope

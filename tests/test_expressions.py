@@ -115,7 +115,7 @@ def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
     for text in WHERE + VALUES:
         if "now()" in text or "current_date" in text:
             continue
-        chk = E._check(text, E.Scope.table(SCHEMA), "test")
+        chk = E.check_expression(text, SCHEMA)
         ours = duck.query(f"SELECT ({chk.sql}) AS v FROM __lv_rel0 ORDER BY id", {"__lv_rel0": t}).column("v")
         theirs = con.execute(f"SELECT ({text}) AS v FROM t ORDER BY id").fetchall()
         assert all(same(a, b[0]) for a, b in zip(ours.to_pylist(), theirs, strict=True)), text
