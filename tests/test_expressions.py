@@ -217,3 +217,20 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     assert SECRET.encode() not in _stored_bytes(tmp_path / "lake")
     assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 11}, {"id": 2, "s": "b", "value": 20},
                                       {"id": 3, "s": "c", "value": 30}]
+
+
+def test_merge_conditions_and_assignments_name_target_and_source():
+    """The API a MERGE calls: one grammar over two relations."""
+    target = pa.schema([("id", pa.int64()), ("value", pa.int64()), ("t_only", pa.string())])
+    source = pa.schema([("id", pa.int64()), ("value", pa.decimal128(10, 2)), ("s_only", pa.string())])
+    scope = E.Scope.merge(target, source)
+    on = E.check_where("target.id = source.id AND s_only IS NOT NULL AND t_only <> 'x'", scope)
+    assert {(r.relation, r.column) for r in on.refs.values()} == {(0, "id"), (1, "id"), (1, "s_only"), (0, "t_only")}
+    new = E.check_value("target.value + source.value", scope, pa.int64())
+    assert new.type.startswith("DECIMAL") and new.columns() == {"value"}
+    for text, why in [("id = 1", "ambiguous"), ("source.nope = 1", "nope"),
+                      ("source.id IN (SELECT id FROM target)", "subqueries")]:
+        with pytest.raises(lv.InvalidExpressionError, match=why):
+            E.check_where(text, scope)
+    with pytest.raises(lv.InvalidExpressionError, match="different aliases"):
+        E.Scope.merge(target, source, "t", "T")

@@ -79,6 +79,18 @@ class Builder:
     def t(self, node: dict) -> str:
         return self.chk.types[id(node)]
 
+    def as_types(self, nodes: list[dict], t: str) -> list[Column]:
+        """``as_type`` for many nodes; their constants folded by DuckDB in one query (IN lists)."""
+        consts = [n for n in nodes if E.is_constant(n) and E.family(self.t(n)) != "interval"]
+        if len(consts) < 2 or E.family(t) == "null":
+            return [self.as_type(n, t) for n in nodes]
+        sql = ", ".join(f"CAST(({E.render(n)}) AS {t})" for n in consts)
+        try:
+            values = dict(zip((id(n) for n in consts), duck.rows(f"SELECT {sql}")[0], strict=True))
+        except Exception as e:  # noqa: BLE001 - e.g. a constant that does not convert
+            raise InvalidExpressionError(f"{sql[:200]}: {str(e).splitlines()[0]}") from None
+        return [literal(values[id(n)], t) if id(n) in values else self.as_type(n, t) for n in nodes]
+
     def as_type(self, node: dict, t: str) -> Column:
         """``node`` converted to DuckDB type ``t`` the way DuckDB converts it."""
         src = self.t(node)
@@ -125,7 +137,7 @@ class Builder:
             if typ in ("COMPARE_IN", "COMPARE_NOT_IN"):
                 common = self.chk.common[id(node)]
                 x = self.as_type(kids[0], common)
-                inn = x.isin(*[self.as_type(k, common) for k in kids[1:]])
+                inn = x.isin(*self.as_types(kids[1:], common))
                 return ~inn if typ == "COMPARE_NOT_IN" else inn
             if typ == "OPERATOR_COALESCE":
                 return F.coalesce(*[self.as_type(k, t) for k in kids])
