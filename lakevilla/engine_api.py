@@ -68,8 +68,10 @@ class Engine(Protocol):
 # -- helpers shared by engines ------------------------------------------------
 
 def partition_value_string(v: Any) -> str | None:
-    """A partition value as Delta serialises it in ``partitionValues``."""
-    if v is None:
+    """A partition value as Delta serialises it in ``partitionValues``. An empty string is
+    written as null: Delta (and every reader) reads ``''`` there as null, so the row reads
+    back with a null partition value, as it does when Spark or delta-rs writes it."""
+    if v is None or v == "":
         return None
     if isinstance(v, bool):
         return "true" if v else "false"

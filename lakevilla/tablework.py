@@ -19,6 +19,7 @@ from .delta.log import DeltaLog
 from .delta.snapshot import Snapshot
 from .engine_api import Engine, TableContext
 from .expr import parse_predicate, prune
+from .expressions import check_update
 from .markers import MarkerHandle
 
 
@@ -101,7 +102,12 @@ class TableWork:
 
     # -- execution -------------------------------------------------------------
     def run(self, engine: Engine, op: Op, data: Any = None) -> Any:
-        """Execute ``op`` against the current view and record its effects."""
+        """Execute ``op`` against the current view and record its effects.
+
+        Its expressions are checked by the grammar first, on every path that gets here (a
+        new operation, a redo, an operation resumed from a possibly tampered sublog)."""
+        check_update(self.base.schema, self.name, op.where,
+                     (op.assignments or {}) if op.kind == "update" else None)
         result = None
         if op.kind == "read":
             cands = self.candidates(op.where)

@@ -1,97 +1,205 @@
-"""Pruning by statistics never skips a file that holds a matching row (property test).
+"""Pruning never drops a file holding a matching row (differential property tests).
 
-The same predicate evaluator decides conflicts (precision locks), so a false
-"cannot match" would be a missed conflict, not just a wrong read.
+The truth is DuckDB evaluating the predicate on every row, without statistics. The same
+file test decides conflicts (precision locks), so a false "cannot match" would be a missed
+conflict as well as a missed row. Tables and predicates: tests/predicates.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import math
+import shutil
+import tempfile
 
 import duckdb
 import pyarrow as pa
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+import lakevilla as lv
+from lakevilla import expressions as E
 from lakevilla.delta.actions import AddFile
 from lakevilla.delta.stats import stats_from_table
-from lakevilla.expr import file_may_match, parse_predicate
+from lakevilla.engine_api import partition_value_string
+from lakevilla.expr import file_may_match, parse_predicate, prune
+from tests.predicates import PARTITION, SCHEMA, as_read, files, foreign_stats, predicates
 
-SCHEMA = pa.schema([("i", pa.int64()), ("s", pa.string()), ("d", pa.date32()), ("p", pa.string())])
-PARTITION = ["p"]
-
-ints = st.one_of(st.none(), st.integers(-20, 20))
-strs = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "zz", "é"]))
-dates = st.one_of(st.none(), st.dates(dt.date(2024, 1, 1), dt.date(2024, 1, 20)))
-parts = st.sampled_from(["x", "y"])
-row = st.fixed_dictionaries({"i": ints, "s": strs, "d": dates, "p": parts})
-
-
-def _lit(col: str, v) -> str:
-    if col == "i":
-        return str(v)
-    if col == "d":
-        return f"DATE '{v.isoformat()}'"
-    return "'" + str(v).replace("'", "''") + "'"
+# Judged with the pruner and stats writer before issue 19, 400 random examples found NaN and
+# struct-field misses in every run and literal casts, date-vs-timestamp, '' partitions and wide
+# decimals in most (tens of seeds tried); the issue's cases are also pinned as an explicit example.
+EXAMPLES = 400
+PER_EXAMPLE = 8  # predicates judged against each example's files
+LAKE_EXAMPLES = 40
 
 
-@st.composite
-def predicates(draw, depth=0):
-    col = draw(st.sampled_from(["i", "s", "d", "p"]))
-    value = {"i": st.integers(-25, 25), "s": st.sampled_from(["", "a", "ab", "b", "c", "zz"]),
-             "d": st.dates(dt.date(2023, 12, 25), dt.date(2024, 1, 25)), "p": st.sampled_from(["x", "y", "z"])}[col]
-    kind = draw(st.sampled_from(["cmp", "in", "between", "null", "notnull"] + (["and", "or", "not"] if depth < 2 else [])))
-    if kind == "cmp":
-        op = draw(st.sampled_from(["=", "<>", "<", "<=", ">", ">="]))
-        v = draw(value)
-        return f"{_lit(col, v)} {op} {col}" if draw(st.booleans()) else f"{col} {op} {_lit(col, v)}"
-    if kind == "in":
-        vs = draw(st.lists(value, min_size=1, max_size=3))
-        return f"{col} IN ({', '.join(_lit(col, v) for v in vs)})"
-    if kind == "between":
-        a, b = sorted([draw(value), draw(value)])
-        return f"{col} BETWEEN {_lit(col, a)} AND {_lit(col, b)}"
-    if kind == "null":
-        return f"{col} IS NULL"
-    if kind == "notnull":
-        return f"{col} IS NOT NULL"
-    left, right = draw(predicates(depth + 1)), draw(predicates(depth + 1))
-    if kind == "not":
-        return f"NOT ({left})"
-    return f"({left}) {kind.upper()} ({right})"
+def _matching_ids(con, table: pa.Table, where: str) -> set[int] | None:
+    """Ids of the rows ``where`` selects, by DuckDB over every row; None if evaluating raises."""
+    con.register("t", table)
+    try:
+        return {r[0] for r in con.execute(f"SELECT id FROM t WHERE {where}").fetchall()}
+    except duckdb.Error:
+        return None
+    finally:
+        con.unregister("t")
 
 
-def _file(rows: list[dict]) -> tuple[AddFile, pa.Table]:
+_CON: list = []
+
+
+def _plain_duckdb():
+    """The reference: plain DuckDB, no lakevilla in between (one connection: opening is slow)."""
+    if not _CON:
+        con = duckdb.connect()
+        con.execute("SET TimeZone='UTC'")
+        _CON.append(con)
+    return _CON[0]
+
+
+def _add(rows: list[dict], style: str) -> AddFile:
     t = pa.Table.from_pylist(rows, SCHEMA)
-    p = rows[0]["p"]
-    add = AddFile(path="f.parquet", size=1, partition_values={"p": p}, stats=stats_from_table(t, PARTITION))
-    return add, t
+    stats = stats_from_table(t, PARTITION)
+    if style != "ours":
+        stats = foreign_stats(stats, style)
+    pv = {c: partition_value_string(rows[0][c]) for c in PARTITION}
+    return AddFile(path=f"f{rows[0]['id']}.parquet", size=1, partition_values=pv, stats=stats)
 
 
-def _matches(t: pa.Table, where: str) -> int:
-    con = duckdb.connect()
-    con.register("t", t)
-    return con.execute(f"SELECT count(*) FROM t WHERE {where}").fetchone()[0]
+def _valid(where: str) -> bool:
+    try:
+        E.check_where(where, SCHEMA)
+        return True
+    except lv.InvalidExpressionError:
+        return False
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(files=st.lists(st.lists(row, min_size=1, max_size=6), min_size=1, max_size=4), where=predicates())
-def test_pruning_never_skips_a_matching_file(files, where):
-    pred = parse_predicate(where)
-    assert pred.node is not None, where
-    for rs in files:
-        p = rs[0]["p"]
-        rs = [{**r, "p": p} for r in rs]  # one partition value per file, as Delta lays them out
-        add, t = _file(rs)
-        if _matches(t, where) > 0:
-            assert file_may_match(pred, add, SCHEMA, PARTITION), (where, rs)
+def _row(row_id: int, **kw) -> dict:
+    return {**{c: None for c in SCHEMA.names}, "id": row_id, **kw}
+
+
+# the cases of issue 19, each of which the pruner before it got wrong, always among the examples
+ISSUE_19 = dict(
+    fs=[[_row(0, f=1.0), _row(1, f=float("nan"))],
+        [_row(2, i=4, s="1", d=dt.date(2024, 1, 2), st={"x": 100, "y": None}, x=1)],
+        [_row(3, p="", q=1), _row(4, p="", q=1)]],
+    wheres=["f > 5", "f <= 'NaN'::DOUBLE", "i = CAST(3.7 AS INTEGER)", "s = CAST(01 AS VARCHAR)",
+            "d < TIMESTAMP '2024-01-02 03:00:00'", "st.x = 100", "p IS NULL", "i = '3.7'"],
+    style="ours",
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@example(**ISSUE_19)
+@given(fs=files(max_files=4, max_rows=6), wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
+       style=st.sampled_from(["ours", "ours", "spark", "f64"]))
+def test_pruning_never_skips_a_file_with_a_matching_row(fs, wheres, style):
+    con = _plain_duckdb()
+    adds = [_add(rows, style) for rows in fs]
+    everything = pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA)
+    for where in wheres:
+        if not _valid(where):
+            continue
+        pred = parse_predicate(where)
+        assert pred.node is not None
+        ids = _matching_ids(con, everything, where)
+        if ids is None:
+            continue  # evaluating it raises: the engines raise too
+        kept = {a.path for a in prune(pred, adds, SCHEMA, PARTITION)}
+        holding = [add for rows, add in zip(fs, adds, strict=True) if ids & {r["id"] for r in rows}]
+        for add in holding:
+            assert add.path in kept, (where, style, fs, add.stats, add.partition_values)
+        if holding:  # the conflict test's entry point is the same test
+            assert file_may_match(pred, holding[0], SCHEMA, PARTITION)
 
 
 def test_pruning_does_prune():
-    add, _ = _file([{"i": 1, "s": "a", "d": dt.date(2024, 1, 1), "p": "x"},
-                    {"i": 5, "s": "b", "d": dt.date(2024, 1, 3), "p": "x"}])
+    rows = [{"id": 0, "i": 1, "s": "a", "d": dt.date(2024, 1, 1), "f": 1.0, "p": "x", "q": 1},
+            {"id": 1, "i": 5, "s": "b", "d": dt.date(2024, 1, 3), "f": 2.0, "p": "x", "q": 1}]
+    full = [{c: r.get(c) for c in SCHEMA.names} for r in rows]
+    add = _add(full, "ours")
     for where, may in [("i = 3", True), ("i = 6", False), ("i > 5", False), ("i >= 5", True),
                        ("p = 'y'", False), ("s IN ('c', 'd')", False), ("i BETWEEN 6 AND 9", False),
                        ("i IS NULL", False), ("i = 6 OR p = 'x'", True), ("d < DATE '2024-01-01'", False),
-                       ("unknown_fn(i) = 1", True)]:
+                       ("NOT (i >= 1)", False), ("NOT (i > 1)", True), ("i <> 1", True), ("q <> 1", False),
+                       ("f < 1", False), ("f > 5", True),  # NaN may hide above max
+                       ("i = 5.5", False), ("i = '3'", True), ("p IS NULL", False), ("dec IS NULL", True),
+                       ("st.x = 1", True), ("i + 0 > 100", True), ("FALSE", False), ("i > 1 AND NULL", False)]:
         assert file_may_match(parse_predicate(where), add, SCHEMA, PARTITION) is may, where
+
+
+def test_text_the_grammar_refuses_prunes_nothing_and_runs_nothing():
+    pred = parse_predicate("id IN (SELECT 1 FROM read_text('/etc/passwd'))")
+    assert pred.node is None
+    add = _add([{c: (0 if c == "id" else None) for c in SCHEMA.names}], "ours")
+    assert prune(pred, [add], SCHEMA, PARTITION) == [add]
+
+
+# -- statistics as written ------------------------------------------------------------------
+
+def _total_key(x: float) -> tuple[float, float]:
+    return (x, math.copysign(1.0, x))
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(st.one_of(st.none(), st.sampled_from([0.0, -0.0, float("nan"), 1.5, -2.0, float("inf")]),
+                                 st.floats(-10, 10)), min_size=1, max_size=8))
+def test_written_float_bounds_follow_parquet_rules(values):
+    """NaN stays out of min/max; a zero min is -0.0 and a zero max +0.0, so that a reader
+    comparing bounds in IEEE total order (delta-rs does) still finds -0.0 = 0.0."""
+    import json
+
+    t = pa.table({"f": pa.array(values, pa.float64())})
+    st_ = json.loads(stats_from_table(t))
+    lo, hi = st_["minValues"].get("f"), st_["maxValues"].get("f")
+    finite = [v for v in values if v is not None and not math.isnan(v)]
+    if lo is None:
+        assert hi is None
+        return
+    assert not math.isnan(lo) and not math.isnan(hi)
+    if lo == 0:
+        assert math.copysign(1.0, lo) < 0
+    if hi == 0:
+        assert math.copysign(1.0, hi) > 0
+    assert all(_total_key(lo) <= _total_key(v) <= _total_key(hi) for v in finite)
+
+
+def test_written_decimal_bounds_are_exact():
+    import json
+
+    t = pa.table({"w": pa.array([decimal.Decimal("1234567890123456.0001"), decimal.Decimal("-0.0001")],
+                                pa.decimal128(20, 4))})
+    raw = stats_from_table(t)
+    assert '"w":1234567890123456.0001' in raw and '"w":-0.0001' in raw
+    assert json.loads(raw, parse_float=decimal.Decimal)["maxValues"]["w"] == decimal.Decimal("1234567890123456.0001")
+
+
+# -- through a lake: reads, updates and deletes -----------------------------------------------------
+
+@settings(max_examples=LAKE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
+@given(fs=files(max_files=3, max_rows=4), wheres=st.lists(predicates(), min_size=1, max_size=3))
+def test_reads_updates_and_deletes_see_every_matching_row(fs, wheres):
+    wheres = [w for w in wheres if _valid(w)]
+    assume(wheres)
+    root = tempfile.mkdtemp(prefix="lv-prune-")
+    try:
+        lake = lv.Lake("file://" + root)
+        lake.create_table("t", SCHEMA, partition_by=PARTITION)
+        for rows in fs:
+            with lake.transaction(features="") as txn:
+                txn.insert("t", rows)
+        everything = lake.read("t").to_pylist()  # no predicate: no pruning
+        con = _plain_duckdb()
+        con.register("everything", pa.Table.from_pylist(everything, SCHEMA))
+        for where in wheres:
+            try:
+                want = sorted(r[0] for r in con.execute(f"SELECT id FROM everything t WHERE {where}").fetchall())
+            except duckdb.Error:
+                continue  # the engine raises too (or prunes the rows that raise): not this test
+            assert sorted(lake.read("t", where=where).column("id").to_pylist()) == want, where
+            txn = lake.begin("R")
+            assert txn.update("t", set={"i": "i"}, where=where) == len(want), where
+            assert txn.delete("t", where=where) == len(want), where
+            txn.abort()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

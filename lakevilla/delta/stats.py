@@ -3,7 +3,13 @@
 Two sources with one output format: an in-memory arrow table (files we write)
 and a Parquet footer (files another engine, e.g. Spark, wrote). Values are
 JSON-encoded the way Delta readers parse them: dates ``YYYY-MM-DD``, timestamps
-RFC 3339 in UTC with microseconds.
+RFC 3339 in UTC with microseconds, decimals as exact JSON numbers.
+
+Parquet's statistics rules are followed, so that every reader's pruning stays
+right: NaN never enters a min/max (a file of only NaN gets none), a zero minimum
+is written -0.0 and a zero maximum +0.0 (-0.0 = +0.0 in SQL, so a reader
+comparing bounds in IEEE total order would otherwise skip the file), and a
+string longer than ``MAX_STRING_STAT`` gets no min/max rather than a truncated one.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, int):
         return v
     if isinstance(v, decimal.Decimal):
-        return float(v)
+        return v if v.is_finite() else None  # written exactly by stats_json
     if isinstance(v, str):
         return v if len(v) <= MAX_STRING_STAT else None
     if isinstance(v, dt.datetime):
@@ -68,11 +74,32 @@ def _column_stats(arr: pa.ChunkedArray | pa.Array, t: pa.DataType, mins: dict, m
     nulls[name] = int(arr.null_count)
     if not _supports_minmax(t) or len(arr) == arr.null_count:
         return
-    mm = pc.min_max(arr)
-    lo, hi = _jsonable(mm["min"].as_py()), _jsonable(mm["max"].as_py())
+    mm = pc.min_max(arr)  # skips NaN; NaN when there is nothing else
+    lo, hi = _signed_zeros(_jsonable(mm["min"].as_py()), _jsonable(mm["max"].as_py()))
     if lo is not None and hi is not None:
         mins[name] = lo
         maxs[name] = hi
+
+
+def _signed_zeros(lo: Any, hi: Any) -> tuple[Any, Any]:
+    """Parquet's rule for floating-point bounds: a zero min is -0.0, a zero max is +0.0."""
+    if isinstance(lo, float) and lo == 0.0:
+        lo = -0.0
+    if isinstance(hi, float) and hi == 0.0:
+        hi = 0.0
+    return lo, hi
+
+
+def stats_json(stats: dict) -> str:
+    """Compact JSON with decimals as exact numbers (json.dumps cannot write them)."""
+    def enc(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{" + ",".join(json.dumps(k) + ":" + enc(x) for k, x in v.items()) + "}"
+        if isinstance(v, decimal.Decimal):
+            return format(v, "f")
+        return json.dumps(v)
+
+    return enc(stats)
 
 
 def stats_from_table(table: pa.Table, partition_columns: list[str] | tuple[str, ...] = ()) -> str:
@@ -83,8 +110,7 @@ def stats_from_table(table: pa.Table, partition_columns: list[str] | tuple[str, 
         if f.name in partition_columns:
             continue
         _column_stats(table.column(f.name), f.type, mins, maxs, nulls, f.name)
-    return json.dumps({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
-                      separators=(",", ":"))
+    return stats_json({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
 def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tuple[str, ...] = ()) -> str:
@@ -110,6 +136,9 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
             nc += st.null_count
             if st.has_min_max:
                 v_lo, v_hi = st.min, st.max
+                if any(isinstance(v, float) and math.isnan(v) for v in (v_lo, v_hi)):
+                    ok = False  # an old writer let NaN into the bounds: they are not bounds
+                    break
                 lo = v_lo if lo is None or v_lo < lo else lo
                 hi = v_hi if hi is None or v_hi > hi else hi
             elif st.num_values > 0:
@@ -121,9 +150,8 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
             t = top[path]
             if pa.types.is_timestamp(t) and isinstance(lo, dt.datetime) and t.tz is not None and lo.tzinfo is None:
                 lo, hi = lo.replace(tzinfo=dt.UTC), hi.replace(tzinfo=dt.UTC)
-            jl, jh = _jsonable(lo), _jsonable(hi)
+            jl, jh = _signed_zeros(_jsonable(lo), _jsonable(hi))
             if jl is not None and jh is not None:
                 mins[path] = jl
                 maxs[path] = jh
-    return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls},
-                      separators=(",", ":"))
+    return stats_json({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})

@@ -1,8 +1,10 @@
 """The embedded engine: pyarrow for Parquet, DuckDB for ``where`` and ``set`` expressions.
 
 Every byte goes through the lake's store (so requests are counted and faults
-injected). DuckDB only evaluates expressions over arrow data we hand it: masks
-for ``where`` and new column values for ``set``; arrow keeps the exact types.
+injected). DuckDB only evaluates checked expressions (``lakevilla.expressions``)
+over arrow data we hand it, on a locked-down connection (``lakevilla.duck``):
+masks for ``where`` and new column values for ``set``, computed on the matching
+rows only and converted to the column's type with SQL's assignment cast.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import duck
+from .. import expressions as E
 from ..delta.actions import AddFile
 from ..delta.stats import stats_from_table
 from ..engine_api import (
@@ -27,45 +31,18 @@ from ..engine_api import (
     partition_value_string,
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
-from ..expr import coerce, parse_predicate
+from ..expr import partition_value
 from ..store import NotFound
 
-_local = threading.local()
 MAX_ROWS_PER_FILE = 1_000_000
 
 
-def _con():
-    import duckdb
-
-    con = getattr(_local, "con", None)
-    if con is None:
-        con = duckdb.connect()
-        con.execute("SET TimeZone='UTC'")
-        con.execute("SET threads=1")
-        _local.con = con
-    return con
-
-
-def _to_arrow(rel_or_cur) -> pa.Table:
-    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
-        fn = getattr(rel_or_cur, name, None)
-        if fn is not None:
-            out = fn()
-            return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
-    raise RuntimeError("unsupported duckdb version")
-
-
 def _query(table: pa.Table, select: str) -> pa.Table:
-    con = _con()
-    con.register("__t", table)
-    try:
-        return _to_arrow(con.sql(f"SELECT {select} FROM __t"))
-    finally:
-        con.unregister("__t")
+    return duck.query(f"SELECT {select} FROM __lv_rel0", {"__lv_rel0": table})
 
 
-def _quote_ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def to_arrow_table(data: Any) -> pa.Table:
@@ -131,40 +108,12 @@ class EmbeddedEngine:
             return [fn(i) for i in items]
         return list(self.executor.map(fn, items))
 
-    # -- validation ----------------------------------------------------------
-    def _empty(self, ctx: TableContext) -> pa.Table:
-        return ctx.schema.empty_table()
-
+    # -- validation (the grammar both engines share) ---------------------------
     def validate_where(self, ctx: TableContext, where: str) -> None:
-        if parse_predicate(where).node is None:
-            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r} does not parse as one SQL expression")
-        try:
-            out = _query(self._empty(ctx), f"({where}) AS __m")
-        except Exception as e:  # duckdb.Error and friends
-            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r}: {str(e).splitlines()[0]}") from None
-        t = out.schema.field("__m").type
-        if not (pa.types.is_boolean(t) or pa.types.is_null(t)):
-            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r} is {t}, not a boolean")
+        E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
 
     def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None:
-        if not assignments:
-            raise InvalidExpressionError("update needs at least one column in set=")
-        names = {f.name.lower(): f.name for f in ctx.schema}
-        for col, expr in assignments.items():
-            if col.lower() not in names:
-                raise InvalidExpressionError(f"set: {ctx.name!r} has no column {col!r}")
-            if names[col.lower()] in ctx.partition_columns:
-                pass  # allowed: rows move to another partition
-            if not isinstance(expr, str) or not expr.strip() or ";" in expr:
-                raise InvalidExpressionError(f"set {col}={expr!r}: expected one SQL expression as a string")
-            if parse_predicate(f"({expr}) IS NULL").node is None:
-                raise InvalidExpressionError(f"set {col}={expr!r} on {ctx.name!r} does not parse")
-            try:
-                _query(self._empty(ctx), f"({expr}) AS __v")
-            except Exception as e:
-                raise InvalidExpressionError(f"set {col}={expr!r} on {ctx.name!r}: {str(e).splitlines()[0]}") from None
-        if where is not None:
-            self.validate_where(ctx, where)
+        E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- I/O -----------------------------------------------------------------
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
@@ -184,8 +133,7 @@ class EmbeddedEngine:
             if columns is not None and f.name not in columns:
                 continue
             if f.name in ctx.partition_columns:
-                raw = add.partition_values.get(f.name)
-                v = None if raw is None else coerce(raw, f.type)
+                v = partition_value(add.partition_values.get(f.name), f.type)
                 out.append(pa.array([v] * t.num_rows, f.type))
             elif f.name in present:
                 col = t.column(f.name)
@@ -233,13 +181,18 @@ class EmbeddedEngine:
         return self._write_all(ctx, self._split(ctx, table))
 
     # -- queries ---------------------------------------------------------------
-    def _mask(self, table: pa.Table, where: str | None) -> pa.ChunkedArray | pa.Array:
+    def _mask(self, ctx: TableContext, table: pa.Table, where: E.Checked | None) -> pa.Array:
+        """Which rows ``where`` selects (NULL counts as no), as one boolean array."""
         if where is None:
             return pa.array([True] * table.num_rows, pa.bool_())
-        out = _query(table, f"coalesce(({where}), false) AS __m")
-        return out.column("__m")
+        try:
+            out = _query(table, f"coalesce(({where.sql}), false) AS __m")
+        except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
+            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
+        return out.column("__m").combine_chunks()
 
     def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> pa.Table:
+        checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
         cols_needed = None
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
@@ -251,53 +204,52 @@ class EmbeddedEngine:
         parts = self._map(lambda a: self._read_file(ctx, a, cols_needed), files)
         schema = pa.schema([f for f in ctx.schema if cols_needed is None or f.name in cols_needed])
         table = pa.concat_tables(parts) if parts else schema.empty_table()
-        if where is not None and table.num_rows:
-            try:
-                table = table.filter(self._mask(table, where))
-            except Exception as e:
-                raise InvalidExpressionError(f"where={where!r} on {ctx.name!r}: {str(e).splitlines()[0]}") from None
+        if checked is not None and table.num_rows:
+            table = table.filter(self._mask(ctx, table, checked))
         if columns is not None:
             table = table.select(columns)
         return table
 
-    def _rewrite_one(self, ctx: TableContext, add: AddFile, where: str | None,
-                     assignments: dict[str, str] | None) -> tuple[AddFile, pa.Table, int] | None:
+    def _rewrite_one(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
+                     assignments: dict[str, E.Checked] | None) -> tuple[AddFile, pa.Table, int] | None:
         """The new contents of one file, computed in memory (nothing written yet)."""
         table = self._read_file(ctx, add, None)
-        try:
-            mask = self._mask(table, where)
-        except Exception as e:
-            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r}: {str(e).splitlines()[0]}") from None
+        mask = self._mask(ctx, table, where)
         hits = pc.sum(mask).as_py() or 0
         if hits == 0:
             return None
         if assignments is None:
             return add, table.filter(pc.invert(mask)), hits
-        names = {f.name.lower(): f.name for f in ctx.schema}
-        select = ", ".join(f"({expr}) AS {_quote_ident('__v' + str(i))}" for i, expr in enumerate(assignments.values()))
-        try:
-            vals = _query(table, select)
-        except Exception as e:
-            raise InvalidExpressionError(f"set on {ctx.name!r}: {str(e).splitlines()[0]}") from None
-        cols = {f.name: table.column(f.name) for f in ctx.schema}
-        for i, col in enumerate(assignments):
-            name = names[col.lower()]
-            t = ctx.schema.field(name).type
-            v = vals.column(f"__v{i}")
-            try:
-                v = v if v.type.equals(t) else pc.cast(v, t)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-                raise InvalidExpressionError(
-                    f"set {col}={assignments[col]!r}: the value has type {v.type}, column is {t} ({e})") from None
-            cols[name] = pc.if_else(mask, v, cols[name])
-            if not ctx.schema.field(name).nullable and cols[name].null_count:
-                raise SchemaMismatchError(f"set {col}={assignments[col]!r} writes NULL into non-nullable {name!r}")
+        matched = table.filter(mask)  # SET is evaluated on the matching rows only, as SQL says
+        cols = {f.name: table.column(f.name).combine_chunks() for f in ctx.schema}
+        for name, value in assignments.items():
+            field = ctx.schema.field(name)
+            new = self._assigned(ctx, matched, name, value, field)
+            cols[name] = pc.replace_with_mask(cols[name], mask, new)
         return add, pa.table(list(cols.values()), schema=ctx.schema), hits
+
+    def _assigned(self, ctx: TableContext, matched: pa.Table, name: str, value: E.Checked,
+                  field: pa.Field) -> pa.Array:
+        """``value`` on the matched rows, converted to the column's type by SQL's assignment cast
+        (``CAST(value AS column type)``: rounds to integers, parses strings, fails on overflow)."""
+        what = f"set {name}={value.text!r} on {ctx.name!r}"
+        try:
+            out = _query(matched, f"CAST(({value.sql}) AS {E.duckdb_type(field.type)}) AS __v")
+        except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
+            raise InvalidExpressionError(f"{what}: {_first_line(e)}") from None
+        v = out.column("__v").combine_chunks()
+        if not v.type.equals(field.type):
+            v = pc.cast(v, field.type)  # same values, arrow's spelling of the type (e.g. the zone name)
+        if not field.nullable and v.null_count:
+            raise SchemaMismatchError(f"{what} writes NULL into non-nullable column {name!r}")
+        return v
 
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
                 assignments: dict[str, str] | None) -> RewriteResult:
+        # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
+        w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
         # compute every new file before writing any, so bad expressions leave storage untouched
-        computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, where, assignments), files) if r]
+        computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, w, sets), files) if r]
         res = RewriteResult()
         jobs = []
         for add, new, hits in computed:

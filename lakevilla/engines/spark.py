@@ -14,8 +14,10 @@ never touches the driver's JVM. The files Spark wrote are listed, measured and t
 through lakevilla's own object store (the one the lake is opened with), so those
 requests are counted and can fail under fault injection like every other.
 
-Timestamp literals in ``where`` are read in the session time zone by Spark but in
-UTC by lakevilla's pruning, so use a UTC session (``spark.sql.session.timeZone``).
+Expressions (``where``, ``set``) are checked by the grammar both engines share and
+built as Spark columns from the checked tree (``spark_expr``), never parsed by
+Spark, so they mean what they mean in the embedded engine. Use a UTC session
+(``spark.sql.session.timeZone``), as the embedded engine computes in UTC.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from .. import expressions as E
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
@@ -56,6 +59,7 @@ from ..errors import (
     StorageError,
 )
 from ..expr import coerce
+from . import spark_expr
 from .embedded import conform, to_arrow_table
 
 FILE_COL = "__lv_file"
@@ -83,6 +87,14 @@ def _ident(name: str) -> str:
 
 def _col(name: str) -> Column:
     return F.col(_ident(name))
+
+
+def _ref(ref: E.ColumnRef) -> Column:
+    """A checked expression's column reference in a frame in table schema."""
+    c = _col(ref.column)
+    for f in ref.fields:
+        c = c.getField(f)
+    return c
 
 
 def _data_schema(ctx: TableContext) -> T.StructType:
@@ -149,7 +161,7 @@ def _not_null(c: Column, field: T.StructField, kind: str, what: str) -> Column:
 
 def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType) -> str | None:
     """A Delta partition string in the form ``_typed_partition`` reads without a time zone."""
-    if raw is None:
+    if raw is None or raw == "":  # Delta reads an empty partition value as null
         return None
     if isinstance(t, T.TimestampType):
         return str((coerce(raw, arrow_type) - _EPOCH) // dt.timedelta(microseconds=1))
@@ -301,7 +313,6 @@ class SparkEngine:
         self.scheme_map = dict(_SCHEME_MAP if scheme_map is None else scheme_map)
         # INT96 timestamps carry no statistics; micros do (and every Delta reader reads them)
         spark.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-        self._empty: dict[str, DataFrame] = {}
 
     def attach(self, lake: Any) -> None:
         scheme = urlsplit(lake.root_uri).scheme
@@ -338,44 +349,12 @@ class SparkEngine:
         root = self._root_path(ctx) + "/"
         return path[len(root):] if path.startswith(root) else path
 
-    # -- validation ------------------------------------------------------------------
-    def _empty_frame(self, ctx: TableContext) -> DataFrame:
-        key = schema_to_json(ctx.schema)
-        df = self._empty.get(key)
-        if df is None:
-            df = self.spark.createDataFrame([], spark_schema(ctx.schema))
-            self._empty[key] = df
-        return df
-
+    # -- validation (the grammar both engines share) ----------------------------------
     def validate_where(self, ctx: TableContext, where: str) -> None:
-        if not isinstance(where, str) or not where.strip():
-            raise InvalidExpressionError(f"where={where!r} on {ctx.name!r}: expected one SQL expression as a string")
-        df = self._empty_frame(ctx)
-        with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
-            t = df.select(F.expr(where).alias("__m")).schema["__m"].dataType
-            if not isinstance(t, T.BooleanType | T.NullType):
-                raise InvalidExpressionError(f"where={where!r} on {ctx.name!r} is {t.simpleString()}, not a boolean")
-            _ = df.filter(F.expr(where)).schema  # rejects aggregates, windows and generators
+        E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
 
     def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None:
-        if not assignments:
-            raise InvalidExpressionError("update needs at least one column in set=")
-        names = {f.name.lower(): f for f in spark_schema(ctx.schema).fields}
-        df = self._empty_frame(ctx)
-        for col, expr in assignments.items():
-            field = names.get(col.lower())
-            if field is None:
-                raise InvalidExpressionError(f"set: {ctx.name!r} has no column {col!r}")
-            if not isinstance(expr, str) or not expr.strip():
-                raise InvalidExpressionError(f"set {col}={expr!r}: expected one SQL expression as a string")
-            with _spark_errors(f"set {col}={expr!r} on {ctx.name!r}", InvalidExpressionError):
-                t = df.select(F.expr(expr).alias("__v")).schema["__v"].dataType
-                _ = df.filter(F.expr(expr).isNull() | F.lit(True)).schema  # no aggregates or windows
-            if _cast_kind(t, field.dataType) is None:
-                raise InvalidExpressionError(f"set {col}={expr!r} on {ctx.name!r}: the value is {t.simpleString()}, "
-                                             f"column {field.name!r} is {field.dataType.simpleString()}")
-        if where is not None:
-            self.validate_where(ctx, where)
+        E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- reading ---------------------------------------------------------------------
     def _frame(self, ctx: TableContext, files: list[AddFile], with_file: bool = False) -> DataFrame:
@@ -419,10 +398,11 @@ class SparkEngine:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
+        checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
         df = self._frame(ctx, files)
         with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
-            if where is not None:
-                df = df.filter(F.expr(where))
+            if checked is not None:
+                df = df.filter(spark_expr.condition(checked, _ref))
             if columns is not None:
                 df = df.select(*[_col(c) for c in columns])
         return df
@@ -538,19 +518,16 @@ class SparkEngine:
         rows = self._frame(ctx, files, with_file=True).filter(match).groupBy(FILE_COL).count().collect()
         return {self._key_of(ctx, r[FILE_COL]): int(r["count"]) for r in rows}
 
-    def _updated(self, ctx: TableContext, df: DataFrame, match: Column, assignments: dict[str, str]) -> DataFrame:
-        fields = {f.name.lower(): f for f in spark_schema(ctx.schema).fields}
+    def _updated(self, ctx: TableContext, df: DataFrame, match: Column,
+                 assignments: dict[str, E.Checked]) -> DataFrame:
+        """SET on the matching rows only (CASE WHEN evaluates its branch for those rows alone),
+        each value converted to its column's type by the assignment cast, as in the embedded engine."""
+        fields = {f.name: f for f in spark_schema(ctx.schema).fields}
         new: dict[str, Column] = {}
-        for col, expr in assignments.items():
-            f = fields[col.lower()]
-            what = f"set {col}={expr!r}"
-            v = F.expr(expr)
-            t = df.select(v.alias("__v")).schema["__v"].dataType
-            if _cast_kind(t, f.dataType) is None:
-                raise InvalidExpressionError(f"{what} on {ctx.name!r}: the value is {t.simpleString()}, column "
-                                             f"{f.name!r} is {f.dataType.simpleString()}")
-            v = _not_null(_converted(v, t, f.dataType, "expr", what), f, "schema", what)
-            new[f.name] = F.when(match, v).otherwise(_col(f.name))
+        for name, value in assignments.items():
+            what = f"set {name}={value.text!r}"
+            v = spark_expr.assigned(value, ctx.schema.field(name).type, _ref)
+            new[name] = F.when(match, _not_null(v, fields[name], "schema", what)).otherwise(_col(name))
         return df.select(*[new.get(f.name, _col(f.name)).alias(f.name) for f in spark_schema(ctx.schema).fields])
 
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
@@ -558,14 +535,16 @@ class SparkEngine:
         if not files:
             return RewriteResult()
         op = "update" if assignments is not None else "delete"
+        checked, sets = E.check_update(ctx.schema, ctx.name, where, assignments)  # every path runs the grammar
         with _spark_errors(f"{op} on {ctx.name!r} where={where!r}", InvalidExpressionError):
-            match = F.coalesce(F.expr(where), F.lit(False)) if where is not None else F.lit(True)
+            match = (F.coalesce(spark_expr.condition(checked, _ref), F.lit(False)) if checked is not None
+                     else F.lit(True))
             hits = self._hits(ctx, files, match)
             touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in hits]
             if not touched:
                 return RewriteResult()
             src = self._frame(ctx, touched)
-            new = src.filter(~match) if assignments is None else self._updated(ctx, src, match, assignments)
+            new = src.filter(~match) if sets is None else self._updated(ctx, src, match, sets)
             added = self._write_frame(ctx, new)
         return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
 

@@ -1,0 +1,77 @@
+"""The one way lakevilla opens DuckDB: in memory, one per thread, locked down.
+
+DuckDB evaluates user expressions (``where``, ``set``) and statistics predicates
+over arrow data we hand it. It never needs a file, the network or an extension,
+so those are switched off before any user text reaches it, and the
+configuration is locked so that no statement can switch them back on. This is
+the second line of defence; the first is the expression grammar
+(``lakevilla.expressions``), which never lets a table function or a subquery
+through.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+
+_local = threading.local()
+
+# settings fixed for every connection; lock_configuration comes last
+LOCKED_CONFIG = {
+    "enable_external_access": False,  # no file system, no network, no ATTACH, no COPY
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": False,
+    "allow_community_extensions": False,
+    "allow_unsigned_extensions": False,
+}
+SESSION = ("SET TimeZone='UTC'", "SET threads=1", "SET lock_configuration=true")
+
+
+def connection():
+    """This thread's DuckDB connection (created on first use)."""
+    con = getattr(_local, "con", None)
+    if con is None:
+        import duckdb
+
+        con = duckdb.connect(":memory:", config=dict(LOCKED_CONFIG))
+        for stmt in SESSION:
+            con.execute(stmt)
+        _local.con = con
+    return con
+
+
+def to_arrow(rel_or_cur) -> pa.Table:
+    for name in ("to_arrow_table", "fetch_arrow_table", "arrow"):
+        fn = getattr(rel_or_cur, name, None)
+        if fn is not None:
+            out = fn()
+            return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+    raise RuntimeError("unsupported duckdb version")
+
+
+def query(sql: str, tables: dict[str, pa.Table] | None = None, params: list | None = None) -> pa.Table:
+    """Run one SELECT with ``tables`` registered under their names for its duration."""
+    con = connection()
+    tables = tables or {}
+    for name, t in tables.items():
+        con.register(name, t)
+    try:
+        if params:
+            return to_arrow(con.execute(sql, params))
+        return to_arrow(con.sql(sql))
+    finally:
+        for name in tables:
+            con.unregister(name)
+
+
+def rows(sql: str, tables: dict[str, pa.Table] | None = None, params: list | None = None) -> list[tuple]:
+    con = connection()
+    tables = tables or {}
+    for name, t in tables.items():
+        con.register(name, t)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        for name in tables:
+            con.unregister(name)

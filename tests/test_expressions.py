@@ -1,0 +1,236 @@
+"""Expressions are data (issue 17): one grammar for both engines, checked before anything runs,
+on every path that runs an expression; DuckDB locked down behind it. The Spark half of the
+attacks and of the ordinary expressions is in test_spark.py."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla import duck
+from lakevilla import expressions as E
+from lakevilla.names import sublog_key
+from lakevilla.recovery import sublog as sublogs
+from tests.conftest import rows
+from tests.expression_cases import ATTACKS_SET, ATTACKS_WHERE, SCHEMA, VALUES, WHERE, same, table
+
+ACC = pa.schema([("id", pa.int64()), ("s", pa.string()), ("value", pa.int64())])
+SECRET = "secret-7f3a9c"
+
+
+@pytest.fixture
+def secret(tmp_path) -> Path:
+    p = tmp_path / "outside" / "secret.txt"
+    p.parent.mkdir()
+    p.write_text(SECRET + "\n")
+    return p
+
+
+def _stored_bytes(lake_dir: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in sorted(lake_dir.rglob("*")) if p.is_file())
+
+
+# -- the grammar -------------------------------------------------------------------------
+
+REFUSED = [  # (expression, what the message must name)
+    ("id IN (SELECT 1 FROM read_text('/etc/passwd'))", "subqueries"),
+    ("EXISTS (SELECT 1)", "subqueries"),
+    ("read_text('/etc/passwd') IS NULL", "read_text"),
+    ("s = read_csv('https://example.com/x.csv')", "read_csv"),
+    ("reflect('java.lang.System', 'getProperty', 'user.home') = ''", "reflect"),
+    ("java_method('java.lang.Runtime', 'getRuntime') IS NULL", "java_method"),
+    ("s = getenv('HOME')", "getenv"),
+    ("s = current_setting('TimeZone')", "current_setting"),
+    ("my_udf(id) = 1", "my_udf"),
+    ("main.upper(s) = 'A'", "schema"),
+    ("true; DROP TABLE x", "';'"),
+    ("id = 1) UNION SELECT 1 --", "outside"),
+    ("sum(id) > 1", "sum"),
+    ("count(*) > 0", "count_star"),
+    ("sum(id) OVER () > 1", "window"),
+    ("id = ?", "outside"),
+    ("id = $1", "outside"),
+    ("COLUMNS('i.*') = 1", "COLUMNS"),
+    ("list_filter([1], x -> x > 0) IS NULL", "list_filter"),
+    ("s = 'a' COLLATE nocase", "collate"),
+    ("TRY_CAST(s AS INT) = 1", "TRY_CAST"),
+    ("CAST(s AS BLOB) IS NULL", "BLOB"),
+    ("upper(s := 'x') = 'X'", "named"),
+    ("s = 1", "explicit cast"),
+    ("s || id = 'x'", "||"),
+    ("CAST(value AS DOUBLE)::VARCHAR = '1.0'", "DOUBLE to VARCHAR"),
+    ("__lv_rel0.id = 1", "reserved"),
+    ("nope = 1", "nope"),
+    ("id + 1", "not a boolean"),
+]
+
+
+@pytest.mark.parametrize("text,names", REFUSED, ids=[r[0] for r in REFUSED])
+def test_the_grammar_refuses_what_is_not_a_scalar_expression_and_names_it(text, names):
+    with pytest.raises(lv.InvalidExpressionError) as info:
+        E.check_where(text, ACC, f"where={text!r} on 'acc'")
+    assert names.lower() in str(info.value).lower(), info.value
+
+
+def _shape(node):
+    """A parse tree without source positions (they change when the text is rendered anew) and
+    with type names spelled one way (TIMESTAMPTZ = TIMESTAMP WITH TIME ZONE)."""
+    if isinstance(node, dict):
+        out = {k: _shape(v) for k, v in node.items()
+               if k not in ("query_location", "query_location_length", "type_expr")}
+        if node.get("class") == "CAST":
+            out["type_expr"] = E.cast_type(node)
+        if node.get("class") == "CONSTANT" and node["literal"]["kind"] in ("INTEGER", "NUMERIC"):
+            text = node["literal"]["text"].replace("_", "")
+            out["literal"] = {"kind": node["literal"]["kind"],
+                              "text": str(int(text)) if node["literal"]["kind"] == "INTEGER" else text}
+        return out
+    if isinstance(node, list):
+        return [_shape(v) for v in node]
+    return node
+
+
+def test_what_runs_is_the_tree_that_was_checked():
+    """The embedded engine runs our rendering of the checked tree, never the user's text:
+    the rendering parses back to the same tree, so nothing outside the check can run."""
+    for text in WHERE + VALUES:
+        node = E.parse(text)
+        again = E.parse(E.render(node))
+        assert _shape(again) == _shape(node), text
+
+
+def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
+    """Rendering is faithful: each ordinary expression, evaluated from our rendering, gives what
+    plain DuckDB gives for the user's text."""
+    t = table()
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    con.register("t", t)
+    for text in WHERE + VALUES:
+        if "now()" in text or "current_date" in text:
+            continue
+        chk = E.check_expression(text, SCHEMA)
+        ours = duck.query(f"SELECT ({chk.sql}) AS v FROM __lv_rel0 ORDER BY id", {"__lv_rel0": t}).column("v")
+        theirs = con.execute(f"SELECT ({text}) AS v FROM t ORDER BY id").fetchall()
+        assert all(same(a, b[0]) for a, b in zip(ours.to_pylist(), theirs, strict=True)), text
+
+
+def test_ordinary_expressions_work_through_the_api(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("t", SCHEMA)
+    with lake.transaction(features="") as txn:
+        txn.insert("t", table())
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    con.register("t", table())
+    for where in WHERE:
+        want = sorted(r[0] for r in con.execute(f"SELECT id FROM t WHERE {where}").fetchall())
+        assert sorted(lake.read("t", where=where).column("id").to_pylist()) == want, where
+
+
+def test_duckdb_runs_locked_down():
+    """Defence in depth: even SQL that got past the grammar could not reach a file, the
+    network or an extension, nor switch that back on."""
+    con = duck.connection()
+    for sql in ["SELECT * FROM read_text('/etc/hostname')", "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
+                "COPY (SELECT 1) TO '/tmp/lakevilla-should-not-exist.csv'", "ATTACH '/tmp/lakevilla-x.db'",
+                "INSTALL httpfs", "LOAD httpfs", "SET enable_external_access = true",
+                "SET autoload_known_extensions = true", "SET TimeZone = 'America/New_York'",
+                "RESET enable_external_access"]:
+        with pytest.raises(duckdb.Error):
+            con.execute(sql)
+    assert con.execute("SELECT current_setting('TimeZone')").fetchall() == [("UTC",)]
+    assert not Path("/tmp/lakevilla-should-not-exist.csv").exists()
+
+
+def test_every_duckdb_connection_is_the_locked_one():
+    """The embedded engine and the pruner open no DuckDB connection of their own."""
+    root = Path(E.__file__).parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if p.name != "duck.py" and re.search(r"duckdb\.connect|import duckdb", p.read_text())]
+    assert offenders == []
+
+
+# -- attacks through the API (embedded engine) ----------------------------------------------------
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
+def test_attacks_are_refused_and_leave_storage_unchanged(local_backend, tmp_path, secret, features):
+    lake = local_backend.lake()
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="") as txn:
+        txn.insert("acc", {"id": [1, 2], "s": ["a", "b"], "value": [10, 20]})
+    before = local_backend.all_keys()
+    lake_dir = tmp_path / "lake"
+    tried = 0
+    for attack in ATTACKS_WHERE:
+        w = attack.format(secret=secret)
+        for act in (lambda t, w=w: t.read("acc", where=w), lambda t, w=w: t.delete("acc", where=w),
+                    lambda t, w=w: t.update("acc", set={"value": "0"}, where=w)):
+            with pytest.raises(lv.InvalidExpressionError), lake.transaction(features=features) as txn:
+                act(txn)
+            tried += 1
+        with pytest.raises(lv.InvalidExpressionError):
+            lake.read("acc", where=w)
+    for attack in ATTACKS_SET:
+        v = attack.format(secret=secret)
+        with pytest.raises(lv.InvalidExpressionError), lake.transaction(features=features) as txn:
+            txn.update("acc", set={"s": v}, where="id = 1")
+        tried += 1
+    lake.flush()
+    assert tried == 3 * len(ATTACKS_WHERE) + len(ATTACKS_SET)
+    assert local_backend.all_keys() == before
+    assert SECRET.encode() not in _stored_bytes(lake_dir)
+    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 10}, {"id": 2, "s": "b", "value": 20}]
+
+
+@pytest.mark.parametrize("field", ["set", "where"])
+def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_path, secret, field):
+    """A resuming client redoes a logical sublog entry; someone rewrote the entry's statement
+    into an attack. The redo goes through the grammar like any new statement: refused."""
+    lake = local_backend.lake(delete_sublogs=False)
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="") as txn:
+        txn.insert("acc", {"id": [1, 2, 3], "s": ["a", "b", "c"], "value": [10, 20, 30]})
+    first = lake.begin("R")
+    first.update("acc", set={"value": "value + 1"}, where="id = 1")
+    victim = lake.begin("R")
+    victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: it queues behind `first`
+    lake._forget(victim)  # the victim's client is gone
+    [entry] = [e for e in sublogs.read_all(lake.store, victim.id) if e.kind == "logical"]
+    raw = json.loads(lake.store.get(sublog_key(victim.id, entry.seq)).data)
+    if field == "set":
+        raw["statement"]["set"] = {"s": f"(SELECT content FROM read_text('{secret}'))"}
+    else:
+        raw["statement"]["where"] = f"id IN (SELECT 2 FROM read_text('{secret}') WHERE content LIKE 'secret%')"
+    lake.store.put(sublog_key(victim.id, entry.seq), json.dumps(raw).encode())
+    first.commit()  # the victim's read file is gone: resuming must redo its update
+    resumed = local_backend.lake().resume(victim.id)
+    with pytest.raises(lv.InvalidExpressionError, match="read_text|subquer"):
+        resumed.commit()
+    lake.flush()
+    assert SECRET.encode() not in _stored_bytes(tmp_path / "lake")
+    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 11}, {"id": 2, "s": "b", "value": 20},
+                                      {"id": 3, "s": "c", "value": 30}]
+
+
+def test_merge_conditions_and_assignments_name_target_and_source():
+    """The API a MERGE calls: one grammar over two relations."""
+    target = pa.schema([("id", pa.int64()), ("value", pa.int64()), ("t_only", pa.string())])
+    source = pa.schema([("id", pa.int64()), ("value", pa.decimal128(10, 2)), ("s_only", pa.string())])
+    scope = E.Scope.merge(target, source)
+    on = E.check_where("target.id = source.id AND s_only IS NOT NULL AND t_only <> 'x'", scope)
+    assert {(r.relation, r.column) for r in on.refs.values()} == {(0, "id"), (1, "id"), (1, "s_only"), (0, "t_only")}
+    new = E.check_value("target.value + source.value", scope, pa.int64())
+    assert new.type.startswith("DECIMAL") and new.columns() == {"value"}
+    for text, why in [("id = 1", "ambiguous"), ("source.nope = 1", "nope"),
+                      ("source.id IN (SELECT id FROM target)", "subqueries")]:
+        with pytest.raises(lv.InvalidExpressionError, match=why):
+            E.check_where(text, scope)
+    with pytest.raises(lv.InvalidExpressionError, match="different aliases"):
+        E.Scope.merge(target, source, "t", "T")
