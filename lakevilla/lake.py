@@ -17,8 +17,8 @@ from typing import Any
 import pyarrow as pa
 
 from . import logs
-from .delta.actions import Commit, Metadata, Protocol
-from .delta.features import check_readable
+from .delta.actions import Commit, Metadata
+from .delta.features import check_readable, protocol_for
 from .delta.log import LOG_DIR, DeltaLog, VersionExists
 from .delta.schema import schema_to_json
 from .delta.snapshot import Snapshot
@@ -268,7 +268,7 @@ class Lake:
             info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
         commit = Commit(
             commit_info=info,
-            protocol=Protocol(1, 2),
+            protocol=protocol_for(schema),
             metadata=Metadata(id=table_id, schema_string=schema_json, partition_columns=parts,
                               configuration={str(k): str(v) for k, v in (properties or {}).items()},
                               created_time=now_ms, name=None, description=description),

@@ -1,10 +1,16 @@
 """The embedded engine: pyarrow for Parquet, DuckDB for ``where`` and ``set`` expressions.
 
-Every byte goes through the lake's store (so requests are counted and faults
-injected). DuckDB only evaluates checked expressions (``lakevilla.expressions``)
-over arrow data we hand it, on a locked-down connection (``lakevilla.duck``):
-masks for ``where`` and new column values for ``set``, computed on the matching
-rows only and converted to the column's type with SQL's assignment cast.
+A scan reads the surviving files as one pyarrow dataset (in parallel, only the
+columns it needs, partition values from the add actions), over a file system
+whose every byte is a ranged GET through the lake's store (``storefs``: counted,
+slowed, fault-injected). What the scan may skip is pushed into Parquet
+(``pushdown``: row groups and rows that provably cannot match); which rows match
+is always decided by DuckDB evaluating the checked ``where``
+(``lakevilla.expressions``) over arrow data we hand it, on a locked-down
+connection (``lakevilla.duck``). Updates and deletes first find the files with a
+matching row from the predicate's columns alone, then rewrite only those: masks
+for ``where`` and new column values for ``set``, computed on the matching rows
+only and converted to the column's type with SQL's assignment cast.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import threading
 from concurrent.futures import Executor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .. import duck
@@ -32,7 +40,8 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
-from ..store import NotFound
+from .pushdown import arrow_filter
+from .storefs import MissingDataFile, store_filesystem
 
 MAX_ROWS_PER_FILE = 1_000_000
 
@@ -116,32 +125,53 @@ class EmbeddedEngine:
         E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- I/O -----------------------------------------------------------------
-    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
-        key = data_file_key(ctx.name, add.path, ctx.lake_uri)
+    _FORMAT = ds.ParquetFileFormat(
+        read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
+
+    def _partition_expr(self, ctx: TableContext, add: AddFile) -> Any:
+        """The file's partition values as a dataset guarantee (pyarrow fills the columns from it)."""
+        expr = None
+        for c in ctx.partition_columns:
+            f = ctx.schema.field(c)
+            raw = add.partition_values.get(c)
+            try:
+                v = partition_value(raw, f.type)
+                e = pc.field(c).is_null() if v is None else pc.field(c) == pa.scalar(v, f.type)
+            except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException) as err:
+                raise CorruptLogError(f"table {ctx.name!r}: file {add.path!r} has partition value {raw!r} for "
+                                      f"column {c!r} of type {f.type}, which cannot be read as that type "
+                                      f"({err})") from None
+            expr = e if expr is None else expr & e
+        return expr
+
+    def _dataset(self, ctx: TableContext, files: list[AddFile]) -> ds.FileSystemDataset:
+        keys = [data_file_key(ctx.name, a.path, ctx.lake_uri) for a in files]
+        fs = store_filesystem(ctx.store, {k: a.size for k, a in zip(keys, files, strict=True) if a.size})
+        frags = []
+        for k, a in zip(keys, files, strict=True):
+            pe = self._partition_expr(ctx, a)
+            frags.append(self._FORMAT.make_fragment(k, filesystem=fs, partition_expression=pe)
+                         if pe is not None else self._FORMAT.make_fragment(k, filesystem=fs))
+        return ds.FileSystemDataset(frags, ctx.schema, self._FORMAT, fs)
+
+    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None) -> pa.Table:
+        """``columns`` of ``files`` in table types, as one dataset (threads, ranged reads)."""
+        schema = pa.schema([ctx.schema.field(c) for c in columns])
+        if not files:
+            return schema.empty_table()
         try:
-            data = ctx.store.get(key).data
-        except NotFound:
-            raise CorruptLogError(f"table {ctx.name!r} references data file {add.path!r}, which is missing "
+            return self._dataset(ctx, files).to_table(columns=columns, filter=filter, use_threads=True)
+        except MissingDataFile as e:
+            path = next((a.path for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) == e.key), e.key)
+            raise CorruptLogError(f"table {ctx.name!r} references data file {path!r}, which is missing "
                                   "from storage") from None
-        pf = pq.ParquetFile(io.BytesIO(data))
-        present = set(pf.schema_arrow.names)
-        want = [f.name for f in ctx.schema if f.name not in ctx.partition_columns and
-                (columns is None or f.name in columns)]
-        t = pf.read(columns=[c for c in want if c in present])
-        out = []
-        for f in ctx.schema:
-            if columns is not None and f.name not in columns:
-                continue
-            if f.name in ctx.partition_columns:
-                v = partition_value(add.partition_values.get(f.name), f.type)
-                out.append(pa.array([v] * t.num_rows, f.type))
-            elif f.name in present:
-                col = t.column(f.name)
-                out.append(col if col.type.equals(f.type) else pc.cast(col, f.type))
-            else:
-                out.append(pa.nulls(t.num_rows, f.type))
-        schema = pa.schema([f for f in ctx.schema if columns is None or f.name in columns])
-        return pa.table(out, schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+            raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
+                                  f"({_first_line(e)})") from None
+
+    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
+        return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names)
 
     def _write_partition(self, ctx: TableContext, part: pa.Table, values: dict[str, str | None]) -> AddFile:
         body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
@@ -157,15 +187,16 @@ class EmbeddedEngine:
         if not ctx.partition_columns:
             chunks = [(table, {})]
         else:
-            keys = table.select(list(ctx.partition_columns)).group_by(list(ctx.partition_columns)).aggregate([])
+            # the row numbers of each group, so a row lands in exactly one file whatever equality
+            # means for its type (NaN, -0.0 and 0.0 group as pyarrow groups them)
+            parts = list(ctx.partition_columns)
+            rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
+            groups = table.select(parts).append_column("__lv_row", rows).group_by(parts, use_threads=False) \
+                .aggregate([("__lv_row", "list")])
             chunks = []
-            for row in keys.to_pylist():
-                mask = None
-                for c in ctx.partition_columns:
-                    v = row[c]
-                    m = pc.is_null(table.column(c)) if v is None else pc.fill_null(pc.equal(table.column(c), v), False)
-                    mask = m if mask is None else pc.and_(mask, m)
-                chunks.append((table.filter(mask), {c: partition_value_string(row[c]) for c in ctx.partition_columns}))
+            for i, row in enumerate(groups.select(parts).to_pylist()):
+                idx = groups.column("__lv_row_list")[i].values
+                chunks.append((table.take(idx), {c: partition_value_string(row[c], c) for c in parts}))
         out = []
         for t, vals in chunks:
             for start in range(0, max(t.num_rows, 1), MAX_ROWS_PER_FILE):
@@ -191,24 +222,56 @@ class EmbeddedEngine:
             raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
         return out.column("__m").combine_chunks()
 
+    def _needed(self, ctx: TableContext, columns: list[str], where: E.Checked | None) -> list[str]:
+        """``columns`` and the predicate's, in schema order."""
+        want = set(columns) | (where.columns() if where is not None else set())
+        return [n for n in ctx.schema.names if n in want]
+
     def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> pa.Table:
         checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
-        cols_needed = None
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
-            cols_needed = list(columns)
-            if where is not None:
-                cols_needed = [f.name for f in ctx.schema]  # the predicate may use any column
-        parts = self._map(lambda a: self._read_file(ctx, a, cols_needed), files)
-        schema = pa.schema([f for f in ctx.schema if cols_needed is None or f.name in cols_needed])
-        table = pa.concat_tables(parts) if parts else schema.empty_table()
+        out = list(columns) if columns is not None else list(ctx.schema.names)
+        pushed = arrow_filter(where, ctx.schema) if where is not None else None
+        table = self._read(ctx, files, self._needed(ctx, out, checked), pushed)
         if checked is not None and table.num_rows:
             table = table.filter(self._mask(ctx, table, checked))
-        if columns is not None:
-            table = table.select(columns)
-        return table
+        return table.select(out)
+
+    def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked) -> list[AddFile]:
+        """The files holding a row ``where`` selects, from the predicate's columns alone."""
+        cols = self._needed(ctx, [], where)
+        if not files:
+            return []
+        pushed = arrow_filter(where.text, ctx.schema)
+        tables = []
+        try:
+            scanner = self._dataset(ctx, files).scanner(columns=cols, filter=pushed, use_threads=True)
+            index = {}
+            for tagged in scanner.scan_batches():
+                batch = tagged.record_batch
+                if not batch.num_rows:
+                    continue
+                i = index.setdefault(tagged.fragment.path, len(index))
+                t = pa.Table.from_batches([batch]).append_column(
+                    "__lv_file", pa.array(np.full(batch.num_rows, i, dtype=np.int32)))
+                tables.append(t)
+        except MissingDataFile as e:
+            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
+                                  "from storage") from None
+        if not tables:
+            return []
+        table = pa.concat_tables(tables)
+        try:
+            got = duck.query(f"SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE coalesce(({where.sql}), false)",
+                             {"__lv_rel0": table})
+        except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
+            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
+        hit = set(got.column("__lv_file").to_pylist())
+        keys = {k for k, i in index.items() if i in hit}
+        return [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in keys]
 
     def _rewrite_one(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
                      assignments: dict[str, E.Checked] | None) -> tuple[AddFile, pa.Table, int] | None:
@@ -248,6 +311,8 @@ class EmbeddedEngine:
                 assignments: dict[str, str] | None) -> RewriteResult:
         # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
         w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
+        if w is not None:
+            files = self._hit_files(ctx, files, w)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
         computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, w, sets), files) if r]
         res = RewriteResult()
