@@ -40,10 +40,11 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
+from . import ranged
 from .pushdown import arrow_filter
-from .storefs import MissingDataFile, store_filesystem
 
 MAX_ROWS_PER_FILE = 1_000_000
+ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their statistics
 
 
 def _query(table: pa.Table, select: str) -> pa.Table:
@@ -125,10 +126,6 @@ class EmbeddedEngine:
         E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- I/O -----------------------------------------------------------------
-    _FORMAT = ds.ParquetFileFormat(
-        read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"),
-        default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=True))
-
     def _partition_expr(self, ctx: TableContext, add: AddFile) -> Any:
         """The file's partition values as a dataset guarantee (pyarrow fills the columns from it)."""
         expr = None
@@ -145,30 +142,39 @@ class EmbeddedEngine:
             expr = e if expr is None else expr & e
         return expr
 
-    def _dataset(self, ctx: TableContext, files: list[AddFile]) -> ds.FileSystemDataset:
-        keys = [data_file_key(ctx.name, a.path, ctx.lake_uri) for a in files]
-        fs = store_filesystem(ctx.store, {k: a.size for k, a in zip(keys, files, strict=True) if a.size})
-        frags = []
-        for k, a in zip(keys, files, strict=True):
-            pe = self._partition_expr(ctx, a)
-            frags.append(self._FORMAT.make_fragment(k, filesystem=fs, partition_expression=pe)
-                         if pe is not None else self._FORMAT.make_fragment(k, filesystem=fs))
-        return ds.FileSystemDataset(frags, ctx.schema, self._FORMAT, fs)
+    def _sources(self, ctx: TableContext, files: list[AddFile]) -> list[ranged.Source]:
+        return [ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri), int(a.size or 0),
+                              self._partition_expr(ctx, a)) for a in files]
 
-    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None) -> pa.Table:
-        """``columns`` of ``files`` in table types, as one dataset (threads, ranged reads)."""
-        schema = pa.schema([ctx.schema.field(c) for c in columns])
-        if not files:
-            return schema.empty_table()
+    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any) -> list:
+        """Fetch a batch of files' needed bytes through the store; their pyarrow fragments."""
         try:
-            return self._dataset(ctx, files).to_table(columns=columns, filter=filter, use_threads=True)
-        except MissingDataFile as e:
-            path = next((a.path for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) == e.key), e.key)
-            raise CorruptLogError(f"table {ctx.name!r} references data file {path!r}, which is missing "
+            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map)
+        except ranged.MissingDataFile as e:
+            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
                                   "from storage") from None
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as e:
+        except ranged.NotParquet as e:
+            raise CorruptLogError(f"table {ctx.name!r}: data file {e.key!r} is not a readable Parquet file "
+                                  f"({e})") from None
+
+    def _decode(self, ctx: TableContext, fn: Any) -> Any:
+        try:
+            return fn()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
             raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
                                   f"({_first_line(e)})") from None
+
+    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None) -> pa.Table:
+        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads."""
+        schema = pa.schema([ctx.schema.field(c) for c in columns])
+        out = []
+        for batch in ranged.batches(self._sources(ctx, files)):
+            frags = self._fragments(ctx, batch, columns, filter)
+            if frags:
+                dataset = ds.FileSystemDataset(frags, ctx.schema, ranged.FORMAT, None)
+                out.append(self._decode(ctx, lambda d=dataset: d.to_table(columns=columns, filter=filter,
+                                                                          use_threads=True)))
+        return pa.concat_tables(out) if out else schema.empty_table()
 
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
         return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names)
@@ -176,7 +182,7 @@ class EmbeddedEngine:
     def _write_partition(self, ctx: TableContext, part: pa.Table, values: dict[str, str | None]) -> AddFile:
         body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
         buf = io.BytesIO()
-        pq.write_table(body, buf, compression="snappy")
+        pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
         data = buf.getvalue()
         path = new_data_file_path(values, ctx.partition_columns)
         ctx.store.put(data_file_key(ctx.name, path, ctx.lake_uri), data)
@@ -243,24 +249,20 @@ class EmbeddedEngine:
     def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked) -> list[AddFile]:
         """The files holding a row ``where`` selects, from the predicate's columns alone."""
         cols = self._needed(ctx, [], where)
-        if not files:
-            return []
         pushed = arrow_filter(where.text, ctx.schema)
         tables = []
-        try:
-            scanner = self._dataset(ctx, files).scanner(columns=cols, filter=pushed, use_threads=True)
-            index = {}
-            for tagged in scanner.scan_batches():
-                batch = tagged.record_batch
-                if not batch.num_rows:
+        sources = self._sources(ctx, files)
+        index = {id(s): i for i, s in enumerate(sources)}
+        for batch in ranged.batches(sources):
+            self._fragments(ctx, batch, cols, pushed)
+            for src in batch:
+                if src.fragment is None or not src.fragment.row_groups:
                     continue
-                i = index.setdefault(tagged.fragment.path, len(index))
-                t = pa.Table.from_batches([batch]).append_column(
-                    "__lv_file", pa.array(np.full(batch.num_rows, i, dtype=np.int32)))
-                tables.append(t)
-        except MissingDataFile as e:
-            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
-                                  "from storage") from None
+                t = self._decode(ctx, lambda f=src.fragment: f.to_table(schema=ctx.schema, columns=cols,
+                                                                         filter=pushed, use_threads=True))
+                if t.num_rows:
+                    tables.append(t.append_column("__lv_file", pa.array(np.full(t.num_rows, index[id(src)],
+                                                                                dtype=np.int32))))
         if not tables:
             return []
         table = pa.concat_tables(tables)
@@ -270,8 +272,7 @@ class EmbeddedEngine:
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
             raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
         hit = set(got.column("__lv_file").to_pylist())
-        keys = {k for k, i in index.items() if i in hit}
-        return [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in keys]
+        return [a for i, a in enumerate(files) if i in hit]
 
     def _rewrite_one(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
                      assignments: dict[str, E.Checked] | None) -> tuple[AddFile, pa.Table, int] | None:
