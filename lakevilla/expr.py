@@ -48,10 +48,9 @@ from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from . import duck, statcols
 from . import expressions as E
+from . import statcols
 from .delta.actions import AddFile
 from .delta.files import ActionTable
 from .delta.values import EXACT_DECIMAL_DIGITS, STRING_PREFIX_LIMIT, coerce, partition_value  # noqa: F401
@@ -246,15 +245,6 @@ def _plan(where: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> 
 
 
 
-def _stats_table(plan: _Plan, table: ActionTable) -> pa.Table:
-    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
-    arrays: dict[str, pa.Array] = {"file": pa.array(np.arange(table.num_rows, dtype=np.int64))}
-    for k, (lo, hi, nullable, valued) in enumerate(statcols.columns(table, cols)):
-        arrays[f"c{k}_lo"], arrays[f"c{k}_hi"] = lo, hi
-        arrays[f"c{k}_nullable"], arrays[f"c{k}_valued"] = nullable, valued
-    return pa.table(arrays)
-
-
 def prune_mask(pred: Predicate, table: ActionTable, schema: pa.Schema,
                partition_columns: list[str] | tuple[str, ...]) -> np.ndarray | None:
     """Which rows of ``table`` (add actions) some row of which may satisfy ``pred``, as a
@@ -264,15 +254,11 @@ def prune_mask(pred: Predicate, table: ActionTable, schema: pa.Schema,
     plan = _plan(pred.text, schema, tuple(partition_columns))
     if plan.sql is None:
         return None
+    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
     try:
-        stats = _stats_table(plan, table)
-        got = duck.query(f"SELECT file, {plan.sql} AS keep FROM __lv_stats", {"__lv_stats": stats})
+        return statcols.evaluate(table, cols, plan.sql)
     except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
         return None
-    keep = np.ones(table.num_rows, dtype=bool)
-    files = got.column("file").to_numpy()
-    keep[files] = pc.fill_null(got.column("keep"), True).to_numpy(zero_copy_only=False)
-    return keep
 
 
 def num_records(table: ActionTable) -> pa.Array:

@@ -102,14 +102,18 @@ def _decimal_scale(t: pa.Decimal128Type) -> int:
     return max(t.scale, min(37 - (t.precision - t.scale), t.scale + 18))
 
 
-def _data_columns(table: ActionTable, cols: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
+def _parse_sql(cols: list[tuple[int, StatColumn]], passthrough: list[str], keep_sql: str | None = None) -> str:
+    """SQL over ``__lv_files`` (``stats`` and ``passthrough`` columns): ``rows`` and, for each
+    (index k, data column), ``c{k}_lo``, ``c{k}_hi``, ``c{k}_nc``, ``c{k}_nullable``,
+    ``c{k}_valued`` and ``c{k}_ci`` (the statistics may name the column in another case);
+    with ``keep_sql``, also ``keep``, evaluated over those columns and the passthrough ones."""
     paths = ["$.numRecords"]
-    for c in cols:
+    for _, c in cols:
         paths += [_path("minValues", c.name), _path("maxValues", c.name), _path("nullCount", c.name)]
     sel = [f"{_count('j[1]')} AS rows"]
     decs = []
-    for k, c in enumerate(cols):
-        lo, hi, nc = f"j[{2 + 3 * k}]", f"j[{3 + 3 * k}]", f"j[{4 + 3 * k}]"
+    for i, (k, c) in enumerate(cols):
+        lo, hi, nc = f"j[{2 + 3 * i}]", f"j[{3 + 3 * i}]", f"j[{4 + 3 * i}]"
         sel += [f"{_bound(c, lo, False, k)} AS c{k}_lo", f"{_bound(c, hi, True, k)} AS c{k}_hi",
                 f"{_count(nc)} AS c{k}_nc",
                 f"({lo} IS NULL AND {hi} IS NULL AND {nc} IS NULL AND "
@@ -124,13 +128,21 @@ def _data_columns(table: ActionTable, cols: list[StatColumn]) -> tuple[pa.Array,
     for k, c in decs:
         name = _lit(c.name)
         outer_dec += [f"dj{k}['minValues'][{name}] AS dj{k}_lo", f"dj{k}['maxValues'][{name}] AS dj{k}_hi"]
-    mid = f"SELECT stats, j{''.join(f', dj{k}' for k, _ in decs)}{''.join(', ' + x for x in outer_dec)} FROM " \
-          f"(SELECT stats, {', '.join(inner)} FROM __lv_files)"
-    sql = f"SELECT {', '.join(sel)} FROM ({mid})"
-    res = _query_in_slices(sql, pa.table({"stats": table.column("stats")}))
+    keep = "".join(f", {q}" for q in passthrough)
+    mid = f"SELECT stats{keep}, j{''.join(f', dj{k}' for k, _ in decs)}{''.join(', ' + x for x in outer_dec)} " \
+          f"FROM (SELECT stats{keep}, {', '.join(inner)} FROM __lv_files)"
+    parsed = f"SELECT {', '.join(sel)}{keep} FROM ({mid})"
+    derived = "".join(f", c{k}_lo, c{k}_hi, c{k}_nc, c{k}_ci, (c{k}_nc > 0) AS c{k}_nullable, "
+                      f"(c{k}_nc < rows) AS c{k}_valued" for k, _ in cols)
+    sql = f"SELECT rows{derived}{keep} FROM ({parsed})"
+    return sql if keep_sql is None else f"SELECT *, ({keep_sql}) AS keep FROM ({sql})"
+
+
+def _bounds_of(table: ActionTable, res: pa.Table, cols: list[tuple[int, StatColumn]]) -> dict[StatColumn, Bounds]:
+    """The parsed columns of a ``_parse_sql`` result, with decimals and other-case names fixed."""
     rows = res.column("rows").combine_chunks()
     out: dict[StatColumn, Bounds] = {}
-    for k, c in enumerate(cols):
+    for k, c in cols:
         lo = res.column(f"c{k}_lo").combine_chunks()
         hi = res.column(f"c{k}_hi").combine_chunks()
         nc = res.column(f"c{k}_nc").combine_chunks()
@@ -140,10 +152,17 @@ def _data_columns(table: ActionTable, cols: list[StatColumn]) -> tuple[pa.Array,
         ci = np.asarray(pc.fill_null(res.column(f"c{k}_ci"), False).to_numpy(zero_copy_only=False), dtype=bool)
         if ci.any():
             lo, hi, nc = _other_case(table, c, np.nonzero(ci)[0], lo, hi, nc)
-        nullable = pc.greater(nc, 0)
-        valued = pc.less(nc, rows)
-        out[c] = (lo, hi, nullable, valued)
-    return rows, out
+            out[c] = (lo, hi, pc.greater(nc, 0), pc.less(nc, rows))
+        else:
+            out[c] = (lo, hi, res.column(f"c{k}_nullable").combine_chunks(),
+                      res.column(f"c{k}_valued").combine_chunks())
+    return out
+
+
+def _data_columns(table: ActionTable, cols: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
+    indexed = list(enumerate(cols))
+    res = _query_in_slices(_parse_sql(indexed, []), pa.table({"stats": table.column("stats")}))
+    return res.column("rows").combine_chunks(), _bounds_of(table, res, indexed)
 
 
 def _query_in_slices(sql: str, files: pa.Table) -> pa.Table:
@@ -236,7 +255,7 @@ def row_counts(table: ActionTable) -> pa.Array:
 
 def columns(table: ActionTable, cols: list[StatColumn]) -> list[Bounds]:
     """The bounds of ``cols`` over every row of ``table`` (computed once, then cached)."""
-    key = lambda c: (c.name, str(c.type), c.partition)  # noqa: E731
+    key = _key
     with table.lock:
         missing = [c for c in cols if key(c) not in table.cache]
         rows = table.cache.get(("rows",))
@@ -253,3 +272,56 @@ def columns(table: ActionTable, cols: list[StatColumn]) -> list[Bounds]:
         table.cache[("rows",)] = table.cache.get(("rows",), rows)
         table.cache.update(found)
         return [table.cache[key(c)] for c in cols]
+
+
+def _key(c: StatColumn) -> tuple:
+    return (c.name, str(c.type), c.partition)
+
+
+def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.ndarray:
+    """``keep_sql`` (over ``c{k}_lo/_hi/_nullable/_valued`` for ``cols[k]``) for every row of
+    ``table``, as a boolean array (NULL: keep). Statistics not parsed yet are parsed by the same
+    query that evaluates the predicate, and cached."""
+    n = table.num_rows
+    with table.lock:
+        missing = [(k, c) for k, c in enumerate(cols) if _key(c) not in table.cache]
+        rows = table.cache.get(("rows",))
+    data = [(k, c) for k, c in missing if not c.partition]
+    one_query = bool(data) and not any(pa.types.is_decimal(c.type) for _, c in data)
+    if not one_query:
+        got = columns(table, cols)
+        arrays: dict[str, Any] = {"file": pa.array(np.arange(n, dtype=np.int64))}
+        for k, (lo, hi, nullable, valued) in enumerate(got):
+            arrays[f"c{k}_lo"], arrays[f"c{k}_hi"] = lo, hi
+            arrays[f"c{k}_nullable"], arrays[f"c{k}_valued"] = nullable, valued
+        res = duck.query(f"SELECT file, ({keep_sql}) AS keep FROM __lv_stats", {"__lv_stats": pa.table(arrays)})
+        return _keep(n, res)
+    inputs: dict[str, Any] = {"stats": table.column("stats"), "file": pa.array(np.arange(n, dtype=np.int64))}
+    parts = [(k, c) for k, c in missing if c.partition]
+    done = {k for k, _ in data}
+    if parts:
+        if rows is None:
+            rows = row_counts(table)
+        found = {_key(c): _partition_column(table, c, rows) for _, c in parts}
+        with table.lock:
+            table.cache.update(found)
+    with table.lock:
+        cached = {k: table.cache[_key(c)] for k, c in enumerate(cols) if k not in done}
+    for k, (lo, hi, nullable, valued) in cached.items():
+        inputs[f"c{k}_lo"], inputs[f"c{k}_hi"] = lo, hi
+        inputs[f"c{k}_nullable"], inputs[f"c{k}_valued"] = nullable, valued
+    passthrough = [q for q in inputs if q != "stats"]
+    res = _query_in_slices(_parse_sql(data, passthrough, keep_sql), pa.table(inputs))
+    got = _bounds_of(table, res, data)
+    with table.lock:
+        table.cache.setdefault(("rows",), res.column("rows").combine_chunks())
+        table.cache.update({_key(c): b for c, b in got.items()})
+    if any(pc.any(pc.fill_null(res.column(f"c{k}_ci"), False)).as_py() for k, _ in data):
+        return evaluate(table, cols, keep_sql)  # other-case names were read in Python: evaluate again
+    return _keep(n, res)
+
+
+def _keep(n: int, res: pa.Table) -> np.ndarray:
+    keep = np.ones(n, dtype=bool)
+    keep[res.column("file").to_numpy()] = pc.fill_null(res.column("keep"), True).to_numpy(zero_copy_only=False)
+    return keep

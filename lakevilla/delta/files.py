@@ -39,6 +39,8 @@ REMOVE_SCHEMA = pa.schema([
 
 # Overlays larger than this are folded into a new table when a snapshot is built.
 FOLD_AT = 4096
+# Checkpoints of at most this many files are decoded whole on first use.
+EAGER_ROWS = 1 << 16
 
 A = TypeVar("A", AddFile, RemoveFile)
 
@@ -81,21 +83,26 @@ class LazyRows:
         self.parts.append((pf, group, sel))
         return len(idx)
 
-    def field(self, name: str) -> pa.ChunkedArray:
-        f = self.schema.field(name)
-        chunks = []
+    def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
+        """The fields ``names`` of every located row, decoded by one read per row group."""
+        chunks: dict[str, list[pa.Array]] = {n: [] for n in names}
         for pf, group, sel in self.parts:
             t = pf.schema_arrow.field(self.column).type
-            if t.get_field_index(name) < 0:
-                n = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
-                chunks.append(pa.nulls(n, f.type))
-                continue
-            arr = pf.read_row_group(group, columns=[f"{self.column}.{name}"]).column(self.column)
-            kids = [c.field(0) for c in arr.chunks]
-            child = kids[0] if len(kids) == 1 else pa.chunked_array(kids, arr.type.field(0).type).combine_chunks()
-            child = child.slice(sel.start, sel.stop - sel.start) if isinstance(sel, slice) else child.take(sel)
-            chunks.append(child if child.type.equals(f.type) else child.cast(f.type))
-        return pa.chunked_array(chunks, f.type)
+            present = [n for n in names if t.get_field_index(n) >= 0]
+            count = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
+            got = {}
+            if present:
+                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}" for n in present]).column(self.column)
+                for n in present:
+                    i = arr.type.get_field_index(n)
+                    kids = [c.field(i) for c in arr.chunks]
+                    child = kids[0] if len(kids) == 1 else pa.chunked_array(kids, arr.type.field(i).type).combine_chunks()
+                    got[n] = child.slice(sel.start, count) if isinstance(sel, slice) else child.take(sel)
+            for n in names:
+                f = self.schema.field(n)
+                child = got.get(n, pa.nulls(count, f.type))
+                chunks[n].append(child if child.type.equals(f.type) else child.cast(f.type))
+        return {n: pa.chunked_array(chunks[n], self.schema.field(n).type) for n in names}
 
 
 class ActionTable(Generic[A]):
@@ -129,7 +136,12 @@ class ActionTable(Generic[A]):
             got = self._columns.get(name)
             if got is None:
                 assert self._lazy is not None
-                got = self._columns[name] = self._lazy.field(name)
+                # a small table is decoded whole at once (one read per row group); a big one field
+                # by field, as asked (pruning needs the statistics, not the paths, first)
+                names = [n for n in self.schema.names if n not in self._columns] if self._rows <= EAGER_ROWS \
+                    else [name]
+                self._columns.update(self._lazy.fields(names))
+                got = self._columns[name]
             return got
 
     @property
