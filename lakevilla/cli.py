@@ -32,9 +32,12 @@ def main(argv: list[str] | None = None) -> int:
             sp.add_argument("table")
         if name == "abandoned":
             sp.add_argument("--delete", action="store_true", help="delete them")
-            sp.add_argument("--min-age", type=float, default=None, help="seconds (default 2 x marker ttl)")
+            sp.add_argument("--min-age", type=float, default=None, help="seconds (default 7 days)")
         if name == "cleanup":
-            sp.add_argument("--older-than", type=float, default=24 * 3600.0, help="seconds")
+            sp.add_argument("--older-than", type=float, default=None, help="seconds (default 7 days)")
+        if name in ("abandoned", "cleanup"):
+            sp.add_argument("--force", action="store_true",
+                            help="allow a retention below max transaction age (every writer must use a shorter one)")
     args = p.parse_args(argv)
     try:
         lake = _lake(args)
@@ -44,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
         elif args.cmd == "recover":
             print(lake.recover())
         elif args.cmd == "abandoned":
-            files = lake.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete)
+            files = lake.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete, force=args.force)
             for t, k in files:
                 print(f"{t}\t{k}")
             print(f"{len(files)} abandoned file(s){' deleted' if args.delete else ''}", file=sys.stderr)
         elif args.cmd == "cleanup":
-            print(json.dumps(lake.cleanup(older_than=args.older_than)))
+            print(json.dumps(lake.cleanup(older_than=args.older_than, force=args.force)))
         elif args.cmd == "history":
             for v, c in lake.iter_history(args.table):
                 lv = c.lakevilla or {}
