@@ -540,7 +540,7 @@ class Lake:
             metas = list(self.store.list(prefix))
             marker = f"/{LOG_DIR}/"
             nested = {m.key[len(prefix):][:i] + "/" for m in metas
-                      if (i := ("/" + m.key[len(prefix):]).find(marker)) > 0}  # roots of tables inside t
+                      if (i := m.key[len(prefix):].find(marker)) > 0}  # roots of tables inside t
             for meta in metas:
                 k = meta.key
                 rest = k[len(prefix):]
