@@ -217,6 +217,9 @@ class Transaction:
                     f"{features_label(self.features)!r} each table commits on its own; use 'R,CT' for "
                     "all-or-nothing across tables",
                     committed=dict(self._committed_tables), txn_id=self.id) from e
+            if isinstance(e, StorageError):  # before any decision: nothing of it is visible
+                raise TransactionAborted(f"transaction {self.id} could not commit because the store failed ({e}); "
+                                         "nothing of it is visible", txn_id=self.id, reason="storage") from e
             raise
         self.state = "committed"
         self.lake._forget(self)
@@ -316,6 +319,17 @@ class Transaction:
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
 
     def _execute(self, op: Op, data: Any = None) -> Any:
+        try:
+            return self._execute_op(op, data)
+        except StorageError as e:
+            # nothing of this statement is decided: the transaction ends here, as an abort
+            self._abort_quietly()
+            done = (f"; statements that already committed stay ({', '.join(sorted(self._dl_versions))})"
+                    if self._dl_versions else "")
+            raise TransactionAborted(f"{op.kind} on {op.table!r} failed because the store did ({e}); transaction "
+                                     f"{self.id} is aborted{done}", txn_id=self.id, reason="storage") from e
+
+    def _execute_op(self, op: Op, data: Any = None) -> Any:
         self._heartbeat_if_due()
         if not self.features:
             return self._execute_dl(op, data)

@@ -40,6 +40,20 @@ _TRANSIENT_CODES = {
 _RETRY_CODES = {"ConditionalRequestConflict", "409"}
 _checked: dict[tuple[str, str], bool] = {}
 _checked_lock = threading.Lock()
+# One boto3 session for every store: a new session re-parses the S3 service model (~0.3 s of
+# JSON); clients are thread-safe, making them from a shared session is not, hence the lock.
+_session = None
+_session_lock = threading.Lock()
+
+
+def _client(**kwargs):
+    import boto3
+
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client("s3", **kwargs)
 
 
 def _opt(options: dict[str, str], *names: str) -> str | None:
@@ -79,7 +93,6 @@ class S3Store(ObjectStore):
         *,
         conditional_writes: str = "check",
     ) -> None:
-        import boto3
         from botocore.config import Config
 
         parsed = urlparse(uri)
@@ -100,9 +113,7 @@ class S3Store(ObjectStore):
             max_pool_connections=64,
             s3={"addressing_style": "path"} if self.endpoint else {},
         )
-        session = boto3.session.Session()
-        self.client = session.client(
-            "s3",
+        self.client = _client(
             endpoint_url=self.endpoint,
             region_name=region,
             aws_access_key_id=_opt(opts, "AWS_ACCESS_KEY_ID", "access_key_id"),

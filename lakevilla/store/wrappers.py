@@ -230,23 +230,33 @@ class FaultInjectingStore(StoreWrapper):
                 if n in self.plan.fail_before:
                     self.injected.append((n, "fail_before", kind, key))
                     raise StorageError(f"injected failure before call {n}: {kind} {key}")
-        result = fn()
-        if counted and n in self.plan.transient_after:
-            raise TransientStoreError(f"injected ambiguous failure after call {n}: {kind} {key}")
-        if counted and n in self.plan.fail_after:
-            with self._lock:
-                self.injected.append((n, "fail_after", kind, key))
-            raise StorageError(f"injected failure after call {n} was applied: {kind} {key}")
-        if counted and n in self.plan.exhaust_after:
-            with self._lock:
-                self.injected.append((n, "exhaust_after", kind, key))
-                self.unreachable.add(key)
-            raise TransientStoreError(f"injected failure after call {n} was applied; {key} stays unreachable")
+        try:
+            result = fn()
+        except (NotFound, PreconditionFailed):
+            if counted:
+                self._after(n, kind, key)  # the reply (here a refusal) is lost just the same
+            raise
+        if counted:
+            self._after(n, kind, key)
         if counted and self.plan.crash_after is not None and n >= self.plan.crash_after:
             with self._lock:
                 self.crashed = True
             raise SimulatedCrash(f"crash after call {n}: {kind} {key}")
         return result
+
+    def _after(self, n: int, kind: str, key: str) -> None:
+        """Faults that hit after the request reached the store: the client loses the reply."""
+        if n in self.plan.transient_after:
+            raise TransientStoreError(f"injected ambiguous failure after call {n}: {kind} {key}")
+        if n in self.plan.fail_after:
+            with self._lock:
+                self.injected.append((n, "fail_after", kind, key))
+            raise StorageError(f"injected failure after call {n} was applied: {kind} {key}")
+        if n in self.plan.exhaust_after:
+            with self._lock:
+                self.injected.append((n, "exhaust_after", kind, key))
+                self.unreachable.add(key)
+            raise TransientStoreError(f"injected failure after call {n} was applied; {key} stays unreachable")
 
     def get(self, key):
         return self._around("get", key, lambda: self.inner.get(key))
