@@ -223,6 +223,7 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
     total = (cfg["banks"] + 1) * cfg["accounts"] * INITIAL
     stats: Counter[str] = Counter()
     bad: list[int] = []
+    bad_reasons: list[str] = []
     last_save = 0.0
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         try:
@@ -233,12 +234,19 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
             if seen != total:
                 stats["isolated_total_mismatch"] += 1
                 bad.append(seen)
-        except lv.LakeVillaError as e:
-            stats["read_aborted" if isinstance(e, lv.TransactionAborted) else "read_errors"] += 1
+        except lv.TransactionAborted as e:
+            stats["read_aborted"] += 1
+            stats[f"read_aborted_{e.reason}"] += 1
+            if len(bad_reasons) < 5:
+                bad_reasons.append(str(e)[:200])
+        except lv.LakeVillaError:
+            stats["read_errors"] += 1
         if time.time() - last_save > 0.5:
             last_save = time.time()
-            _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20]})
-    _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20]})
+            _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
+                                                         "aborts": bad_reasons})
+    _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
+                                                 "aborts": bad_reasons})
     os._exit(0)
 
 
@@ -319,19 +327,21 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     v["acknowledged_transfer_missing"] += len(acked - set(ledger))
     info["ledger_rows"] = sum(ledger.values())
     opts = cfg["storage_options"] or None
-    versions = data_reads = 0
     store = fresh.store
-    for t in tables:
+
+    def check_table(t: str) -> tuple[Counter, int, int]:
+        tv: Counter[str] = Counter()
         log = fresh.log(t)
         latest = log.latest_version()
         present = {m.key for m in store.list(t + "/")}
         for _ver, c in log.commits_between(-1, latest):
             if (m := marker_of(c)) is not None and m.state == RUNNING:
-                v["stalled_marker"] += 1
-            v["version_references_missing_file"] += sum(1 for a in c.adds if f"{t}/{a.path}" not in present)
+                tv["stalled_marker"] += 1
+            tv["version_references_missing_file"] += sum(1 for a in c.adds if f"{t}/{a.path}" not in present)
         uri = f"{cfg['root']}/{t}"
         dt = DeltaTable(uri, version=0, storage_options=opts)
-        every = max(1, (latest + 1) // 150)  # full data reads of a sample; every version's log and file list
+        every = max(1, (latest + 1) // 20)  # every version's log and file list; ~20 full data reads
+        versions = reads = 0
         for ver in range(latest + 1):
             versions += 1
             try:
@@ -339,16 +349,26 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
                 for f in dt.file_uris():
                     rel = f[len(cfg["root"]) + 1:] if f.startswith(cfg["root"]) else f.split(cfg["root_path"] + "/", 1)[-1]
                     if rel not in present:
-                        v["delta_rs_version_names_missing_file"] += 1
+                        tv["delta_rs_version_names_missing_file"] += 1
                 if ver % every == 0 or ver == latest:
-                    data_reads += 1
+                    reads += 1
                     pa.table(dt.to_pyarrow_table())
             except Exception:  # noqa: BLE001 - any failure to load a version is the violation
-                v["delta_rs_unreadable_version"] += 1
+                tv["delta_rs_unreadable_version"] += 1
         lv_rows = sorted(fresh.read(t).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
         dr_rows = sorted(pa.table(DeltaTable(uri, storage_options=opts).to_pyarrow_table()).to_pylist(),
                          key=lambda r: json.dumps(r, sort_keys=True))
-        v["lakevilla_differs_from_delta_rs"] += int(lv_rows != dr_rows)
+        tv["lakevilla_differs_from_delta_rs"] += int(lv_rows != dr_rows)
+        return tv, versions, reads
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(tables)) as pool:  # delta-rs works outside the GIL
+        results = list(pool.map(check_table, tables))
+    versions = sum(r[1] for r in results)
+    data_reads = sum(r[2] for r in results)
+    for tv, _, _ in results:
+        v.update(tv)
     for meta in store.list("_lakevilla/txns/"):
         rest = meta.key[len("_lakevilla/txns/"):]
         if "/" not in rest and rest.endswith(".json"):
@@ -448,6 +468,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         by_features: dict[str, Counter] = {}
         violations: Counter[str] = Counter()
         errors: list[str] = []
+        reader_notes: list[str] = []
         for f in run_dir.glob("stats-*.json"):
             d = json.loads(f.read_text())
             faults.update(d.get("faults", {}))
@@ -457,6 +478,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 errors += d.get("errors", [])
             elif f.name.startswith("stats-r"):
                 stats.update(d["stats"])
+                reader_notes += d.get("aborts", [])
             else:
                 maint.update(d["stats"])
                 errors += d.get("errors", [])
@@ -478,6 +500,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             for f, c in sorted(by_features.items())},
             "aborted_by_reason": {k[len("aborted_"):]: n for k, n in sorted(stats.items()) if k.startswith("aborted_")},
             "isolated_reads": stats["reads"], "isolated_reads_aborted": stats["read_aborted"],
+            "isolated_reads_aborted_by_reason": {k[len("read_aborted_"):]: n for k, n in sorted(stats.items())
+                                                 if k.startswith("read_aborted_")},
+            "isolated_read_abort_examples": reader_notes[:5],
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
             "violations": {k: int(violations[k]) for k in sorted(set(violations) | _VIOLATION_KINDS)},
             "errors": errors[:20], "checks": info,
