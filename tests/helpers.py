@@ -123,3 +123,68 @@ class CrashSweep:
     def record(self, crashed: bool) -> None:
         if not crashed:
             self.finished = True
+
+
+class ConnectGate:
+    """A loopback port where connecting times out until ``open()``, then a relay to ``target``.
+
+    Its listening socket has a backlog of one, filled by a connection of our own, so the
+    kernel drops every further SYN: clients see a real connect timeout, nothing simulated.
+    ``open()`` drains the backlog and starts relaying bytes to ``target`` (an ``http://``
+    URL on loopback)."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+        import threading
+        from urllib.parse import urlparse
+
+        u = urlparse(target)
+        self._target = (u.hostname, u.port)
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(0)
+        port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._filler = socket.create_connection(("127.0.0.1", port))
+        self._opened = threading.Event()
+        self._conns: list = [self._filler]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def open(self) -> None:
+        self._opened.set()
+
+    def _serve(self) -> None:
+        import socket
+        import threading
+
+        self._opened.wait()
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self._target)
+            self._conns += [conn, up]
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(2)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._sock.close()
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass
