@@ -35,13 +35,16 @@ from .delta.log import VersionExists
 from .engine_api import TableContext, data_file_key
 from .errors import (
     CommitPendingError,
+    CorruptLogError,
     InvalidArgumentError,
     LakeVillaError,
     TransactionAborted,
     TransactionStateError,
 )
 from .isolation import resolve as gvl_resolve
-from .isolation.gvl import GvlEntry, PendingWrite
+from .isolation.closure import Closure
+from .isolation.cut import Cut
+from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
 from .isolation.validation import r1_stale_reads
 from .markers import (
     ABORTED,
@@ -133,6 +136,9 @@ class Transaction:
         self._unlogged_reads: list[sublogs.ReadRecord] = []
         self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
+        # LV[I]: the consistent cut this transaction reads; the first global-log entry an abort
+        # of our current attempt can be in (recorded in our markers for recovery)
+        self._cut = Cut(lake.gvl, lake.log, lake.records, txn_id=self.id) if self.I else None
         self._gvl_base: int | None = None
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
@@ -300,21 +306,11 @@ class Transaction:
             return tw
         log = self.lake.log(name)
         from_gvl = False
-        if self.I:
-            # the newest entry at this table's first touch; after the first table we probe from
-            # the entry we already know (the hint only matters for where a transaction starts)
-            head = self.lake.gvl.head(from_known=self._gvl_seen is not None)
-            if head is not None:
-                if self._gvl_base is None:
-                    self._gvl_base = head.seq
-                self._gvl_seen = head.seq if self._gvl_seen is None else max(self._gvl_seen, head.seq)
-            if head is not None and head.knows(name):
-                v = gvl_resolve.resolve(log, head, name)
-                v = gvl_resolve.probe_unannounced(log, v)
-                snap = log.snapshot(v, list_log=False)
-                from_gvl = True
-            else:
-                snap = log.snapshot()
+        if self._cut is not None:
+            # every table at the versions of one cut of the global order (isolation/cut.py)
+            snap = log.snapshot(self._cut.version_of(name), list_log=False)
+            self._gvl_seen = self._cut.last_seq
+            from_gvl = True
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
@@ -377,6 +373,8 @@ class Transaction:
         )
 
     def _claim_first_marker(self, tw: TableWork) -> None:
+        if self._cut is not None and self._gvl_base is None:
+            self._gvl_base = self._cut.last_seq  # an abort of ours can only come after this entry
         self._claim(tw)
         self.lake._watch(self)
 
@@ -681,7 +679,7 @@ class Transaction:
         written = [tw for tw in self.tables.values() if tw.written]
         if not written:
             self._commit_read_only()
-            return CommitResult(self.id, {}, dict(self.stats), self._gvl_seen)
+            return CommitResult(self.id, {}, dict(self.stats), self._cut.last_seq if self._cut else None)
         if self.I:
             return self._commit_global(written)
         if self.CT and len(written) > 1:
@@ -689,8 +687,11 @@ class Transaction:
         return self._commit_per_table(written)
 
     def _commit_read_only(self) -> None:
-        if self.I and self.isolation == "serializable":
-            self._validate_against_head(self.lake.gvl.head(from_known=True), written=set())
+        """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
+        the global order, so it needs no validation in any isolation mode and never aborts."""
+        if self._cut is not None:
+            for k, n in self._cut.stats.items():
+                self.stats["cut_" + k] += n
 
     # R (and single-table CT): each table decides by its own commit ------------------
     def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
@@ -837,38 +838,65 @@ class Transaction:
 
     # I: the global log decides ------------------------------------------------------
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
+        gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
+        fresh = gvl.head()  # read the hint now: we never append after an entry clean-up removed
         if unclaimed:
+            if self._gvl_base is None:  # an abort of ours can only come after this entry
+                self._gvl_base = fresh.seq if fresh is not None else -1
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
         for _ in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
-            head = self.lake.gvl.head(from_known=True)
-            self._validate_against_head(head, written=written_names)
-            entry = head.successor(self.attempt) if head is not None else GvlEntry(seq=0, txn=self.attempt,
-                                                                                 created=time.time())
             intents = self._intents(written)
-            for name, it in intents.items():
-                tw = self.tables[name]
-                hint = it.marker if it.mode == "in_place" else tw.validated_upto + 1
-                entry.pending[name] = PendingWrite(attempt=self.attempt, hint=hint, commit=it.commit,
-                                                   marker=it.marker, mode=it.mode)
-            for name, tw in self.tables.items():
-                if name in written_names:
-                    continue
-                if head is None or not head.knows(name):
-                    entry.tables[name] = tw.read_version  # unknown table: added as compatible
-            self._resolve_known_pending(entry)
-            if self.lake.gvl.append(entry):
+            head = gvl.head(fresh=False)
+            entry = self._validate_against_head(head, written_names, intents)
+            if entry is None:
+                continue  # a table moved while we validated: again
+            outcome = gvl.append(entry, gvl.last_hint)
+            if outcome not in (APPENDED, TAKEN, FORKED):
+                outcome = self._settle_announcement(entry)
+            if outcome == APPENDED:
                 self._decided = True
                 self._gvl_seen = entry.seq
                 versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
                 self._after_announce(entry.seq)
                 self._cleanup_after_commit()
                 return CommitResult(self.id, versions, dict(self.stats), entry.seq)
-            self.stats["gvl_races"] += 1
+            if outcome == TAKEN:
+                self.stats["gvl_races"] += 1
+                continue
+            if outcome == FORKED:
+                raise TransactionAborted(
+                    "clean-up of the global log deleted the slot this commit was announced in while it "
+                    "validated (the announcement is not part of the log); nothing of it is visible, re-run it",
+                    txn_id=self.id, reason="gvl-horizon")
+            self._decided = True  # it may be in the log: only recovery may settle it now
+            raise CommitPendingError(
+                f"transaction {self.id} announced its commit as global-log entry {entry.seq}, but clean-up "
+                "passed that entry at the same time, so whether the log kept it cannot be told here; "
+                "lake.recover() settles it (commit or abort)", txn_id=self.id)
         raise TransactionAborted("lost the global log race too often", txn_id=self.id, reason="retries")
+
+    def _settle_announcement(self, entry: GvlEntry) -> str:
+        """Clean-up passed the slot we just took and deleted the entries after it, so the
+        chain cannot show whether we extended it or wrote into a slot it had already freed.
+        An entry built on ours carries our writes until they land, so: named by an entry
+        the log still has, or landed on a table, means ours is in the log; neither means it
+        is a fork nobody reads."""
+        try:
+            state, _, _ = self.lake.gvl.find_decision(self.attempt, entry.seq - 1)
+            if state is None:
+                for name, p in entry.own_writes().items():
+                    if gvl_resolve.find_pending(self.lake.log(name), p) is not None:
+                        state = "committed"
+                        break
+        except Exception:  # noqa: BLE001 - still cannot tell: recovery settles it
+            return "unsure"
+        if state == "committed":
+            return APPENDED
+        return FORKED
 
     def _resolve_known_pending(self, entry: GvlEntry) -> None:
         """Pending writes of earlier transactions on tables we touched are resolved by now:
@@ -883,38 +911,94 @@ class Transaction:
                 entry.tables[name] = v
                 del entry.pending[name]
 
-    def _validate_against_head(self, head: GvlEntry | None, written: set[str]) -> None:
-        if head is None:
-            return
-        start = self._gvl_seen if self._gvl_seen is not None else (
-            self._gvl_base if self._gvl_base is not None else -1)
-        for e in self.lake.gvl.entries_after(start, head.seq):
-            if self.attempt in e.aborts:
-                raise TransactionAborted("aborted by a recovering client (our markers had expired)",
-                                         txn_id=self.id, reason="preempted")
-        check_reads = self.isolation == "serializable" or (self.isolation == "write_serializable" and written)
-        for name, tw in self.tables.items():
-            if not head.knows(name):
-                continue
-            hidden = gvl_resolve.resolve(tw.log, head, name)
-            if name in written:
-                if hidden > tw.validated_upto:  # R3: someone committed below our write
-                    self._validate_table(tw)
-                continue
-            if not check_reads or hidden <= tw.validated_upto:
-                continue
-            commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
-                       if marker_of(c) is None and commit_txn(c) != self.attempt]
-            viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
-                                  tw.base.partition_columns)
-            if viol is not None:
-                self.stats["r1"] += 1
-                raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
-            tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
-        self._gvl_seen = head.seq
+    def _validate_against_head(self, head: GvlEntry | None, written: set[str],
+                               intents: dict[str, records.TableIntent] | None = None) -> GvlEntry | None:
+        """Module #4.2: validate against ``head`` and build the entry that announces us.
+
+        The entry takes in every commit made since on the tables we touch (written ones up
+        to where our commit goes, read ones up to their newest), whole (isolation/closure.py);
+        serializable reads are checked (R1) against everything between the version read and
+        the entry's; a commit below our write that we did not validate moves us (R3, None:
+        plan again)."""
+        gvl = self.lake.gvl
+        intents = intents or {}
+        scan_from = self._gvl_base if self._gvl_base is not None else -1
+        if head is not None and scan_from < head.seq:
+            gone = TransactionAborted(
+                "the global log was cleaned up past the start of this transaction's commit, so whether a "
+                "recovering client aborted it cannot be checked; re-run it", txn_id=self.id, reason="gvl-horizon")
+            if scan_from < gvl.horizon - 1:
+                raise gone
+            try:
+                after = gvl.entries_after(scan_from, head.seq)
+            except CorruptLogError:
+                raise gone from None
+            for e in after:
+                if self.attempt in e.aborts:
+                    raise TransactionAborted("aborted by a recovering client (our markers had expired)",
+                                             txn_id=self.id, reason="preempted")
+        head_map: dict[str, int | PendingWrite] = dict(head.tables) if head is not None else {}
+        if head is not None:
+            head_map.update(head.pending)
+        resolved: dict[str, int | None] = {}
+
+        def base_of(t: str) -> int | None:
+            if t not in resolved:
+                x = head_map.get(t)
+                if isinstance(x, PendingWrite):
+                    x = gvl_resolve.resolve_write(self.lake.log(t), x)
+                resolved[t] = x
+            return resolved[t]
+
+        limits: dict[str, int] = {}
+        for name in written:
+            tw = self.tables[name]
+            b = base_of(name)
+            if b is not None and b > tw.validated_upto:  # R3: someone committed below our write
+                self._validate_table(tw)
+                return None
+            it = intents.get(name)
+            hint = it.marker if it is not None and it.mode == "in_place" else tw.validated_upto + 1
+            limits[name] = hint - 1
+        check_reads = self.isolation != "snapshot"
+        targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
+        growth = Closure(self.lake.log, self.lake.records, base_of, limits=limits, pull=True,
+                         below_commit=set(written)).grow(targets)
+        for name in written:
+            if growth.caps.get(name, -1) < limits[name]:
+                self.stats["gvl_not_yet"] += 1  # a commit below ours cannot be taken whole yet
+                time.sleep(0.01)  # protocol backoff: its owner is finishing it
+                return None
+        if check_reads:
+            for name, tw in self.tables.items():
+                hidden = growth.caps.get(name)
+                if name in written or hidden is None or hidden <= tw.validated_upto:
+                    continue
+                commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
+                           if marker_of(c) is None and commit_txn(c) != self.attempt]
+                viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
+                                      tw.base.partition_columns)
+                if viol is not None:
+                    self.stats["r1"] += 1
+                    raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
+                tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
+        entry = head.successor(self.attempt) if head is not None else first_entry()
+        entry.txn = self.attempt
+        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
+        for t, v in delta.items():
+            entry.tables[t] = v
+            entry.pending.pop(t, None)  # resolved: the table moved past it
+        entry.grown = delta
+        entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
+        entry.reads = sorted(n for n in self.tables if n not in written) if check_reads else []
+        for name, it in intents.items():
+            entry.pending[name] = PendingWrite(attempt=self.attempt, hint=limits[name] + 1, commit=it.commit,
+                                               marker=it.marker, mode=it.mode)
+        self._resolve_known_pending(entry)
+        self._gvl_seen = head.seq if head is not None else None
+        return entry
 
     def _after_announce(self, seq: int) -> None:
-        self.lake.gvl.advance_hint(seq)
         if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
             self.lake.gvl.cleanup(self.lake.gvl_keep)
 
