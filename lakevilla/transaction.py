@@ -784,8 +784,11 @@ class Transaction:
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
+            lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
+            if len(written) > 1:  # so that a reader can take the whole transaction without its record
+                lv_info["txn_tables"] = sorted(w.name for w in written)
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                 "lakevilla": {**self._commit_lv(len(written)), "marker": tw.marker.version}})
+                                 "lakevilla": lv_info})
             mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
             return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
 

@@ -109,6 +109,9 @@ def test_costs_quick(tmp_path):
         writes = set(costs.SCENARIOS[r["scenario"]]) - {"read"}
         if writes:
             assert r["writes"] > 0
+        elif "I" in (SYSTEMS.get(r["system"]) or "").split(",") and r["state"] == "cold" and r["scenario"] == "read":
+            # the first I transaction on a table the global log does not know joins it: one entry
+            assert r["kinds"]["put_if_absent"] >= 1 and r["writes"] <= 3, r
         else:
             assert r["writes"] == 0, (r["system"], r["scenario"])  # read-only: nothing written
         if r["system"] == "LV[R]" and writes and r["state"] == "warm":

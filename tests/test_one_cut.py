@@ -23,7 +23,7 @@ from lakevilla.isolation.gvl import HINT_KEY
 from lakevilla.markers import RUNNING, marker_of
 from lakevilla.names import GVL_DIR
 from lakevilla.store import StoreWrapper
-from tests.helpers import HookStore
+from tests.helpers import HalfPublished, HookStore
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 ROW = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -222,29 +222,6 @@ def test_isolated_writer_never_exposes_half_of_a_ct_transfer(backend, op):
         else:
             t.update("x", set={"balance": "balance + 0"}, where="id = 2")
     assert _isolated_totals(backend.lake()) == [90, 110]
-
-
-class HalfPublished(StoreWrapper):
-    """Holds a transaction's table commit to ``second`` until its commit to ``first`` has
-    landed, then runs ``during()``: the transaction is decided and half published."""
-
-    def __init__(self, inner, first: str, second: str, during) -> None:
-        super().__init__(inner)
-        self.first, self.second, self.during = first, second, during
-        self.first_done = threading.Event()
-        self.armed = False
-        self.fired = 0
-
-    def put_if_absent(self, key, data):
-        is_commit = self.armed and b'"kind":"commit"' in data
-        if is_commit and key.startswith(self.second + "/_delta_log/") and not self.fired:
-            assert self.first_done.wait(60)
-            self.fired += 1
-            self.during()
-        out = self.inner.put_if_absent(key, data)
-        if is_commit and key.startswith(self.first + "/_delta_log/"):
-            self.first_done.set()
-        return out
 
 
 @pytest.mark.parametrize("writer", ["R,CT", "I"])

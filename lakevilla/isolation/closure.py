@@ -27,6 +27,7 @@ from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
 from ..markers import commit_txn
+from ..parallel import pmap
 from ..publish import find_commit, publish
 from .units import ANNOUNCED, MULTI, OPEN_MARKER, RecordCache, unit_of
 
@@ -75,6 +76,9 @@ class Closure:
 
     # -- loading a table's commits after the cut -------------------------------------------
     def _load(self, t: str) -> None:
+        self.scans[t] = self._scan(t)
+
+    def _scan(self, t: str) -> Scan:
         log = self.log_for(t)
         base = self.base_of(t)
         if base is None:  # new to the cut: from its newest checkpoint (older commits are complete)
@@ -92,12 +96,12 @@ class Closure:
             a = commit_txn(c)
             if a is not None:
                 scan.attempts[a] = v
-        self.scans[t] = scan
+        return scan
 
     def grow(self, targets: set[str] | list[str]) -> Growth:
-        for t in targets:
-            if t not in self.scans and t not in self.frozen:
-                self._load(t)
+        todo = sorted(t for t in set(targets) if t not in self.scans and t not in self.frozen)
+        for t, scan in zip(todo, pmap(self._scan, todo)):  # one probe per table, all at once
+            self.scans[t] = scan
         while self._pass():
             pass
         caps = {t: s.cap for t, s in self.scans.items()}

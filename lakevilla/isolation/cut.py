@@ -131,8 +131,6 @@ class Cut:
             cur = self._current(table)
             if cur is not None and self._newest(log, cur) <= cur:
                 break
-            if cur is None and log.latest_version() < 0:
-                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log at {log.prefix})")
             self.stats["news"] += 1
             if not self._catch_up():
                 break
@@ -149,11 +147,14 @@ class Cut:
             delay = min(delay * 2, 0.05)
         v = self._current(table)
         if v is None:
+            if log.latest_version() < 0:
+                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log at {log.prefix})")
             raise TransactionAborted(
                 f"table {table!r} could not join this transaction's consistent cut (the global log was "
                 "cleaned up past the transaction's start, or kept changing); re-run it",
                 txn_id=self.txn_id, reason="gvl-cut")
         self.finals[table] = v
+        self.gvl.note_read(table)
         return v
 
     def _current(self, table: str) -> int | None:
@@ -270,8 +271,11 @@ class Cut:
             return resolved[t]
 
         frozen = set(self.finals) | self.blocked
+        # the tables this client read lately are likely next: take their news in the same entry
+        # (one probe each, in parallel) instead of appending once per table
+        targets = {table} | {t for t in self.gvl.recently_read() if t in head_map and t not in frozen}
         growth = Closure(self.log_for, self.recs, base_of, frozen=frozen, pull=True,
-                         patience=self.roll_patience).grow({table})
+                         patience=self.roll_patience).grow(targets)
         self.stats["rolled_forward"] += growth.rolled_forward
         delta = {t: v for t, v in growth.caps.items()
                  if v >= 0 and (base_of(t) is None or v > base_of(t))}  # type: ignore[operator]

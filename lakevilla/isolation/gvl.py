@@ -134,6 +134,7 @@ class GlobalVersionLog:
         self._known = -1
         self._horizon = 0
         self.last_hint: Hint | None = None  # as last read or written by this client (its etag saves a GET)
+        self.recent: OrderedDict[str, None] = OrderedDict()  # tables this client's cuts read lately
         self._lock = threading.Lock()
 
     # -- entries -------------------------------------------------------------------
@@ -169,6 +170,17 @@ class GlobalVersionLog:
             if self._cache.get(e.seq) is e:
                 del self._cache[e.seq]
             self._known = max(self._cache, default=-1)
+
+    def note_read(self, table: str, keep: int = 64) -> None:
+        with self._lock:
+            self.recent[table] = None
+            self.recent.move_to_end(table)
+            while len(self.recent) > keep:
+                self.recent.popitem(last=False)
+
+    def recently_read(self) -> list[str]:
+        with self._lock:
+            return list(self.recent)
 
     # -- the hint and the horizon ---------------------------------------------------
     def read_hint(self) -> Hint:
