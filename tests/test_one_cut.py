@@ -298,6 +298,36 @@ def test_foreign_commits_are_visible_beside_an_isolated_writer_that_moved_anothe
     assert _isolated_totals(backend.lake()) == [105, 107]
 
 
+def test_commit_that_lands_while_an_isolated_writer_validates_is_ordered_after_it(backend):
+    """An I writer read y, then a delta-rs append lands on y after the writer took y's
+    commits in but before it announced: the writer is ordered before the append. A reader
+    that read x before the writer's x commit therefore misses the writer, and must miss the
+    append too (seeing it would put the reader after the append, the append after the
+    writer, and the writer after the reader)."""
+    from deltalake import write_deltalake
+
+    lake = _bank(backend)
+    reader = backend.lake().begin("I")
+    assert _sum(reader, "x") == 100
+
+    def append_to_y():
+        write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
+                        storage_options=backend.storage_options or None)
+
+    w_lake = backend.lake(store=HookStore(backend.store(), lambda k, key: k == "put_if_absent" and
+                                          key.startswith(GVL_DIR + "/0"), append_to_y))
+    w = w_lake.begin("I")
+    seen_y = _sum(w, "y")
+    w.update("x", set={"balance": f"balance + {seen_y - 100}"}, where="id = 1")
+    w.update("x", set={"balance": "balance + 1"}, where="id = 2")
+    w.commit()
+    assert w_lake.store.fired == 1
+    assert _sum(reader, "y") == 100  # neither the writer nor the append
+    assert _sum(reader, "x") == 100
+    reader.commit()
+    assert _isolated_totals(backend.lake()) == [101, 107]
+
+
 def test_isolated_writer_validates_reads_against_commits_incorporated_at_its_commit(local_backend):
     """Serializable I writers validate (R1) their reads against every commit on the tables
     they read up to the commit they announce with, by any client; snapshot writers do not."""
