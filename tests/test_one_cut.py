@@ -409,6 +409,44 @@ def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend
     assert _bal(backend.lake(), "x") == got[0]  # plain readers agree: no orphaned table commit
 
 
+def test_hint_never_moves_backwards(backend):
+    """Two appenders: the first writes its hint only after the second appended the next
+    entry and wrote its own hint. The hint must end at the newer entry."""
+    lake = _bank(backend)
+    other = backend.lake()
+
+    def overtake():
+        with other.transaction("I") as t:
+            t.update("y", set={"balance": "balance + 1"}, where="id = 2")
+
+    store = HookStore(backend.store(), lambda k, key: key == HINT_KEY and k in ("put", "put_if_match"), overtake)
+    slow = backend.lake(store=store)
+    with slow.transaction("I") as t:
+        t.update("x", set={"balance": "balance + 1"}, where="id = 2")
+    assert store.fired == 1
+    head = lake.gvl.head()
+    assert json.loads(backend.store().get(HINT_KEY).data)["seq"] == head.seq
+    assert head.seq == slow.gvl.head().seq
+
+
+def test_long_reader_still_takes_in_commits_after_clean_up(backend):
+    """A read-only I transaction whose start entry (and the ones after it) were cleaned up
+    goes on from the oldest entry kept, since nothing it read changed in between: a commit
+    acknowledged later, before it reads that table, is still visible to it."""
+    lake = _bank(backend, tables=("x", "y", "z"))
+    reader = backend.lake().begin("I")
+    assert _sum(reader, "x") == 100
+    for k in range(4):
+        with lake.transaction("I") as t:
+            t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
+    lake.cleanup(keep_global=1)
+    with lake.transaction("R,CT") as t:  # not announced: the reader must take it in itself
+        t.update("z", set={"balance": "balance + 5"}, where="id = 1")
+    assert _sum(reader, "z") == 105
+    assert _sum(reader, "y") == 113
+    reader.commit()
+
+
 def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_up(backend):
     """Point 7: recovery (and a writer that meets the stalled marker) can decide a stalled I
     transaction whose start entry is gone."""
