@@ -843,17 +843,21 @@ class Transaction:
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
         gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
-        fresh = gvl.head()  # read the hint now: we never append after an entry clean-up removed
+        fresh = False
         if unclaimed:
-            if self._gvl_base is None:  # an abort of ours can only come after this entry
-                self._gvl_base = fresh.seq if fresh is not None else -1
+            if self._gvl_base is None:  # an abort of ours can only come after the head as of now
+                head0 = gvl.head()
+                self._gvl_base = head0.seq if head0 is not None else -1
+                fresh = True
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
-        for _ in range(self.lake.max_retries * 4 + 1):
+        for attempt in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
             intents = self._intents(written)
-            head = gvl.head(fresh=False)
+            # the first look reads the hint (unless we just did): a long transaction never appends
+            # after an entry that clean-up removed meanwhile; later looks probe on from there
+            head = gvl.head(fresh=attempt == 0 and not fresh)
             entry = self._validate_against_head(head, written_names, intents)
             if entry is None:
                 continue  # a table moved while we validated: again

@@ -306,7 +306,7 @@ def test_commit_that_lands_while_an_isolated_writer_validates_is_ordered_after_i
     writer, and the writer after the reader)."""
     from deltalake import write_deltalake
 
-    lake = _bank(backend)
+    _bank(backend)
     reader = backend.lake().begin("I")
     assert _sum(reader, "x") == 100
 

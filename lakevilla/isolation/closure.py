@@ -85,7 +85,10 @@ class Closure:
             newest = log.latest_version()
             start = max(log.last_checkpoint_version(), -1)
         else:
-            newest = log.probe_versions(max(base, log.known_latest()))
+            known = log.known_latest()
+            limit = self.limits.get(t)
+            # below a limit we already know of, nothing newer matters (our own written tables)
+            newest = known if limit is not None and limit <= known else log.probe_versions(max(base, known))
             start = base
         newest = max(newest, start)
         limit = self.limits.get(t)
