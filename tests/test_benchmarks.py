@@ -158,7 +158,8 @@ def test_ycsb_in_place_commit_mode_keeps_the_invariants(tmp_path):
 def test_isolation_quick(tmp_path):
     """Read-only I transactions take table versions from the global log (no LIST of a
     table's log), write nothing, and read every row; validation lets a transaction
-    commit past a concurrent commit on rows it did not read, and loses no update."""
+    commit past a concurrent commit on rows it did not read, and loses no update; beside
+    R,CT writers, I readers never abort, never see half a transfer, never miss one."""
     payload = isolation.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "isolation.json").exists() and (tmp_path / "isolation.png").stat().st_size > 0
     reads = {(r["system"], r["scenario"]): r for r in payload["reads"]}
@@ -176,3 +177,13 @@ def test_isolation_quick(tmp_path):
     for v in val:
         assert v["aborts"] == 0 and v["committed"] == v["n"] and v["lost_updates"] == 0, v
         assert v["validation_requests"] > 0 and _finite_nonneg(v["validation_ms"])
+    # the mixed deployment: R,CT writers, I readers beside an LV[DL] reader
+    mixed = payload["mixed"]
+    assert mixed["writer_errors"] == [] and mixed["transfers"] > 0 and mixed["final_balance"] == 0
+    rows = {r["system"]: r for r in mixed["rows"]}
+    assert set(rows) == set(isolation.FEATURE_SETS)
+    for system, r in rows.items():
+        assert r["n"] == payload["info"]["reps"] and _finite_nonneg(r["median_ms"]), r
+        if system != "LV[DL]":  # one consistent, fresh cut: no abort, no half transfer, nothing stale
+            assert r["aborts"] == 0 and r["wrong_totals"] == 0 and r["stale_commits"] == 0, r
+            assert r["kinds"]["list"] == 0, r
