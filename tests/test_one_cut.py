@@ -328,6 +328,25 @@ def test_commit_that_lands_while_an_isolated_writer_validates_is_ordered_after_i
     assert _isolated_totals(backend.lake()) == [101, 107]
 
 
+def test_reader_takes_what_it_can_of_an_entry_that_moved_a_table_it_read(backend):
+    """Another reader's entry takes in, together, a delta-rs append to y and a later R,CT
+    transfer between x and y. A reader that read x before the transfer cannot take that
+    entry whole, but still takes the append (it was acknowledged before the reader started
+    and needs nothing of x)."""
+    from deltalake import write_deltalake
+
+    _bank(backend)
+    write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
+                    storage_options=backend.storage_options or None)
+    reader = backend.lake().begin("I")
+    assert _sum(reader, "x") == 100
+    _transfer(backend.lake(), "R,CT")
+    assert _isolated_totals(backend.lake()) == [90, 117]  # another reader takes both in
+    assert _sum(reader, "y") == 107
+    reader.commit()
+    assert reader.stats["cut_left_out"] >= 1
+
+
 def test_isolated_writer_validates_reads_against_commits_incorporated_at_its_commit(local_backend):
     """Serializable I writers validate (R1) their reads against every commit on the tables
     they read up to the commit they announce with, by any client; snapshot writers do not."""
