@@ -43,7 +43,7 @@ from .errors import (
 )
 from .isolation import resolve as gvl_resolve
 from .isolation.closure import Closure
-from .isolation.cut import Cut
+from .isolation.cut import LONG_TRANSACTION, Cut
 from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
 from .isolation.validation import r1_stale_reads
 from .markers import (
@@ -843,20 +843,22 @@ class Transaction:
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
         gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
-        fresh = False
+        fresh = False  # read the hint at commit: never build on an entry clean-up removed meanwhile
         if unclaimed:
-            if self._gvl_base is None:  # an abort of ours can only come after the head as of now
-                head0 = gvl.head()
-                self._gvl_base = head0.seq if head0 is not None else -1
-                fresh = True
+            if self._gvl_base is None:  # an abort of ours can only come after this entry
+                if self._cut is None or self._cut.age() > LONG_TRANSACTION:
+                    # entries from our first read on may be gone: start where the log is now
+                    head0 = gvl.head()
+                    self._gvl_base = head0.seq if head0 is not None else -1
+                    fresh = True
+                else:
+                    self._gvl_base = self._cut.last_seq
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
         for attempt in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
             intents = self._intents(written)
-            # the first look reads the hint (unless we just did): a long transaction never appends
-            # after an entry that clean-up removed meanwhile; later looks probe on from there
             head = gvl.head(fresh=attempt == 0 and not fresh)
             entry = self._validate_against_head(head, written_names, intents)
             if entry is None:

@@ -369,10 +369,16 @@ def test_isolated_writer_validates_reads_against_commits_incorporated_at_its_com
 
 # -- points 6 and 7: clean-up never forks or wedges the log ---------------------------------------
 
-def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend):
-    """Point 6: a long I transaction whose start entry (and the slot after it) were cleaned
-    up does not append into the deleted slot; the hint never moves backwards; new clients
-    see every acknowledged update."""
+@pytest.mark.parametrize("long", [True, False])
+def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend, monkeypatch, long):
+    """Point 6: an I transaction whose start entry (and the slot after it) were cleaned up
+    does not append into the deleted slot; the hint never moves backwards; new clients see
+    every acknowledged update. A transaction older than LONG_TRANSACTION reads the hint again
+    at commit and commits; a younger one appends from what it knows, finds its slot behind
+    the horizon and aborts (nothing of it visible)."""
+    import lakevilla.transaction
+
+    monkeypatch.setattr(lakevilla.transaction, "LONG_TRANSACTION", 0.0 if long else 3600.0)
     shared = {"created": [], "hints": [], "lock": threading.Lock()}
     _bank(backend)
 
@@ -380,18 +386,23 @@ def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend):
         return backend.lake(store=GvlAudit(backend.store(), shared), **kw)
 
     lake = audited()
-    long = lake.begin("I")
-    long.update("x", set={"balance": "balance + 1"}, where="id = 1")
+    txn = lake.begin("I")
+    txn.update("x", set={"balance": "balance + 1"}, where="id = 1")
     other = audited()
     for k in range(5):
         with other.transaction("I") as t:
             t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
     assert other.cleanup(keep_global=1)["global_entries"] > 0
-    long.commit()
+    if long:
+        txn.commit()
+    else:
+        with pytest.raises(lv.TransactionAborted):
+            txn.commit()
     audit = GvlAudit(backend.store(), shared)
     assert audit.forks() == [] and not audit.hint_went_back()
     with backend.lake().transaction("I") as r:
-        assert (_bal(r, "x"), _bal(r, "y")) == (51, 64)
+        assert (_bal(r, "x"), _bal(r, "y")) == (51 if long else 50, 64)
+    assert _bal(backend.lake(), "x") == (51 if long else 50)
 
 
 def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend):

@@ -40,6 +40,9 @@ from .resolve import resolve_write
 from .units import RecordCache
 
 Version = int | PendingWrite
+# seconds: an I writer this old reads the log's head again before claiming its markers, so that
+# clean-up of the entries it started from does not make it abort (a cost trade-off only)
+LONG_TRANSACTION = 5.0
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,15 @@ class Cut:
     def last_seq(self) -> int | None:
         return self.last.seq if self.last is not None else self.base_seq
 
+    def age(self) -> float:
+        """Seconds since the cut was fixed (0 before the first read)."""
+        return time.monotonic() - self._t0 if self.started else 0.0
+
     def start(self) -> None:
         if self.started:
             return
         self.started = True
+        self._t0 = time.monotonic()
         head = self.gvl.head()
         self.last = head
         self.base_seq = head.seq if head is not None else -1
