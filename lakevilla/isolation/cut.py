@@ -127,6 +127,11 @@ class Cut:
         self.base_seq = head.seq if head is not None else -1
         self.view = entry_map(head)
 
+    def knows(self, table: str) -> bool:
+        """Does the cut have a version for ``table`` (so reading it appends no join entry)?"""
+        self.start()
+        return table in self.view
+
     # -- reading a table -------------------------------------------------------------------
     def version_of(self, table: str) -> int:
         """The version of ``table`` in this cut; fixed from now on."""
