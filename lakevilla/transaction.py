@@ -281,7 +281,7 @@ class Transaction:
         self._heartbeat_if_due()
         if not self.features:
             return self._execute_dl(op, data)
-        tw = self._table(op.table, write=op.is_write)
+        tw = self._table(op.table, op)
         self._validate_op(tw, op)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
@@ -300,16 +300,18 @@ class Transaction:
         self.stats[op.kind] += 1
         return result
 
-    def _table(self, name: str, write: bool = False) -> TableWork:
+    def _table(self, name: str, op: Op | None = None) -> TableWork:
         tw = self.tables.get(name)
         if tw is not None:
             return tw
         log = self.lake.log(name)
         from_gvl = False
         if self._cut is not None:
-            if not self._cut.knows(name):  # joining the global log writes an entry: refuse first
+            if not self._cut.knows(name):  # joining the global log writes an entry: refuse bad input first
                 newest = log.snapshot()
-                (check_writable if write else check_readable)(name, newest.protocol, newest.metadata)
+                check_readable(name, newest.protocol, newest.metadata)
+                if op is not None:
+                    self._validate_op(TableWork(name, log, newest, self._ctx(name, newest)), op)
             # every table at the versions of one cut of the global order (isolation/cut.py)
             snap = log.snapshot(self._cut.version_of(name), list_log=False)
             self._gvl_seen = self._cut.last_seq
