@@ -145,7 +145,7 @@ def test_alternating_feature_sets_on_one_client_read_every_commit(backend):
     nothing aborts."""
     pairs = list(itertools.product(FEATURE_SETS, repeat=2))
     if backend.kind == "s3":
-        pairs = [p for p in pairs if ("I" in p[0]) != ("I" in p[1]) and "CT" in p[0] + p[1]][::3]
+        pairs = [p for p in pairs if ("I" in p[0]) != ("I" in p[1]) and "CT" in p[0] + p[1]][::5]
     lake = backend.lake()
     wrong = []
     for i, (a, b) in enumerate(pairs):
@@ -617,7 +617,7 @@ def test_bank_with_ct_writers_and_isolated_auditors_in_processes(backend):
     lake.create_table("ledger", ACC)
     ctx = mp.get_context("spawn")
     out, done = ctx.Queue(), ctx.Event()
-    per_writer = 12
+    per_writer = 12 if backend.kind == "local" else 8
     writers = [ctx.Process(target=_ct_transfers, args=(backend.uri, backend.storage_options, w, per_writer, out))
                for w in range(3)]
     auditors = [ctx.Process(target=_auditor, args=(backend.uri, backend.storage_options, done, out))
