@@ -60,6 +60,7 @@ from .markers import (
 from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
+from .parallel import submit
 from .publish import fill_is_safe, publish
 from .recovery import sublog as sublogs
 from .recovery.stalled import resolve_marker
@@ -848,23 +849,26 @@ class Transaction:
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
         gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
-        fresh = False  # read the hint at commit: never build on an entry clean-up removed meanwhile
-        if unclaimed:
+        hint = None  # read the hint at commit: never build on an entry clean-up removed meanwhile
+        if unclaimed and self._gvl_base is None and (self._cut is None or self._cut.age() > LONG_TRANSACTION):
+            # entries from our first read on may be gone: aborts of ours come after the log as of now
+            head0 = gvl.head()
+            self._gvl_base = head0.seq if head0 is not None else -1
+        else:
             if self._gvl_base is None:  # an abort of ours can only come after this entry
-                if self._cut is None or self._cut.age() > LONG_TRANSACTION:
-                    # entries from our first read on may be gone: start where the log is now
-                    head0 = gvl.head()
-                    self._gvl_base = head0.seq if head0 is not None else -1
-                    fresh = True
-                else:
-                    self._gvl_base = self._cut.last_seq
+                self._gvl_base = self._cut.last_seq
+            hint = submit(gvl.read_hint)  # meanwhile: one round trip hidden behind the claims
+        if unclaimed:
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
-        for attempt in range(self.lake.max_retries * 4 + 1):
+        for _ in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
             intents = self._intents(written)
-            head = gvl.head(fresh=attempt == 0 and not fresh)
+            if hint is not None:
+                hint.result()  # the head below starts at the horizon it read, or later
+                hint = None
+            head = gvl.head(fresh=False)
             entry = self._validate_against_head(head, written_names, intents)
             if entry is None:
                 continue  # a table moved while we validated: again

@@ -244,14 +244,11 @@ class GlobalVersionLog:
 
     # -- finding the head -------------------------------------------------------------
     def head(self, *, fresh: bool = True) -> GvlEntry | None:
-        """The newest entry: from the hint (``fresh``: read now) or from the newest entry this
-        client knows, never from below the horizon, then forward probing; None if the log
-        does not exist yet."""
-        if fresh:
-            h = self.read_hint()
-            start = h.seq
-        else:
-            start = -1
+        """The newest entry: from the hint (``fresh``: read now, else as last seen) or from the
+        newest entry this client knows, never from below the horizon, then forward probing;
+        None if the log does not exist yet."""
+        h = self.read_hint() if fresh else self.last_hint
+        start = h.seq if h is not None else -1
         with self._lock:
             known, horizon = self._known, self._horizon
         if known >= horizon:
