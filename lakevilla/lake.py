@@ -34,6 +34,7 @@ from .errors import (
     TransactionAborted,
 )
 from .isolation.gvl import GlobalVersionLog
+from .isolation.units import RecordCache
 from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
@@ -142,6 +143,7 @@ class Lake:
         self._logs: dict[str, DeltaLog] = {}
         self._lock = threading.Lock()
         self.gvl = GlobalVersionLog(self.store)
+        self.records = RecordCache(self.store)  # decided transaction records, for LV[I] cuts
         if engine is None:
             from .engines.embedded import EmbeddedEngine
 

@@ -18,7 +18,6 @@ at commit:
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import warnings
@@ -37,6 +36,7 @@ from .delta.log import VersionExists
 from .engine_api import TableContext, data_file_key
 from .errors import (
     CommitPendingError,
+    CorruptLogError,
     InvalidArgumentError,
     LakeVillaError,
     PartialCommitError,
@@ -45,7 +45,9 @@ from .errors import (
     TransactionStateError,
 )
 from .isolation import resolve as gvl_resolve
-from .isolation.gvl import GvlEntry, PendingWrite, entry_key
+from .isolation.closure import Closure
+from .isolation.cut import LONG_TRANSACTION, Cut
+from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
 from .isolation.validation import r1_stale_reads
 from .markers import (
     ABORTED,
@@ -61,10 +63,11 @@ from .markers import (
 from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
+from .parallel import submit
 from .publish import fill_is_safe, publish
 from .recovery import sublog as sublogs
 from .recovery.stalled import resolve_marker
-from .store import OutcomeUnknown, settle_create
+from .store import OutcomeUnknown
 from .tablework import Op, TableWork
 
 if TYPE_CHECKING:
@@ -138,6 +141,9 @@ class Transaction:
         self._unlogged_reads: list[sublogs.ReadRecord] = []
         self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
+        # LV[I]: the consistent cut this transaction reads; the first global-log entry an abort
+        # of our current attempt can be in (recorded in our markers for recovery)
+        self._cut = Cut(lake.gvl, lake.log, lake.records, txn_id=self.id) if self.I else None
         self._gvl_base: int | None = None
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
@@ -334,7 +340,7 @@ class Transaction:
         self._heartbeat_if_due()
         if not self.features:
             return self._execute_dl(op, data)
-        tw = self._table(op.table)
+        tw = self._table(op.table, op)
         self._validate_op(tw, op)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
@@ -353,27 +359,22 @@ class Transaction:
         self.stats[op.kind] += 1
         return result
 
-    def _table(self, name: str) -> TableWork:
+    def _table(self, name: str, op: Op | None = None) -> TableWork:
         tw = self.tables.get(name)
         if tw is not None:
             return tw
         log = self.lake.log(name)
         from_gvl = False
-        if self.I:
-            # the newest entry at this table's first touch; after the first table we probe from
-            # the entry we already know (the hint only matters for where a transaction starts)
-            head = self.lake.gvl.head(from_known=self._gvl_seen is not None)
-            if head is not None:
-                if self._gvl_base is None:
-                    self._gvl_base = head.seq
-                self._gvl_seen = head.seq if self._gvl_seen is None else max(self._gvl_seen, head.seq)
-            if head is not None and head.knows(name):
-                v = gvl_resolve.resolve(log, head, name)
-                v = gvl_resolve.probe_unannounced(log, v)
-                snap = log.snapshot(v, list_log=False)
-                from_gvl = True
-            else:
-                snap = log.snapshot()
+        if self._cut is not None:
+            if not self._cut.knows(name):  # joining the global log writes an entry: refuse bad input first
+                newest = log.snapshot()
+                check_readable(name, newest.protocol, newest.metadata)
+                if op is not None:
+                    self._validate_op(TableWork(name, log, newest, self._ctx(name, newest)), op)
+            # every table at the versions of one cut of the global order (isolation/cut.py)
+            snap = log.snapshot(self._cut.version_of(name), list_log=False)
+            self._gvl_seen = self._cut.last_seq
+            from_gvl = True
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
@@ -448,6 +449,8 @@ class Transaction:
         )
 
     def _claim_first_marker(self, tw: TableWork) -> None:
+        if self._cut is not None and self._gvl_base is None:
+            self._gvl_base = self._cut.last_seq  # an abort of ours can only come after this entry
         self._claim(tw)
         self.lake._watch(self)
 
@@ -765,7 +768,7 @@ class Transaction:
         written = [tw for tw in self.tables.values() if tw.written]
         if not written:
             self._commit_read_only()
-            return CommitResult(self.id, {}, dict(self.stats), self._gvl_seen)
+            return CommitResult(self.id, {}, dict(self.stats), self._cut.last_seq if self._cut else None)
         if self.I:
             return self._commit_global(written)
         if self.CT and len(written) > 1:
@@ -773,8 +776,11 @@ class Transaction:
         return self._commit_per_table(written)
 
     def _commit_read_only(self) -> None:
-        if self.I and self.isolation == "serializable":
-            self._validate_against_head(self.lake.gvl.head(from_known=True), written=set())
+        """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
+        the global order, so it needs no validation in any isolation mode and never aborts."""
+        if self._cut is not None:
+            for k, n in self._cut.stats.items():
+                self.stats["cut_" + k] += n
 
     # R (and single-table CT): each table decides by its own commit ------------------
     def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
@@ -866,8 +872,11 @@ class Transaction:
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
+            lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
+            if len(written) > 1:  # so that a reader can take the whole transaction without its record
+                lv_info["txn_tables"] = sorted(w.name for w in written)
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                 "lakevilla": {**self._commit_lv(len(written)), "marker": tw.marker.version}})
+                                 "lakevilla": lv_info})
             mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
             return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
 
@@ -925,53 +934,83 @@ class Transaction:
 
     # I: the global log decides ------------------------------------------------------
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
+        gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
+        hint = None  # read the hint at commit: never build on an entry clean-up removed meanwhile
+        if unclaimed and self._gvl_base is None and (self._cut is None or self._cut.age() > LONG_TRANSACTION):
+            # entries from our first read on may be gone: aborts of ours come after the log as of now
+            head0 = gvl.head()
+            self._gvl_base = head0.seq if head0 is not None else -1
+        else:
+            if self._gvl_base is None:  # an abort of ours can only come after this entry
+                self._gvl_base = self._cut.last_seq
+            hint = submit(gvl.read_hint)  # meanwhile: one round trip hidden behind the claims
         if unclaimed:
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
         for _ in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
-            head = self.lake.gvl.head(from_known=True)
-            self._validate_against_head(head, written=written_names)
-            entry = head.successor(self.attempt) if head is not None else GvlEntry(seq=0, txn=self.attempt,
-                                                                                 created=time.time())
             intents = self._intents(written)
-            for name, it in intents.items():
-                tw = self.tables[name]
-                hint = it.marker if it.mode == "in_place" else tw.validated_upto + 1
-                entry.pending[name] = PendingWrite(attempt=self.attempt, hint=hint, commit=it.commit,
-                                                   marker=it.marker, mode=it.mode)
-            for name, tw in self.tables.items():
-                if name in written_names:
-                    continue
-                if head is None or not head.knows(name):
-                    entry.tables[name] = tw.read_version  # unknown table: added as compatible
-            self._resolve_known_pending(entry)
-            if self._announce(entry):
+            if hint is not None:
+                hint.result()  # the head below starts at the horizon it read, or later
+                hint = None
+            head = gvl.head(fresh=False)
+            entry = self._validate_against_head(head, written_names, intents)
+            if entry is None:
+                continue  # a table moved while we validated: again
+            outcome = self._announce(entry)
+            if outcome not in (APPENDED, TAKEN, FORKED):
+                outcome = self._settle_announcement(entry)
+            if outcome == APPENDED:
                 self._decided = True
                 self._gvl_seen = entry.seq
                 versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
                 self._post_commit("announce", self._after_announce, entry.seq)
                 self._cleanup_after_commit()
                 return CommitResult(self.id, versions, dict(self.stats), entry.seq)
-            self.stats["gvl_races"] += 1
+            if outcome == TAKEN:
+                self.stats["gvl_races"] += 1
+                continue
+            if outcome == FORKED:
+                raise TransactionAborted(
+                    "clean-up of the global log deleted the slot this commit was announced in while it "
+                    "validated (the announcement is not part of the log); nothing of it is visible, re-run it",
+                    txn_id=self.id, reason="gvl-horizon")
+            self._decided = True  # it may be in the log: only recovery may settle it now
+            raise CommitPendingError(
+                f"transaction {self.id} announced its commit as global-log entry {entry.seq}, but clean-up "
+                "passed that entry at the same time, so whether the log kept it cannot be told here; "
+                "lake.recover() settles it (commit or abort)", txn_id=self.id)
         raise TransactionAborted("lost the global log race too often", txn_id=self.id, reason="retries")
 
-    def _announce(self, entry: GvlEntry) -> bool:
-        """The deciding append; an error is settled by reading the slot back (else in doubt)."""
+    def _announce(self, entry: GvlEntry) -> str:
+        """The deciding append (``gvl.append`` settles an error from the put by reading the
+        slot back; if even that fails the exception leaves us in doubt: CommitPendingError)."""
         self._check_age()
         self._in_doubt = f"its global log announcement {entry.seq}"
-        try:
-            won = self.lake.gvl.append(entry)
-        except StorageError as e:
-            won = settle_create(self.lake.store, entry_key(entry.seq), entry.to_bytes(), e) is not None
-            self._in_doubt = None
-            if won:
-                with contextlib.suppress(LakeVillaError):
-                    self.lake.gvl.read(entry.seq)  # only to remember it: the entry is ours either way
+        outcome = self.lake.gvl.append(entry, self.lake.gvl.last_hint)
         self._in_doubt = None
-        return won
+        return outcome
+
+    def _settle_announcement(self, entry: GvlEntry) -> str:
+        """Clean-up passed the slot we just took and deleted the entries after it, so the
+        chain cannot show whether we extended it or wrote into a slot it had already freed.
+        An entry built on ours carries our writes until they land, so: named by an entry
+        the log still has, or landed on a table, means ours is in the log; neither means it
+        is a fork nobody reads."""
+        try:
+            state, _, _ = self.lake.gvl.find_decision(self.attempt, entry.seq - 1)
+            if state is None:
+                for name, p in entry.own_writes().items():
+                    if gvl_resolve.find_pending(self.lake.log(name), p) is not None:
+                        state = "committed"
+                        break
+        except Exception:  # noqa: BLE001 - still cannot tell: recovery settles it
+            return "unsure"
+        if state == "committed":
+            return APPENDED
+        return FORKED
 
     def _resolve_known_pending(self, entry: GvlEntry) -> None:
         """Pending writes of earlier transactions on tables we touched are resolved by now:
@@ -986,38 +1025,94 @@ class Transaction:
                 entry.tables[name] = v
                 del entry.pending[name]
 
-    def _validate_against_head(self, head: GvlEntry | None, written: set[str]) -> None:
-        if head is None:
-            return
-        start = self._gvl_seen if self._gvl_seen is not None else (
-            self._gvl_base if self._gvl_base is not None else -1)
-        for e in self.lake.gvl.entries_after(start, head.seq):
-            if self.attempt in e.aborts:
-                raise TransactionAborted("aborted by a recovering client (our markers had expired)",
-                                         txn_id=self.id, reason="preempted")
-        check_reads = self.isolation == "serializable" or (self.isolation == "write_serializable" and written)
-        for name, tw in self.tables.items():
-            if not head.knows(name):
-                continue
-            hidden = gvl_resolve.resolve(tw.log, head, name)
-            if name in written:
-                if hidden > tw.validated_upto:  # R3: someone committed below our write
-                    self._validate_table(tw)
-                continue
-            if not check_reads or hidden <= tw.validated_upto:
-                continue
-            commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
-                       if marker_of(c) is None and commit_txn(c) != self.attempt]
-            viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
-                                  tw.base.partition_columns)
-            if viol is not None:
-                self.stats["r1"] += 1
-                raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
-            tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
-        self._gvl_seen = head.seq
+    def _validate_against_head(self, head: GvlEntry | None, written: set[str],
+                               intents: dict[str, records.TableIntent] | None = None) -> GvlEntry | None:
+        """Module #4.2: validate against ``head`` and build the entry that announces us.
+
+        The entry takes in every commit made since on the tables we touch (written ones up
+        to where our commit goes, read ones up to their newest), whole (isolation/closure.py);
+        serializable reads are checked (R1) against everything between the version read and
+        the entry's; a commit below our write that we did not validate moves us (R3, None:
+        plan again)."""
+        gvl = self.lake.gvl
+        intents = intents or {}
+        scan_from = self._gvl_base if self._gvl_base is not None else -1
+        if head is not None and scan_from < head.seq:
+            gone = TransactionAborted(
+                "the global log was cleaned up past the start of this transaction's commit, so whether a "
+                "recovering client aborted it cannot be checked; re-run it", txn_id=self.id, reason="gvl-horizon")
+            if scan_from < gvl.horizon - 1:
+                raise gone
+            try:
+                after = gvl.entries_after(scan_from, head.seq)
+            except CorruptLogError:
+                raise gone from None
+            for e in after:
+                if self.attempt in e.aborts:
+                    raise TransactionAborted("aborted by a recovering client (our markers had expired)",
+                                             txn_id=self.id, reason="preempted")
+        head_map: dict[str, int | PendingWrite] = dict(head.tables) if head is not None else {}
+        if head is not None:
+            head_map.update(head.pending)
+        resolved: dict[str, int | None] = {}
+
+        def base_of(t: str) -> int | None:
+            if t not in resolved:
+                x = head_map.get(t)
+                if isinstance(x, PendingWrite):
+                    x = gvl_resolve.resolve_write(self.lake.log(t), x)
+                resolved[t] = x
+            return resolved[t]
+
+        limits: dict[str, int] = {}
+        for name in written:
+            tw = self.tables[name]
+            b = base_of(name)
+            if b is not None and b > tw.validated_upto:  # R3: someone committed below our write
+                self._validate_table(tw)
+                return None
+            it = intents.get(name)
+            hint = it.marker if it is not None and it.mode == "in_place" else tw.validated_upto + 1
+            limits[name] = hint - 1
+        check_reads = self.isolation != "snapshot"
+        targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
+        growth = Closure(self.lake.log, self.lake.records, base_of, limits=limits, pull=True,
+                         below_commit=set(written)).grow(targets)
+        for name in written:
+            if growth.caps.get(name, -1) < limits[name]:
+                self.stats["gvl_not_yet"] += 1  # a commit below ours cannot be taken whole yet
+                time.sleep(0.01)  # protocol backoff: its owner is finishing it
+                return None
+        if check_reads:
+            for name, tw in self.tables.items():
+                hidden = growth.caps.get(name)
+                if name in written or hidden is None or hidden <= tw.validated_upto:
+                    continue
+                commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
+                           if marker_of(c) is None and commit_txn(c) != self.attempt]
+                viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
+                                      tw.base.partition_columns)
+                if viol is not None:
+                    self.stats["r1"] += 1
+                    raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
+                tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
+        entry = head.successor(self.attempt) if head is not None else first_entry()
+        entry.txn = self.attempt
+        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
+        for t, v in delta.items():
+            entry.tables[t] = v
+            entry.pending.pop(t, None)  # resolved: the table moved past it
+        entry.grown = delta
+        entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
+        entry.reads = sorted(n for n in self.tables if n not in written) if check_reads else []
+        for name, it in intents.items():
+            entry.pending[name] = PendingWrite(attempt=self.attempt, hint=limits[name] + 1, commit=it.commit,
+                                               marker=it.marker, mode=it.mode)
+        self._resolve_known_pending(entry)
+        self._gvl_seen = head.seq if head is not None else None
+        return entry
 
     def _after_announce(self, seq: int) -> None:
-        self.lake.gvl.advance_hint(seq)
         if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
             self.lake.gvl.cleanup(self.lake.gvl_keep)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from lakevilla.store import (
@@ -11,6 +12,36 @@ from lakevilla.store import (
     SimulatedCrash,
     StoreWrapper,
 )
+
+
+class HalfPublished(StoreWrapper):
+    """Holds a transaction's table commit to ``second`` until its commit to ``first`` has
+    landed, then runs ``during()``: the transaction is decided and half published. Armed
+    by setting ``armed`` (marker claims and other writes pass untouched)."""
+
+    def __init__(self, inner: ObjectStore, first: str, second: str, during: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.first, self.second, self.during = first, second, during
+        self.first_done = threading.Event()
+        self.armed = False
+        self.fired = 0
+
+    def _gate(self, key, data, write):
+        is_commit = self.armed and b'"kind":"commit"' in data
+        if is_commit and key.startswith(self.second + "/_delta_log/") and not self.fired:
+            assert self.first_done.wait(60)
+            self.fired += 1
+            self.during()
+        out = write()
+        if is_commit and key.startswith(self.first + "/_delta_log/"):
+            self.first_done.set()
+        return out
+
+    def put_if_absent(self, key, data):
+        return self._gate(key, data, lambda: self.inner.put_if_absent(key, data))
+
+    def put_if_match(self, key, data, etag):  # an in-place commit fills its marker
+        return self._gate(key, data, lambda: self.inner.put_if_match(key, data, etag))
 
 
 class HookStore(StoreWrapper):
