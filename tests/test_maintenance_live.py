@@ -49,6 +49,9 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         lake.create_table(t, T)
         with lake.transaction("") as txn:
             txn.insert(t, {"id": [0], "value": [0]})
+    with lake.transaction("I") as known:  # e1 and e2 join the global log now, so that the dying I
+        known.read("e1")                  # writer's first global-log write is its announcement
+        known.read("e2")
     orphan = backend.lake(store=FaultInjectingStore(backend.store(), FaultPlan(
         crash_before=1, predicate=lambda k, key: "_delta_log" in key and k == "put_if_absent")))
     with pytest.raises(SimulatedCrash):  # writes its data file, dies claiming its marker: an orphan
@@ -133,45 +136,49 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         with lock:
             acked.extend((t, rid) for t in tables)  # decided: recovery must finish it
 
-    m = threading.Thread(target=maintenance)
+    m = threading.Thread(target=maintenance, daemon=True)
     m.start()
-    work = [threading.Thread(target=short_writers, args=(w, f)) for w, f in ((1, "R"), (2, "R,CT"), (3, "I"), (4, ""))]
-    work += [threading.Thread(target=slow_insert)]
-    work += [threading.Thread(target=long_open, args=(f, t, 8000 + i))
-             for i, (f, t) in enumerate((("R", "b"), ("I", "c"), ("R,CT", "b")))]
-    work += [threading.Thread(target=decided_then_dies, args=("R,CT", "_lakevilla/txns/", ("d1", "d2"), 7000)),
-             threading.Thread(target=decided_then_dies, args=("I", "_lakevilla/gvl/", ("e1", "e2"), 7001))]
-    for th in work:
-        th.start()
-    for th in work:
-        th.join(120)
-    deadline = time.monotonic() + 60
-    reader = backend.lake()
+    try:
+        work = [threading.Thread(target=short_writers, args=(w, f)) for w, f in ((1, "R"), (2, "R,CT"), (3, "I"), (4, ""))]
+        work += [threading.Thread(target=slow_insert)]
+        work += [threading.Thread(target=long_open, args=(f, t, 8000 + i))
+                 for i, (f, t) in enumerate((("R", "b"), ("I", "c"), ("R,CT", "b")))]
+        work += [threading.Thread(target=decided_then_dies, args=("R,CT", "_lakevilla/txns/", ("d1", "d2"), 7000)),
+                 threading.Thread(target=decided_then_dies, args=("I", "_lakevilla/gvl/", ("e1", "e2"), 7001))]
+        for th in work:
+            th.start()
+        for th in work:
+            th.join(120)
+        deadline = time.monotonic() + 60
+        reader = backend.lake()
 
-    def published() -> bool:
-        return all(rid in [r["id"] for r in reader.read(t).to_pylist()]
-                   for t, rid in (("d1", 7000), ("d2", 7000), ("e1", 7001), ("e2", 7001)))
+        def published() -> bool:
+            return all(rid in [r["id"] for r in reader.read(t).to_pylist()]
+                       for t, rid in (("d1", 7000), ("d2", 7000), ("e1", 7001), ("e2", 7001)))
 
-    while not published():  # the maintenance loop's recovery publishes the decided transactions
-        assert time.monotonic() < deadline, "maintenance never published the decided transactions"
-        time.sleep(0.05)  # awaiting the maintenance loop's progress
-    before = runs["recover"]
-    while runs["recover"] < before + 2:  # two more full rounds
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    stop.set()
-    m.join(60)
-    assert errors == []
-    assert sorted(too_old) == ["too-old"] * 3  # open longer than the retention: refused, never committed
-    final = backend.lake(clock=lambda: time.time() + 10_000)
-    final.recover()
-    got = Counter()
-    for t in (*TABLES, "d1", "d2", "e1", "e2"):
-        _every_version_has_its_files(backend, final, t)
-        rows = final.read(t).to_pylist()
-        assert sorted(rows, key=lambda r: r["id"]) == backend.delta_rows(t)
-        got.update((t, r["id"]) for r in rows if r["id"])
-    assert all(got[k] == 1 for k in acked), [k for k in acked if got[k] != 1]  # every acknowledged one, once
-    assert all(k in set(acked) for k in got)  # and nothing else (long-open and aborted ones are absent)
-    assert runs["abandoned"] >= 3 and runs["cleanup"] >= 3 and runs["recover"] >= 3
-    assert runs["deleted_files"] > 0  # the orphan (at least) aged out and was deleted
+        while not published():  # the maintenance loop's recovery publishes the decided transactions
+            assert time.monotonic() < deadline, "maintenance never published the decided transactions"
+            time.sleep(0.05)  # awaiting the maintenance loop's progress
+        before = runs["recover"]
+        while runs["recover"] < before + 2:  # two more full rounds
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        stop.set()
+        m.join(60)
+        assert errors == []
+        assert sorted(too_old) == ["too-old"] * 3  # open longer than the retention: refused, never committed
+        final = backend.lake(clock=lambda: time.time() + 10_000)
+        final.recover()
+        got = Counter()
+        for t in (*TABLES, "d1", "d2", "e1", "e2"):
+            _every_version_has_its_files(backend, final, t)
+            rows = final.read(t).to_pylist()
+            assert sorted(rows, key=lambda r: r["id"]) == backend.delta_rows(t)
+            got.update((t, r["id"]) for r in rows if r["id"])
+        assert all(got[k] == 1 for k in acked), [k for k in acked if got[k] != 1]  # every acknowledged one, once
+        assert all(k in set(acked) for k in got)  # and nothing else (long-open and aborted ones are absent)
+        assert runs["abandoned"] >= 3 and runs["cleanup"] >= 3 and runs["recover"] >= 3
+        assert runs["deleted_files"] > 0  # the orphan (at least) aged out and was deleted
+    finally:
+        stop.set()  # a failed check must not leave the maintenance loop running past the test
+        m.join(60)

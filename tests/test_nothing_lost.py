@@ -189,6 +189,10 @@ def test_forced_deletion_still_keeps_files_that_live_transactions_name(local_bac
             crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith(prefix))),
             marker_ttl=5.0)
 
+    with local_backend.lake().transaction("I") as known:  # c and d join the global log before the crash
+        known.insert("c", {"id": [100], "value": [100]})
+        known.insert("d", {"id": [100], "value": [100]})
+
     for features, prefix, tables in (("R,CT", "_lakevilla/txns/", ("a", "b")), ("I", "_lakevilla/gvl/0", ("c", "d"))):
         txn = dies_after(prefix).begin(features)
         txn.insert(tables[0], {"id": [7], "value": [7]})
