@@ -76,10 +76,14 @@ class LatencyProxy:
     """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``.
 
     ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests
-    (the tests use it to make an endpoint that ignores conditional writes)."""
+    (the tests use it to make an endpoint that ignores conditional writes). ``faults``,
+    called with (method, path, headers) for every request, injects S3's failures by
+    answering with an action: ``"conflict"`` replies ``409 ConditionalRequestConflict``
+    without forwarding; ``"truncate"`` forwards, then sends only half of the response
+    body and drops the connection; None forwards normally."""
 
     def __init__(self, target: str, profile: LatencyProfile | None = None,
-                 drop_headers: tuple[str, ...] = ()) -> None:
+                 drop_headers: tuple[str, ...] = (), faults: Any = None) -> None:
         dropped = {"host", "connection", *(h.lower() for h in drop_headers)}
         outer = self
 
@@ -89,21 +93,38 @@ class LatencyProxy:
             def _forward(self) -> None:
                 u = urlparse(outer.target)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                action = outer.faults(self.command, self.path, self.headers) if outer.faults else None
+                if action == "conflict":
+                    self._reply(409, b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict"
+                                     b"</Code><Message>A conflicting operation occurred.</Message></Error>",
+                                [("Content-Type", "application/xml")])
+                    return
                 time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))  # the simulation
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
                 conn.request(self.command, self.path, body=body or None, headers=headers)
                 r = conn.getresponse()
                 data = r.read()
-                self.send_response(r.status)
-                for k, v in r.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
+                conn.close()
+                hdrs = [(k, v) for k, v in r.getheaders()
+                        if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+                self._reply(r.status, data, hdrs, truncate=action == "truncate")
+
+            def _reply(self, status: int, data: bytes, headers: list, truncate: bool = False) -> None:
+                self.send_response(status)
+                for k, v in headers:
+                    self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                conn.close()
+                if self.command == "HEAD":
+                    return
+                if truncate:  # the body breaks off: the client sees the connection drop mid-read
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.wfile.write(data)
 
             do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
 
@@ -111,6 +132,7 @@ class LatencyProxy:
                 pass
 
         self.target = target
+        self.faults = faults
         self.profile = profile or LatencyProfile()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -49,7 +49,7 @@ def _recover(lake, args):
 
 
 def _abandoned(lake, args) -> dict[str, Any]:
-    files = lake.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete)
+    files = lake.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete, force=args.force)
     return {"files": [{"table": t, "key": k} for t, k in files], "deleted": bool(args.delete)}
 
 
@@ -59,7 +59,7 @@ def _abandoned_text(r: dict[str, Any]) -> str:
 
 
 def _cleanup(lake, args) -> dict[str, int]:
-    return lake.cleanup(older_than=args.older_than)
+    return lake.cleanup(older_than=args.older_than, force=args.force)
 
 
 def _history(lake, args) -> dict[str, Any]:
@@ -94,6 +94,11 @@ def _status_text(st) -> str:
     return render_text(st)
 
 
+def _force_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true",
+                   help="allow a retention below max transaction age (every writer must use a shorter one)")
+
+
 COMMANDS = [
     Command("status", "open markers, running/waiting/stalled/decided transactions, the global log",
             _status, _status_text),
@@ -101,10 +106,11 @@ COMMANDS = [
     Command("recover", "finish or undo every stalled transaction", _recover, str),
     Command("abandoned", "list data files no version references", _abandoned, _abandoned_text,
             lambda p: (p.add_argument("--delete", action="store_true", help="delete them"),
-                       p.add_argument("--min-age", type=float, default=None,
-                                      help="seconds (default 2 x marker ttl)"))),
+                       p.add_argument("--min-age", type=float, default=None, help="seconds (default 7 days)"),
+                       _force_argument(p))),
     Command("cleanup", "delete finished transaction records and old global log entries", _cleanup, json.dumps,
-            lambda p: p.add_argument("--older-than", type=float, default=24 * 3600.0, help="seconds")),
+            lambda p: (p.add_argument("--older-than", type=float, default=None, help="seconds (default 7 days)"),
+                       _force_argument(p))),
     Command("history", "show a table's versions, markers included", _history, _history_text,
             lambda p: p.add_argument("table")),
 ]

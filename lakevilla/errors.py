@@ -67,13 +67,20 @@ class PartialCommitError(LakeVillaError):
 
 
 class CommitPendingError(LakeVillaError):
-    """The transaction is committed (its decision is durable) but not every table shows it yet.
+    """The commit's outcome is settled by recovery, not by this call. Nothing was undone.
 
-    Do not re-run it. Its markers expire and any client (``lake.recover()``, or a transaction
-    that meets them) writes the missing table commits from the decision record."""
+    ``decided=True``: the transaction is committed (its decision is durable) but not every
+    table shows it yet; any client (``lake.recover()``, or a transaction that meets its
+    markers) writes the missing table commits. ``decided=False``: the deciding write was
+    sent but the store's reply was lost and reading it back failed too, so it may or may not
+    have committed; ``lake.recover()`` settles it once its markers expire. Do not re-run it
+    blindly. ``committed``: tables (-> version) known to show it already."""
 
-    def __init__(self, message: str, *, txn_id: str | None = None) -> None:
+    def __init__(self, message: str, *, txn_id: str | None = None, decided: bool = True,
+                 committed: dict[str, int] | None = None) -> None:
         self.txn_id = txn_id
+        self.decided = decided
+        self.committed = dict(committed or {})
         super().__init__(message)
 
 

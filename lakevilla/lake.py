@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import random
 import threading
@@ -24,19 +25,26 @@ from .delta.schema import schema_to_json
 from .delta.snapshot import Snapshot
 from .engine_api import data_file_key
 from .errors import (
+    CorruptLogError,
     InvalidArgumentError,
+    PartialCommitError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
     TransactionAborted,
 )
 from .isolation.gvl import GlobalVersionLog
+from .isolation.units import RecordCache
 from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
 from .schemas import schema_of_data, to_arrow_schema
 from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
+
+# Maintenance keeps what it might delete for this long by default: Delta VACUUM's default retention.
+DEFAULT_RETENTION = 7 * 24 * 3600.0
+DEFAULT_MAX_TRANSACTION_AGE = 24 * 3600.0
 
 
 @dataclass
@@ -79,8 +87,10 @@ class Lake:
     stays an empty version) or ``"in_place"`` (the paper's fill of the marker version).
     ``wait_timeout``: how long a commit waits for earlier markers before aborting (default
     ``2 * marker_ttl``). ``shift_timeout``: how long a CT commit waits without progress before
-    shifting its markers (the paper's rule IV). ``clock``: a time source, for tests and
-    simulations of expiry.
+    shifting its markers (the paper's rule IV). ``max_transaction_age``: seconds after its start
+    a transaction may still commit (default one day); maintenance keeps files and records at
+    least that long, which is what makes deleting by age safe. ``clock``: a time source, for
+    tests and simulations of expiry.
     """
 
     def __init__(
@@ -99,12 +109,15 @@ class Lake:
         poll_max: float = 0.05,
         gvl_keep: int = 1000,
         delete_sublogs: bool = True,
+        max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
         clock: Callable[[], float] | None = None,
     ) -> None:
         if commit_mode not in ("tail", "in_place"):
             raise InvalidArgumentError("commit_mode must be 'tail' or 'in_place'")
         if marker_ttl <= 0:
             raise InvalidArgumentError("marker_ttl must be positive")
+        if max_transaction_age <= 0:
+            raise InvalidArgumentError("max_transaction_age must be positive (seconds)")
         self.store = store if store is not None else open_store(root, storage_options)
         if "://" not in root:
             import os
@@ -121,13 +134,16 @@ class Lake:
         self.poll_max = poll_max
         self.gvl_keep = gvl_keep
         self.delete_sublogs = delete_sublogs
+        self.max_transaction_age = float(max_transaction_age)
         self._clock = clock or time.time
+        self._missed_checkpoints: set[str] = set()
         self._pool = SHARED
         self._bg = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakevilla-bg")
         self._bg_futures: list[Future] = []
         self._logs: dict[str, DeltaLog] = {}
         self._lock = threading.Lock()
         self.gvl = GlobalVersionLog(self.store)
+        self.records = RecordCache(self.store)  # decided transaction records, for LV[I] cuts
         if engine is None:
             from .engines.embedded import EmbeddedEngine
 
@@ -214,9 +230,14 @@ class Lake:
                     self._hb_thread = None
                     return
             for t in txns:
+                if t.state not in ("active", "committing"):
+                    self._forget(t)  # finished: nothing of it to keep alive
+                    continue
                 try:
                     t._heartbeat_if_due()
-                except BaseException:  # noqa: BLE001 - a dead store (simulated crash) ends this txn's beats
+                except Exception:  # noqa: BLE001 - counted by the transaction; beaten again next round
+                    pass
+                except BaseException:  # noqa: BLE001 - a dead client (simulated crash) beats no more
                     self._forget(t)
 
     # -- tables ------------------------------------------------------------------
@@ -368,7 +389,11 @@ class Lake:
     def run(self, fn: Callable[[Transaction], Any], features: str | Iterable[str] | None = "R", *,
             retries: int = 5, isolation: str = "serializable", slack: int = 0,
             commit_mode: str | None = None) -> Any:
-        """Run ``fn(txn)`` in a transaction; re-run it when the transaction aborts."""
+        """Run ``fn(txn)`` in a transaction; re-run it when the transaction aborts.
+
+        With ``features=""`` (no atomicity: each statement commits when it runs) ``fn`` is
+        re-run only while none of its statements has committed; after that an abort raises
+        ``PartialCommitError`` naming what committed. ``CommitPendingError`` is never retried."""
         if isolation not in ISOLATIONS:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}")
         delay = 0.01
@@ -378,7 +403,14 @@ class Lake:
                 with txn:
                     out = fn(txn)
                 return out
-            except TransactionAborted:
+            except TransactionAborted as e:
+                if not txn.uses_markers and txn._dl_versions:
+                    # features="": each statement committed on its own; re-running fn would repeat them
+                    raise PartialCommitError(
+                        f"{e} -- not re-run: with features='' every statement commits on its own, and "
+                        f"{', '.join(sorted(txn._dl_versions))} already committed in this run; re-running the "
+                        "function would apply those statements twice. Use features='R' (or more) for a block "
+                        "that lake.run can retry as a whole", committed=dict(txn._dl_versions), txn_id=txn.id) from e
                 if attempt == retries:
                     raise
                 time.sleep(random.uniform(0, delay))  # back off before re-running the function
@@ -393,31 +425,47 @@ class Lake:
 
     # -- checkpoints ---------------------------------------------------------------
     def _maybe_checkpoint(self, log: DeltaLog, version: int) -> None:
+        """After a commit: a checkpoint when one is due, or when an earlier one failed (retried
+        by the next commit of this client). Raises if writing it fails (the caller counts it)."""
         try:
-            snap = log.snapshot(version, list_log=False)
+            config = log.snapshot(version, list_log=False).metadata.configuration
         except Exception:  # noqa: BLE001 - checkpoints are an optimisation
             return
-        if not log.checkpoint_due(version, snap.metadata.configuration):
+        if not (log.checkpoint_due(version, config) or log.table in self._missed_checkpoints):
             return
+        if self._open_marker(log, version) is not None:
+            return  # never checkpoint at or above an open marker
+        try:
+            log.write_checkpoint(log.snapshot(version, list_log=False))
+        except BaseException:
+            self._missed_checkpoints.add(log.table)
+            raise
+        self._missed_checkpoints.discard(log.table)
+        logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version, level=logging.DEBUG)
+
+    @staticmethod
+    def _open_marker(log: DeltaLog, version: int) -> int | None:
+        """A running marker at or below ``version`` (since the last checkpoint), read fresh.
+
+        Called *before* the checkpoint's snapshot is built: if every version read here is
+        final (no running marker), none of them can change any more, so the snapshot built
+        afterwards is exact. Built the other way round, an in-place fill landing between the
+        snapshot and this check would be hidden by the checkpoint."""
         lo = max(log.last_checkpoint_version(), version - 500)
-        for _v, c in log.commits_between(lo, version):
+        for v, c in log.commits_between(lo, version):
             m = marker_of(c)
             if m is not None and m.state == RUNNING:
-                return  # never checkpoint at or above an open marker
-        log.write_checkpoint(snap)
-        logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version, level=logging.DEBUG)
+                return v
+        return None
 
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint at the newest version (refused above an open marker)."""
         log = self.log(name)
         v = log.latest_version()
-        snap = log.snapshot(v)
-        lo = max(log.last_checkpoint_version(), v - 500)
-        for mv, c in log.commits_between(lo, v):
-            m = marker_of(c)
-            if m is not None and m.state == RUNNING:
-                raise InvalidArgumentError(f"{name}@{mv} is an open marker; a checkpoint now could hide its commit")
-        log.write_checkpoint(snap)
+        mv = self._open_marker(log, v)
+        if mv is not None:
+            raise InvalidArgumentError(f"{name}@{mv} is an open marker; a checkpoint now could hide its commit")
+        log.write_checkpoint(log.snapshot(v))
         return v
 
     # -- recovery and maintenance -----------------------------------------------------
@@ -475,12 +523,71 @@ class Lake:
 
         return lake_status(self, tables)
 
-    def abandoned_files(self, table: str | None = None, *, min_age: float | None = None) -> list[tuple[str, str]]:
-        """Data files that no version references and no running transaction will: what
-        aborted and crashed transactions left behind. ``min_age`` (seconds, default
-        ``2 * marker_ttl``) protects files of transactions still writing."""
-        min_age = 2 * self.marker_ttl if min_age is None else min_age
-        now = time.time()
+    # -- maintenance that deletes: it consults live state and keeps a retention --------------
+    def _check_retention(self, seconds: float, what: str, force: bool) -> float:
+        seconds = float(seconds)
+        if seconds < 0:
+            raise InvalidArgumentError(f"{what} must be >= 0 seconds")
+        if seconds < self.max_transaction_age and not force:
+            raise InvalidArgumentError(
+                f"{what}={seconds:g}s is shorter than this lake's max_transaction_age ({self.max_transaction_age:g}s): "
+                "a transaction still running could lose its files or its records. Pass force=True only if every "
+                f"client writing to this lake uses a max_transaction_age below {seconds:g}s")
+        return seconds
+
+    def _live_files(self) -> set[str]:
+        """Keys of data files that live or decided transactions name but that no version may
+        reference yet: files in sublogs still present, in COMMITTING records, in pending
+        global-log writes. Read *before* the table logs: a decision published meanwhile then
+        shows up in one or the other, never in neither."""
+        from .complex_txn import record as records
+        from .names import TXN_DIR
+        from .recovery.sublog import SublogEntry
+
+        keys: set[str] = set()
+
+        def add_commit(table: str, commit_text: str) -> None:
+            for a in Commit.from_bytes(commit_text.encode()).adds:
+                keys.add(data_file_key(table, a.path, self.root_uri))
+
+        for meta in list(self.store.list(f"{TXN_DIR}/")):
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if not rest.endswith(".json"):
+                continue
+            if "/" in rest:  # a sublog entry: its owner deletes it only once finished
+                try:
+                    e = SublogEntry.from_json(json.loads(self.store.get(meta.key).data))
+                except NotFound:
+                    continue
+                except (ValueError, TypeError) as err:
+                    raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will not guess "
+                                          "which files it protects") from None
+                for a in e.added:
+                    keys.add(data_file_key(e.table, a["path"], self.root_uri))
+                continue
+            rec = records.read(self.store, rest[:-5])
+            if rec is not None and rec.state == records.COMMITTING:
+                for t, intent in rec.tables.items():
+                    add_commit(t, intent.commit)
+        head = self.gvl.head()
+        if head is not None:
+            for t, p in head.pending.items():
+                add_commit(t, p.commit)
+        return keys
+
+    def abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
+                        force: bool = False) -> list[tuple[str, str]]:
+        """Data files that no version references and no live transaction names: what aborted
+        and crashed transactions left behind, as (table, key).
+
+        ``min_age`` (seconds, default ``DEFAULT_RETENTION``: 7 days, Delta VACUUM's default)
+        keeps younger files: a transaction may have written a file and not yet logged it.
+        A value below ``max_transaction_age`` is refused unless ``force=True``. Files named
+        by sublogs, COMMITTING records or pending global-log writes are never listed, nor
+        files of tables nested inside ``table``."""
+        retention = self._check_retention(DEFAULT_RETENTION if min_age is None else min_age, "min_age", force)
+        live = self._live_files()
+        now = self.now()
         out = []
         for t in ([table] if table else self.tables()):
             log = self.log(t)
@@ -495,61 +602,111 @@ class Lake:
                 referenced.update(r.path for r in c.removes)
             keys = {data_file_key(t, p, self.root_uri) for p in referenced}
             prefix = t + "/"
-            for meta in self.store.list(prefix):
+            metas = list(self.store.list(prefix))
+            marker = f"/{LOG_DIR}/"
+            nested = {m.key[len(prefix):][:i] + "/" for m in metas
+                      if (i := m.key[len(prefix):].find(marker)) > 0}  # roots of tables inside t
+            for meta in metas:
                 k = meta.key
-                if f"/{LOG_DIR}/" in "/" + k[len(prefix) - 1:] or not k.endswith(".parquet"):
-                    continue
                 rest = k[len(prefix):]
-                if "/" in rest and any(rest.startswith(o + "/") for o in self._nested_tables(t)):
+                if ("/" + rest).startswith(marker) or not k.endswith(".parquet"):
                     continue
-                if k in keys:
+                if any(rest.startswith(n) for n in nested):
                     continue
-                if meta.last_modified is not None and now - meta.last_modified < min_age:
+                if k in keys or k in live:
+                    continue
+                if meta.last_modified is None or now - meta.last_modified < retention:
                     continue
                 out.append((t, k))
         return out
 
-    def cleanup(self, *, older_than: float = 24 * 3600.0, keep_global: int | None = None) -> dict[str, int]:
-        """Delete finished transaction records (and sublogs of finished transactions) older than
-        ``older_than`` seconds, and global log entries beyond the newest ``keep_global``."""
-        from .complex_txn import record as records
-        from .names import TXN_DIR
-
-        now = time.time()
-        done = {"records": 0, "sublogs": 0, "global_entries": 0}
-        metas = list(self.store.list(f"{TXN_DIR}/"))
-        finished_txns = set()
-        for meta in metas:
-            rest = meta.key[len(TXN_DIR) + 1:]
-            if "/" in rest or not rest.endswith(".json"):
-                continue
-            if meta.last_modified is not None and now - meta.last_modified < older_than:
-                continue
-            rec = records.read(self.store, rest[:-5])
-            if rec is not None and rec.state in (records.COMMITTED, records.ABORTED):
-                self.store.delete(meta.key)
-                done["records"] += 1
-                finished_txns.add(rec.txn)
-        for meta in metas:
-            rest = meta.key[len(TXN_DIR) + 1:]
-            if "/" in rest and rest.split("/", 1)[0] in finished_txns:
-                self.store.delete(meta.key)
-                done["sublogs"] += 1
-        done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
-        logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
-        return done
-
-    def _nested_tables(self, table: str) -> list[str]:
-        return []
-
     def delete_abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
-                               dry_run: bool = False) -> list[tuple[str, str]]:
-        files = self.abandoned_files(table, min_age=min_age)
+                               dry_run: bool = False, force: bool = False) -> list[tuple[str, str]]:
+        """Delete what ``abandoned_files`` lists (same arguments); returns it."""
+        files = self.abandoned_files(table, min_age=min_age, force=force)
         if not dry_run:
             for _t, k in files:
                 self.store.delete(k)
             logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files), files=len(files))
         return files
+
+    def _live_txns(self) -> set[str]:
+        """Transactions holding a running marker that has not expired (read fresh)."""
+        now = self.now()
+        live: set[str] = set()
+        for t in self.tables():
+            log = self.log(t)
+            latest = log.latest_version()
+            if latest < 0:
+                continue
+            lo = max(-1, latest - 1000, log.last_checkpoint_version() - 1)
+            for v, c in log.commits_between(lo, latest):
+                m = marker_of(c)
+                if m is None or m.state != RUNNING or m.txn in live:
+                    continue
+                try:
+                    m = marker_of(log.read_commit_raw(v)[0])  # the cached copy may predate heartbeats
+                except NotFound:
+                    continue
+                if m is not None and m.state == RUNNING and not m.expired(now):
+                    live.add(m.txn)
+        return live
+
+    def cleanup(self, *, older_than: float | None = None, keep_global: int | None = None,
+                force: bool = False) -> dict[str, int]:
+        """Delete what finished transactions leave under ``_lakevilla/``: sublogs, and
+        COMMITTED/ABORTED records, older than ``older_than`` seconds (default 7 days; below
+        ``max_transaction_age`` only with ``force=True``: an ABORTED record is what stops a
+        stalled owner from committing, sublogs are what ``resume`` and abandoned-file deletion
+        read). Never a COMMITTING record or the sublogs of its transaction, nor those of a
+        transaction holding a live marker. Also global log entries beyond the newest
+        ``keep_global``."""
+        from .complex_txn import record as records
+        from .names import TXN_DIR
+
+        older_than = self._check_retention(DEFAULT_RETENTION if older_than is None else older_than,
+                                           "older_than", force)
+        now = self.now()
+        done = {"records": 0, "sublogs": 0, "global_entries": 0}
+        recs: dict[str, list] = {}
+        subs: dict[str, list] = {}
+        for meta in list(self.store.list(f"{TXN_DIR}/")):
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if "/" in rest:
+                subs.setdefault(rest.split("/", 1)[0], []).append(meta)
+            elif rest.endswith(".json"):
+                recs.setdefault(rest[:-5].rsplit(".", 1)[0], []).append(meta)
+        states: dict[str, str | None] = {}
+
+        def old(meta) -> bool:
+            return meta.last_modified is not None and now - meta.last_modified >= older_than
+
+        def state(meta) -> str | None:
+            if meta.key not in states:
+                rec = records.read(self.store, meta.key[len(TXN_DIR) + 1:-5])
+                states[meta.key] = rec.state if rec is not None else None
+            return states[meta.key]
+
+        candidates = [txn for txn, ms in subs.items() if all(old(m) for m in ms)]
+        live = self._live_txns() if candidates else set()
+        kept_sublogs = set(subs)
+        for txn in candidates:
+            if txn in live or any(state(m) == records.COMMITTING for m in recs.get(txn, [])):
+                continue
+            for m in subs[txn]:
+                self.store.delete(m.key)
+                done["sublogs"] += 1
+            kept_sublogs.discard(txn)
+        for txn, ms in recs.items():
+            if txn in kept_sublogs:
+                continue  # resume still reads them: the records say how its attempts ended
+            for m in ms:
+                if old(m) and state(m) in (records.COMMITTED, records.ABORTED):
+                    self.store.delete(m.key)
+                    done["records"] += 1
+        done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
+        logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
+        return done
 
     def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:
         log = self.log(name)

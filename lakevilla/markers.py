@@ -18,7 +18,7 @@ from typing import Any
 from .delta.actions import Commit
 from .delta.log import DeltaLog, VersionExists
 from .errors import CorruptLogError
-from .store import NotFound, PreconditionFailed
+from .store import NotFound, OutcomeUnknown, PreconditionFailed
 
 RUNNING, COMMITTED, ABORTED, FREED = "running", "committed", "aborted", "freed"
 ENGINE_INFO = "lakevilla/0.1"
@@ -110,6 +110,7 @@ class MarkerHandle:
     payload: MarkerPayload
     lost: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
+    unsettled: bytes | None = field(default=None, repr=False, compare=False)  # a write whose reply was lost
 
 
 class MarkerLost(Exception):
@@ -133,15 +134,39 @@ def claim(log: DeltaLog, start: int, payload: MarkerPayload, relist_after: int =
 
 
 def rewrite(log: DeltaLog, h: MarkerHandle, commit: Commit | None = None) -> None:
-    """Conditional overwrite of our marker with ``h.payload`` (or ``commit``, an in-place fill)."""
+    """Conditional overwrite of our marker with ``h.payload`` (or ``commit``, an in-place fill).
+
+    The write and the state it implies are one critical section under ``h.lock``: a fill
+    marks the handle committed before the lock is released, so a heartbeat (which also
+    takes ``h.lock`` and only rewrites running markers) can never write over it."""
     with h.lock:
         h.payload.rev += 1
         body = commit if commit is not None else h.payload.to_commit()
         try:
-            h.etag = log.rewrite_commit(h.version, body, h.etag)
+            h.etag = _rewrite_settled(log, h, body)
         except (PreconditionFailed, NotFound):
             h.lost = True
             raise MarkerLost(f"marker {h.table}@{h.version} was changed by another client") from None
+        if commit is not None:
+            h.payload.state = COMMITTED
+
+
+def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
+    try:
+        etag = log.rewrite_commit(h.version, body, h.etag)
+    except OutcomeUnknown:
+        h.unsettled = body.to_bytes()  # it may have landed: the next rewrite checks before giving up
+        raise
+    except (PreconditionFailed, NotFound):
+        if h.unsettled is None:
+            raise
+        got = log.store.get(log.commit_key(h.version))
+        h.unsettled, mine = None, got.data == h.unsettled
+        if not mine:
+            raise
+        etag = log.rewrite_commit(h.version, body, got.etag)  # our earlier write did land: go on from it
+    h.unsettled = None
+    return etag
 
 
 def read(log: DeltaLog, version: int) -> tuple[Commit, str]:

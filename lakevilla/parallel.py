@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -41,6 +41,18 @@ def pmap(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
     if len(items) <= 1 or in_pool():
         return [fn(x) for x in items]
     return list(_get_pool().map(fn, items))
+
+
+def submit(fn: Callable[[], R]) -> Future:
+    """``fn()`` in the pool, to overlap one request with other work (inline inside the pool)."""
+    if in_pool():
+        f: Future = Future()
+        try:
+            f.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to whoever waits on it
+            f.set_exception(e)
+        return f
+    return _get_pool().submit(fn)
 
 
 class Executor:

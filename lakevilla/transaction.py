@@ -36,13 +36,18 @@ from .delta.log import VersionExists
 from .engine_api import TableContext, data_file_key
 from .errors import (
     CommitPendingError,
+    CorruptLogError,
     InvalidArgumentError,
     LakeVillaError,
+    PartialCommitError,
+    StorageError,
     TransactionAborted,
     TransactionStateError,
 )
 from .isolation import resolve as gvl_resolve
-from .isolation.gvl import GvlEntry, PendingWrite
+from .isolation.closure import Closure
+from .isolation.cut import LONG_TRANSACTION, Cut
+from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
 from .isolation.validation import r1_stale_reads
 from .markers import (
     ABORTED,
@@ -58,9 +63,11 @@ from .markers import (
 from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
+from .parallel import submit
 from .publish import fill_is_safe, publish
 from .recovery import sublog as sublogs
 from .recovery.stalled import resolve_marker
+from .store import OutcomeUnknown
 from .tablework import Op, TableWork
 
 if TYPE_CHECKING:
@@ -134,6 +141,9 @@ class Transaction:
         self._unlogged_reads: list[sublogs.ReadRecord] = []
         self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
+        # LV[I]: the consistent cut this transaction reads; the first global-log entry an abort
+        # of our current attempt can be in (recorded in our markers for recovery)
+        self._cut = Cut(lake.gvl, lake.log, lake.records, txn_id=self.id) if self.I else None
         self._gvl_base: int | None = None
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
@@ -141,7 +151,10 @@ class Transaction:
         self._last_beat = self.started
         self._dl_versions: dict[str, int] = {}
         self._decided = False  # a record or global log entry says COMMITTING: no undo any more
-        self._committed_tables: set[str] = set()  # tables whose commit landed (R: table by table)
+        # a deciding write (tail commit, fill, record, announcement) was attempted and its outcome is
+        # not known yet: from here on only the decision may undo anything
+        self._in_doubt: str | None = None
+        self._committed_tables: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
         self.result: CommitResult | None = None
 
     # -- public API ------------------------------------------------------------
@@ -195,18 +208,25 @@ class Transaction:
         try:
             result = self._commit()
         except BaseException as e:
-            if self._decided:
-                # the decision is durable: undoing now would destroy data that recovery must
-                # roll forward. Leave markers to expire; any client finishes the commit.
-                self.state = "decided"
+            if self._decided or self._in_doubt:
+                # the decision is durable, or may be: undoing now could destroy data that a
+                # committed version references or that recovery must roll forward. Nothing is
+                # deleted and no marker rewritten; the markers expire and recovery settles it.
+                self.state = "decided" if self._decided else "in-doubt"
                 self.lake._forget(self)
                 if isinstance(e, Exception) and not isinstance(e, CommitPendingError):
-                    raise CommitPendingError(
-                        f"transaction {self.id} is committed (decided) but writing its table commits failed "
-                        f"({e}); lake.recover() or any transaction that meets its markers finishes it",
-                        txn_id=self.id) from e
+                    raise self._pending_error(e) from e
                 raise
             self._abort_quietly()
+            if self._committed_tables and isinstance(e, Exception) and not isinstance(e, PartialCommitError):
+                raise PartialCommitError(
+                    f"{e} -- but {', '.join(sorted(self._committed_tables))} already committed: with features "
+                    f"{features_label(self.features)!r} each table commits on its own; use 'R,CT' for "
+                    "all-or-nothing across tables",
+                    committed=dict(self._committed_tables), txn_id=self.id) from e
+            if isinstance(e, StorageError):  # before any decision: nothing of it is visible
+                raise TransactionAborted(f"transaction {self.id} could not commit because the store failed ({e}); "
+                                         "nothing of it is visible", txn_id=self.id, reason="storage") from e
             raise
         self.state = "committed"
         self.lake._forget(self)
@@ -218,6 +238,9 @@ class Transaction:
             if self.state == "committed":
                 raise TransactionStateError(f"transaction {self.id} is already committed")
             return
+        if self.state in ("decided", "in-doubt"):
+            raise TransactionStateError(f"transaction {self.id} cannot be aborted: its commit is {self.state} "
+                                        "(lake.recover() settles it)")
         self._abort_quietly()
 
     def __enter__(self) -> Transaction:
@@ -247,6 +270,36 @@ class Transaction:
         if self.state != "active":
             raise TransactionStateError(f"transaction {self.id} is {self.state}")
 
+    def _pending_error(self, cause: BaseException) -> CommitPendingError:
+        committed = dict(self._committed_tables)
+        if self._decided:
+            msg = (f"transaction {self.id} is committed (decided) but writing its table commits failed ({cause}); "
+                   "lake.recover() or any transaction that meets its markers finishes it")
+        else:
+            msg = (f"transaction {self.id}: the outcome of {self._in_doubt} could not be learned ({cause}); it may "
+                   "or may not have committed. Nothing was undone; lake.recover() settles it once its markers "
+                   "expire. Do not re-run it blindly")
+        return CommitPendingError(msg, txn_id=self.id, decided=self._decided, committed=committed)
+
+    def _check_age(self, started: float | None = None) -> None:
+        """Refuse a deciding write after ``max_transaction_age``: maintenance keeps files at least
+        that long, so a transaction older than it may reference files already deleted."""
+        age = self.lake.now() - (self.started if started is None else started)
+        if age > self.lake.max_transaction_age:
+            raise TransactionAborted(
+                f"transaction {self.id} has been open for {age:.0f}s, longer than the lake's max_transaction_age "
+                f"({self.lake.max_transaction_age:.0f}s); maintenance may have deleted its data files, so it cannot "
+                "commit", txn_id=self.id, reason="too-old")
+
+    def _post_commit(self, what: str, fn, *args) -> None:
+        """A step after our commit landed (marker close, checkpoint, record close): a failure
+        is counted, never raised; the commit stands and recovery or a later commit finishes it."""
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - whatever failed, the commit itself has landed
+            self._count("post_commit_failures")
+            self._count(f"post_commit_failures_{what}")
+
     def _new_op(self, kind: str, table: str, **kw) -> Op:
         check_table_name(table)
         self._seq += 1
@@ -273,10 +326,21 @@ class Transaction:
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
 
     def _execute(self, op: Op, data: Any = None) -> Any:
+        try:
+            return self._execute_op(op, data)
+        except StorageError as e:
+            # nothing of this statement is decided: the transaction ends here, as an abort
+            self._abort_quietly()
+            done = (f"; statements that already committed stay ({', '.join(sorted(self._dl_versions))})"
+                    if self._dl_versions else "")
+            raise TransactionAborted(f"{op.kind} on {op.table!r} failed because the store did ({e}); transaction "
+                                     f"{self.id} is aborted{done}", txn_id=self.id, reason="storage") from e
+
+    def _execute_op(self, op: Op, data: Any = None) -> Any:
         self._heartbeat_if_due()
         if not self.features:
             return self._execute_dl(op, data)
-        tw = self._table(op.table)
+        tw = self._table(op.table, op)
         self._validate_op(tw, op)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
@@ -295,27 +359,22 @@ class Transaction:
         self.stats[op.kind] += 1
         return result
 
-    def _table(self, name: str) -> TableWork:
+    def _table(self, name: str, op: Op | None = None) -> TableWork:
         tw = self.tables.get(name)
         if tw is not None:
             return tw
         log = self.lake.log(name)
         from_gvl = False
-        if self.I:
-            # the newest entry at this table's first touch; after the first table we probe from
-            # the entry we already know (the hint only matters for where a transaction starts)
-            head = self.lake.gvl.head(from_known=self._gvl_seen is not None)
-            if head is not None:
-                if self._gvl_base is None:
-                    self._gvl_base = head.seq
-                self._gvl_seen = head.seq if self._gvl_seen is None else max(self._gvl_seen, head.seq)
-            if head is not None and head.knows(name):
-                v = gvl_resolve.resolve(log, head, name)
-                v = gvl_resolve.probe_unannounced(log, v)
-                snap = log.snapshot(v, list_log=False)
-                from_gvl = True
-            else:
-                snap = log.snapshot()
+        if self._cut is not None:
+            if not self._cut.knows(name):  # joining the global log writes an entry: refuse bad input first
+                newest = log.snapshot()
+                check_readable(name, newest.protocol, newest.metadata)
+                if op is not None:
+                    self._validate_op(TableWork(name, log, newest, self._ctx(name, newest)), op)
+            # every table at the versions of one cut of the global order (isolation/cut.py)
+            snap = log.snapshot(self._cut.version_of(name), list_log=False)
+            self._gvl_seen = self._cut.last_seq
+            from_gvl = True
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
@@ -325,6 +384,7 @@ class Transaction:
 
     # -- LV[DL]: every operation is its own Delta commit ---------------------------
     def _execute_dl(self, op: Op, data: Any) -> Any:
+        op_started = self.lake.now()
         log = self.lake.log(op.table)
         snap = log.snapshot()
         check_readable(op.table, snap.protocol, snap.metadata)
@@ -343,11 +403,17 @@ class Transaction:
         v = snap.version + 1
         for _ in range(self.lake.max_retries + 1):
             try:
-                log.write_commit(v, commit)
-                self.tables.setdefault(op.table, tw)
-                self._dl_versions[op.table] = v
-                self._after_table_commit(log, v)
-                return result
+                self._check_age(op_started)
+            except TransactionAborted:
+                self._delete_files(op.table, [a.path for a in op.added])
+                raise
+            try:
+                log.write_commit(v, commit)  # settled by reading back if the store reports an error
+            except OutcomeUnknown as e:
+                raise CommitPendingError(
+                    f"{op.kind} on {op.table!r}: the outcome of its commit at version {v} could not be learned "
+                    f"({e}); it may or may not have committed. Nothing was undone; read the table to see",
+                    txn_id=self.id, decided=False, committed=dict(self._dl_versions)) from e
             except VersionExists:
                 self.stats["retries"] += 1
                 latest = log.newest()
@@ -359,6 +425,11 @@ class Transaction:
                         f"{op.kind} on {op.table!r} conflicts with version {hit[1]}: {hit[2]}",
                         txn_id=self.id) from None
                 v = latest + 1
+                continue
+            self.tables.setdefault(op.table, tw)
+            self._dl_versions[op.table] = v
+            self._post_commit("checkpoint", self._after_table_commit, log, v)
+            return result
         self._delete_files(op.table, [a.path for a in op.added])
         raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
@@ -378,6 +449,8 @@ class Transaction:
         )
 
     def _claim_first_marker(self, tw: TableWork) -> None:
+        if self._cut is not None and self._gvl_base is None:
+            self._gvl_base = self._cut.last_seq  # an abort of ours can only come after this entry
         self._claim(tw)
         self.lake._watch(self)
 
@@ -486,13 +559,15 @@ class Transaction:
             return
         if not self._mlock.acquire(blocking=False):
             return
+        failed: Exception | None = None
         try:
-            self._last_beat = now
-            for tw in self.tables.values():
+            for tw in list(self.tables.values()):
                 h = tw.marker
                 if h is None:
                     continue
-                with h.lock:  # the commit path may be closing this marker right now
+                # the state check and the rewrite are one critical section: the commit path
+                # changes the state (close, fill) only while holding h.lock too
+                with h.lock:
                     if h.lost or h.payload.state != RUNNING:
                         continue
                     h.payload.heartbeat = now
@@ -502,6 +577,11 @@ class Transaction:
                         self._count("heartbeats")
                     except MarkerLost:
                         self._count("markers_lost")
+                    except Exception as e:  # noqa: BLE001 - retried on the next beat, other tables go on
+                        self._count("heartbeat_failures")
+                        failed = e
+            if failed is None:
+                self._last_beat = now  # a failed beat is retried on the next round, not a third of a ttl later
         finally:
             self._mlock.release()
 
@@ -667,11 +747,11 @@ class Transaction:
                     f"returned ({why}); re-run it (lake.run does)", txn_id=self.id, reason="consumed-read")
             snap = tw.log.snapshot(latest)
             redone = tw.redo(self.lake.engine, k, snap)
+            for op in redone:  # the new entries first: a crash in between must not leave entries naming
+                op.logical = True  # deleted files as the operation's latest state
+                self._write_sublog(tw, op, redo=True)
             self._delete_files(tw.name, sorted(tw.garbage))
             tw.garbage.clear()
-            for op in redone:
-                op.logical = True
-                self._write_sublog(tw, op, redo=True)
             self._count("redos", len(redone))
             logs.redone(self, tw.name, version, why, redone)
             tw.validated_upto = latest
@@ -688,7 +768,7 @@ class Transaction:
         written = [tw for tw in self.tables.values() if tw.written]
         if not written:
             self._commit_read_only()
-            return CommitResult(self.id, {}, dict(self.stats), self._gvl_seen)
+            return CommitResult(self.id, {}, dict(self.stats), self._cut.last_seq if self._cut else None)
         if self.I:
             return self._commit_global(written)
         if self.CT and len(written) > 1:
@@ -696,29 +776,24 @@ class Transaction:
         return self._commit_per_table(written)
 
     def _commit_read_only(self) -> None:
-        if self.I and self.isolation == "serializable":
-            self._validate_against_head(self.lake.gvl.head(from_known=True), written=set())
+        """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
+        the global order, so it needs no validation in any isolation mode and never aborts."""
+        if self._cut is not None:
+            for k, n in self._cut.stats.items():
+                self.stats["cut_" + k] += n
 
     # R (and single-table CT): each table decides by its own commit ------------------
     def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
-        versions: dict[str, int] = {}
-        done: list[str] = []
+        # a failure after an earlier table committed becomes a PartialCommitError in commit()
         for tw in sorted(written, key=lambda w: w.name):
-            try:
-                versions[tw.name] = self._commit_one_table(tw)
-                self._committed_tables.add(tw.name)
-            except TransactionAborted as e:
-                if done:
-                    from .errors import PartialCommitError
-
-                    raise PartialCommitError(
-                        f"{e} -- but {', '.join(done)} already committed: with features "
-                        f"{features_label(self.features)!r} each table commits on its own; use 'R,CT' for "
-                        "all-or-nothing across tables", committed=dict(versions), txn_id=self.id) from e
-                raise
-            done.append(tw.name)
+            self._commit_one_table(tw)
         self._cleanup_after_commit()
-        return CommitResult(self.id, versions, dict(self.stats))
+        return CommitResult(self.id, dict(self._committed_tables), dict(self.stats))
+
+    def _landed(self, tw: TableWork, version: int) -> None:
+        """Our commit is in ``tw`` at ``version``: nothing may undo it any more."""
+        self._committed_tables[tw.name] = version
+        self._in_doubt = None
 
     def _commit_one_table(self, tw: TableWork) -> int:
         for _ in range(self.lake.max_retries + 1):
@@ -730,22 +805,29 @@ class Transaction:
                                       "lakevilla": {**self._commit_lv(1), "marker": tw.marker.version}})
             latest = tw.validated_upto
             if self.mode == "in_place" and self._fill_ok(tw, latest):
+                self._check_age()
+                self._in_doubt = f"the in-place commit to {tw.name}@{tw.marker.version}"
                 try:
                     with self._mlock:
-                        rewrite_marker(tw.log, tw.marker, commit)
-                    tw.marker.payload.state = COMMITTED
-                    self._after_table_commit(tw.log, tw.marker.version)
-                    return tw.marker.version
+                        rewrite_marker(tw.log, tw.marker, commit)  # marks the handle committed, under its lock
                 except MarkerLost:
+                    self._in_doubt = None
                     self.stats["fill_lost"] += 1
                     continue
+                self._landed(tw, tw.marker.version)
+                self._post_commit("checkpoint", self._after_table_commit, tw.log, tw.marker.version)
+                return tw.marker.version
+            self._check_age()
+            self._in_doubt = f"the commit to {tw.name}@{latest + 1}"
             try:
                 tw.log.write_commit(latest + 1, commit)
             except VersionExists:
+                self._in_doubt = None
                 self.stats["retries"] += 1
                 continue
-            self._close_marker(tw, latest + 1)
-            self._after_table_commit(tw.log, latest + 1)
+            self._landed(tw, latest + 1)
+            self._post_commit("close_marker", self._close_marker, tw, latest + 1)
+            self._post_commit("checkpoint", self._after_table_commit, tw.log, latest + 1)
             return latest + 1
         raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
@@ -790,8 +872,11 @@ class Transaction:
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
+            lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
+            if len(written) > 1:  # so that a reader can take the whole transaction without its record
+                lv_info["txn_tables"] = sorted(w.name for w in written)
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                 "lakevilla": {**self._commit_lv(len(written)), "marker": tw.marker.version}})
+                                 "lakevilla": lv_info})
             mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
             return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
 
@@ -802,15 +887,17 @@ class Transaction:
             self._prepare_all(written)
             rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
                                     tables=self._intents(written))
-            decided = records.decide(self.lake.store, rec)
-            if decided.state != records.ABORTED:
-                self._decided = True
+            self._check_age()
+            self._in_doubt = f"its transaction record {self.attempt}"
+            decided = records.decide(self.lake.store, rec)  # OutcomeUnknown: in doubt, CommitPendingError
+            self._in_doubt = None
             if decided.state == records.ABORTED:
                 self.stats["preempted"] += 1
                 self._new_attempt()
                 continue
+            self._decided = True
             versions = self._publish_all(decided.tables, written)
-            records.finish(self.lake.store, decided)
+            self._post_commit("record", records.finish, self.lake.store, decided)
             self._cleanup_after_commit()
             return CommitResult(self.id, versions, dict(self.stats))
         raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
@@ -833,49 +920,97 @@ class Transaction:
 
             v = publish(tw.log, self.attempt, Commit.from_bytes(it.commit.encode()), marker_version=it.marker,
                         mode=it.mode, hint=hint, on_foreign=foreign)
+            with self._slock:
+                self._committed_tables[name] = v
             if v != it.marker:
-                self._close_marker(tw, v)
+                self._post_commit("close_marker", self._close_marker, tw, v)
             elif tw.marker is not None:
-                tw.marker.payload.state = COMMITTED
-            self._after_table_commit(tw.log, v)
+                with tw.marker.lock:
+                    tw.marker.payload.state = COMMITTED
+            self._post_commit("checkpoint", self._after_table_commit, tw.log, v)
             return name, v
 
         return dict(self.lake.map(one, sorted(intents)))
 
     # I: the global log decides ------------------------------------------------------
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
+        gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
+        hint = None  # read the hint at commit: never build on an entry clean-up removed meanwhile
+        if unclaimed and self._gvl_base is None and (self._cut is None or self._cut.age() > LONG_TRANSACTION):
+            # entries from our first read on may be gone: aborts of ours come after the log as of now
+            head0 = gvl.head()
+            self._gvl_base = head0.seq if head0 is not None else -1
+        else:
+            if self._gvl_base is None:  # an abort of ours can only come after this entry
+                self._gvl_base = self._cut.last_seq
+            hint = submit(gvl.read_hint)  # meanwhile: one round trip hidden behind the claims
         if unclaimed:
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake._watch(self)
         written_names = {tw.name for tw in written}
         for _ in range(self.lake.max_retries * 4 + 1):
             self._prepare_all(written)
-            head = self.lake.gvl.head(from_known=True)
-            self._validate_against_head(head, written=written_names)
-            entry = head.successor(self.attempt) if head is not None else GvlEntry(seq=0, txn=self.attempt,
-                                                                                 created=time.time())
             intents = self._intents(written)
-            for name, it in intents.items():
-                tw = self.tables[name]
-                hint = it.marker if it.mode == "in_place" else tw.validated_upto + 1
-                entry.pending[name] = PendingWrite(attempt=self.attempt, hint=hint, commit=it.commit,
-                                                   marker=it.marker, mode=it.mode)
-            for name, tw in self.tables.items():
-                if name in written_names:
-                    continue
-                if head is None or not head.knows(name):
-                    entry.tables[name] = tw.read_version  # unknown table: added as compatible
-            self._resolve_known_pending(entry)
-            if self.lake.gvl.append(entry):
+            if hint is not None:
+                hint.result()  # the head below starts at the horizon it read, or later
+                hint = None
+            head = gvl.head(fresh=False)
+            entry = self._validate_against_head(head, written_names, intents)
+            if entry is None:
+                continue  # a table moved while we validated: again
+            outcome = self._announce(entry)
+            if outcome not in (APPENDED, TAKEN, FORKED):
+                outcome = self._settle_announcement(entry)
+            if outcome == APPENDED:
                 self._decided = True
                 self._gvl_seen = entry.seq
                 versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
-                self._after_announce(entry.seq)
+                self._post_commit("announce", self._after_announce, entry.seq)
                 self._cleanup_after_commit()
                 return CommitResult(self.id, versions, dict(self.stats), entry.seq)
-            self.stats["gvl_races"] += 1
+            if outcome == TAKEN:
+                self.stats["gvl_races"] += 1
+                continue
+            if outcome == FORKED:
+                raise TransactionAborted(
+                    "clean-up of the global log deleted the slot this commit was announced in while it "
+                    "validated (the announcement is not part of the log); nothing of it is visible, re-run it",
+                    txn_id=self.id, reason="gvl-horizon")
+            self._decided = True  # it may be in the log: only recovery may settle it now
+            raise CommitPendingError(
+                f"transaction {self.id} announced its commit as global-log entry {entry.seq}, but clean-up "
+                "passed that entry at the same time, so whether the log kept it cannot be told here; "
+                "lake.recover() settles it (commit or abort)", txn_id=self.id)
         raise TransactionAborted("lost the global log race too often", txn_id=self.id, reason="retries")
+
+    def _announce(self, entry: GvlEntry) -> str:
+        """The deciding append (``gvl.append`` settles an error from the put by reading the
+        slot back; if even that fails the exception leaves us in doubt: CommitPendingError)."""
+        self._check_age()
+        self._in_doubt = f"its global log announcement {entry.seq}"
+        outcome = self.lake.gvl.append(entry, self.lake.gvl.last_hint)
+        self._in_doubt = None
+        return outcome
+
+    def _settle_announcement(self, entry: GvlEntry) -> str:
+        """Clean-up passed the slot we just took and deleted the entries after it, so the
+        chain cannot show whether we extended it or wrote into a slot it had already freed.
+        An entry built on ours carries our writes until they land, so: named by an entry
+        the log still has, or landed on a table, means ours is in the log; neither means it
+        is a fork nobody reads."""
+        try:
+            state, _, _ = self.lake.gvl.find_decision(self.attempt, entry.seq - 1)
+            if state is None:
+                for name, p in entry.own_writes().items():
+                    if gvl_resolve.find_pending(self.lake.log(name), p) is not None:
+                        state = "committed"
+                        break
+        except Exception:  # noqa: BLE001 - still cannot tell: recovery settles it
+            return "unsure"
+        if state == "committed":
+            return APPENDED
+        return FORKED
 
     def _resolve_known_pending(self, entry: GvlEntry) -> None:
         """Pending writes of earlier transactions on tables we touched are resolved by now:
@@ -890,38 +1025,94 @@ class Transaction:
                 entry.tables[name] = v
                 del entry.pending[name]
 
-    def _validate_against_head(self, head: GvlEntry | None, written: set[str]) -> None:
-        if head is None:
-            return
-        start = self._gvl_seen if self._gvl_seen is not None else (
-            self._gvl_base if self._gvl_base is not None else -1)
-        for e in self.lake.gvl.entries_after(start, head.seq):
-            if self.attempt in e.aborts:
-                raise TransactionAborted("aborted by a recovering client (our markers had expired)",
-                                         txn_id=self.id, reason="preempted")
-        check_reads = self.isolation == "serializable" or (self.isolation == "write_serializable" and written)
-        for name, tw in self.tables.items():
-            if not head.knows(name):
-                continue
-            hidden = gvl_resolve.resolve(tw.log, head, name)
-            if name in written:
-                if hidden > tw.validated_upto:  # R3: someone committed below our write
-                    self._validate_table(tw)
-                continue
-            if not check_reads or hidden <= tw.validated_upto:
-                continue
-            commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
-                       if marker_of(c) is None and commit_txn(c) != self.attempt]
-            viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
-                                  tw.base.partition_columns)
-            if viol is not None:
-                self.stats["r1"] += 1
-                raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
-            tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
-        self._gvl_seen = head.seq
+    def _validate_against_head(self, head: GvlEntry | None, written: set[str],
+                               intents: dict[str, records.TableIntent] | None = None) -> GvlEntry | None:
+        """Module #4.2: validate against ``head`` and build the entry that announces us.
+
+        The entry takes in every commit made since on the tables we touch (written ones up
+        to where our commit goes, read ones up to their newest), whole (isolation/closure.py);
+        serializable reads are checked (R1) against everything between the version read and
+        the entry's; a commit below our write that we did not validate moves us (R3, None:
+        plan again)."""
+        gvl = self.lake.gvl
+        intents = intents or {}
+        scan_from = self._gvl_base if self._gvl_base is not None else -1
+        if head is not None and scan_from < head.seq:
+            gone = TransactionAborted(
+                "the global log was cleaned up past the start of this transaction's commit, so whether a "
+                "recovering client aborted it cannot be checked; re-run it", txn_id=self.id, reason="gvl-horizon")
+            if scan_from < gvl.horizon - 1:
+                raise gone
+            try:
+                after = gvl.entries_after(scan_from, head.seq)
+            except CorruptLogError:
+                raise gone from None
+            for e in after:
+                if self.attempt in e.aborts:
+                    raise TransactionAborted("aborted by a recovering client (our markers had expired)",
+                                             txn_id=self.id, reason="preempted")
+        head_map: dict[str, int | PendingWrite] = dict(head.tables) if head is not None else {}
+        if head is not None:
+            head_map.update(head.pending)
+        resolved: dict[str, int | None] = {}
+
+        def base_of(t: str) -> int | None:
+            if t not in resolved:
+                x = head_map.get(t)
+                if isinstance(x, PendingWrite):
+                    x = gvl_resolve.resolve_write(self.lake.log(t), x)
+                resolved[t] = x
+            return resolved[t]
+
+        limits: dict[str, int] = {}
+        for name in written:
+            tw = self.tables[name]
+            b = base_of(name)
+            if b is not None and b > tw.validated_upto:  # R3: someone committed below our write
+                self._validate_table(tw)
+                return None
+            it = intents.get(name)
+            hint = it.marker if it is not None and it.mode == "in_place" else tw.validated_upto + 1
+            limits[name] = hint - 1
+        check_reads = self.isolation != "snapshot"
+        targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
+        growth = Closure(self.lake.log, self.lake.records, base_of, limits=limits, pull=True,
+                         below_commit=set(written)).grow(targets)
+        for name in written:
+            if growth.caps.get(name, -1) < limits[name]:
+                self.stats["gvl_not_yet"] += 1  # a commit below ours cannot be taken whole yet
+                time.sleep(0.01)  # protocol backoff: its owner is finishing it
+                return None
+        if check_reads:
+            for name, tw in self.tables.items():
+                hidden = growth.caps.get(name)
+                if name in written or hidden is None or hidden <= tw.validated_upto:
+                    continue
+                commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
+                           if marker_of(c) is None and commit_txn(c) != self.attempt]
+                viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
+                                      tw.base.partition_columns)
+                if viol is not None:
+                    self.stats["r1"] += 1
+                    raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
+                tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
+        entry = head.successor(self.attempt) if head is not None else first_entry()
+        entry.txn = self.attempt
+        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
+        for t, v in delta.items():
+            entry.tables[t] = v
+            entry.pending.pop(t, None)  # resolved: the table moved past it
+        entry.grown = delta
+        entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
+        entry.reads = sorted(n for n in self.tables if n not in written) if check_reads else []
+        for name, it in intents.items():
+            entry.pending[name] = PendingWrite(attempt=self.attempt, hint=limits[name] + 1, commit=it.commit,
+                                               marker=it.marker, mode=it.mode)
+        self._resolve_known_pending(entry)
+        self._gvl_seen = head.seq if head is not None else None
+        return entry
 
     def _after_announce(self, seq: int) -> None:
-        self.lake.gvl.advance_hint(seq)
         if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
             self.lake.gvl.cleanup(self.lake.gvl_keep)
 
@@ -952,8 +1143,11 @@ class Transaction:
                 pass
 
     def _abort_quietly(self) -> None:
-        """Undo: release markers, delete the data files we wrote. Never raises a LakeVillaError."""
-        if self.state in ("committed", "aborted"):
+        """Undo: release markers, delete the data files we wrote. Never raises a LakeVillaError.
+
+        Never after a deciding write was attempted (states ``decided`` and ``in-doubt``), and
+        never for a table whose commit landed: only the decision may undo anything."""
+        if self.state in ("committed", "aborted", "decided", "in-doubt") or self._decided or self._in_doubt:
             return
         self.state = "aborted"
         self.lake._forget(self)
@@ -983,12 +1177,58 @@ class Transaction:
             pass
 
 
+def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, int]) -> None:
+    """Before a crashed transaction is resumed, every earlier attempt must be settled: a
+    decided one is rolled forward (and nothing is resumed), an undecided one is fenced
+    off through its own decision mechanism (ABORTED record, global-log abort, freed
+    marker) so it can never commit later. A marker that has not expired means its client
+    may still be running: resume refuses rather than race it."""
+    from .complex_txn.record import of_txn
+    from .recovery.stalled import roll_forward_record
+
+    svc = lake.services()
+    for rec in of_txn(lake.store, txn_id):
+        if rec.state == records.COMMITTING:
+            roll_forward_record(svc, rec)
+            raise TransactionStateError(f"transaction {txn_id} was already decided (record {rec.attempt} says "
+                                        "COMMITTING); it has been rolled forward now: nothing to resume")
+        if rec.state == records.COMMITTED:
+            raise TransactionStateError(f"transaction {txn_id} already committed (record {rec.attempt}): "
+                                        "nothing to resume")
+    now = lake.now()
+    stalled: list[tuple[str, int]] = []
+    for table, first in sorted(first_versions.items()):
+        log = lake.log(table)
+        for v, c in log.commits_between(max(-1, first - 1), log.latest_version()):
+            info = c.lakevilla or {}
+            if info.get("kind") == "commit" and info.get("txn") == txn_id:
+                raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} at version {v} "
+                                            "(rolled forward by recovery, or committed before the crash): "
+                                            "nothing to resume")
+            m = marker_of(c)
+            if m is None or m.txn != txn_id or m.state != RUNNING:
+                continue
+            if not m.expired(now):
+                raise TransactionStateError(
+                    f"transaction {txn_id} still holds a live marker on {table}@{v} (it expires in "
+                    f"{m.expires - now:.1f}s): its client may still be running. Resume it after the marker "
+                    "expires (marker_ttl without a heartbeat)")
+            stalled.append((table, v))
+    for table, v in stalled:
+        res = resolve_marker(svc, table, v)
+        if res.outcome == "committed":
+            raise TransactionStateError(f"transaction {txn_id} was already decided ({table}@{v}); it has been "
+                                        "rolled forward now: nothing to resume")
+
+
 def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
     """Rebuild a crashed transaction from its sublogs, ready to continue or commit.
 
-    Its old markers are freed (if still held) and new ones claimed under a new
-    attempt. Logical operations are redone at commit if the tables moved; a
-    physical one that conflicts, or a recorded read that went stale, aborts.
+    Earlier attempts are settled first (``_settle_earlier_attempts``): a decided one is
+    rolled forward and reported (``TransactionStateError``), never re-executed. Then new
+    markers are claimed under a new attempt. Logical operations are redone at commit if
+    the tables moved; a physical one that conflicts, or a recorded read that went stale,
+    aborts. The transaction keeps its original start for ``max_transaction_age``.
     """
     from .errors import LakeVillaError as _Err
     from .store import NotFound
@@ -997,9 +1237,15 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
     if not entries:
         raise _Err(f"no sublogs for transaction {txn_id!r}: nothing to resume (it committed, was cleaned "
                    "up, or never wrote)")
+    first_versions: dict[str, int] = {}
+    for e in entries:
+        for t, v in [(e.table, e.read_version), *((r["table"], r["version"]) for r in e.reads)]:
+            first_versions[t] = min(v, first_versions.get(t, v))
+    _settle_earlier_attempts(lake, txn_id, first_versions)
     last = entries[-1]
     txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
                       txn_id=txn_id)
+    txn.started = min((e.created for e in entries if e.created), default=txn.started)
     attempts = [int(e.attempt.rsplit(".", 1)[1]) for e in entries if e.attempt and "." in e.attempt]
     txn.attempt_no = max(attempts, default=0) + 1
     txn.attempt = attempt_id(txn_id, txn.attempt_no)
@@ -1043,19 +1289,6 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
         tw.logical = True
         txn.tables[table] = tw
         txn._seq = max(txn._seq, max((e.op_seq for e in ents), default=0))
-        # free markers an earlier attempt of ours still holds here; refuse if an attempt committed
-        latest = log.latest_version()
-        for v, c in log.commits_between(max(-1, tw.read_version - 1), latest):
-            lv_info = c.lakevilla or {}
-            if lv_info.get("kind") == "commit" and lv_info.get("txn") == txn_id:
-                raise _Err(f"transaction {txn_id} already committed to {table!r} at version {v} (rolled forward "
-                           "by recovery, or committed before the crash): nothing to resume")
-            m = marker_of(c)
-            if m is not None and m.txn == txn_id and m.state == RUNNING:
-                from .markers import free_stalled
-
-                _, etag = log.read_commit_raw(v)
-                free_stalled(log, v, m, etag, FREED, "superseded by resumed attempt")
     for tw in txn.tables.values():
         if tw.written and (txn.R or txn.CT):
             txn._claim(tw)

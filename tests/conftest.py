@@ -16,6 +16,29 @@ for _k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
     os.environ.pop(_k, None)
 
 
+_exit_status = [0]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _exit_status[0] = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """A test that failed before stopping its own background thread must not keep the run
+    alive after the summary: name the threads left over and exit with pytest's status."""
+    import sys
+    import threading
+
+    left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+            and not t.name.startswith(("ThreadPoolExecutor", "lakevilla"))]  # pools end at exit
+    if left:
+        sys.stdout.write(f"\nthreads left running after the tests: {[t.name for t in left]}; exiting\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_exit_status[0])
+
+
 @pytest.fixture(scope="session")
 def moto_endpoint():
     """moto's server in its own process: in the test process it would share one GIL with

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from lakevilla.store import (
@@ -11,6 +12,36 @@ from lakevilla.store import (
     SimulatedCrash,
     StoreWrapper,
 )
+
+
+class HalfPublished(StoreWrapper):
+    """Holds a transaction's table commit to ``second`` until its commit to ``first`` has
+    landed, then runs ``during()``: the transaction is decided and half published. Armed
+    by setting ``armed`` (marker claims and other writes pass untouched)."""
+
+    def __init__(self, inner: ObjectStore, first: str, second: str, during: Callable[[], None]) -> None:
+        super().__init__(inner)
+        self.first, self.second, self.during = first, second, during
+        self.first_done = threading.Event()
+        self.armed = False
+        self.fired = 0
+
+    def _gate(self, key, data, write):
+        is_commit = self.armed and b'"kind":"commit"' in data
+        if is_commit and key.startswith(self.second + "/_delta_log/") and not self.fired:
+            assert self.first_done.wait(60)
+            self.fired += 1
+            self.during()
+        out = write()
+        if is_commit and key.startswith(self.first + "/_delta_log/"):
+            self.first_done.set()
+        return out
+
+    def put_if_absent(self, key, data):
+        return self._gate(key, data, lambda: self.inner.put_if_absent(key, data))
+
+    def put_if_match(self, key, data, etag):  # an in-place commit fills its marker
+        return self._gate(key, data, lambda: self.inner.put_if_match(key, data, etag))
 
 
 class HookStore(StoreWrapper):
@@ -123,3 +154,68 @@ class CrashSweep:
     def record(self, crashed: bool) -> None:
         if not crashed:
             self.finished = True
+
+
+class ConnectGate:
+    """A loopback port where connecting times out until ``open()``, then a relay to ``target``.
+
+    Its listening socket has a backlog of one, filled by a connection of our own, so the
+    kernel drops every further SYN: clients see a real connect timeout, nothing simulated.
+    ``open()`` drains the backlog and starts relaying bytes to ``target`` (an ``http://``
+    URL on loopback)."""
+
+    def __init__(self, target: str) -> None:
+        import socket
+        import threading
+        from urllib.parse import urlparse
+
+        u = urlparse(target)
+        self._target = (u.hostname, u.port)
+        self._sock = socket.socket()
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(0)
+        port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._filler = socket.create_connection(("127.0.0.1", port))
+        self._opened = threading.Event()
+        self._conns: list = [self._filler]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def open(self) -> None:
+        self._opened.set()
+
+    def _serve(self) -> None:
+        import socket
+        import threading
+
+        self._opened.wait()
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            up = socket.create_connection(self._target)
+            self._conns += [conn, up]
+            for a, b in ((conn, up), (up, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            try:
+                dst.shutdown(2)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self._sock.close()
+        for c in self._conns:
+            try:
+                c.close()
+            except OSError:
+                pass

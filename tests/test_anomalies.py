@@ -14,7 +14,7 @@ import pytest
 
 import lakevilla as lv
 from tests.conftest import rows
-from tests.helpers import HookStore
+from tests.helpers import HalfPublished, HookStore
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -169,3 +169,61 @@ def test_p4_read_compute_write_rerun_by_lake_run(backend, mode):
     assert _value(lake, "t") == 12
     assert len(attempts) == 3  # exactly one re-run
     assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+# -- across tables: what one consistent cut (LV[I]) adds -------------------------------------------
+
+def _pair(txn_or_lake, x, y):
+    return _value(txn_or_lake, x), _value(txn_or_lake, y)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("writer", ["R,CT", "I"])
+def test_read_skew_across_tables(backend, mode, writer):
+    """A transfer commits between a reader's reads of its two tables. Without I the reader
+    sees x before and y after it (read skew); with I, even under ``snapshot``, both reads
+    come from one cut fixed at the first read."""
+    seen = {}
+    for features in ("R,CT", "I"):
+        x, y = f"rsx{len(features)}", f"rsy{len(features)}"
+        lake = _lake(backend, mode, tables=(x, y))
+        reader = lake.begin(features, isolation="snapshot")
+        vx = _value(reader, x)
+        with lake.transaction(writer) as w:
+            w.update(x, set={"value": "value - 5"}, where="id = 1")
+            w.update(y, set={"value": "value + 5"}, where="id = 1")
+        vy = _value(reader, y)
+        reader.commit()
+        seen[features] = (vx, vy)
+        assert _pair(lake, x, y) == (5, 15)
+    assert seen["R,CT"] == (10, 15)  # read skew: 25 where every committed state sums to 20
+    assert seen["I"] == (10, 10)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("writer", ["R,CT", "I"])
+def test_fractured_reads_across_tables(backend, mode, writer):
+    """A reader runs while a decided two-table transaction has written x but not yet y.
+    Without I it sees the new x and the old y (a fractured read); with I, under
+    ``snapshot``, it sees both (it completes the y commit from the decision) or neither."""
+    seen = {}
+    for features in ("R,CT", "I"):
+        x, y = f"frx{len(features)}", f"fry{len(features)}"
+        lake = _lake(backend, mode, tables=(x, y))
+        with lake.transaction("I") as t:  # the global log knows both tables
+            _pair(t, x, y)
+
+        def read_now(features=features, x=x, y=y):
+            with backend.lake(commit_mode=mode).transaction(features, isolation="snapshot") as r:
+                seen[features] = _pair(r, x, y)
+
+        gate = HalfPublished(backend.store(), x, y, read_now)
+        txn = backend.lake(commit_mode=mode, store=gate).begin(writer)
+        txn.update(x, set={"value": "value - 5"}, where="id = 1")
+        txn.update(y, set={"value": "value + 5"}, where="id = 1")
+        gate.armed = True
+        txn.commit()
+        assert gate.fired == 1
+        assert _pair(lake, x, y) == (5, 15)
+    assert seen["R,CT"] == (5, 10)  # fractured: half of one transaction
+    assert seen["I"] in ((5, 15), (10, 10))

@@ -45,9 +45,9 @@ def test_every_command_speaks_json(local_backend, capsys):
         (0, "CREATE TABLE", 0), (1, "LAKEVILLA MARKER", 0), (2, "WRITE", 1)]
     assert hist["versions"][1]["lakevilla"]["kind"] == "marker"
     assert hist["versions"][2]["lakevilla"]["attempt"] == txn.attempt
-    assert as_json(capsys, "abandoned", root, "--min-age", "0") == (
+    assert as_json(capsys, "abandoned", root, "--min-age", "0", "--force") == (
         0, {"files": [{"table": "a", "key": "a/orphan.parquet"}], "deleted": False})
-    code, done = as_json(capsys, "cleanup", root, "--older-than", "0")
+    code, done = as_json(capsys, "cleanup", root, "--older-than", "0", "--force")
     assert code == 0 and (done["records"], done["sublogs"], done["global_entries"]) == (1, 2, 0)
     code, st = as_json(capsys, "status", root)
     assert code == 0 and st["v"] == 1 and {t["name"] for t in st["tables"]} == {"a", "b"}

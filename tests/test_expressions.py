@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import duckdb
@@ -210,7 +211,8 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
         raw["statement"]["where"] = f"id IN (SELECT 2 FROM read_text('{secret}') WHERE content LIKE 'secret%')"
     lake.store.put(sublog_key(victim.id, entry.seq), json.dumps(raw).encode())
     first.commit()  # the victim's read file is gone: resuming must redo its update
-    resumed = local_backend.lake().resume(victim.id)
+    later = local_backend.lake(clock=lambda: time.time() + 3600)  # the victim's marker has expired
+    resumed = later.resume(victim.id)
     with pytest.raises(lv.InvalidExpressionError, match="read_text|subquer"):
         resumed.commit()
     lake.flush()

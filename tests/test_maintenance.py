@@ -43,13 +43,14 @@ def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
     assert [r["value"] for r in lake.read("a").to_pylist()] == [1]
     assert [r["value"] for r in lake.read("b").to_pylist()] == [1]
     assert records.read(lake.store, txn.attempt).state == records.COMMITTED
-    assert cli(["cleanup", root, "--older-than", "0"]) == 0
+    assert cli(["cleanup", root, "--older-than", "0"]) == 2  # shorter than max transaction age: refused
+    assert cli(["cleanup", root, "--older-than", "0", "--force"]) == 0
     assert '"records": 1' in capsys.readouterr().out
     assert records.read(lake.store, txn.attempt) is None
     assert cli(["history", root, "a"]) == 0
     out = capsys.readouterr().out
     assert "marker committed" in out and "UPDATE" in out
-    assert cli(["abandoned", root, "--min-age", "0"]) == 0
+    assert cli(["abandoned", root, "--min-age", "0", "--force"]) == 0
     assert cli(["history", root, "../etc"]) == 2  # a clear error, not a traceback
 
 

@@ -184,12 +184,15 @@ def test_bad_input_raises_a_clear_error_and_changes_nothing(backend, features, c
     lake.create_table("acc", ACC)
     with lake.transaction(features="") as txn:
         txn.insert("acc", {"id": [1, 2], "region": ["eu", "us"], "balance": [10, 20]})
-    before = backend.all_keys()
+    def keys():  # I: the global log may have taken the table in (any reader of it does)
+        return [k for k in backend.all_keys() if not k.startswith("_lakevilla/gvl/")]
+
+    before = keys()
     with pytest.raises(err) as info, lake.transaction(features=features) as txn:
         action(txn)
     assert isinstance(info.value, lv.LakeVillaError)
     lake.flush()
-    assert backend.all_keys() == before
+    assert keys() == before
     assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 10}, {"id": 2, "region": "us",
                                                                                  "balance": 20}]
 

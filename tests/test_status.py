@@ -44,6 +44,8 @@ def busy_lake(backend):
     ct.update("e", set={"value": "4"}, where="id = 1")
     with pytest.raises(SimulatedCrash):
         ct.commit()  # decided (record COMMITTING), no table commit written
+    with lake.transaction("I") as known:  # f joins the global log (entry 0): the dying I writer's
+        known.read("f")                   # first global-log write is then its announcement (entry 1)
     announced = _dies_after_deciding(backend, "_lakevilla/gvl/").begin("I")
     announced.update("f", set={"value": "5"}, where="id = 1")
     with pytest.raises(SimulatedCrash):
@@ -76,7 +78,7 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     assert (ann.state, ann.decided_by, ann.unpublished) == ("decided-unpublished", "global_log", ["f"])
     assert len(st.transactions) == 5 and st.records["COMMITTING"] == 1
     g = st.global_log
-    assert (g.head, g.oldest, g.entries, g.head_txn) == (0, 0, 1, tx["announced"].attempt)
+    assert (g.head, g.oldest, g.entries, g.head_txn) == (1, 0, 2, tx["announced"].attempt)
     assert g.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": False}]
     markers = {m.table: m for ts in st.tables for m in ts.open_markers}
     assert markers["b"].state == "stalled" and markers["a"].state == "running" and set(markers) == set(TABLES)
@@ -89,7 +91,7 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     assert states == {tx["live"].attempt: "running", tx["queued"].attempt: "waiting",
                       tx["stalled"].attempt: "stalled", tx["ct"].attempt: "decided-unpublished",
                       tx["announced"].attempt: "decided-unpublished"}
-    assert out["v"] == 1 and out["global_log"]["head"] == 0 and out["records"]["COMMITTING"] == 1
+    assert out["v"] == 1 and out["global_log"]["head"] == 1 and out["records"]["COMMITTING"] == 1
     assert [t["name"] for t in out["tables"]] == list(TABLES)
     code, text = run_cli(capsys, backend, "status", backend.uri)
     assert code == 0

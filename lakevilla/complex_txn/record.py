@@ -15,9 +15,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..errors import CorruptLogError
-from ..names import record_key
-from ..store import NotFound, ObjectStore, PreconditionFailed
+from ..errors import CorruptLogError, StorageError
+from ..names import TXN_DIR, record_key
+from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create
 
 COMMITTING, COMMITTED, ABORTED = "COMMITTING", "COMMITTED", "ABORTED"
 
@@ -70,12 +70,18 @@ def read(store: ObjectStore, attempt: str) -> TxnRecord | None:
 
 
 def decide(store: ObjectStore, rec: TxnRecord) -> TxnRecord:
-    """Create the record; if one exists already, that one is the decision and is returned."""
+    """Create the record; if one exists already, that one is the decision and is returned.
+
+    A write that reports an error is settled by reading the record back; if that fails
+    too, ``OutcomeUnknown`` (the decision may stand: the caller must not undo anything)."""
     rec.created = rec.created or time.time()
+    data = rec.to_bytes()
     try:
-        store.put_if_absent(record_key(rec.attempt), rec.to_bytes())
+        store.put_if_absent(record_key(rec.attempt), data)
         return rec
-    except PreconditionFailed:
+    except (PreconditionFailed, StorageError) as e:
+        if not isinstance(e, PreconditionFailed) and settle_create(store, record_key(rec.attempt), data, e):
+            return rec
         existing = read(store, rec.attempt)
         if existing is None:  # deleted between our write and read: only cleanup deletes, after resolution
             raise CorruptLogError(f"record {rec.attempt} vanished while deciding") from None
@@ -90,3 +96,16 @@ def finish(store: ObjectStore, rec: TxnRecord) -> None:
     """Mark a rolled-forward record done (all table commits and markers written)."""
     rec.state = COMMITTED
     store.put(record_key(rec.attempt), rec.to_bytes())
+
+
+def of_txn(store: ObjectStore, txn: str) -> list[TxnRecord]:
+    """Every record of every attempt of ``txn`` (one LIST)."""
+    out = []
+    for meta in store.list(f"{TXN_DIR}/{txn}."):
+        rest = meta.key[len(TXN_DIR) + 1:]
+        if "/" in rest or not rest.endswith(".json"):
+            continue
+        rec = read(store, rest[:-5])
+        if rec is not None:
+            out.append(rec)
+    return out

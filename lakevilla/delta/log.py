@@ -17,8 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
-from ..errors import CorruptLogError, TableNotFoundError
-from ..store import NotFound, ObjectStore, PreconditionFailed
+from ..errors import CorruptLogError, StorageError, TableNotFoundError
+from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
 from .actions import Commit
 from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_table
 from .snapshot import Snapshot, SnapshotBuilder
@@ -340,16 +340,32 @@ class DeltaLog:
 
     # -- writing -------------------------------------------------------------
     def write_commit(self, version: int, commit: Commit) -> str:
+        """put-if-absent of ``version``; ``VersionExists`` if another writer holds it.
+
+        A write that reports an error is settled by reading it back (``store.settle``):
+        an error never hides a version we did write. ``OutcomeUnknown`` if that fails too."""
+        key, data = self.commit_key(version), commit.to_bytes()
         try:
-            etag = self.store.put_if_absent(self.commit_key(version), commit.to_bytes())
+            etag = self.store.put_if_absent(key, data)
         except PreconditionFailed:
             raise VersionExists(version) from None
+        except StorageError as e:
+            etag = settle_create(self.store, key, data, e)
+            if etag is None:
+                raise VersionExists(version) from None
         self._remember(version, commit)
         return etag
 
     def rewrite_commit(self, version: int, commit: Commit, etag: str) -> str:
-        """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved."""
-        new = self.store.put_if_match(self.commit_key(version), commit.to_bytes(), etag)
+        """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
+        Settled like ``write_commit`` when the store reports an error."""
+        key, data = self.commit_key(version), commit.to_bytes()
+        try:
+            new = self.store.put_if_match(key, data, etag)
+        except StorageError as e:
+            new = settle_replace(self.store, key, data, etag, e)
+            if new is None:
+                raise PreconditionFailed(key) from None
         self._remember(version, commit)
         return new
 

@@ -24,7 +24,7 @@ from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
-from ..isolation.gvl import GlobalVersionLog
+from ..isolation.gvl import APPENDED, GlobalVersionLog, first_entry
 from ..markers import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
 from ..publish import find_commit, publish
 from ..store import NotFound, ObjectStore
@@ -75,8 +75,10 @@ def _resolve_marker(svc: Services, table: str, version: int, *, force: bool) -> 
             roll_forward_record(svc, rec)
             return _close(log, version, m, etag, table)
     elif m.decision == "gvl":
-        state, entry = decide_gvl_abort(svc.gvl, m.attempt, m.gvl_base)
-        if state == "committed" and entry is not None and table in entry.pending:
+        state, entry = decide_gvl_abort(svc.gvl, m.attempt, m.gvl_base,
+                                        landed=lambda: find_commit(log, m.attempt, version, latest) is not None)
+        if state == "committed" and entry is not None and table in entry.pending \
+                and entry.pending[table].attempt == m.attempt:
             p = entry.pending[table]
             v = publish(log, m.attempt, Commit.from_bytes(p.commit.encode()), marker_version=version, mode=p.mode,
                         hint=p.hint)
@@ -124,19 +126,23 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
     return landed
 
 
-def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None) -> tuple[str, object]:
-    """Make sure a stalled I transaction is decided: returns ('committed'|'aborted', entry)."""
+def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None,
+                     landed: Callable[[], bool] | None = None) -> tuple[str, object]:
+    """Make sure a stalled I transaction is decided: returns ('committed'|'aborted', entry).
+
+    The decision is in the entries after ``after`` (the entry the transaction's markers
+    name). If clean-up removed some of them, a commit is still known: the entries after
+    the horizon carry its writes until they land, and ``landed()`` looks for one that did.
+    Otherwise we append an entry that aborts it; its owner's announcement, validated
+    against every entry before it, then fails."""
     while True:
-        state, entry = gvl.find_decision(attempt, after if after is not None else -1)
+        state, entry, complete = gvl.find_decision(attempt, after if after is not None else -1)
         if state is not None:
             return state, entry
-        nxt = entry.successor(None) if entry is not None else None
-        if nxt is None:
-            from ..isolation.gvl import GvlEntry
-
-            nxt = GvlEntry(seq=0)
+        if not complete and landed is not None and landed():
+            return "committed", None
+        nxt = entry.successor(None) if entry is not None else first_entry()
         nxt.aborts = [attempt]
-        if gvl.append(nxt):
+        if gvl.append(nxt, gvl.last_hint) == APPENDED:
             logs.gvl_abort(attempt, nxt.seq)
-            gvl.advance_hint(nxt.seq)
             return "aborted", nxt

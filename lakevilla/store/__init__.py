@@ -17,6 +17,7 @@ from .base import (
     TransientStoreError,
 )
 from .local import LocalStore, is_local_uri
+from .settle import OutcomeUnknown, settle_create, settle_replace
 from .wrappers import (
     S3_SAME_REGION,
     CountingStore,
@@ -52,4 +53,5 @@ __all__ = [
     "ObjectStore", "PreconditionFailed", "StoreWrapper", "TransientStoreError", "LocalStore",
     "CountingStore", "FaultInjectingStore", "FaultPlan", "LatencyProfile", "LatencyStore",
     "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency", "open_store",
+    "OutcomeUnknown", "settle_create", "settle_replace",
 ]

@@ -6,8 +6,10 @@ the endpoint honours them: an endpoint that silently ignores them would turn
 every marker into a blind overwrite, so it is refused unless the caller opts into
 the paper's HEAD-polling emulation (``conditional_writes="emulate"``).
 
-Retries live in ``RetryingStore``; this class only maps errors: throttling, 5xx
-and connection failures become ``TransientStoreError``.
+Retries live in ``RetryingStore``; this class only maps errors: throttling, 5xx,
+``409 ConditionalRequestConflict`` (AWS: a concurrent conditional request; retry
+it), connection failures and timeouts (connecting, or reading a response body)
+become ``TransientStoreError``.
 """
 
 from __future__ import annotations
@@ -34,8 +36,24 @@ _TRANSIENT_CODES = {
     "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
     "TooManyRequests", "RequestLimitExceeded",
 }
+# 409 means "a conflicting operation is in progress", not "the condition failed": AWS asks to retry
+_RETRY_CODES = {"ConditionalRequestConflict", "409"}
 _checked: dict[tuple[str, str], bool] = {}
 _checked_lock = threading.Lock()
+# One boto3 session for every store: a new session re-parses the S3 service model (~0.3 s of
+# JSON); clients are thread-safe, making them from a shared session is not, hence the lock.
+_session = None
+_session_lock = threading.Lock()
+
+
+def _client(**kwargs):
+    import boto3
+
+    global _session
+    with _session_lock:
+        if _session is None:
+            _session = boto3.session.Session()
+        return _session.client("s3", **kwargs)
 
 
 def _opt(options: dict[str, str], *names: str) -> str | None:
@@ -45,6 +63,24 @@ def _opt(options: dict[str, str], *names: str) -> str | None:
         if v is not None and v != "":
             return str(v)
     return None
+
+
+def _seconds(raw: str | None, default: float) -> float:
+    """A duration as delta-rs writes it ("5s", "300ms", "2 seconds") or a number of seconds."""
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    for suffix, scale in (("ms", 0.001), ("milliseconds", 0.001), ("seconds", 1.0), ("second", 1.0),
+                          ("secs", 1.0), ("sec", 1.0), ("s", 1.0)):
+        if text.endswith(suffix):
+            try:
+                return float(text[: -len(suffix)].strip()) * scale
+            except ValueError:
+                break
+    try:
+        return float(text)
+    except ValueError:
+        raise InvalidArgumentError(f"not a duration: {raw!r} (use seconds, e.g. '5s' or '300ms')") from None
 
 
 class S3Store(ObjectStore):
@@ -57,7 +93,6 @@ class S3Store(ObjectStore):
         *,
         conditional_writes: str = "check",
     ) -> None:
-        import boto3
         from botocore.config import Config
 
         parsed = urlparse(uri)
@@ -73,14 +108,12 @@ class S3Store(ObjectStore):
         region = _opt(opts, "AWS_REGION", "region", "AWS_DEFAULT_REGION") or "us-east-1"
         cfg = Config(
             retries={"max_attempts": 1, "mode": "standard"},  # RetryingStore owns retries
-            connect_timeout=10,
-            read_timeout=60,
+            connect_timeout=_seconds(_opt(opts, "connect_timeout"), 10.0),
+            read_timeout=_seconds(_opt(opts, "timeout", "read_timeout"), 60.0),
             max_pool_connections=64,
             s3={"addressing_style": "path"} if self.endpoint else {},
         )
-        session = boto3.session.Session()
-        self.client = session.client(
-            "s3",
+        self.client = _client(
             endpoint_url=self.endpoint,
             region_name=region,
             aws_access_key_id=_opt(opts, "AWS_ACCESS_KEY_ID", "access_key_id"),
@@ -105,12 +138,8 @@ class S3Store(ObjectStore):
         return full[len(self.prefix) + 1:] if self.prefix else full
 
     def _call(self, fn, key: str, **kwargs):
-        from botocore.exceptions import (
-            ClientError,
-            ConnectionClosedError,
-            EndpointConnectionError,
-            ReadTimeoutError,
-        )
+        from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
+        from botocore.exceptions import ConnectionError as BotoConnectionError
 
         try:
             return fn(**kwargs)
@@ -119,7 +148,9 @@ class S3Store(ObjectStore):
             status = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
             if code in ("NoSuchKey", "404", "NotFound") or status == "404":
                 raise NotFound(key) from None
-            if code in ("PreconditionFailed", "412", "ConditionalRequestConflict") or status in ("412", "409"):
+            if code in _RETRY_CODES or status == "409":
+                raise TransientStoreError(f"{code or status} on {key}: a conflicting request was in flight") from e
+            if code in ("PreconditionFailed", "412") or status == "412":
                 raise PreconditionFailed(key) from None
             if code in ("NotImplemented", "501") or status == "501":
                 raise ConditionalWritesUnsupportedError(
@@ -131,7 +162,9 @@ class S3Store(ObjectStore):
             if code == "NoSuchBucket":
                 raise StorageError(f"bucket {self.bucket!r} does not exist at {self.endpoint or 'S3'}") from None
             raise StorageError(f"S3 error {code or status} on {key}: {e}") from e
-        except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError) as e:
+        except (BotoConnectionError, HTTPClientError, IncompleteReadError) as e:
+            # connecting (refused, timed out), the connection dropping, a read timing out,
+            # also while the body streams in (``get`` reads it inside this call)
             raise TransientStoreError(f"connection failure on {key}: {e}") from e
 
     def _ensure_conditional(self) -> None:
@@ -170,8 +203,11 @@ class S3Store(ObjectStore):
 
     # -- interface -----------------------------------------------------------
     def get(self, key: str) -> GetResult:
-        r = self._call(self.client.get_object, key, Bucket=self.bucket, Key=self._key(key))
-        return GetResult(r["Body"].read(), r["ETag"].strip('"'))
+        def get_and_read(**kw) -> GetResult:
+            r = self.client.get_object(**kw)
+            return GetResult(r["Body"].read(), r["ETag"].strip('"'))
+
+        return self._call(get_and_read, key, Bucket=self.bucket, Key=self._key(key))
 
     def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
         if start < 0:

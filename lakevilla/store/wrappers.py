@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import StorageError
 from .base import (
     GetResult,
     ListPage,
@@ -183,14 +184,22 @@ class FaultPlan:
     ``crash_before=n``: call n never happens; ``crash_after=n``: call n happens, then
     the client dies. ``transient``: call numbers that raise a retryable error instead
     of happening; ``transient_after``: ones that happen and still report a retryable
-    error (a timeout after the server applied the write). ``kinds`` restricts which request kinds are numbered (None: all).
-    ``predicate(kind, key)`` restricts further (e.g. only keys under a table).
+    error (a timeout after the server applied the write). ``fail_before``: calls that
+    fail with a non-retryable ``StorageError`` and are not applied (a 403, a full disk);
+    ``fail_after``: calls that are applied and then fail that way; ``exhaust_after``:
+    calls that are applied and then fail with a retryable error, after which every
+    request on that key fails too (the client's retries run out; the key stays
+    unreachable for this client). ``kinds`` restricts which request kinds are numbered
+    (None: all). ``predicate(kind, key)`` restricts further (e.g. only keys under a table).
     """
 
     crash_before: int | None = None
     crash_after: int | None = None
     transient: set[int] = field(default_factory=set)
     transient_after: set[int] = field(default_factory=set)  # the call happens, then reports a failure
+    fail_before: set[int] = field(default_factory=set)
+    fail_after: set[int] = field(default_factory=set)
+    exhaust_after: set[int] = field(default_factory=set)
     transient_rate: float = 0.0
     kinds: tuple[str, ...] | None = None
     predicate: Callable[[str, str], bool] | None = None
@@ -204,6 +213,8 @@ class FaultInjectingStore(StoreWrapper):
         self.calls = 0
         self.crashed = False
         self.log: list[tuple[int, str, str]] = []
+        self.injected: list[tuple[int, str, str, str]] = []  # (call, fault, kind, key)
+        self.unreachable: set[str] = set()
         self._rng = random.Random(self.plan.seed)
         self._lock = threading.Lock()
 
@@ -211,6 +222,8 @@ class FaultInjectingStore(StoreWrapper):
         with self._lock:
             if self.crashed:
                 raise SimulatedCrash(f"client is dead (call {kind} {key})")
+            if key in self.unreachable:
+                raise TransientStoreError(f"injected: {key} is unreachable ({kind})")
             counted = (self.plan.kinds is None or kind in self.plan.kinds) and (
                 self.plan.predicate is None or self.plan.predicate(kind, key)
             )
@@ -226,14 +239,36 @@ class FaultInjectingStore(StoreWrapper):
                     self.plan.transient_rate and self._rng.random() < self.plan.transient_rate
                 ):
                     raise TransientStoreError(f"injected transient error at call {n}: {kind} {key}")
-        result = fn()
-        if counted and n in self.plan.transient_after:
-            raise TransientStoreError(f"injected ambiguous failure after call {n}: {kind} {key}")
+                if n in self.plan.fail_before:
+                    self.injected.append((n, "fail_before", kind, key))
+                    raise StorageError(f"injected failure before call {n}: {kind} {key}")
+        try:
+            result = fn()
+        except (NotFound, PreconditionFailed):
+            if counted:
+                self._after(n, kind, key)  # the reply (here a refusal) is lost just the same
+            raise
+        if counted:
+            self._after(n, kind, key)
         if counted and self.plan.crash_after is not None and n >= self.plan.crash_after:
             with self._lock:
                 self.crashed = True
             raise SimulatedCrash(f"crash after call {n}: {kind} {key}")
         return result
+
+    def _after(self, n: int, kind: str, key: str) -> None:
+        """Faults that hit after the request reached the store: the client loses the reply."""
+        if n in self.plan.transient_after:
+            raise TransientStoreError(f"injected ambiguous failure after call {n}: {kind} {key}")
+        if n in self.plan.fail_after:
+            with self._lock:
+                self.injected.append((n, "fail_after", kind, key))
+            raise StorageError(f"injected failure after call {n} was applied: {kind} {key}")
+        if n in self.plan.exhaust_after:
+            with self._lock:
+                self.injected.append((n, "exhaust_after", kind, key))
+                self.unreachable.add(key)
+            raise TransientStoreError(f"injected failure after call {n} was applied; {key} stays unreachable")
 
     def get(self, key):
         return self._around("get", key, lambda: self.inner.get(key))
