@@ -129,6 +129,11 @@ def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
     """The record (CT) or the announcement (I) was written but the reply lost and the key stayed
     unreachable: no file deleted, no marker rewritten as aborted; recovery rolls it forward."""
     _setup(local_backend, tables=("a", "b"))
+    if "I" in features:  # a and b join the global log first: the fault must hit the announcement
+        with local_backend.lake().transaction("I") as known:
+            known.insert("a", {"id": [100], "value": [100]})
+            known.insert("b", {"id": [100], "value": [100]})
+    base = {t: local_backend.lake().version(t) for t in ("a", "b")}
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         exhaust_after={1}, kinds=("put_if_absent",), predicate=lambda k, key_: key_.startswith(key))),
         marker_ttl=5.0)
@@ -140,7 +145,7 @@ def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
     dying.flush()
     fresh = local_backend.lake()
     for t in ("a", "b"):
-        running = [marker_of(c) for v, c in fresh.log(t).commits_between(1, fresh.version(t))
+        running = [marker_of(c) for v, c in fresh.log(t).commits_between(base[t], fresh.version(t))
                    if marker_of(c) is not None]
         assert [m.state for m in running] == ["running"], "the abort path must not touch the markers"
         _every_version_has_its_files(local_backend, t)
