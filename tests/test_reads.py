@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 import lakevilla as lv
 from lakevilla import expressions as E
 from lakevilla.engines import embedded
-from lakevilla.engines.pushdown import arrow_filter
+from lakevilla.engines.pushdown import arrow_filter, pushdown
 from lakevilla.store import CountingStore
 from tests.predicates import PARTITION, SCHEMA, as_read, files, predicates
 
@@ -152,7 +152,8 @@ def test_simple_filters_equal_delta_rs_own_filters(local_backend):
        rg=st.sampled_from([1, 2, 3]))
 def test_pushed_filter_keeps_every_matching_row(fs, wheres, rg, tmp_path_factory):
     """pyarrow evaluates the pushed filter against row-group statistics and rows; every row
-    DuckDB selects must survive it (NaN, -0.0, nulls, casts, long strings, timestamps)."""
+    DuckDB selects must survive it (NaN, -0.0, nulls, casts, long strings, timestamps), and a
+    filter called exact (the engine then skips DuckDB) keeps nothing else."""
     table = pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA)
     path = tmp_path_factory.mktemp("push") / "f.parquet"
     pq.write_table(table, path, row_group_size=rg)
@@ -163,11 +164,13 @@ def test_pushed_filter_keeps_every_matching_row(fs, wheres, rg, tmp_path_factory
         want = reference_ids(table, where)
         if want is None:
             continue
-        pushed = arrow_filter(where, SCHEMA)
+        pushed, exact = pushdown(where, SCHEMA)
         if pushed is None:
             continue
         kept = set(data.to_table(columns=["id"], filter=pushed).column("id").to_pylist())
         assert set(want) <= kept, (where, pushed, sorted(set(want) - kept))
+        if exact:
+            assert kept == set(want), (where, pushed, sorted(kept - set(want)))
 
 
 def test_pushdown_is_built_only_from_atoms_both_engines_read_alike():
@@ -176,6 +179,8 @@ def test_pushdown_is_built_only_from_atoms_both_engines_read_alike():
     assert arrow_filter("i = 7", schema) is not None
     assert arrow_filter("s IN ('a', 'b') AND d >= DATE '2024-01-01'", schema) is not None
     assert arrow_filter("i IS NULL", schema) is not None
+    assert pushdown("i = 7 AND NOT (s IN ('a', NULL) OR b)", schema)[1]
+    assert not pushdown("i = 7 AND f > 5", schema)[1]  # pushed, but f > 5 is left to DuckDB
     for where in ["f > 5",  # NaN > 5 in DuckDB; not in pyarrow
                   "dec = 1.25", "i + 1 = 7", "d < TIMESTAMP '2024-01-02 03:00:00'",  # the column would be cast
                   "CAST(i AS VARCHAR) = '7'", "i = 7 OR f > 5"]:

@@ -41,7 +41,7 @@ from ..engine_api import (
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
 from . import ranged
-from .pushdown import arrow_filter
+from .pushdown import pushdown
 
 MAX_ROWS_PER_FILE = 1_000_000
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their statistics
@@ -146,10 +146,12 @@ class EmbeddedEngine:
         return [ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri), int(a.size or 0),
                               self._partition_expr(ctx, a)) for a in files]
 
-    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any) -> list:
-        """Fetch a batch of files' needed bytes through the store; their pyarrow fragments."""
+    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any,
+                   dictionary: tuple[str, ...] = ()) -> tuple[list, tuple[str, ...]]:
+        """Fetch a batch of files' needed bytes through the store; their pyarrow fragments, and
+        the ``dictionary`` columns they decode as dictionaries."""
         try:
-            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map)
+            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map, dictionary)
         except ranged.MissingDataFile as e:
             raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
                                   "from storage") from None
@@ -164,16 +166,24 @@ class EmbeddedEngine:
             raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
                                   f"({_first_line(e)})") from None
 
-    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None) -> pa.Table:
-        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads."""
+    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None,
+              filter_columns: set[str] | frozenset[str] = frozenset()) -> pa.Table:
+        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads.
+        ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries: its
+        constants have the table's types)."""
         schema = pa.schema([ctx.schema.field(c) for c in columns])
+        fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
+        strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
+                        and c not in filter_columns and c not in ctx.partition_columns)
         out = []
         for batch in ranged.batches(self._sources(ctx, files)):
-            frags = self._fragments(ctx, batch, columns, filter)
+            frags, dictionary = self._fragments(ctx, batch, fetch, filter, strings)
             if frags:
-                dataset = ds.FileSystemDataset(frags, ctx.schema, ranged.FORMAT, None)
-                out.append(self._decode(ctx, lambda d=dataset: d.to_table(columns=columns, filter=filter,
-                                                                          use_threads=True)))
+                scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
+                                         for f in ctx.schema])
+                dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
+                t = self._decode(ctx, lambda d=dataset: d.to_table(columns=columns, filter=filter, use_threads=True))
+                out.append(t.cast(schema) if dictionary else t)
         return pa.concat_tables(out) if out else schema.empty_table()
 
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
@@ -240,8 +250,11 @@ class EmbeddedEngine:
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
         out = list(columns) if columns is not None else list(ctx.schema.names)
-        pushed = arrow_filter(where, ctx.schema) if where is not None else None
-        table = self._read(ctx, files, self._needed(ctx, out, checked), pushed)
+        pushed, exact = pushdown(where, ctx.schema) if where is not None else (None, False)
+        if exact:  # the scan's filter is the predicate: nothing left for DuckDB to decide
+            return self._read(ctx, files, out, pushed, checked.columns())
+        table = self._read(ctx, files, self._needed(ctx, out, checked), pushed,
+                           checked.columns() if checked is not None else frozenset())
         if checked is not None and table.num_rows:
             table = table.filter(self._mask(ctx, table, checked))
         return table.select(out)
@@ -249,12 +262,12 @@ class EmbeddedEngine:
     def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked) -> list[AddFile]:
         """The files holding a row ``where`` selects, from the predicate's columns alone."""
         cols = self._needed(ctx, [], where)
-        pushed = arrow_filter(where.text, ctx.schema)
+        pushed, exact = pushdown(where.text, ctx.schema)
         tables = []
         sources = self._sources(ctx, files)
         index = {id(s): i for i, s in enumerate(sources)}
         for batch in ranged.batches(sources):
-            self._fragments(ctx, batch, cols, pushed)
+            self._fragments(ctx, batch, cols, pushed)  # decoded per file below
             for src in batch:
                 if src.fragment is None or not src.fragment.row_groups:
                     continue
@@ -265,6 +278,9 @@ class EmbeddedEngine:
                                                                                 dtype=np.int32))))
         if not tables:
             return []
+        if exact:  # the filter kept exactly the selected rows
+            hit = {t.column("__lv_file")[0].as_py() for t in tables}
+            return [a for i, a in enumerate(files) if i in hit]
         table = pa.concat_tables(tables)
         try:
             got = duck.query(f"SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE coalesce(({where.sql}), false)",

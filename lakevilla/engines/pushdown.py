@@ -8,7 +8,9 @@ find the ``where`` TRUE, built only from atoms whose meaning is the same in both
 (a plain column of an integer, string, date, timestamp or boolean type against a
 constant of exactly that type; IS [NOT] NULL). Everything else becomes TRUE (no
 restriction). The engine then evaluates the checked ``where`` itself, in DuckDB,
-on what the scan returns: pushdown only removes rows that cannot match.
+on what the scan returns: pushdown only removes rows that cannot match. When no
+part became TRUE the filter is exact (same atoms, Kleene AND/OR on both sides,
+NULL dropped like FALSE) and that second evaluation is skipped.
 
 ``_may(node, want)`` is an expression that is TRUE whenever ``node`` evaluates to
 ``want`` (TRUE or FALSE) in DuckDB; NOT swaps the two, AND/OR combine them.
@@ -64,6 +66,12 @@ def _or(parts: list) -> Any:
 class _Push:
     def __init__(self, chk: E.Checked, schema: pa.Schema) -> None:
         self.chk, self.schema = chk, schema
+        self.exact = True  # no part of the predicate was replaced by TRUE
+
+    def loose(self) -> Any:
+        """TRUE in place of a part that cannot be pushed: the filter is no longer exact."""
+        self.exact = False
+        return TRUE
 
     def column(self, node: dict) -> pa.Field | None:
         if node.get("class") != "COLUMN_REF":
@@ -110,14 +118,14 @@ class _Push:
                 f, c, op = self.column(node["right"]), node["left"], _FLIP[op]
             vals = self.values(f, node, [c]) if f is not None else None
             if vals is None:
-                return TRUE
+                return self.loose()
             return self.atom(f, op if want else _NEGATE[op], vals[0])
         if cls == "OPERATOR" and typ in ("COMPARE_IN", "COMPARE_NOT_IN"):
             kids = node["children"]
             f = self.column(kids[0])
             vals = self.values(f, node, kids[1:]) if f is not None else None
             if vals is None:
-                return TRUE
+                return self.loose()
             if want == (typ == "COMPARE_IN"):  # the value is in the list
                 present = [v for v in vals if v is not None]
                 return pc.field(f.name).isin(pa.array(present, f.type)) if present else FALSE
@@ -128,7 +136,7 @@ class _Push:
             f = self.column(node["input"])
             vals = self.values(f, node, [node["lower"], node["upper"]]) if f is not None else None
             if vals is None:
-                return TRUE
+                return self.loose()
             lo, hi = vals
             if want:
                 return _and([self.atom(f, ">=", lo), self.atom(f, "<=", hi)])
@@ -136,24 +144,33 @@ class _Push:
         if cls == "OPERATOR" and typ in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL"):
             child = node["children"][0]
             if child.get("class") != "COLUMN_REF" or self.chk.refs[id(child)].fields:
-                return TRUE
+                return self.loose()
             name = self.chk.refs[id(child)].column
             nulls = (typ == "OPERATOR_IS_NULL") == want
             return pc.field(name).is_null() if nulls else pc.field(name).is_valid()
         if cls == "COLUMN_REF":
             f = self.column(node)
             if f is None or not pa.types.is_boolean(f.type):
-                return TRUE
+                return self.loose()
             return pc.field(f.name) == pa.scalar(want)
-        return TRUE
+        return self.loose()
 
 
 @lru_cache(maxsize=1024)
-def arrow_filter(where: str, schema: pa.Schema) -> Any:
-    """A pyarrow dataset filter implied by ``where`` (None: nothing to push)."""
+def pushdown(where: str, schema: pa.Schema) -> tuple[Any, bool]:
+    """A pyarrow dataset filter implied by ``where`` (None: nothing to push), and whether it is
+    exact: built from pushable atoms alone, it keeps exactly the rows on which DuckDB finds
+    ``where`` TRUE (pyarrow drops rows where the filter is NULL, as ``WHERE`` does), so the
+    engine need not evaluate ``where`` again on what the scan returns."""
     try:
         chk = E.check_where(where, schema)
     except InvalidExpressionError:
-        return None
-    e = _Push(chk, schema).may(chk.node, True)
-    return None if _is_true(e) else e
+        return None, False
+    push = _Push(chk, schema)
+    e = push.may(chk.node, True)
+    return (None, False) if _is_true(e) else (e, push.exact)
+
+
+def arrow_filter(where: str, schema: pa.Schema) -> Any:
+    """A pyarrow dataset filter implied by ``where`` (None: nothing to push)."""
+    return pushdown(where, schema)[0]

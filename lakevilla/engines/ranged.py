@@ -12,6 +12,11 @@ from memory on its own threads without calling back into Python. Per file:
    ranged GETs, written at their offsets into a buffer of the file's size (pages
    never written are never touched, so never resident).
 
+A string column whose chunks are dictionary-encoded throughout (``dictionary_columns``)
+is decoded as a dictionary when the caller allows it: indices instead of one string per
+row, so a filter on other columns discards rows before any string is built; the caller
+casts what survives back to ``string``.
+
 pyarrow then reads only those ranges from the buffer. (A Python file system handed
 to pyarrow would call back into Python from pyarrow's threads, which makes the
 interpreter abort at exit now and then; fetching ourselves avoids that.)
@@ -36,6 +41,32 @@ PADDING = 1024  # old writers under-report a chunk's length (PARQUET-816): read 
 BATCH_BYTES = 256 << 20  # files are fetched and decoded in batches of about this many bytes
 
 FORMAT = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
+# data pages of dictionary indices take a few bytes a value; plain strings at least 4 (the length)
+DICTIONARY_BYTES_PER_VALUE = 3.5
+
+
+def file_format(dictionary: tuple[str, ...] = ()) -> ds.ParquetFileFormat:
+    """The Parquet format for a scan (``dictionary``: columns decoded as dictionaries)."""
+    if not dictionary:
+        return FORMAT
+    return ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us",
+                                                                   dictionary_columns=list(dictionary)))
+
+
+def _dictionary_encoded(md: pq.FileMetaData, name: str) -> bool:
+    """Every chunk of top-level column ``name`` is dictionary-encoded (did not fall back to plain
+    pages, which would make pyarrow hash every value into a dictionary)."""
+    leaf = next((i for i in range(md.num_columns) if md.schema.column(i).path == name), None)
+    if leaf is None:
+        return True  # absent from this file: read as nulls
+    for g in range(md.num_row_groups):
+        cc = md.row_group(g).column(leaf)
+        if not cc.has_dictionary_page or not cc.dictionary_page_offset or cc.num_values <= 0:
+            return False
+        dict_page = max(0, cc.data_page_offset - cc.dictionary_page_offset)
+        if (cc.total_uncompressed_size - dict_page) / cc.num_values > DICTIONARY_BYTES_PER_VALUE:
+            return False
+    return True
 
 
 class MissingDataFile(FileNotFoundError):
@@ -114,16 +145,28 @@ def _chunk_ranges(md: pq.FileMetaData, groups: list[int], columns: set[str] | No
     return merged
 
 
+def _metadata(src: Source) -> pq.FileMetaData:
+    try:
+        return pq.ParquetFile(pa.BufferReader(src.buffer)).metadata
+    except (pa.ArrowInvalid, OSError) as e:
+        raise NotParquet(src.key, str(e).splitlines()[0]) from None
+
+
 def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, columns: list[str],
-            pushed: Any, pmap: Callable) -> list[Any]:
+            pushed: Any, pmap: Callable, dictionary: tuple[str, ...] = ()) -> tuple[list[Any], tuple[str, ...]]:
     """Fetch what a scan of ``columns`` under ``pushed`` needs from each source; the fragments
-    to scan (files whose row groups all fail the filter are left out)."""
+    to scan (files whose row groups all fail the filter are left out), and which of the
+    ``dictionary`` columns they decode as dictionaries (those encoded so in every file)."""
     pmap(lambda s: _open(store, s), sources)
     wanted = set(columns)
+    if dictionary:
+        metas = [_metadata(src) for src in sources]
+        dictionary = tuple(c for c in dictionary if all(_dictionary_encoded(md, c) for md in metas))
+    fmt = file_format(dictionary)
     jobs = []
     for src in sources:
-        frag = FORMAT.make_fragment(src.buffer, partition_expression=src.partition) if src.partition is not None \
-            else FORMAT.make_fragment(src.buffer)
+        frag = fmt.make_fragment(src.buffer, partition_expression=src.partition) if src.partition is not None \
+            else fmt.make_fragment(src.buffer)
         try:
             md = frag.metadata
             if pushed is not None:
@@ -144,7 +187,7 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
         memoryview(src.buffer).cast("B")[s:s + len(data)] = data
 
     pmap(fetch, jobs)
-    return [s.fragment for s in sources if s.fragment is not None and s.fragment.row_groups]
+    return [s.fragment for s in sources if s.fragment is not None and s.fragment.row_groups], dictionary
 
 
 def batches(sources: list[Source]) -> list[list[Source]]:
