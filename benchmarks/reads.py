@@ -24,6 +24,7 @@ point update transaction (one file read and rewritten, conflict check, commit).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import queue
@@ -169,22 +170,27 @@ def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any, bar:
     counts: dict[tuple[str, str], int] = {}
     ids: dict[tuple[str, str], Any] = {}
     requests: dict[tuple[str, str], list[dict]] = {}
-    for rep in range(args.reps + 1):  # round 0 warms every system up and is not measured
-        for shape in SHAPES:
-            where, dnf = filters[shape]
-            for system in systems:
-                t0 = time.perf_counter()
-                out = readers.read(system, where, dnf)
-                dt_ = time.perf_counter() - t0
-                bar.update(1)
-                if rep == 0:
-                    counts[(shape, system)] = out.num_rows
-                    if out.num_rows <= 1_000_000 or system in ("lakevilla", "delta-rs"):
-                        ids[(shape, system)] = np.sort(out.column("id").to_numpy())
-                    continue
-                times.setdefault((shape, system), []).append(dt_)
-                if system in readers.requests:
-                    requests.setdefault((shape, system), []).append(readers.requests.pop(system))
+    # the Spark systems run after the others (an idle JVM beside them still takes CPU from a
+    # 2-core machine right after its own reads); in each phase the order of systems rotates
+    # from round to round, so that none always follows the same one
+    phases = [[s for s in systems if not s.startswith("spark")], [s for s in systems if s.startswith("spark")]]
+    plan = [(rep, shape, system) for group in phases if group for rep in range(args.reps + 1) for shape in SHAPES
+            for system in group[rep % len(group):] + group[:rep % len(group)]]
+    for rep, shape, system in plan:  # round 0 warms every system up and is not measured
+        where, dnf = filters[shape]
+        gc.collect()
+        t0 = time.perf_counter()
+        out = readers.read(system, where, dnf)
+        dt_ = time.perf_counter() - t0
+        bar.update(1)
+        if rep == 0:
+            counts[(shape, system)] = out.num_rows
+            if out.num_rows <= 1_000_000 or system in ("lakevilla", "delta-rs"):
+                ids[(shape, system)] = np.sort(out.column("id").to_numpy())
+            continue
+        times.setdefault((shape, system), []).append(dt_)
+        if system in readers.requests:
+            requests.setdefault((shape, system), []).append(readers.requests.pop(system))
     out = []
     for shape in SHAPES:
         ref = ids.get((shape, "delta-rs"))

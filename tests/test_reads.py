@@ -309,3 +309,41 @@ def test_a_store_crash_during_a_scan_reaches_the_caller(local_backend):
                                           and "_delta_log" not in key))
     with pytest.raises(SimulatedCrash):
         local_backend.lake(store=store).read("t")
+
+
+def test_strings_decode_as_dictionaries_only_where_every_chunk_is_dictionary_encoded(tmp_path):
+    """Few distinct strings: dictionary pages throughout, decoded as a dictionary. Distinct long
+    strings make the writer fall back to plain pages: decoding those as a dictionary would hash
+    every value, so they stay plain. Either way the scan returns ``string``."""
+    from lakevilla.engines import ranged
+
+    lake = lv.Lake(f"file://{tmp_path}")
+    schema = pa.schema([("id", pa.int64()), ("few", pa.string()), ("many", pa.string())])
+    lake.create_table("t", schema)
+    n = 40_000
+    with lake.transaction(features="") as txn:
+        txn.insert("t", {"id": list(range(n)), "few": [f"v{i % 7}" for i in range(n)],
+                         "many": [_pad(i) for i in range(n)]})
+    snap = lake.snapshot("t")
+    (add,) = snap.files.values()
+    src = ranged.Source(f"t/{add.path}", add.size)
+    ranged._open(lake.store, src)
+    md = ranged._metadata(src)
+    assert ranged._dictionary_encoded(md, "few") and not ranged._dictionary_encoded(md, "many")
+    seen = {}
+    orig = ranged.prepare
+
+    def spy(*a, **kw):
+        frags, dictionary = orig(*a, **kw)
+        seen["dictionary"] = dictionary
+        return frags, dictionary
+
+    ranged.prepare = spy
+    try:
+        got = lake.read("t", where="id % 1000 = 3")
+    finally:
+        ranged.prepare = orig
+    assert seen["dictionary"] == ("few",)
+    assert got.schema == schema and got.num_rows == n // 1000
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "few": f"v{i % 7}", "many": _pad(i)} for i in range(3, n, 1000)]

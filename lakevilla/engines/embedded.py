@@ -182,8 +182,11 @@ class EmbeddedEngine:
                 scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
                                          for f in ctx.schema])
                 dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
-                t = self._decode(ctx, lambda d=dataset: d.to_table(columns=columns, filter=filter, use_threads=True))
-                out.append(t.cast(schema) if dictionary else t)
+                # dictionaries become strings in the scan's own threads, after the filter
+                proj = {c: pc.field(c).cast(ctx.schema.field(c).type) if c in dictionary else pc.field(c)
+                        for c in columns} if dictionary else columns
+                t = self._decode(ctx, lambda d=dataset, p=proj: d.to_table(columns=p, filter=filter, use_threads=True))
+                out.append(t if t.schema.equals(schema) else t.cast(schema))
         return pa.concat_tables(out) if out else schema.empty_table()
 
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
