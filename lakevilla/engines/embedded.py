@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import threading
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -176,18 +176,37 @@ class EmbeddedEngine:
         strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
                         and c not in filter_columns and c not in ctx.partition_columns)
         out = []
-        for batch in ranged.batches(self._sources(ctx, files)):
-            frags, dictionary = self._fragments(ctx, batch, fetch, filter, strings)
-            if frags:
-                scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
-                                         for f in ctx.schema])
-                dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
-                # dictionaries become strings in the scan's own threads, after the filter
-                proj = {c: pc.field(c).cast(ctx.schema.field(c).type) if c in dictionary else pc.field(c)
-                        for c in columns} if dictionary else columns
-                t = self._decode(ctx, lambda d=dataset, p=proj: d.to_table(columns=p, filter=filter, use_threads=True))
-                out.append(t if t.schema.equals(schema) else t.cast(schema))
+        batches = ranged.batches(self._sources(ctx, files))
+        # batch i+1 is fetched while batch i decodes (on a thread of its own: the fetch fans out
+        # over the store's pool, which a task already in that pool could not do)
+        ahead = ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1 else None
+        try:
+            pending = None
+            for i, batch in enumerate(batches):
+                got = pending.result() if pending is not None else \
+                    self._fragments(ctx, batch, fetch, filter, strings)
+                pending = None
+                if ahead is not None and i + 1 < len(batches):
+                    pending = ahead.submit(self._fragments, ctx, batches[i + 1], fetch, filter, strings)
+                out.extend(self._decode_batch(ctx, schema, columns, filter, *got))
+        finally:
+            if ahead is not None:
+                ahead.shutdown(wait=True, cancel_futures=True)
         return pa.concat_tables(out) if out else schema.empty_table()
+
+    def _decode_batch(self, ctx: TableContext, schema: pa.Schema, columns: list[str], filter: Any,
+                      frags: list, dictionary: tuple[str, ...]) -> list[pa.Table]:
+        """One fetched batch as a table of ``schema`` (none when every file was skipped)."""
+        if not frags:
+            return []
+        scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
+                                 for f in ctx.schema])
+        dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
+        # dictionaries become strings in the scan's own threads, after the filter
+        proj = {c: pc.field(c).cast(ctx.schema.field(c).type) if c in dictionary else pc.field(c)
+                for c in columns} if dictionary else columns
+        t = self._decode(ctx, lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
+        return [t if t.schema.equals(schema) else t.cast(schema)]
 
     def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
         return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names)

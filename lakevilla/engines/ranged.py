@@ -38,7 +38,8 @@ FOOTER_GUESS = 64 * 1024
 WHOLE_FILE_BYTES = 1 << 20  # one GET of a file this small costs about one round trip
 COALESCE_GAP = 64 * 1024  # ranges closer than this are fetched by one GET
 PADDING = 1024  # old writers under-report a chunk's length (PARQUET-816): read a little past it
-BATCH_BYTES = 256 << 20  # files are fetched and decoded in batches of about this many bytes
+BATCH_BYTES = 32 << 20  # files are fetched and decoded in batches of about this many bytes (the next
+# batch is fetched while one decodes)
 
 FORMAT = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 # data pages of dictionary indices take a few bytes a value; plain strings at least 4 (the length)
