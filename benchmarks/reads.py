@@ -494,7 +494,7 @@ def plot_reads(out_dir: str, rows: list[dict[str, Any]], scale_rows: list[dict[s
                 xs = [k + (j * len(systems) + i) * width for k in range(len(SHAPES))]
                 ax.bar(xs, vals, width, label=f"{s} {size:,} rows")
         ax.axhline(1.0, color="black", linewidth=0.8)
-        ax.set_xticks([k + 0.4 for k in range(len(SHAPES))])
+        ax.set_xticks([k + (len(systems) * len(sizes) - 1) * width / 2 for k in range(len(SHAPES))])
         ax.set_xticklabels([s.split(" (")[0] for s in SHAPES], fontsize=7)
         ax.set_ylabel("time / delta-rs time")
         ax.set_title("cold reads", fontsize=9)
