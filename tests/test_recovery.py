@@ -166,12 +166,18 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         _setup(backend, name=name, n=3)  # identical history, so call numbers mean the same thing
         run_crashing(base, plan, make, action_on(name))
         recoverer = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
-        recoverer.recover(tables=[name])
+        report = recoverer.recover(tables=[name])
         assert _open_markers(recoverer, name) == [], label
         got = rows(recoverer.read(name))
         assert got == backend.delta_rows(name), label
         assert got in (before, after), f"{label}: partial state {got}"
         if got == after:
+            assert report.freed == [], f"{label}: a committed transaction's marker was freed, not closed"
+            # resuming a transaction that committed must refuse (or find nothing to resume)
+            with pytest.raises((lv.TransactionStateError, lv.LakeVillaError)) as info:
+                backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock).resume(holder["id"])
+            assert "already committed" in str(info.value) or "no sublogs" in str(info.value), label
+            assert rows(recoverer.read(name)) == after == backend.delta_rows(name), label
             seen["committed"] += 1
             continue
         try:
@@ -188,6 +194,71 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         assert _open_markers(recoverer, name) == [], label
         seen["resumed"] += 1
     assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, (n, seen)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_without_recover_at_every_crash_point(local_backend, mode):
+    """No ``recover()`` first: ``resume`` alone settles the crashed client's markers, refuses
+    a transaction whose commit landed (its data stays), and otherwise finishes it, leaving
+    no open marker; plain readers and delta-rs see all or nothing throughout."""
+    backend = local_backend
+    base = backend.store()
+    steps = [
+        lambda t, name: t.update(name, set={"value": "value + 1"}, where="id = 1"),
+        lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
+    ]
+    holder = {}
+
+    def action_on(name):
+        def action(lake):
+            txn = lake.begin("R")
+            holder["id"] = txn.id
+            for step in steps:
+                step(txn, name)
+            txn.commit()
+        return action
+
+    def make(store):
+        return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0, delete_sublogs=False)
+
+    _setup(backend, name="probe", n=3)
+    before = backend.delta_rows("probe")
+    n = count_calls(base, make, action_on("probe"))
+    after = backend.delta_rows("probe")
+    seen = Counter()
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        name = f"t{i}"
+        _setup(backend, name=name, n=3)
+        holder.pop("id", None)
+        run_crashing(base, plan, make, action_on(name))
+        state = backend.delta_rows(name)
+        assert state in (before, after), f"{label}: partial state {state}"
+        if "id" not in holder:
+            continue
+        later = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
+        try:
+            resumed = later.resume(holder["id"])
+        except lv.TransactionStateError as e:
+            assert state == after, f"{label}: refused to resume an uncommitted transaction: {e}"
+            assert "already committed" in str(e), label
+            later.flush()
+            assert backend.delta_rows(name) == after, f"{label}: a refused resume changed the table"
+            seen["refused"] += 1
+            continue
+        except lv.LakeVillaError as e:
+            assert "no sublogs" in str(e), label
+            assert state == before, label
+            seen["nothing"] += 1
+            continue
+        assert state == before, f"{label}: resumed a transaction whose commit had landed"
+        for step in steps[len(resumed.operations):]:
+            step(resumed, name)
+        resumed.commit()
+        later.flush()
+        assert backend.delta_rows(name) == after == rows(later.read(name)), label
+        assert _open_markers(later, name) == [], f"{label}: resume left the crashed client's marker open"
+        seen["resumed"] += 1
+    assert seen["resumed"] > 0 and seen["refused"] > 0 and seen["nothing"] > 0, seen
 
 
 def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_backend):
