@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import FREED, RUNNING, marker_of
+from lakevilla.markers import FREED, RUNNING, free_stalled, marker_of
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
 from tests.helpers import HalfPublished
@@ -87,6 +88,85 @@ def test_a_marker_is_stalled_only_after_marker_ttl(local_backend):
     late = local_backend.lake(marker_ttl=TTL, clock=_at(TTL + 1.0)).recover()
     assert [r[:2] for r in late.freed] == [("a", v)]
     assert marker_of(lake.log("a").read_commit_raw(v)[0]).state == FREED
+
+
+def test_freeing_a_marker_that_moved_fails(local_backend):
+    """Recovery frees a marker by a conditional write on the etag it read: once the owner
+    rewrote the marker (a heartbeat, a fill), the stale free must fail and change nothing."""
+    lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
+    owner = lake.begin("R")
+    owner.update("a", set={"value": "1"}, where="id = 1")
+    v = owner.tables["a"].marker.version
+    log = local_backend.lake().log("a")
+    seen, etag = log.read_commit_raw(v)
+    owner._heartbeat_if_due(force=True)  # the owner is alive after all: it rewrites its marker
+    assert not free_stalled(log, v, marker_of(seen), etag, FREED, "expired")
+    assert marker_of(log.read_commit_raw(v)[0]).state == RUNNING
+    owner.commit()
+    assert _value(lake, "a") == 1 and _open_markers(lake, "a") == []
+
+
+def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
+    """A physical sublog entry names files, not a statement: if a newer commit conflicts with
+    it, resume cannot redo it and must abort, keeping the newer commit."""
+    lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
+    stalled = lake.begin("R")
+    stalled.update("a", set={"value": "value + 1"}, where="id = 1")  # no predecessor: physical
+    lake._forget(stalled)
+    with local_backend.lake().transaction("") as w:  # ignores markers
+        w.update("a", set={"value": "value + 100"}, where="id = 1")
+    resumed = local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0)).resume(stalled.id)
+    with pytest.raises(lv.TransactionAborted) as info:
+        resumed.commit()
+    assert info.value.reason == "physical-conflict"
+    assert _value(local_backend.lake(), "a") == 100
+    assert rows(lake.read("a")) == local_backend.delta_rows("a")
+
+
+def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
+    """T1 waits for T2 (table b), T2 for T3 (c), T3 for T1 (a): only transitive dependency
+    lists (rule II) show the cycle; it is broken by a shift long before the no-progress
+    timeout (rule IV's fallback) would fire."""
+    lake = _setup(local_backend, tables=("a", "b", "c"), shift_timeout=30.0, wait_timeout=60.0)
+    t1, t2, t3 = lake.begin("R,CT"), lake.begin("R,CT"), lake.begin("R,CT")
+    for t, own in ((t1, "a"), (t2, "b"), (t3, "c")):
+        t.update(own, set={"value": "value + 1"}, where="id = 1")
+    for t, other in ((t1, "b"), (t2, "c"), (t3, "a")):
+        t.update(other, set={"value": "value + 10"}, where="id = 2")
+    errors: list[BaseException] = []
+
+    def go(t):
+        try:
+            t.commit()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(t,)) for t in (t1, t2, t3)]
+    t0 = time.monotonic()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not any(th.is_alive() for th in threads) and errors == []
+    assert time.monotonic() - t0 < 25.0  # not the 30 s no-progress fallback
+    reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake.log(t).commits_between(-1, lake.version(t))
+               if marker_of(c) and marker_of(c).state == FREED]
+    assert any(r and r.startswith("shift: cycle") for r in reasons), reasons
+    assert [(_value(lake, t, 1), _value(lake, t, 2)) for t in ("a", "b", "c")] == [(1, 10)] * 3
+
+
+def test_recover_writes_announced_commits_at_once(local_backend):
+    """An I commit announced in the global log is decided: ``recover()`` writes its table
+    commits from the head entry even while the owner's markers have not expired yet."""
+    _setup(local_backend)
+    _join_global_log(local_backend)
+    _crash_two_table_commit(_dying(local_backend, "_lakevilla/gvl/0", after=True), "R,CT,I")
+    lake = local_backend.lake(marker_ttl=TTL)
+    assert (_value(lake, "a"), _value(lake, "b")) == (0, 0)  # announced, not written
+    report = lake.recover()
+    assert sorted(t for t, _ in report.pending_resolved) == ["a", "b"]
+    assert (_value(lake, "a"), _value(lake, "b")) == (-5, 5)
+    assert [r["value"] for r in local_backend.delta_rows("a") if r["id"] == 1] == [-5]
 
 
 # -- a transaction, not recover(), meets an expired CT or I marker ---------------------------------

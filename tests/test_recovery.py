@@ -89,6 +89,7 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert [(e.op_seq, e.op, e.redo) for e in entries] == [
         (1, "insert", False), (2, "update", False), (3, "update", False), (2, "update", True), (3, "update", True)]
     assert [e.kind for e in sublogs.current_ops(entries)] == ["physical", "logical", "logical"]
+    assert [e.redo for e in sublogs.current_ops(entries)] == [False, True, True]  # the latest entry per op
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
