@@ -255,6 +255,10 @@ def test_a_stalled_announcement_is_completed_by_whoever_finds_it(local_backend):
     with local_backend.lake().transaction("I") as r:  # an isolated reader completes it
         assert (_bal(r, "x"), _bal(r, "y")) == (0, 100)
     assert (_bal(plain, "x"), _bal(plain, "y")) == (0, 100)
+    # the crashed appender never moved the hint: the next writer still finds the head past it
+    with local_backend.lake().transaction("I") as w:
+        w.update("y", set={"balance": "balance + 1"}, where="id = 2")
+    assert _bal(plain, "y", 2) == 51
 
 
 def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_backend):
