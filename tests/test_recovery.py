@@ -328,6 +328,13 @@ def test_contention_r_commits_everything_dl_aborts(backend):
 
 
 def _lv_mixed_worker(uri, opts, wid, n, mode, out):
+    try:
+        _lv_mixed(uri, opts, wid, n, mode, out)
+    except BaseException as e:  # reported, so the parent fails at once instead of waiting out its timeout
+        out.put(("error", f"lakevilla worker {wid}: {e!r}"))
+
+
+def _lv_mixed(uri, opts, wid, n, mode, out):
     rng = random.Random(wid)
     lake = lv.Lake(uri, storage_options=opts or None, commit_mode=mode)
     mine, incs = [], Counter()
@@ -343,6 +350,26 @@ def _lv_mixed_worker(uri, opts, wid, n, mode, out):
 
 
 def _delta_rs_mixed_worker(uri, opts, wid, n, mode, out):
+    try:
+        _delta_rs_mixed(uri, opts, wid, n, mode, out)
+    except BaseException as e:
+        out.put(("error", f"delta-rs worker {wid}: {e!r}"))
+
+
+def _retry_commit_races(fn, attempts=200):
+    """Retry what delta-rs reports as a lost commit race (as an application would); any other
+    error, or races that never end, fail the test."""
+    from deltalake.exceptions import CommitFailedError
+
+    for _ in range(attempts):
+        try:
+            return fn()
+        except CommitFailedError:
+            continue
+    raise AssertionError(f"delta-rs lost the commit race {attempts} times")
+
+
+def _delta_rs_mixed(uri, opts, wid, n, mode, out):
     from deltalake import DeltaTable, write_deltalake
 
     rng = random.Random(wid)
@@ -350,22 +377,13 @@ def _delta_rs_mixed_worker(uri, opts, wid, n, mode, out):
     mine, incs = [], Counter()
     for i in range(n):
         rid = wid * 1000 + i
-        while True:
-            try:
-                write_deltalake(uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema),
-                                mode="append", storage_options=opts or None)
-                break
-            except Exception:  # noqa: BLE001 - a lost commit race: retry like an application would
-                continue
+        _retry_commit_races(lambda rid=rid: write_deltalake(
+            uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema), mode="append",
+            storage_options=opts or None))
         mine.append(rid)
         target = rng.choice(mine)
-        while True:
-            try:
-                DeltaTable(uri, storage_options=opts or None).update(
-                    updates={"value": "value + 1"}, predicate=f"id = {target}")
-                break
-            except Exception:  # noqa: BLE001
-                continue
+        _retry_commit_races(lambda target=target: DeltaTable(uri, storage_options=opts or None).update(
+            updates={"value": "value + 1"}, predicate=f"id = {target}"))
         incs[target] += 1
     out.put((mine, dict(incs)))
 
@@ -391,6 +409,7 @@ def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     results = [out.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
+    assert not [r for r in results if r[0] == "error"], results
     acked = sorted(i for mine, _ in results for i in mine)
     incs = Counter()
     for _, d in results:
