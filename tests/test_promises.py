@@ -536,3 +536,17 @@ def test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved(local_back
     assert _value(lake, "c") == 1
     with local_backend.lake().transaction("I") as r:  # and the announced transfer is part of the log
         assert (_value(r, "a"), _value(r, "b"), _value(r, "c")) == (-5, 5, 1)
+
+
+def test_resume_rolls_an_announced_isolated_transaction_forward(local_backend):
+    """Resume after an I decision (announced in the global log, no table commit written, no
+    ``recover()`` first): it writes the commits once and refuses to re-run the transaction."""
+    _setup(local_backend)
+    _join_global_log(local_backend)
+    dead = _crash_two_table_commit(_dying(local_backend, "_lakevilla/gvl/0", after=True), "R,CT,I")
+    later = local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0))
+    with pytest.raises(lv.TransactionStateError, match="rolled forward"):
+        later.resume(dead.id)
+    plain = local_backend.lake()
+    assert (_value(plain, "a"), _value(plain, "b")) == (-5, 5)
+    assert [r["value"] for r in local_backend.delta_rows("b") if r["id"] == 1] == [5]
