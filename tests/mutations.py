@@ -237,8 +237,8 @@ MUTATIONS: list[Mutation] = [
     M("no-cycle-detected", "dag", "lakevilla/complex_txn/dag.py",
       "        if self.me not in pred.deps:\n            return False",
       "        if True:\n            return False",
-      [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]",
-       P + "test_a_three_way_cycle_is_broken_by_a_shift"],
+      [P + "test_a_three_way_cycle_is_broken_by_a_shift",
+       C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
       "rule III: a predecessor waiting for us is not seen as a cycle"),
     M("deps-not-transitive", "dag", "lakevilla/complex_txn/dag.py",
       "                out.update(deps)\n", "                pass\n",
@@ -247,7 +247,8 @@ MUTATIONS: list[Mutation] = [
     M("deps-never-published", "dag", TX,
       "        if not self._deps.needs_publish():\n            return\n        deps",
       "        if True:\n            return\n        deps",
-      [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
+      [P + "test_a_three_way_cycle_is_broken_by_a_shift",
+       C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
       "rule II: markers never carry dependency lists"),
     M("older-one-shifts", "dag", "lakevilla/complex_txn/dag.py",
       "    return a > b\n", "    return a < b\n",
@@ -525,6 +526,16 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def markdown(results: list[dict]) -> str:
+    """The table for tests/README.md."""
+    out = ["| mutation | file | what it breaks | result | killed by | s |", "|---|---|---|---|---|---|"]
+    for r in results:
+        by = f"`{_short(r['killed_by'])}`" if r["status"] != "equivalent" else r["killed_by"]
+        out.append(f"| `{r['name']}` | {r['file'].replace('lakevilla/', '')} | {r['breaks']} | {r['status']} | "
+                   f"{by} | {r['seconds']:.0f} |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.mutations", description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated mutation names")
@@ -567,7 +578,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"total_seconds": round(total, 1), "baseline_seconds": base, "counts": counts,
                                "results": results}, indent=1))
-    print(f"written {out}")
+    out.with_suffix(".md").write_text(markdown(results) + "\n")
+    print(f"written {out} and {out.with_suffix('.md')}")
     return 0 if counts["survived"] == 0 and counts["error"] == 0 else 1
 
 
