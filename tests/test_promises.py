@@ -125,8 +125,8 @@ def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
 
 def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
     """T1 waits for T2 (table b), T2 for T3 (c), T3 for T1 (a): only transitive dependency
-    lists (rule II) show the cycle; it is broken by a shift long before the no-progress
-    timeout (rule IV's fallback) would fire."""
+    lists (rule II) show the cycle; a shift breaks it as a cycle, not through the
+    no-progress fallback (rule IV)."""
     lake = _setup(local_backend, tables=("a", "b", "c"), shift_timeout=15.0, wait_timeout=60.0)
     t1, t2, t3 = lake.begin("R,CT"), lake.begin("R,CT"), lake.begin("R,CT")
     for t, own in ((t1, "a"), (t2, "b"), (t3, "c")):
@@ -142,15 +142,14 @@ def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
             errors.append(e)
 
     threads = [threading.Thread(target=go, args=(t,)) for t in (t1, t2, t3)]
-    t0 = time.monotonic()
     for th in threads:
         th.start()
     for th in threads:
         th.join(120)
     assert not any(th.is_alive() for th in threads) and errors == []
-    assert time.monotonic() - t0 < 12.0  # not the 15 s no-progress fallback
     reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake.log(t).commits_between(-1, lake.version(t))
                if marker_of(c) and marker_of(c).state == FREED]
+    # broken as a cycle (rule III), not by the no-progress fallback (rule IV, after 15 s stuck)
     assert any(r and r.startswith("shift: cycle") for r in reasons), reasons
     assert [(_value(lake, t, 1), _value(lake, t, 2)) for t in ("a", "b", "c")] == [(1, 10)] * 3
 
