@@ -129,10 +129,6 @@ def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
     """The record (CT) or the announcement (I) was written but the reply lost and the key stayed
     unreachable: no file deleted, no marker rewritten as aborted; recovery rolls it forward."""
     _setup(local_backend, tables=("a", "b"))
-    if "I" in features:  # both tables join the global log first: the next entry is the decision
-        with local_backend.lake().transaction("I") as r:
-            r.read("a")
-            r.read("b")
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         exhaust_after={1}, kinds=("put_if_absent",), predicate=lambda k, key_: key_.startswith(key))),
         marker_ttl=5.0)
