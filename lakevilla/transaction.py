@@ -1214,11 +1214,14 @@ def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, 
                     f"{m.expires - now:.1f}s): its client may still be running. Resume it after the marker "
                     "expires (marker_ttl without a heartbeat)")
             stalled.append((table, v))
-    for table, v in stalled:
+    decided = []
+    for table, v in stalled:  # every one: an I decision is rolled forward marker by marker
         res = resolve_marker(svc, table, v)
         if res.outcome == "committed":
-            raise TransactionStateError(f"transaction {txn_id} was already decided ({table}@{v}); it has been "
-                                        "rolled forward now: nothing to resume")
+            decided.append(f"{table}@{v}")
+    if decided:
+        raise TransactionStateError(f"transaction {txn_id} was already decided ({', '.join(decided)}); it has "
+                                    "been rolled forward now: nothing to resume")
 
 
 def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
