@@ -8,7 +8,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,28 +16,27 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import logs
-from .delta.actions import Commit, Metadata, Protocol
+from . import logs, reservations
+from .creation import creation_commit, new_metadata
+from .delta.actions import Commit
 from .delta.features import check_readable
 from .delta.log import LOG_DIR, DeltaLog, VersionExists
-from .delta.schema import schema_to_json
 from .delta.snapshot import Snapshot
 from .engine_api import data_file_key
 from .errors import (
     CorruptLogError,
     InvalidArgumentError,
     PartialCommitError,
-    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
     TransactionAborted,
 )
 from .isolation.gvl import GlobalVersionLog
 from .isolation.units import RecordCache
-from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
+from .markers import RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
-from .schemas import schema_of_data, to_arrow_schema
+from .schemas import table_spec
 from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
 
@@ -253,48 +251,46 @@ class Lake:
         appears whole or not at all. A concurrent creator of the same name gets
         ``TableExistsError`` and its files are deleted."""
         check_table_name(name)
-        if schema is None and data is None:
-            raise SchemaMismatchError(f"create_table({name!r}) needs a schema or data=")
-        schema = to_arrow_schema(schema) if schema is not None else schema_of_data(data)
-        if len(schema) == 0:
-            raise SchemaMismatchError("a table needs at least one column")
-        names = [f.name for f in schema]
-        if len({n.lower() for n in names}) != len(names):
-            raise SchemaMismatchError(f"duplicate column names in {names}")
-        parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
-        for p in parts:
-            if p not in names:
-                raise SchemaMismatchError(f"partition column {p!r} is not in the schema {names}")
-        if parts and len(parts) == len(names):
-            raise SchemaMismatchError("a table needs at least one column that is not a partition column")
-        schema_json = schema_to_json(schema)  # raises SchemaMismatchError for unsupported types
+        schema, parts = table_spec(name, schema, partition_by, data)
+        metadata = new_metadata(schema, parts, properties, description)  # raises for unsupported types
         log = self.log(name)
         if log.latest_version() >= 0:
             if if_not_exists:
                 return log.snapshot()
             raise TableExistsError(f"table {name!r} already exists")
-        now_ms = int(time.time() * 1000)
-        table_id = str(uuid.uuid4())
+        table_id = metadata.id
         adds = []
         if data is not None:
             from .engine_api import TableContext
 
             ctx = TableContext(name, self.store, self.root_uri, schema, tuple(parts))
             adds = self.engine.write(ctx, data)
-        rows = sum(a.num_records or 0 for a in adds)
-        info: dict[str, Any] = {"timestamp": now_ms, "operation": "CREATE TABLE" if data is None else
-                                "CREATE TABLE AS SELECT", "operationParameters": {"partitionBy": str(parts)},
-                                "isBlindAppend": True, "engineInfo": ENGINE_INFO, "lakevilla": {"v": 1, "kind": "create"}}
-        if data is not None:
-            info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
-        commit = Commit(
-            commit_info=info,
-            protocol=Protocol(1, 2),
-            metadata=Metadata(id=table_id, schema_string=schema_json, partition_columns=parts,
-                              configuration={str(k): str(v) for k, v in (properties or {}).items()},
-                              created_time=now_ms, name=None, description=description),
-            adds=list(adds),
-        )
+        commit = creation_commit(metadata, adds, with_data=data is not None)
+        # hold the name (reservations.py): a transaction creating it too must not decide meanwhile
+        started = self.now()
+        res = reservations.Reservation(table=name, holder=f"create-{table_id}", txn=f"create-{table_id}",
+                                       kind="table", created=started, expires=started + self.max_transaction_age)
+        try:
+            reservations.hold(self.store, res, lambda: log.latest_version() >= 0, now=started)
+        except TableExistsError:
+            self._discard_files(name, adds)
+            if if_not_exists and log.latest_version() >= 0:
+                return log.snapshot()
+            raise
+        except Exception:
+            self._discard_files(name, adds)
+            raise
+        try:
+            return self._write_version_zero(log, name, commit, table_id, adds, if_not_exists, res.expires)
+        finally:
+            reservations.release(self.store, name, res.holder, "done")
+
+    def _write_version_zero(self, log: DeltaLog, name: str, commit: Commit, table_id: str, adds: list,
+                            if_not_exists: bool, deadline: float) -> Snapshot:
+        if self.now() > deadline:  # our reservation may have been taken over: we must not decide
+            self._discard_files(name, adds)
+            raise TransactionAborted(f"creating {name!r} took longer than max_transaction_age; nothing was created",
+                                     reason="too-old")
         try:
             log.write_commit(0, commit)
         except VersionExists:
