@@ -25,6 +25,7 @@ from .delta.snapshot import Snapshot
 from .engine_api import data_file_key
 from .errors import (
     CorruptLogError,
+    CreateConflictError,
     InvalidArgumentError,
     PartialCommitError,
     TableExistsError,
@@ -55,6 +56,8 @@ class RecoveryReport:
     records_rolled_forward: list[str] = field(default_factory=list)
     pending_resolved: list[tuple[str, str]] = field(default_factory=list)
     tables_scanned: int = 0
+    names_released: list[str] = field(default_factory=list)  # reservations of dead or finished creators
+    create_conflicts: list[str] = field(default_factory=list)  # decided creates a foreign writer pre-empted
 
     def to_json(self) -> dict[str, Any]:
         """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
@@ -69,12 +72,16 @@ class RecoveryReport:
 
     @property
     def acted(self) -> int:
-        return len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
+        return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
+                + len(self.names_released))
 
     def __str__(self) -> str:
         return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
                 f"{len(self.running)} still running, {len(self.records_rolled_forward)} records completed, "
-                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned")
+                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned"
+                + (f", {len(self.names_released)} name reservations released" if self.names_released else "")
+                + (f", CREATE CONFLICTS (a client outside lakevilla created a table a decided transaction "
+                   f"creates): {self.create_conflicts}" if self.create_conflicts else ""))
 
 
 class Lake:
@@ -484,7 +491,12 @@ class Lake:
                 continue
             rec = records.read(self.store, rest[:-5])
             if rec is not None and rec.state == records.COMMITTING:
-                roll_forward_record(svc, rec)
+                try:
+                    roll_forward_record(svc, rec)
+                except CreateConflictError as e:
+                    report.create_conflicts.append(f"{rec.attempt}: {e}")
+                    logs.maintenance("create_conflict", "%s", e, level=logging.ERROR)
+                    continue
                 report.records_rolled_forward.append(rec.attempt)
         head = self.gvl.head()
         if head is not None:
@@ -492,6 +504,13 @@ class Lake:
                 if gvl_resolve.find_pending(self.log(t), p) is None:
                     gvl_resolve.resolve(self.log(t), head, t, patience=0.0)
                     report.pending_resolved.append((t, p.attempt))
+        now = self.now()
+        for res, _etag in reservations.all_reservations(self.store):
+            if res.state != reservations.HELD or (tables is not None and res.table not in tables):
+                continue
+            if self.log(res.table).latest_version() >= 0 or reservations.dead(self.store, res, now, force=force):
+                reservations.release(self.store, res.table, res.holder, "recovered")
+                report.names_released.append(res.table)
         for t in (tables if tables is not None else self.tables()):
             log = self.log(t)
             latest = log.latest_version()
@@ -587,17 +606,23 @@ class Lake:
         live = self._live_files()
         now = self.now()
         out = []
-        for t in ([table] if table else self.tables()):
+        # names a transaction reserved to create: files of a table never created (aborted, or its
+        # creator died) live under a folder without a log; younger than the retention they may
+        # still be a live transaction's, older ones no transaction can commit any more
+        reserved = {r.table for r, _ in reservations.all_reservations(self.store)}
+        for t in ([table] if table else sorted(set(self.tables()) | reserved)):
             log = self.log(t)
             latest = log.latest_version()
-            if latest < 0:
+            referenced: set[str] = set()
+            if latest < 0 and t not in reserved:
                 continue
-            snap = log.snapshot(latest)
-            referenced = set(snap.files) | set(snap.tombstones)
-            lo = max(-1, log.last_checkpoint_version() - 1)
-            for _v, c in log.commits_between(lo, latest):
-                referenced.update(a.path for a in c.adds)
-                referenced.update(r.path for r in c.removes)
+            if latest >= 0:
+                snap = log.snapshot(latest)
+                referenced = set(snap.files) | set(snap.tombstones)
+                lo = max(-1, log.last_checkpoint_version() - 1)
+                for _v, c in log.commits_between(lo, latest):
+                    referenced.update(a.path for a in c.adds)
+                    referenced.update(r.path for r in c.removes)
             keys = {data_file_key(t, p, self.root_uri) for p in referenced}
             prefix = t + "/"
             metas = list(self.store.list(prefix))
