@@ -145,3 +145,14 @@ def test_crash_at_every_store_call_of_a_create_in_a_ct_commit(backend):
             gone = rec.abandoned_files(new, min_age=0, force=True)
             assert {k for _t, k in gone} <= _parquet(backend, new), label
     assert outcomes == {True, False}
+
+
+def test_status_shows_a_pending_create_until_the_transaction_ends(local_backend):
+    lake = local_backend.lake()
+    txn = lake.begin("R,CT")
+    txn.create_table("n", data=NEW)
+    held = lake.status().to_json()["creating"]
+    assert [(c["table"], c["txn"], c["expired"]) for c in held] == [("n", txn.id, False)]
+    txn.abort()
+    assert lake.status().creating == []
+    assert lake.abandoned_files("n", min_age=0, force=True) == []  # the abort deleted its files
