@@ -321,8 +321,9 @@ def test_a_losing_spark_creator_deletes_the_files_spark_wrote(spark, uri, lake_d
         def create_first() -> None:
             winner.create_table("t", data={"id": [7], "value": [70]})
 
+        # the winner creates the table just before the loser reserves the name (after Spark wrote)
         store = HookStore(open_store(uri), lambda kind, key: kind == "put_if_absent" and
-                          key == "t/_delta_log/00000000000000000000.json", create_first)
+                          key == "_lakevilla/creates/t.json", create_first)
         with lv.Lake(uri, store=store, engine=lv.SparkEngine(spark)) as loser:
             with pytest.raises(lv.TableExistsError):
                 loser.create_table("t", data=spark.range(50).selectExpr("id", "id AS value"))
