@@ -164,8 +164,9 @@ MUTATIONS: list[Mutation] = [
       [P + "test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it"],
       "a decided CT marker is closed without writing its table commits"),
     M("recover-skips-committing-records", "record", LK,
-      "            if rec is not None and rec.state == records.COMMITTING:\n                roll_forward_record(svc, rec)",
-      "            if False:\n                roll_forward_record(svc, rec)",
+      "            if rec is not None and rec.state == records.COMMITTING:\n                try:\n"
+      "                    roll_forward_record(svc, rec)",
+      "            if False:\n                try:\n                    roll_forward_record(svc, rec)",
       [C + "test_recovery_rolls_a_committing_record_forward", MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
       "recover() does not roll COMMITTING records forward"),
     M("record-decide-ignores-existing", "record", "lakevilla/complex_txn/record.py",
