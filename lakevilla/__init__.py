@@ -12,6 +12,7 @@ from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
     CorruptLogError,
+    CreateConflictError,
     InvalidArgumentError,
     InvalidExpressionError,
     InvalidTableNameError,
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
-    "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "InvalidTableNameError", "SchemaMismatchError",
+    "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "SparkEngine", "EmbeddedEngine",
 ]

@@ -19,6 +19,12 @@ class TableExistsError(LakeVillaError):
     pass
 
 
+class CreateConflictError(TableExistsError):
+    """A decided transaction could not write version 0 of a table it creates: a client outside
+    lakevilla's protocol (delta-rs, Spark's Delta writer) created that table meanwhile. Its other
+    tables are committed; recovery reports it and never overwrites the other table."""
+
+
 class InvalidTableNameError(LakeVillaError):
     """The name is not a plain relative path inside the lake root."""
 

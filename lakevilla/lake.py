@@ -8,7 +8,6 @@ import logging
 import random
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,28 +16,28 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import logs
-from .delta.actions import Commit, Metadata
-from .delta.features import check_readable, protocol_for
+from . import logs, reservations
+from .creation import creation_commit, new_metadata
+from .delta.actions import Commit
+from .delta.features import check_readable
 from .delta.log import LOG_DIR, DeltaLog, VersionExists
-from .delta.schema import schema_to_json
 from .delta.snapshot import Snapshot
 from .engine_api import data_file_key
 from .errors import (
     CorruptLogError,
+    CreateConflictError,
     InvalidArgumentError,
     PartialCommitError,
-    SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
     TransactionAborted,
 )
 from .isolation.gvl import GlobalVersionLog
 from .isolation.units import RecordCache
-from .markers import ENGINE_INFO, RUNNING, is_final, marker_of
+from .markers import RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
-from .schemas import schema_of_data, to_arrow_schema
+from .schemas import table_spec
 from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
 
@@ -57,6 +56,8 @@ class RecoveryReport:
     records_rolled_forward: list[str] = field(default_factory=list)
     pending_resolved: list[tuple[str, str]] = field(default_factory=list)
     tables_scanned: int = 0
+    names_released: list[str] = field(default_factory=list)  # reservations of dead or finished creators
+    create_conflicts: list[str] = field(default_factory=list)  # decided creates a foreign writer pre-empted
 
     def to_json(self) -> dict[str, Any]:
         """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
@@ -71,12 +72,16 @@ class RecoveryReport:
 
     @property
     def acted(self) -> int:
-        return len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
+        return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
+                + len(self.names_released))
 
     def __str__(self) -> str:
         return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
                 f"{len(self.running)} still running, {len(self.records_rolled_forward)} records completed, "
-                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned")
+                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned"
+                + (f", {len(self.names_released)} name reservations released" if self.names_released else "")
+                + (f", CREATE CONFLICTS (a client outside lakevilla created a table a decided transaction "
+                   f"creates): {self.create_conflicts}" if self.create_conflicts else ""))
 
 
 class Lake:
@@ -253,48 +258,46 @@ class Lake:
         appears whole or not at all. A concurrent creator of the same name gets
         ``TableExistsError`` and its files are deleted."""
         check_table_name(name)
-        if schema is None and data is None:
-            raise SchemaMismatchError(f"create_table({name!r}) needs a schema or data=")
-        schema = to_arrow_schema(schema) if schema is not None else schema_of_data(data)
-        if len(schema) == 0:
-            raise SchemaMismatchError("a table needs at least one column")
-        names = [f.name for f in schema]
-        if len({n.lower() for n in names}) != len(names):
-            raise SchemaMismatchError(f"duplicate column names in {names}")
-        parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
-        for p in parts:
-            if p not in names:
-                raise SchemaMismatchError(f"partition column {p!r} is not in the schema {names}")
-        if parts and len(parts) == len(names):
-            raise SchemaMismatchError("a table needs at least one column that is not a partition column")
-        schema_json = schema_to_json(schema)  # raises SchemaMismatchError for unsupported types
+        schema, parts = table_spec(name, schema, partition_by, data)
+        metadata = new_metadata(schema, parts, properties, description)  # raises for unsupported types
         log = self.log(name)
         if log.latest_version() >= 0:
             if if_not_exists:
                 return log.snapshot()
             raise TableExistsError(f"table {name!r} already exists")
-        now_ms = int(time.time() * 1000)
-        table_id = str(uuid.uuid4())
+        table_id = metadata.id
         adds = []
         if data is not None:
             from .engine_api import TableContext
 
             ctx = TableContext(name, self.store, self.root_uri, schema, tuple(parts))
             adds = self.engine.write(ctx, data)
-        rows = sum(a.num_records or 0 for a in adds)
-        info: dict[str, Any] = {"timestamp": now_ms, "operation": "CREATE TABLE" if data is None else
-                                "CREATE TABLE AS SELECT", "operationParameters": {"partitionBy": str(parts)},
-                                "isBlindAppend": True, "engineInfo": ENGINE_INFO, "lakevilla": {"v": 1, "kind": "create"}}
-        if data is not None:
-            info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
-        commit = Commit(
-            commit_info=info,
-            protocol=protocol_for(schema),
-            metadata=Metadata(id=table_id, schema_string=schema_json, partition_columns=parts,
-                              configuration={str(k): str(v) for k, v in (properties or {}).items()},
-                              created_time=now_ms, name=None, description=description),
-            adds=list(adds),
-        )
+        commit = creation_commit(metadata, adds, with_data=data is not None)
+        # hold the name (reservations.py): a transaction creating it too must not decide meanwhile
+        started = self.now()
+        res = reservations.Reservation(table=name, holder=f"create-{table_id}", txn=f"create-{table_id}",
+                                       kind="table", created=started, expires=started + self.max_transaction_age)
+        try:
+            reservations.hold(self.store, res, lambda: log.latest_version() >= 0, now=started)
+        except TableExistsError:
+            self._discard_files(name, adds)
+            if if_not_exists and log.latest_version() >= 0:
+                return log.snapshot()
+            raise
+        except Exception:
+            self._discard_files(name, adds)
+            raise
+        try:
+            return self._write_version_zero(log, name, commit, table_id, adds, if_not_exists, res.expires)
+        finally:
+            reservations.release(self.store, name, res.holder, "done")
+
+    def _write_version_zero(self, log: DeltaLog, name: str, commit: Commit, table_id: str, adds: list,
+                            if_not_exists: bool, deadline: float) -> Snapshot:
+        if self.now() > deadline:  # our reservation may have been taken over: we must not decide
+            self._discard_files(name, adds)
+            raise TransactionAborted(f"creating {name!r} took longer than max_transaction_age; nothing was created",
+                                     reason="too-old")
         try:
             log.write_commit(0, commit)
         except VersionExists:
@@ -486,7 +489,12 @@ class Lake:
                 continue
             rec = records.read(self.store, rest[:-5])
             if rec is not None and rec.state == records.COMMITTING:
-                roll_forward_record(svc, rec)
+                try:
+                    roll_forward_record(svc, rec)
+                except CreateConflictError as e:
+                    report.create_conflicts.append(f"{rec.attempt}: {e}")
+                    logs.maintenance("create_conflict", "%s", e, level=logging.ERROR)
+                    continue
                 report.records_rolled_forward.append(rec.attempt)
         head = self.gvl.head()
         if head is not None:
@@ -494,6 +502,13 @@ class Lake:
                 if gvl_resolve.find_pending(self.log(t), p) is None:
                     gvl_resolve.resolve(self.log(t), head, t, patience=0.0)
                     report.pending_resolved.append((t, p.attempt))
+        now = self.now()
+        for res, _etag in reservations.all_reservations(self.store):
+            if res.state != reservations.HELD or (tables is not None and res.table not in tables):
+                continue
+            if self.log(res.table).latest_version() >= 0 or reservations.dead(self.store, res, now, force=force):
+                reservations.release(self.store, res.table, res.holder, "recovered")
+                report.names_released.append(res.table)
         for t in (tables if tables is not None else self.tables()):
             log = self.log(t)
             latest = log.latest_version()
@@ -589,17 +604,23 @@ class Lake:
         live = self._live_files()
         now = self.now()
         out = []
-        for t in ([table] if table else self.tables()):
+        # names a transaction reserved to create: files of a table never created (aborted, or its
+        # creator died) live under a folder without a log; younger than the retention they may
+        # still be a live transaction's, older ones no transaction can commit any more
+        reserved = {r.table for r, _ in reservations.all_reservations(self.store)}
+        for t in ([table] if table else sorted(set(self.tables()) | reserved)):
             log = self.log(t)
             latest = log.latest_version()
-            if latest < 0:
+            referenced: set[str] = set()
+            if latest < 0 and t not in reserved:
                 continue
-            snap = log.snapshot(latest)
-            referenced = set(snap.files) | set(snap.tombstones)
-            lo = max(-1, log.last_checkpoint_version() - 1)
-            for _v, c in log.commits_between(lo, latest):
-                referenced.update(a.path for a in c.adds)
-                referenced.update(r.path for r in c.removes)
+            if latest >= 0:
+                snap = log.snapshot(latest)
+                referenced = set(snap.files) | set(snap.tombstones)
+                lo = max(-1, log.last_checkpoint_version() - 1)
+                for _v, c in log.commits_between(lo, latest):
+                    referenced.update(a.path for a in c.adds)
+                    referenced.update(r.path for r in c.removes)
             keys = {data_file_key(t, p, self.root_uri) for p in referenced}
             prefix = t + "/"
             metas = list(self.store.list(prefix))

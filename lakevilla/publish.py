@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from .delta.actions import Commit
 from .delta.log import DeltaLog, VersionExists
+from .errors import CreateConflictError
 from .markers import RUNNING, commit_txn, marker_of
 from .store import NotFound, PreconditionFailed
 
@@ -36,6 +37,23 @@ def find_commit(log: DeltaLog, attempt: str, after: int, latest: int) -> int | N
         if commit_txn(c) == attempt:
             return v
     return None
+
+
+def publish_create(log: DeltaLog, attempt: str, commit: Commit) -> int:
+    """Write version 0 of a table a decided transaction creates. Only version 0: a table that
+    someone else created meanwhile (a client ignoring lakevilla's reservations) is never
+    written over or appended to; that raises ``CreateConflictError``, loudly, every time."""
+    try:
+        log.write_commit(0, commit)
+        return 0
+    except VersionExists:
+        c = log.read_commit(0)
+        if commit_txn(c) == attempt:
+            return 0
+        raise CreateConflictError(
+            f"table {log.table!r} was created by a client outside lakevilla's protocol (it ignored the name's "
+            f"reservation) after transaction {attempt} decided to create it; that transaction's other tables "
+            "are committed, its version 0 of this table can never be written. Nothing was overwritten") from None
 
 
 def publish(

@@ -79,3 +79,23 @@ def to_arrow_schema(schema: Any) -> pa.Schema:
         return schema_of_data(schema)
     raise SchemaMismatchError(f"schema must be a pyarrow.Schema, a dict or list of fields, a Spark StructType or "
                               f"a DataFrame, got {type(schema).__name__}")
+
+
+def table_spec(name: str, schema: Any, partition_by: list[str] | str | None, data: Any) -> tuple[pa.Schema, list[str]]:
+    """The checked schema and partition columns of a table to create (``create_table``'s
+    arguments, in a lake or in a transaction)."""
+    if schema is None and data is None:
+        raise SchemaMismatchError(f"create_table({name!r}) needs a schema or data=")
+    schema = to_arrow_schema(schema) if schema is not None else schema_of_data(data)
+    if len(schema) == 0:
+        raise SchemaMismatchError("a table needs at least one column")
+    names = [f.name for f in schema]
+    if len({n.lower() for n in names}) != len(names):
+        raise SchemaMismatchError(f"duplicate column names in {names}")
+    parts = [partition_by] if isinstance(partition_by, str) else list(partition_by or [])
+    for p in parts:
+        if p not in names:
+            raise SchemaMismatchError(f"partition column {p!r} is not in the schema {names}")
+    if parts and len(parts) == len(names):
+        raise SchemaMismatchError("a table needs at least one column that is not a partition column")
+    return schema, parts

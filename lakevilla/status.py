@@ -97,6 +97,8 @@ class LakeStatus:
     transactions: list[TransactionStatus] = field(default_factory=list)
     records: dict[str, int] = field(default_factory=dict)
     global_log: GlobalLogStatus | None = None
+    # names held for a table being created: {table, holder, txn, kind, age, expired}
+    creating: list[dict[str, Any]] = field(default_factory=list)
     v: int = 1
 
     def to_json(self) -> dict[str, Any]:
@@ -238,6 +240,12 @@ def lake_status(lake: Lake, tables: list[str] | None = None) -> LakeStatus:
             t.age = round(now - t.started, 3)
         if t.heartbeat is not None:
             t.heartbeat_age = round(now - t.heartbeat, 3)
+    from . import reservations
+
+    for res, _etag in reservations.all_reservations(lake.store):
+        if res.state == reservations.HELD and (tables is None or res.table in tables):
+            st.creating.append({"table": res.table, "holder": res.holder, "txn": res.txn, "kind": res.kind,
+                                "age": round(now - res.created, 3), "expired": now > res.expires})
     order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4}
     st.transactions = sorted(txns.values(), key=lambda t: (order.get(t.state, 9), t.attempt))
     return st
@@ -279,6 +287,9 @@ def render_text(st: LakeStatus) -> str:
             extra.append("'lakevilla recover' finishes it")
         lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} markers {where}; age {_ago(t.age)}, "
                      f"heartbeat {_ago(t.heartbeat_age)} ago" + ("; " + "; ".join(extra) if extra else ""))
+    for c in st.creating:
+        dead = "expired: 'lakevilla recover' frees it" if c["expired"] else "held"
+        lines.append(f"  creating {c['table']} by {c['holder']} ({c['kind']}), age {_ago(c['age'])}, {dead}")
     rec = st.records
     lines += ["", "records: " + ", ".join(f"{n} {s}" for s, n in rec.items())]
     g = st.global_log

@@ -84,11 +84,15 @@ class TableWork:
         # versions our snapshot read as empty in-place markers: if one is filled later, its
         # actions were never in our snapshot, so validation must look at it again
         self.recheck: set[int] = log.unstable_versions(snapshot.version)
+        # a table this transaction creates: version 0 (protocol, metadata, our adds) is written
+        # only when the transaction commits; until then the view starts empty (version -1)
+        self.creating: Commit | None = None
+        self.reservation_etag: str | None = None
 
     # -- view ----------------------------------------------------------------
     @property
     def written(self) -> bool:
-        return any(op.is_write for op in self.ops)
+        return self.creating is not None or any(op.is_write for op in self.ops)
 
     @property
     def schema(self):
@@ -201,6 +205,14 @@ class TableWork:
         commit_info = dict(commit_info)
         commit_info.setdefault("operation", _operation_name(ops))
         commit_info.setdefault("isBlindAppend", all(k == "insert" for k in ops))
+        if self.creating is not None:
+            c = self.creating
+            info = {**c.commit_info, **{k: v for k, v in commit_info.items() if k in ("timestamp", "lakevilla")}}
+            if adds:
+                info["operation"] = "CREATE TABLE AS SELECT"
+                info["operationMetrics"] = {"numFiles": str(len(adds)),
+                                            "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
+            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=c.metadata)
         commit_info.setdefault("readVersion", self.read_version)
         return Commit(adds=adds, removes=removes, commit_info=commit_info)
 

@@ -26,21 +26,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import logs
+from . import logs, reservations
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
 from .conflicts import first_conflict
+from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
-from .delta.features import check_readable, check_writable, is_append_only
+from .delta.features import check_readable, check_writable, is_append_only, protocol_for
 from .delta.log import VersionExists
+from .delta.snapshot import Snapshot
 from .engine_api import TableContext, data_file_key
 from .errors import (
     CommitPendingError,
     CorruptLogError,
+    CreateConflictError,
     InvalidArgumentError,
     LakeVillaError,
     PartialCommitError,
     StorageError,
+    TableExistsError,
     TransactionAborted,
     TransactionStateError,
 )
@@ -64,9 +68,10 @@ from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
 from .parallel import submit
-from .publish import fill_is_safe, publish
+from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.stalled import resolve_marker
+from .schemas import table_spec
 from .store import OutcomeUnknown
 from .tablework import Op, TableWork
 
@@ -202,6 +207,48 @@ class Transaction:
         self._execute(op)
         return op.rows
 
+    def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
+                     data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
+                     description: str | None = None) -> int:
+        """Create a table inside the transaction (``lake.create_table``'s arguments); returns the
+        rows it was created with. Its version 0 is written only if the transaction commits (with
+        CT, atomically with the other tables); until then later statements of this transaction
+        read and write it as an empty table, nobody else sees it. The name is reserved now, so a
+        concurrent creator of the same name gets ``TableExistsError`` (see ``reservations.py``).
+        With ``features=""`` every statement commits when it runs, and so does this one."""
+        self._check_active()
+        check_table_name(name)
+        if not self.features:
+            snap = self.lake.create_table(name, schema, partition_by, data=data, properties=properties,
+                                          if_not_exists=if_not_exists, description=description)
+            return sum(a.num_records or 0 for a in snap.files.values()) if snap.version == 0 else 0
+        if self.I:
+            raise InvalidArgumentError(
+                "create_table inside a transaction with feature I is not supported yet: create the table first "
+                "(lake.create_table) or create it in an 'R' or 'R,CT' transaction")
+        tw = self.tables.get(name)
+        log = self.lake.log(name)
+        if tw is not None or log.latest_version() >= 0:
+            if if_not_exists:
+                return 0
+            raise TableExistsError(f"table {name!r} already exists" + (" (created in this transaction)"
+                                                                        if tw is not None and tw.creating else ""))
+        tschema, parts = table_spec(name, schema, partition_by, data)
+        metadata = new_metadata(tschema, parts, properties, description)
+        snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
+        tw = TableWork(name, log, snap, self._ctx(name, snap))
+        tw.creating = creation_commit(metadata, [], with_data=False)
+        try:
+            self._hold_name(tw)  # a second creator learns now, not at its commit
+        except StorageError as e:
+            self._abort_quietly()
+            raise TransactionAborted(f"create_table({name!r}) failed because the store did ({e}); transaction "
+                                     f"{self.id} is aborted", txn_id=self.id, reason="storage") from e
+        self.tables[name] = tw
+        self.lake._watch(self)
+        self.stats["create_table"] += 1
+        return self.insert(name, data) if data is not None else 0
+
     def commit(self) -> CommitResult:
         self._check_active()
         self.state = "committing"
@@ -214,7 +261,7 @@ class Transaction:
                 # deleted and no marker rewritten; the markers expire and recovery settles it.
                 self.state = "decided" if self._decided else "in-doubt"
                 self.lake._forget(self)
-                if isinstance(e, Exception) and not isinstance(e, CommitPendingError):
+                if isinstance(e, Exception) and not isinstance(e, CommitPendingError | CreateConflictError):
                     raise self._pending_error(e) from e
                 raise
             self._abort_quietly()
@@ -346,7 +393,7 @@ class Transaction:
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
         result = tw.run(self.lake.engine, op, data)
         tw.ops.append(op)
-        if op.is_write and tw.marker is None and (self.R or self.CT):
+        if op.is_write and tw.marker is None and tw.creating is None and (self.R or self.CT):
             self._claim_first_marker(tw)  # LV[I] alone reserves its tables at commit instead
         if op.kind == "read":
             if self.R:
@@ -562,6 +609,12 @@ class Transaction:
         failed: Exception | None = None
         try:
             for tw in list(self.tables.values()):
+                if tw.creating is not None and tw.reservation_etag is not None:
+                    try:
+                        self._refresh_name(tw, now)
+                    except Exception as e:  # noqa: BLE001 - retried on the next beat
+                        self._count("heartbeat_failures")
+                        failed = e
                 h = tw.marker
                 if h is None:
                     continue
@@ -590,6 +643,34 @@ class Transaction:
         if tw.marker is not None:
             vs.add(tw.marker.version)
         return vs
+
+    # -- tables this transaction creates (reservations.py) ------------------------------
+    def _reservation(self, tw: TableWork, now: float) -> reservations.Reservation:
+        return reservations.Reservation(table=tw.name, holder=self.attempt, txn=self.id, kind="record",
+                                        created=self.started, expires=now + self.lake.marker_ttl)
+
+    def _hold_name(self, tw: TableWork) -> None:
+        """Hold (or confirm, under our current attempt) the reservation of a name we create,
+        and check that the table does not exist yet."""
+        now = self.lake.now()
+        tw.reservation_etag = reservations.hold(self.lake.store, self._reservation(tw, now),
+                                                lambda: tw.log.latest_version() >= 0, now=now,
+                                                etag=tw.reservation_etag)
+
+    def _refresh_name(self, tw: TableWork, now: float) -> None:
+        from .store import NotFound, PreconditionFailed
+
+        try:
+            tw.reservation_etag = self.lake.store.put_if_match(
+                reservations.reservation_key(tw.name), self._reservation(tw, now).to_bytes(), tw.reservation_etag)
+            self._count("heartbeats")
+        except (PreconditionFailed, NotFound):
+            tw.reservation_etag = None  # taken over (we were stalled): the commit finds out and aborts
+
+    def _release_names(self, outcome: str) -> None:
+        for tw in self.tables.values():
+            if tw.creating is not None and tw.reservation_etag is not None:
+                reservations.release(self.lake.store, tw.name, self.attempt, outcome)
 
     # -- sublogs ------------------------------------------------------------------
     def _count(self, key: str, n: int = 1) -> None:
@@ -775,6 +856,30 @@ class Transaction:
             return self._commit_record(written)
         return self._commit_per_table(written)
 
+    def _commit_create(self, tw: TableWork) -> int:
+        """A created table outside a CT commit decides by a record of its own (one intent), so
+        that the name's reservation can fence it like any other creating transaction."""
+        for _ in range(self.lake.max_retries + 1):
+            self._hold_name(tw)
+            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
+                                    tables=self._intents([tw]))
+            self._check_age()
+            self._in_doubt = f"its transaction record {self.attempt}"
+            decided = records.decide(self.lake.store, rec)
+            self._in_doubt = None
+            if decided.state == records.ABORTED:
+                self.stats["preempted"] += 1
+                self._new_attempt()
+                continue
+            self._decided = True
+            v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
+            self._decided = False  # landed: later tables of an R commit are decided on their own
+            self._landed(tw, v)
+            self._post_commit("record", records.finish, self.lake.store, decided)
+            self._post_commit("release", reservations.release, self.lake.store, tw.name, self.attempt, "committed")
+            return v
+        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+
     def _commit_read_only(self) -> None:
         """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
         the global order, so it needs no validation in any isolation mode and never aborts."""
@@ -786,7 +891,10 @@ class Transaction:
     def _commit_per_table(self, written: list[TableWork]) -> CommitResult:
         # a failure after an earlier table committed becomes a PartialCommitError in commit()
         for tw in sorted(written, key=lambda w: w.name):
-            self._commit_one_table(tw)
+            if tw.creating is not None:
+                self._commit_create(tw)
+            else:
+                self._commit_one_table(tw)
         self._cleanup_after_commit()
         return CommitResult(self.id, dict(self._committed_tables), dict(self.stats))
 
@@ -862,16 +970,27 @@ class Transaction:
     # CT: the record decides -------------------------------------------------------
     def _prepare_all(self, written: list[TableWork]) -> None:
         """Wait for every predecessor, then validate (and redo) every written table."""
+        created = [tw for tw in written if tw.creating is not None]
+        written = [tw for tw in written if tw.creating is None]  # no marker, nothing to validate
         for _ in range(self.lake.max_retries + 1):
             self._wait_predecessors(written)
             self.lake.map(self._validate_table, written)  # tables in parallel: latency stays flat
             if not any(tw.marker is not None and tw.marker.lost for tw in written):
+                for tw in created:  # the names we create are ours, and the tables still absent
+                    self._hold_name(tw)
                 return
             self._check_markers_held(written)
         raise TransactionAborted("could not hold our markers", txn_id=self.id, reason="preempted")
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
+            if tw.creating is not None:
+                lv_info = {**self._commit_lv(len(written)), "decision": "record", "kind": "create"}
+                if len(written) > 1:
+                    lv_info["txn_tables"] = sorted(w.name for w in written)
+                c = tw.build_commit({"timestamp": int(time.time() * 1000), "lakevilla": lv_info})
+                return tw.name, records.TableIntent(marker=None, mode="tail", commit=c.to_bytes().decode(),
+                                                    create=True)
             lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
             if len(written) > 1:  # so that a reader can take the whole transaction without its record
                 lv_info["txn_tables"] = sorted(w.name for w in written)
@@ -898,6 +1017,7 @@ class Transaction:
             self._decided = True
             versions = self._publish_all(decided.tables, written)
             self._post_commit("record", records.finish, self.lake.store, decided)
+            self._post_commit("release", self._release_names, "committed")
             self._cleanup_after_commit()
             return CommitResult(self.id, versions, dict(self.stats))
         raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
@@ -910,6 +1030,11 @@ class Transaction:
             tw = by_name[name]
             it = intents[name]
             hint = getattr(it, "hint", None)
+            if getattr(it, "create", False):
+                v = publish_create(tw.log, self.attempt, Commit.from_bytes(it.commit.encode()))
+                with self._slock:
+                    self._committed_tables[name] = v
+                return name, v
 
             def foreign(v: int, c: Commit) -> None:
                 hit = first_conflict(tw.footprints(), [(v, c)], tw.schema, tw.base.partition_columns)
@@ -1168,6 +1293,7 @@ class Transaction:
             for tw in live:
                 files = {a.path for op in tw.ops for a in op.added} | tw.garbage
                 self._delete_files(tw.name, sorted(files))
+            self._release_names("aborted")
             if self.lake.delete_sublogs:
                 for k in self._sublog_keys:
                     self.lake.store.delete(k)
@@ -1214,11 +1340,14 @@ def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, 
                     f"{m.expires - now:.1f}s): its client may still be running. Resume it after the marker "
                     "expires (marker_ttl without a heartbeat)")
             stalled.append((table, v))
-    for table, v in stalled:
+    decided = []
+    for table, v in stalled:  # every one: an I decision is rolled forward marker by marker
         res = resolve_marker(svc, table, v)
         if res.outcome == "committed":
-            raise TransactionStateError(f"transaction {txn_id} was already decided ({table}@{v}); it has been "
-                                        "rolled forward now: nothing to resume")
+            decided.append(f"{table}@{v}")
+    if decided:
+        raise TransactionStateError(f"transaction {txn_id} was already decided ({', '.join(decided)}); it has "
+                                    "been rolled forward now: nothing to resume")
 
 
 def resume_transaction(lake: Lake, txn_id: str) -> Transaction:

@@ -122,7 +122,9 @@ def test_costs_quick(tmp_path):
     for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs"):
         assert _finite_nonneg(load[k]) and load[k] > 0
     lat = {r["system"]: r for r in payload["latency"]}
-    assert set(LV_SYSTEMS) <= set(lat) and lat["LV[DL]"]["median_ratio_vs_DL"] == 1
+    assert set(LV_SYSTEMS) <= set(lat)
+    for r in lat.values():  # each ratio is computed from the two measured medians, not set
+        assert r["median_ratio_vs_DL"] == pytest.approx(r["median_ms"] / lat["LV[DL]"]["median_ms"])
     assert all(_finite_nonneg(r["median_ms"]) for r in lat.values())
 
 

@@ -106,7 +106,10 @@ def test_concurrent_creator_gets_a_clear_error_and_leaves_nothing(backend):
     def create_first() -> None:
         winner.create_table("t", data={"id": [7], "region": ["x"], "value": [70]})
 
-    loser = backend.lake(store=HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key == V0,
+    # the winner creates the table (reservation, version 0, release) just before the loser
+    # reserves the name; the loser takes over the released reservation and finds the table
+    res_key = "_lakevilla/creates/t.json"
+    loser = backend.lake(store=HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key == res_key,
                                          create_first))
     with pytest.raises(lv.TableExistsError, match="already exists"):
         loser.create_table("t", data=ROWS, partition_by="region")

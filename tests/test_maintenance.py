@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pyarrow as pa
@@ -50,7 +51,21 @@ def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
     assert cli(["history", root, "a"]) == 0
     out = capsys.readouterr().out
     assert "marker committed" in out and "UPDATE" in out
-    assert cli(["abandoned", root, "--min-age", "0", "--force"]) == 0
+    stray = "a/part-00000-abandoned.parquet"  # a data file no version references
+    lake.store.put(stray, b"PAR1")
+    referenced = sorted(m.key for m in lake.store.list("a/") if m.key.endswith(".parquet") and m.key != stray)
+    assert cli(["abandoned", root, "--min-age", "0"]) == 2  # shorter than max transaction age: refused
+    capsys.readouterr()
+    assert cli(["abandoned", root, "--min-age", "0", "--force", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}], "deleted": False}
+    assert lake.store.exists(stray)  # listing deletes nothing
+    assert cli(["abandoned", root, "--min-age", "0", "--force", "--delete", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}], "deleted": True}
+    assert not lake.store.exists(stray)
+    assert all(lake.store.exists(k) for k in referenced)
+    assert [r["value"] for r in lake.read("a").to_pylist()] == [1]
+    assert cli(["abandoned", root, "--min-age", "0", "--force", "--delete"]) == 0
+    assert "0 abandoned file(s) deleted" in capsys.readouterr().err
     assert cli(["history", root, "../etc"]) == 2  # a clear error, not a traceback
 
 

@@ -89,6 +89,7 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert [(e.op_seq, e.op, e.redo) for e in entries] == [
         (1, "insert", False), (2, "update", False), (3, "update", False), (2, "update", True), (3, "update", True)]
     assert [e.kind for e in sublogs.current_ops(entries)] == ["physical", "logical", "logical"]
+    assert [e.redo for e in sublogs.current_ops(entries)] == [False, True, True]  # the latest entry per op
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
@@ -166,12 +167,18 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         _setup(backend, name=name, n=3)  # identical history, so call numbers mean the same thing
         run_crashing(base, plan, make, action_on(name))
         recoverer = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
-        recoverer.recover(tables=[name])
+        report = recoverer.recover(tables=[name])
         assert _open_markers(recoverer, name) == [], label
         got = rows(recoverer.read(name))
         assert got == backend.delta_rows(name), label
         assert got in (before, after), f"{label}: partial state {got}"
         if got == after:
+            assert report.freed == [], f"{label}: a committed transaction's marker was freed, not closed"
+            # resuming a transaction that committed must refuse (or find nothing to resume)
+            with pytest.raises((lv.TransactionStateError, lv.LakeVillaError)) as info:
+                backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock).resume(holder["id"])
+            assert "already committed" in str(info.value) or "no sublogs" in str(info.value), label
+            assert rows(recoverer.read(name)) == after == backend.delta_rows(name), label
             seen["committed"] += 1
             continue
         try:
@@ -188,6 +195,71 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         assert _open_markers(recoverer, name) == [], label
         seen["resumed"] += 1
     assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, (n, seen)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_without_recover_at_every_crash_point(local_backend, mode):
+    """No ``recover()`` first: ``resume`` alone settles the crashed client's markers, refuses
+    a transaction whose commit landed (its data stays), and otherwise finishes it, leaving
+    no open marker; plain readers and delta-rs see all or nothing throughout."""
+    backend = local_backend
+    base = backend.store()
+    steps = [
+        lambda t, name: t.update(name, set={"value": "value + 1"}, where="id = 1"),
+        lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
+    ]
+    holder = {}
+
+    def action_on(name):
+        def action(lake):
+            txn = lake.begin("R")
+            holder["id"] = txn.id
+            for step in steps:
+                step(txn, name)
+            txn.commit()
+        return action
+
+    def make(store):
+        return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0, delete_sublogs=False)
+
+    _setup(backend, name="probe", n=3)
+    before = backend.delta_rows("probe")
+    n = count_calls(base, make, action_on("probe"))
+    after = backend.delta_rows("probe")
+    seen = Counter()
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        name = f"t{i}"
+        _setup(backend, name=name, n=3)
+        holder.pop("id", None)
+        run_crashing(base, plan, make, action_on(name))
+        state = backend.delta_rows(name)
+        assert state in (before, after), f"{label}: partial state {state}"
+        if "id" not in holder:
+            continue
+        later = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
+        try:
+            resumed = later.resume(holder["id"])
+        except lv.TransactionStateError as e:
+            assert state == after, f"{label}: refused to resume an uncommitted transaction: {e}"
+            assert "already committed" in str(e), label
+            later.flush()
+            assert backend.delta_rows(name) == after, f"{label}: a refused resume changed the table"
+            seen["refused"] += 1
+            continue
+        except lv.LakeVillaError as e:
+            assert "no sublogs" in str(e), label
+            assert state == before, label
+            seen["nothing"] += 1
+            continue
+        assert state == before, f"{label}: resumed a transaction whose commit had landed"
+        for step in steps[len(resumed.operations):]:
+            step(resumed, name)
+        resumed.commit()
+        later.flush()
+        assert backend.delta_rows(name) == after == rows(later.read(name)), label
+        assert _open_markers(later, name) == [], f"{label}: resume left the crashed client's marker open"
+        seen["resumed"] += 1
+    assert seen["resumed"] > 0 and seen["refused"] > 0 and seen["nothing"] > 0, seen
 
 
 def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_backend):
@@ -256,6 +328,13 @@ def test_contention_r_commits_everything_dl_aborts(backend):
 
 
 def _lv_mixed_worker(uri, opts, wid, n, mode, out):
+    try:
+        _lv_mixed(uri, opts, wid, n, mode, out)
+    except BaseException as e:  # reported, so the parent fails at once instead of waiting out its timeout
+        out.put(("error", f"lakevilla worker {wid}: {e!r}"))
+
+
+def _lv_mixed(uri, opts, wid, n, mode, out):
     rng = random.Random(wid)
     lake = lv.Lake(uri, storage_options=opts or None, commit_mode=mode)
     mine, incs = [], Counter()
@@ -271,6 +350,26 @@ def _lv_mixed_worker(uri, opts, wid, n, mode, out):
 
 
 def _delta_rs_mixed_worker(uri, opts, wid, n, mode, out):
+    try:
+        _delta_rs_mixed(uri, opts, wid, n, mode, out)
+    except BaseException as e:
+        out.put(("error", f"delta-rs worker {wid}: {e!r}"))
+
+
+def _retry_commit_races(fn, attempts=200):
+    """Retry what delta-rs reports as a lost commit race (as an application would); any other
+    error, or races that never end, fail the test."""
+    from deltalake.exceptions import CommitFailedError
+
+    for _ in range(attempts):
+        try:
+            return fn()
+        except CommitFailedError:
+            continue
+    raise AssertionError(f"delta-rs lost the commit race {attempts} times")
+
+
+def _delta_rs_mixed(uri, opts, wid, n, mode, out):
     from deltalake import DeltaTable, write_deltalake
 
     rng = random.Random(wid)
@@ -278,22 +377,13 @@ def _delta_rs_mixed_worker(uri, opts, wid, n, mode, out):
     mine, incs = [], Counter()
     for i in range(n):
         rid = wid * 1000 + i
-        while True:
-            try:
-                write_deltalake(uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema),
-                                mode="append", storage_options=opts or None)
-                break
-            except Exception:  # noqa: BLE001 - a lost commit race: retry like an application would
-                continue
+        _retry_commit_races(lambda rid=rid: write_deltalake(
+            uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema), mode="append",
+            storage_options=opts or None))
         mine.append(rid)
         target = rng.choice(mine)
-        while True:
-            try:
-                DeltaTable(uri, storage_options=opts or None).update(
-                    updates={"value": "value + 1"}, predicate=f"id = {target}")
-                break
-            except Exception:  # noqa: BLE001
-                continue
+        _retry_commit_races(lambda target=target: DeltaTable(uri, storage_options=opts or None).update(
+            updates={"value": "value + 1"}, predicate=f"id = {target}"))
         incs[target] += 1
     out.put((mine, dict(incs)))
 
@@ -319,6 +409,7 @@ def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     results = [out.get(timeout=600) for _ in procs]
     for p in procs:
         p.join(60)
+    assert not [r for r in results if r[0] == "error"], results
     acked = sorted(i for mine, _ in results for i in mine)
     incs = Counter()
     for _, d in results:

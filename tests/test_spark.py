@@ -321,8 +321,9 @@ def test_a_losing_spark_creator_deletes_the_files_spark_wrote(spark, uri, lake_d
         def create_first() -> None:
             winner.create_table("t", data={"id": [7], "value": [70]})
 
+        # the winner creates the table just before the loser reserves the name (after Spark wrote)
         store = HookStore(open_store(uri), lambda kind, key: kind == "put_if_absent" and
-                          key == "t/_delta_log/00000000000000000000.json", create_first)
+                          key == "_lakevilla/creates/t.json", create_first)
         with lv.Lake(uri, store=store, engine=lv.SparkEngine(spark)) as loser:
             with pytest.raises(lv.TableExistsError):
                 loser.create_table("t", data=spark.range(50).selectExpr("id", "id AS value"))
@@ -543,3 +544,28 @@ def test_random_predicates_mean_the_same_on_spark_as_in_duckdb(spark):
             assert got.column(f"v{k}").to_pylist() == want, w
 
     check()
+
+
+def test_create_table_from_a_dataframe_inside_a_ct_transaction(spark, lake, uri, lake_dir):
+    """CTAS in a transaction with an update of another table: aborted, nothing is visible and
+    nothing is left under the new table's folder; committed, delta-rs reads both tables."""
+    lake.create_table("acc", ACC)
+    with lake.transaction(features="R") as txn:
+        txn.insert("acc", {"id": [1, 2], "value": [10, 20]})
+    df = spark.range(6).selectExpr("id", "id * 3 AS value")
+    for commit in (False, True):
+        txn = lake.begin("R,CT")
+        assert txn.create_table("ctas", data=df, partition_by=["value"]) == 6
+        txn.update("acc", set={"value": "value + 1"}, where="id = 1")
+        assert txn.read("ctas").count() == 6 and not lake.table_exists("ctas")
+        if not commit:
+            txn.abort()
+            lake.flush()
+            assert not lake.table_exists("ctas") and files_on_disk(lake_dir, ["ctas"]) == set()
+            assert delta_rows(uri, "acc") == [{"id": 1, "value": 10}, {"id": 2, "value": 20}]
+            continue
+        assert txn.commit().versions["ctas"] == 0
+    assert delta_rows(uri, "ctas") == [{"id": i, "value": 3 * i} for i in range(6)]
+    assert delta_rows(uri, "acc") == [{"id": 1, "value": 11}, {"id": 2, "value": 20}]
+    lake.flush()
+    assert files_on_disk(lake_dir, ["ctas"]) == {f"ctas/{unquote(p)}" for p in lake.snapshot("ctas").files}

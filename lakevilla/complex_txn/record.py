@@ -28,6 +28,7 @@ class TableIntent:
     mode: str
     commit: str  # the NDJSON commit file to publish
     version: int | None = None  # where it landed, once known
+    create: bool = False  # the commit is version 0 of a table this transaction creates (only there)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -24,9 +24,10 @@ from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
+from ..errors import CreateConflictError
 from ..isolation.gvl import APPENDED, GlobalVersionLog, first_entry
 from ..markers import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
-from ..publish import find_commit, publish
+from ..publish import find_commit, publish, publish_create
 from ..store import NotFound, ObjectStore
 
 
@@ -108,8 +109,15 @@ def _close(log: DeltaLog, version: int, m, etag: str, table: str) -> Resolution:
 def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]:
     """Write every table commit of a COMMITTING record, close its markers, mark it done."""
     landed: dict[str, int] = {}
+    conflict: CreateConflictError | None = None
     for table, intent in rec.tables.items():
         log = svc.log_for(table)
+        if intent.create:
+            try:
+                landed[table] = publish_create(log, rec.attempt, Commit.from_bytes(intent.commit.encode()))
+            except CreateConflictError as e:
+                conflict = e  # the other tables are still rolled forward; the record stays COMMITTING
+            continue
         v = publish(log, rec.attempt, Commit.from_bytes(intent.commit.encode()), marker_version=intent.marker,
                     mode=intent.mode)
         landed[table] = v
@@ -118,6 +126,8 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
             m = marker_of(current)
             if m is not None and m.state == RUNNING and m.attempt == rec.attempt:
                 free_stalled(log, intent.marker, m, etag, COMMITTED, "rolled forward", v)
+    if conflict is not None:
+        raise conflict
     for t, v in landed.items():
         rec.tables[t].version = v
     if rec.state != records.COMMITTED:

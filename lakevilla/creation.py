@@ -1,0 +1,38 @@
+"""Version 0 of a new table: protocol, metadata and the rows it is created with."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+
+from .delta.actions import AddFile, Commit, Metadata
+from .delta.features import protocol_for
+from .delta.schema import schema_from_json, schema_to_json
+from .markers import ENGINE_INFO
+
+
+def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,
+                 description: str | None) -> Metadata:
+    """A fresh table id; ``schema_to_json`` raises ``SchemaMismatchError`` for types Delta lacks."""
+    return Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema), partition_columns=list(parts),
+                    configuration={str(k): str(v) for k, v in (properties or {}).items()},
+                    created_time=int(time.time() * 1000), name=None, description=description)
+
+
+def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
+                    lakevilla: dict[str, Any] | None = None) -> Commit:
+    """Version 0: ``CREATE TABLE`` or ``CREATE TABLE AS SELECT`` (protocol 1/2, or reader 3 / writer 7
+    with ``timestampNtz`` when a column is a timestamp without time zone)."""
+    rows = sum(a.num_records or 0 for a in adds)
+    info: dict[str, Any] = {"timestamp": int(time.time() * 1000),
+                            "operation": "CREATE TABLE AS SELECT" if with_data else "CREATE TABLE",
+                            "operationParameters": {"partitionBy": str(list(metadata.partition_columns))},
+                            "isBlindAppend": True, "engineInfo": ENGINE_INFO,
+                            "lakevilla": lakevilla or {"v": 1, "kind": "create"}}
+    if with_data:
+        info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
+    return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string)),
+                  metadata=metadata, adds=list(adds))

@@ -1,0 +1,588 @@
+"""Mutation check of the protocol: break one step at a time, run the tests that should notice.
+
+    python -m tests.mutations                 # every mutation, one at a time
+    python -m tests.mutations --list          # names, files, what each breaks
+    python -m tests.mutations --only NAME     # one (or a comma-separated few); --jobs N in parallel
+
+Each mutation names the protocol file, an exact snippet of its source and the replacement
+(a snippet that is not found exactly once fails loudly, so mutations cannot rot silently
+when the code moves), and the tests that must fail. The runner copies the repository
+(``lakevilla``, ``tests``, ``benchmarks``, ``pyproject.toml``) into a scratch directory
+under /tmp, applies the mutation there, runs the selected tests with a time limit and
+reports ``killed`` (a selected test failed), ``survived`` (they all passed: the tests do
+not check that step), ``timeout`` or ``error`` (pytest could not run them). It first runs
+every selected test on the unmutated copy: a kill means nothing if that baseline fails.
+A table goes to stdout, JSON to ``results/mutations.json``. Not collected by pytest and
+not part of ``make test``: it runs the selections ~50 times (see tests/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COPY = ("lakevilla", "tests", "benchmarks", "pyproject.toml")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    area: str
+    file: str  # relative to the repository root
+    edits: tuple[tuple[str, ...], ...]  # (snippet, replacement) or (file, snippet, replacement), each once
+    tests: tuple[str, ...]  # pytest arguments: node ids, or "-k", "expr"
+    breaks: str  # the protocol step it breaks, in words
+    equivalent: str = ""  # why surviving is expected (no test can tell), if it is
+
+    def changes(self) -> list[tuple[str, str, str]]:
+        return [(self.file, *e) if len(e) == 2 else tuple(e) for e in self.edits]  # type: ignore[misc]
+
+
+def M(name, area, file, find, replace, tests, breaks, *more, equivalent=""):  # noqa: N802 - a table row
+    return Mutation(name, area, file, ((find, replace), *more), tuple(tests), breaks, equivalent)
+
+
+R = "tests/test_recovery.py::"
+C = "tests/test_complex.py::"
+I = "tests/test_isolation.py::"  # noqa: E741
+P = "tests/test_promises.py::"
+NL = "tests/test_nothing_lost.py::"
+OC = "tests/test_one_cut.py::"
+MT = "tests/test_maintenance.py::"
+TX = "lakevilla/transaction.py"
+LK = "lakevilla/lake.py"
+ST = "lakevilla/recovery/stalled.py"
+GV = "lakevilla/isolation/gvl.py"
+
+MUTATIONS: list[Mutation] = [
+    # -- markers ------------------------------------------------------------------------------
+    M("marker-never-expires", "markers", "lakevilla/markers.py",
+      "return self.state == RUNNING and now > self.expires", "return False",
+      [P + "test_a_marker_is_stalled_only_after_marker_ttl", R + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]"],
+      "a stalled marker never counts as expired"),
+    M("marker-expires-at-once", "markers", "lakevilla/markers.py",
+      "return self.state == RUNNING and now > self.expires", "return self.state == RUNNING",
+      [P + "test_a_marker_is_stalled_only_after_marker_ttl", NL + "test_resume_refuses_while_the_owners_marker_is_alive"],
+      "a live marker counts as expired (marker_ttl ignored)"),
+    M("marker-expiry-off-by-ttl", "markers", "lakevilla/markers.py",
+      "return self.state == RUNNING and now > self.expires", "return self.state == RUNNING and now > self.expires - 2.0",
+      [P + "test_a_marker_is_stalled_only_after_marker_ttl"],
+      "markers expire 2 s early (the TTL boundary)"),
+    M("rewrite-loss-unnoticed", "markers", "lakevilla/markers.py",
+      "            h.lost = True\n            raise MarkerLost(f\"marker {h.table}@{h.version} was changed by another client\") from None",
+      "            pass",
+      [P + "test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail",
+       R + "test_expired_marker_is_freed_and_the_late_owner_continues[local-in_place]"],
+      "a late owner does not notice that recovery took its marker"),
+    M("free-stalled-unconditional", "markers", "lakevilla/markers.py",
+      "log.rewrite_commit(version, payload.to_commit(), etag)",
+      "log.store.put(log.commit_key(version), payload.to_commit().to_bytes())",
+      [P + "test_freeing_a_marker_that_moved_fails"],
+      "recovery overwrites a marker without its etag (clobbers a heartbeat or a fill)"),
+    M("heartbeat-does-not-extend", "markers", TX,
+      "h.payload.expires = now + self.lake.marker_ttl", "h.payload.expires = h.payload.expires",
+      [R + "test_heartbeat_keeps_a_slow_transaction_alive"],
+      "the heartbeat rewrites the marker without moving its expiry"),
+    M("close-marker-skipped", "markers", TX,
+      "            h.payload.state = COMMITTED\n            h.payload.commit_version = version\n            try:",
+      "            return\n            try:",
+      [R + "test_markers_are_empty_versions_for_delta_rs[local]"],
+      "a committed transaction leaves its marker open"),
+    # -- sublogs ------------------------------------------------------------------------------
+    M("sublog-not-written", "sublogs", TX,
+      "        sublogs.write(self.lake.store, e)\n", "        pass\n",
+      [R + "test_sublogs_physical_then_logical_and_blind_appends_stay_physical",
+       R + "test_resume_without_recover_at_every_crash_point[tail]"],
+      "operations are not logged to sublogs"),
+    M("redo-not-logged", "sublogs", TX,
+      "                self._write_sublog(tw, op, redo=True)", "                pass",
+      [R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
+      "a redone operation's new files are not logged"),
+    M("sublog-drops-statement", "sublogs", "lakevilla/recovery/sublog.py",
+      'statement={"where": op.where, "set": op.assignments} if logical and op.kind != "insert" else None,',
+      "statement=None,",
+      [R + "test_sublogs_physical_then_logical_and_blind_appends_stay_physical",
+       R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
+      "logical sublog entries lose their statement (resume cannot redo)"),
+    M("sublog-oldest-entry-wins", "sublogs", "lakevilla/recovery/sublog.py",
+      "        latest[e.op_seq] = e", "        latest.setdefault(e.op_seq, e)",
+      [R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
+      "resume replays an operation's first entry, not its latest redo"),
+    # -- redo -----------------------------------------------------------------------------------
+    M("validation-ignores-conflicts", "redo", TX,
+      "            if hit is None:\n                tw.validated_upto = latest",
+      "            if True:\n                tw.validated_upto = latest",
+      [R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
+      "commits since the read are not checked (lost update)"),
+    M("redo-skips-first-conflicting-op", "redo", TX,
+      "redone = tw.redo(self.lake.engine, k, snap)", "redone = tw.redo(self.lake.engine, k + 1, snap)",
+      [R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
+      "undo/redo starts after the first conflicting operation"),
+    M("consumed-read-redone", "redo", TX,
+      "            if consumed:\n", "            if False:\n",
+      [R + "test_partial_commit_keeps_what_committed"],
+      "a read whose result was returned is silently redone instead of aborting"),
+    M("physical-conflict-redone", "redo", TX,
+      "            if stuck and not consumed:\n", "            if False:\n",
+      [R + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]", P + "test_resumed_physical_operation_that_conflicts_aborts"],
+      "a resumed physical operation that conflicts is committed anyway"),
+    # -- recovery (R) -------------------------------------------------------------------------------
+    M("recover-frees-a-committed-marker", "recovery", ST,
+      "    found = find_commit(log, m.attempt, version, latest)\n    if found is not None:  # the owner",
+      "    found = None\n    if found is not None:  # the owner",
+      [R + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]"],
+      "recovery undoes (frees) a transaction whose table commit landed"),
+    M("recover-scans-no-markers", "recovery", LK,
+      "                res = resolve_marker(svc, t, v, force=force)", "                continue",
+      [R + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]"],
+      "recover() leaves stalled markers alone"),
+    M("waiter-does-not-recover", "recovery", TX,
+      "                    res = resolve_marker(self.lake.services(), tw.name, v)\n",
+      "                    continue\n",
+      [R + "test_expired_marker_is_freed_and_the_late_owner_continues[local-tail]"],
+      "a transaction waits forever behind an expired marker"),
+    # -- recovery of CT and I decisions -------------------------------------------------------------
+    M("ct-abort-not-persisted", "record", ST,
+      'records.abort(svc.store, m.attempt, m.txn, "stalled marker")',
+      'records.TxnRecord(m.attempt, m.txn, records.ABORTED)',
+      [C + "test_stalled_transaction_before_its_decision_is_rolled_back"],
+      "recovery frees an undecided CT marker without writing the ABORTED record"),
+    M("ct-marker-closed-without-roll-forward", "record", ST,
+      "            roll_forward_record(svc, rec)\n            return _close(log, version, m, etag, table)",
+      "            return _close(log, version, m, etag, table)",
+      [P + "test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it"],
+      "a decided CT marker is closed without writing its table commits"),
+    M("recover-skips-committing-records", "record", LK,
+      "            if rec is not None and rec.state == records.COMMITTING:\n                try:\n"
+      "                    roll_forward_record(svc, rec)",
+      "            if False:\n                try:\n                    roll_forward_record(svc, rec)",
+      [C + "test_recovery_rolls_a_committing_record_forward", MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
+      "recover() does not roll COMMITTING records forward"),
+    M("record-decide-ignores-existing", "record", "lakevilla/complex_txn/record.py",
+      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") from None\n        return existing",
+      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") from None\n        return rec",
+      [C + "test_stalled_transaction_before_its_decision_is_rolled_back"],
+      "an owner that lost the record race believes it decided COMMITTING"),
+    M("record-not-finished", "record", ST,
+      "    if rec.state != records.COMMITTED:\n        records.finish(svc.store, rec)",
+      "    if False:\n        records.finish(svc.store, rec)",
+      [MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
+      "a rolled-forward record stays COMMITTING"),
+    M("publish-without-looking", "record", "lakevilla/publish.py",
+      "        found = find_commit(log, attempt, lower, latest)\n", "        found = None\n",
+      [C + "test_crash_at_every_store_call_of_a_two_table_commit[local-tail]",
+       P + "test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it"],
+      "a decided commit is published again where it already landed (twice)"),
+    M("recover-skips-announced-i-commits", "recovery", ST,
+      'if state == "committed" and entry is not None and table in entry.pending',
+      'if False and entry is not None and table in entry.pending',
+      [I + "test_crash_at_every_store_call_of_an_isolated_two_table_commit[local-R,CT,I]"],
+      "recover() skips announced-but-unwritten I commits and frees their markers as if aborted "
+      "(issue 18, point 1)",
+      (LK, "                if gvl_resolve.find_pending(self.log(t), p) is None:", "                if False:")),
+    M("marker-of-announced-i-commit-freed", "recovery", ST,
+      'if state == "committed" and entry is not None and table in entry.pending',
+      'if False and entry is not None and table in entry.pending',
+      [P + "test_a_transaction_meeting_an_expired_i_marker_finishes_or_undoes_it"],
+      "a transaction meeting an announced I commit's expired marker frees it as if aborted"),
+    M("recover-skips-pending-at-head", "recovery", LK,
+      "                if gvl_resolve.find_pending(self.log(t), p) is None:",
+      "                if False:",
+      [P + "test_recover_writes_announced_commits_at_once"],
+      "recover() leaves the head's announced writes unwritten"),
+    M("gvl-abort-not-recorded", "recovery", ST,
+      "        nxt.aborts = [attempt]\n", "        nxt.aborts = []\n",
+      [I + "test_recovery_aborts_a_stalled_isolated_transaction_through_the_log"],
+      "recovery of an unannounced I transaction appends no abort"),
+    # -- resume ---------------------------------------------------------------------------------
+    M("resume-redoes-a-committed-txn", "resume", TX,
+      'if info.get("kind") == "commit" and info.get("txn") == txn_id:', "if False:",
+      [R + "test_resume_without_recover_at_every_crash_point[tail]"],
+      "resume re-runs a transaction whose commit landed (issue 18, point 2)"),
+    M("resume-leaves-old-markers", "resume", TX,
+      "        res = resolve_marker(svc, table, v)\n        if res.outcome",
+      "        continue\n        if res.outcome",
+      [R + "test_resume_without_recover_at_every_crash_point[tail]"],
+      "resume neither frees nor settles the crashed attempt's markers (issue 18, point 2)"),
+    M("resume-stops-at-first-decided-marker", "resume", TX,
+      '            decided.append(f"{table}@{v}")\n',
+      '            decided.append(f"{table}@{v}")\n            break\n',
+      [P + "test_resume_rolls_an_announced_isolated_transaction_forward"],
+      "resume reports an I decision rolled forward after writing only its first table"),
+    M("resume-ignores-live-marker", "resume", TX,
+      "            if not m.expired(now):\n                raise TransactionStateError(",
+      "            if False:\n                raise TransactionStateError(",
+      [NL + "test_resume_refuses_while_the_owners_marker_is_alive"],
+      "resume races a client whose marker is still alive"),
+    M("resume-ignores-committing-record", "resume", TX,
+      "        if rec.state == records.COMMITTING:\n            roll_forward_record(svc, rec)",
+      "        if False:\n            roll_forward_record(svc, rec)",
+      [NL + "test_resume_rolls_a_decided_transaction_forward_instead_of_re_running_it",
+       P + "test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction"],
+      "resume re-runs a transaction its record decided",
+      equivalent="resume settles the crashed attempt's markers next: a COMMITTING record's running "
+      "marker is rolled forward there (resolve_marker) and refused the same way; with every marker "
+      "closed, every table commit landed and the commit scan refuses"),
+    # -- the DAG (cycles) ----------------------------------------------------------------------------
+    M("no-cycle-detected", "dag", "lakevilla/complex_txn/dag.py",
+      "        if self.me not in pred.deps:\n            return False",
+      "        if True:\n            return False",
+      [P + "test_a_three_way_cycle_is_broken_by_a_shift",
+       C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
+      "rule III: a predecessor waiting for us is not seen as a cycle"),
+    M("deps-not-transitive", "dag", "lakevilla/complex_txn/dag.py",
+      "                out.update(deps)\n", "                pass\n",
+      [P + "test_a_three_way_cycle_is_broken_by_a_shift"],
+      "rule II: dependency lists do not carry the predecessors' own lists"),
+    M("deps-never-published", "dag", TX,
+      "        if not self._deps.needs_publish():\n            return\n        deps",
+      "        if True:\n            return\n        deps",
+      [P + "test_a_three_way_cycle_is_broken_by_a_shift",
+       C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
+      "rule II: markers never carry dependency lists"),
+    M("older-one-shifts", "dag", "lakevilla/complex_txn/dag.py",
+      "    return a > b\n", "    return a < b\n",
+      [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
+      "rule IV: the older transaction shifts instead of the younger"),
+    # -- the global log -----------------------------------------------------------------------------
+    M("append-ignores-taken-slot", "gvl", GV,
+      "        except PreconditionFailed:\n            return TAKEN\n        except StorageError as e:",
+      "        except PreconditionFailed:\n            return APPENDED\n        except StorageError as e:",
+      [P + "test_an_announcement_that_loses_its_slot_is_validated_again"],
+      "an announcement that lost its slot counts as appended"),
+    M("announce-ignores-aborts", "gvl", TX,
+      "                if self.attempt in e.aborts:\n", "                if False:\n",
+      [I + "test_recovery_aborts_a_stalled_isolated_transaction_through_the_log"],
+      "an I writer commits although recovery appended its abort"),
+    M("hint-write-unconditional", "gvl", GV,
+      "        return self.store.put_if_match(HINT_KEY, body, cur.etag)",
+      "        return self.store.put(HINT_KEY, body)",
+      [OC + "test_hint_never_moves_backwards[local]"],
+      "the hint is overwritten without its etag (can move back to an older entry)"),
+    M("cleanup-keeps-too-few", "gvl", GV,
+      "cutoff = head.seq - max(keep, 0)", "cutoff = head.seq - max(keep, 0) + 1",
+      [P + "test_cleanup_keeps_exactly_keep_global_entries_before_the_head"],
+      "global-log clean-up keeps one entry fewer than keep_global"),
+    M("cleanup-horizon-not-moved-first", "gvl", GV,
+      "        state = self.move_hint(head.seq, cutoff)\n",
+      "        state = self.move_hint(head.seq, 0)\n",
+      [OC + "test_cleanup_never_lets_a_long_transaction_fork_the_log[local-True]",
+       P + "test_cleanup_keeps_exactly_keep_global_entries_before_the_head"],
+      "clean-up does not raise the horizon before deleting",
+      ("int(name[:-5]) < state.horizon", "int(name[:-5]) < cutoff")),
+    M("hint-skips-announced-head", "gvl", GV,
+      "            seq, entry = seq + 1, nxt\n",
+      "            return entry\n",
+      [P + "test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved",
+       I + "test_a_stalled_announcement_is_completed_by_whoever_finds_it"],
+      "the head is taken from the hint without probing past it"),
+    # -- validation (I) --------------------------------------------------------------------------------
+    M("r1-skipped", "validation", TX,
+      "                if viol is not None:\n                    self.stats[\"r1\"] += 1",
+      "                if False:\n                    self.stats[\"r1\"] += 1",
+      [I + "test_write_skew_prevented_when_serializable_occurs_under_snapshot[local-I]"],
+      "serializable writers do not validate their reads (R1)"),
+    M("slack-disables-validation", "validation", "lakevilla/isolation/validation.py",
+      "    considered = [(v, c) for v, c in commits if v <= hidden - slack]",
+      "    considered = [] if slack else [(v, c) for v, c in commits if v <= hidden - slack]",
+      [I + "test_slack_tolerates_recent_versions"],
+      "any slack > 0 turns off stale-read validation (issue 18, point 3)"),
+    M("slack-off-by-one", "validation", "lakevilla/isolation/validation.py",
+      "if v <= hidden - slack]", "if v < hidden - slack]",
+      [I + "test_slack_tolerates_recent_versions"],
+      "a read exactly slack+1 versions stale passes"),
+    M("r3-skipped", "validation", TX,
+      "            if b is not None and b > tw.validated_upto:  # R3", "            if False:  # R3",
+      [P + "test_an_isolated_writer_checks_a_commit_the_log_took_in_below_its_write"],
+      "R3: a commit below our write that we never validated is not checked"),
+    M("snapshot-validates-reads", "validation", TX,
+      'check_reads = self.isolation != "snapshot"', "check_reads = True",
+      [I + "test_write_skew_prevented_when_serializable_occurs_under_snapshot[local-I]"],
+      "snapshot isolation validates reads too (aborts what it should commit)"),
+    # -- the one cut ------------------------------------------------------------------------------------
+    M("closure-ignores-other-tables", "one-cut", "lakevilla/isolation/closure.py",
+      "        for w in sorted(tables - {s.table}):\n            verdict = self._other(w, u.attempt)",
+      "        for w in sorted(set()):\n            verdict = self._other(w, u.attempt)",
+      [OC + "test_half_published_transfer_is_seen_whole_or_not_at_all[local-R,CT]",
+       OC + "test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_not_know[local-x]"],
+      "a multi-table commit is taken on one table without its other half"),
+    M("closure-takes-announced-commits", "one-cut", "lakevilla/isolation/closure.py",
+      "            return _CAP  # only its global-log entry takes it in",
+      "            return _OK",
+      [OC + "test_half_published_transfer_is_seen_whole_or_not_at_all[local-I]",
+       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-I]"],
+      "a commit announced in the global log is taken in before its entry",
+      equivalent="an I commit reaches a table only after its announcement entry; a closure that meets "
+      "it was computed from a head at or after that entry (which took it in), or its append loses "
+      "the slot (TAKEN) and is recomputed; a reader that leaves an entry out blocks its tables. The "
+      "cap is defence in depth: no test found that tells it apart"),
+    M("cut-ignores-what-it-read", "one-cut", "lakevilla/isolation/cut.py",
+      "                if part.touched & self.blocked or any(t in self.finals for t in part.changes):",
+      "                if False:",
+      [OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-I]",
+       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-R,CT]"],
+      "an entry moving a table already read is taken in for the tables not yet read"),
+    # -- maintenance ---------------------------------------------------------------------------------
+    M("abandoned-lists-nothing", "maintenance", LK,
+      "                out.append((t, k))", "                pass",
+      [MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
+      "abandoned files are never listed or deleted (issue 18, point 5)"),
+    M("abandoned-ignores-live-files", "maintenance", LK,
+      "                if k in keys or k in live:", "                if k in keys:",
+      [NL + "test_forced_deletion_still_keeps_files_that_live_transactions_name"],
+      "files named by sublogs, records or pending writes are deleted"),
+    M("abandoned-ignores-min-age", "maintenance", LK,
+      "if meta.last_modified is None or now - meta.last_modified < retention:",
+      "if meta.last_modified is None:",
+      [R + "test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted"],
+      "young unreferenced files (a live writer's) are deleted"),
+    M("cleanup-ignores-retention", "maintenance", LK,
+      "return meta.last_modified is not None and now - meta.last_modified >= older_than",
+      "return meta.last_modified is not None",
+      [P + "test_cleanup_deletes_sublogs_and_records_only_past_their_retention"],
+      "clean-up deletes sublogs and records younger than its retention"),
+    M("cleanup-ignores-live-txns", "maintenance", LK,
+      "            if txn in live or any(state(m) == records.COMMITTING", "            if any(state(m) == records.COMMITTING",
+      [NL + "test_cleanup_keeps_committing_records_and_live_sublogs"],
+      "clean-up deletes the sublogs of a transaction holding a live marker"),
+    M("cleanup-ignores-committing", "maintenance", LK,
+      "any(state(m) == records.COMMITTING for m in recs.get(txn, []))", "False",
+      [P + "test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction"],
+      "clean-up deletes the sublogs of a decided, unpublished transaction"),
+    M("retention-never-refused", "maintenance", LK,
+      "        if seconds < self.max_transaction_age and not force:", "        if False:",
+      [NL + "test_a_retention_shorter_than_the_longest_transaction_is_refused_unless_forced"],
+      "a retention shorter than max_transaction_age is accepted without force"),
+    M("checkpoint-above-open-marker", "maintenance", LK,
+      "        if self._open_marker(log, version) is not None:\n            return  # never checkpoint",
+      "        if False:\n            return  # never checkpoint",
+      [P + "test_automatic_checkpoint_waits_below_an_open_marker"],
+      "the automatic checkpoint covers an open marker (could hide its fill)"),
+    M("max-age-not-enforced", "maintenance", TX,
+      "    def _check_age(self, started: float | None = None) -> None:\n",
+      "    def _check_age(self, started: float | None = None) -> None:\n        return\n",
+      [NL + "test_a_transaction_older_than_max_transaction_age_cannot_commit"],
+      "a transaction older than max_transaction_age still commits"),
+    # -- decisions: nothing lost, warnings ---------------------------------------------------------------
+    M("abort-after-decision-deletes", "decision", TX,
+      "        except BaseException as e:\n            if self._decided or self._in_doubt:",
+      "        except BaseException as e:\n            if False:",
+      [NL + "test_an_r_commit_whose_outcome_is_unknown_deletes_nothing[tail]",
+       NL + "test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery"],
+      "an error after the deciding write undoes (deletes files of) a commit that may stand"),
+    M("block-exit-undoes-in-doubt-commit", "decision", TX,
+      'if self.state in ("committed", "aborted", "decided", "in-doubt") or self._decided or self._in_doubt:',
+      'if self.state in ("committed", "aborted"):',
+      [P + "test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing"],
+      "leaving a with block after an in-doubt commit undoes it"),
+    M("no-warning-after-decision", "decision", TX,
+      "                if hit is not None and marker_of(c) is None:\n                    self._count(\"conflicts_after_decision\")",
+      "                if False:\n                    self._count(\"conflicts_after_decision\")",
+      [P + "test_a_conflict_by_a_marker_ignoring_client_after_the_decision_is_warned"],
+      "a conflict after the decision passes silently"),
+    # -- ids and stores ------------------------------------------------------------------------------------
+    M("ids-per-process-counter", "ids", "lakevilla/names.py",
+      'return f"{int(time.time() * 1000):013x}-{secrets.token_hex(8)}"',
+      "return f\"{next(new_txn_id.__dict__.setdefault('n', __import__('itertools').count())):013x}-{0:016x}\"",
+      [C + "test_transaction_ids_are_globally_unique"],
+      "transaction ids are a per-process counter (issue 18, point 4)"),
+    M("fsync-ignored", "store", "lakevilla/store/local.py",
+      "            if self.fsync:\n", "            if False:\n",
+      [P + "test_local_store_fsync_syncs_every_write"],
+      "LocalStore(fsync=True) does not sync"),
+]
+
+
+def _select(muts: list[Mutation], only: str | None) -> list[Mutation]:
+    if not only:
+        return muts
+    names = {n.strip() for n in only.split(",") if n.strip()}
+    unknown = names - {m.name for m in muts}
+    if unknown:
+        raise SystemExit(f"unknown mutation(s): {sorted(unknown)} (see --list)")
+    return [m for m in muts if m.name in names]
+
+
+def _copy_repo(dst: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+    for name in COPY:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dst / name, ignore=ignore)
+        else:
+            shutil.copy2(src, dst / name)
+
+
+def apply(m: Mutation, root: Path) -> None:
+    """Apply ``m`` to the copy under ``root``; every snippet must occur exactly once."""
+    for file, find, replace in m.changes():
+        path = root / file
+        text = path.read_text()
+        n = text.count(find)
+        if n != 1:
+            raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} (expected exactly once); "
+                             f"update the mutation to the current code:\n{find}")
+        path.write_text(text.replace(find, replace))
+
+
+def check_all_apply(muts: list[Mutation]) -> None:
+    """Fail before running anything if a snippet has rotted."""
+    for m in muts:
+        for file, find, _ in m.changes():
+            n = (ROOT / file).read_text().count(find)
+            if n != 1:
+                raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} (expected exactly "
+                                 f"once); update it to the current code:\n{find}")
+
+
+def _pytest(root: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str, str]:
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1", SPARK_LOCAL_IP="127.0.0.1")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=-rfE",
+           "--timeout", str(int(timeout)), *tests]
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout + 30)
+    except subprocess.TimeoutExpired as e:
+        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return "timeout", time.monotonic() - t0, "", text[-3000:]
+    dt = time.monotonic() - t0
+    text = out.stdout + out.stderr
+    failed = [ln.split(" ", 1)[1].split(" - ")[0] for ln in text.splitlines()
+              if ln.startswith(("FAILED ", "ERROR "))]
+    if out.returncode == 0:
+        status = "survived"
+    elif out.returncode == 1:
+        status = "killed"
+    elif "Timeout" in text and failed:
+        status = "timeout"
+    else:
+        status = "error"
+    return status, dt, failed[0] if failed else "", text[-3000:]
+
+
+def _verify_import(root: Path) -> None:
+    env = dict(os.environ, PYTHONPATH=str(root))
+    got = subprocess.run([sys.executable, "-c", "import lakevilla; print(lakevilla.__file__)"], cwd=root, env=env,
+                         capture_output=True, text=True, check=True).stdout.strip()
+    if not got.startswith(str(root)):
+        raise SystemExit(f"the scratch copy does not import its own lakevilla ({got}); cannot run mutations")
+
+
+def run_one(m: Mutation, timeout: float, keep: bool = False, tests: tuple[str, ...] | None = None) -> dict:
+    scratch = Path(tempfile.mkdtemp(prefix=f"lv-mut-{m.name}-", dir="/tmp"))
+    try:
+        _copy_repo(scratch)
+        apply(m, scratch)
+        status, dt, failed, tail = _pytest(scratch, tests or m.tests, timeout)
+    finally:
+        if not keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if status == "survived" and m.equivalent:
+        status = "equivalent"
+    return {"name": m.name, "area": m.area, "file": m.file, "breaks": m.breaks, "tests": list(m.tests),
+            "status": status, "killed_by": failed or m.equivalent, "seconds": round(dt, 1),
+            "output": tail if status != "killed" else ""}
+
+
+def baseline(muts: list[Mutation], timeout: float) -> float:
+    scratch = Path(tempfile.mkdtemp(prefix="lv-mut-baseline-", dir="/tmp"))
+    try:
+        _copy_repo(scratch)
+        _verify_import(scratch)
+        tests = []
+        for m in muts:
+            tests += [t for t in m.tests if t not in tests]
+        status, dt, failed, tail = _pytest(scratch, tuple(tests), timeout * 4)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if status != "survived":
+        raise SystemExit(f"baseline: the selected tests do not pass unmutated ({status}, {failed}):\n{tail}")
+    return dt
+
+
+def _short(test: str) -> str:
+    return re.sub(r"^tests/", "", test)
+
+
+def table(results: list[dict]) -> str:
+    rows = [("mutation", "file", "status", "killed by", "s")]
+    for r in results:
+        by = "(see its reason)" if r["status"] == "equivalent" else _short(r["killed_by"])
+        rows.append((r["name"], r["file"].replace("lakevilla/", ""), r["status"], by,
+                     f"{r['seconds']:.0f}"))
+    w = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [" | ".join(c.ljust(w[i]) for i, c in enumerate(row)) for row in rows]
+    lines.insert(1, "-+-".join("-" * x for x in w))
+    return "\n".join(lines)
+
+
+def markdown(results: list[dict]) -> str:
+    """The table for tests/README.md."""
+    out = ["| mutation | file | what it breaks | result | killed by | s |", "|---|---|---|---|---|---|"]
+    for r in results:
+        by = f"`{_short(r['killed_by'])}`" if r["status"] != "equivalent" else r["killed_by"]
+        out.append(f"| `{r['name']}` | {r['file'].replace('lakevilla/', '')} | {r['breaks']} | {r['status']} | "
+                   f"{by} | {r['seconds']:.0f} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.mutations", description=__doc__.splitlines()[0])
+    p.add_argument("--only", help="comma-separated mutation names")
+    p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's test run")
+    p.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the selected tests")
+    p.add_argument("--keep", action="store_true", help="keep the scratch copies (to debug a survivor)")
+    p.add_argument("--tests", help="run these pytest arguments instead of each mutation's own selection "
+                   "(space-separated; to look for a test that kills a survivor)")
+    p.add_argument("--out", default=str(ROOT / "results" / "mutations.json"))
+    args = p.parse_args(argv)
+    muts = _select(MUTATIONS, args.only)
+    if args.list:
+        for m in muts:
+            print(f"{m.name:40} {m.file:36} {m.breaks}")
+        return 0
+    check_all_apply(muts)
+    t0 = time.monotonic()
+    base = None if args.no_baseline or args.tests else baseline(muts, args.timeout)
+    if base is not None:
+        print(f"baseline: the selected tests pass unmutated ({base:.0f} s)", flush=True)
+    results: list[dict] = []
+
+    def one(m: Mutation) -> dict:
+        r = run_one(m, args.timeout, args.keep, tuple(args.tests.split()) if args.tests else None)
+        print(f"{r['status']:9} {r['seconds']:6.1f}s  {m.name}  {_short(r['killed_by'])}", flush=True)
+        return r
+
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        results = list(pool.map(one, muts))
+    total = time.monotonic() - t0
+    print()
+    print(table(results))
+    counts = {s: sum(r["status"] == s for r in results)
+              for s in ("killed", "timeout", "survived", "equivalent", "error")}
+    print(f"\n{len(results)} mutations: " + ", ".join(f"{n} {s}" for s, n in counts.items()) +
+          f"; {total / 60:.1f} min")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"total_seconds": round(total, 1), "baseline_seconds": base, "counts": counts,
+                               "results": results}, indent=1))
+    out.with_suffix(".md").write_text(markdown(results) + "\n")
+    print(f"written {out} and {out.with_suffix('.md')}")
+    return 0 if counts["survived"] == 0 and counts["error"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
