@@ -12,12 +12,8 @@ through.
 from __future__ import annotations
 
 import threading
-import warnings
 
 import pyarrow as pa
-
-# query_small takes the copy this warns about on purpose
-warnings.filterwarnings("ignore", message="Arrow output on a DB-API result", category=UserWarning)
 
 _local = threading.local()
 
@@ -64,20 +60,6 @@ def query(sql: str, tables: dict[str, pa.Table] | None = None, params: list | No
         if params:
             return to_arrow(con.execute(sql, params))
         return to_arrow(con.sql(sql))
-    finally:
-        for name in tables:
-            con.unregister(name)
-
-
-def query_small(sql: str, tables: dict[str, pa.Table] | None = None) -> pa.Table:
-    """``query`` by the DB-API path: about a millisecond less fixed cost (no relation is built
-    in Python) for one extra copy of the result, so for results of a few thousand rows."""
-    con = connection()
-    tables = tables or {}
-    for name, t in tables.items():
-        con.register(name, t)
-    try:
-        return con.execute(sql).to_arrow_table()
     finally:
         for name in tables:
             con.unregister(name)

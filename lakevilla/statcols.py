@@ -39,7 +39,6 @@ from .delta.values import STRING_PREFIX_LIMIT, bounds, partition_value, stat_val
 
 MAX_SLICES = 8
 MIN_SLICE = 50_000  # rows: below this, one query beats the threads' overhead
-SMALL_RESULT = 4096  # files: below this, the DB-API path's lower fixed cost beats its extra copy
 _NUM = "('BIGINT', 'UBIGINT', 'DOUBLE')"
 _INT = "('BIGINT', 'UBIGINT')"
 # a timestamp's UTC offset, after its time of day (what a timestamp_ntz bound ignores)
@@ -172,7 +171,7 @@ def _query_in_slices(sql: str, files: pa.Table) -> pa.Table:
     n = files.num_rows
     k = max(1, min(os.cpu_count() or 1, MAX_SLICES, n // MIN_SLICE))
     if k == 1:
-        return (duck.query_small if n <= SMALL_RESULT else duck.query)(sql, {"__lv_files": files})
+        return duck.query(sql, {"__lv_files": files})
     step = -(-n // k)
     with ThreadPoolExecutor(max_workers=k, thread_name_prefix="lakevilla-stats") as pool:
         parts = list(pool.map(lambda i: duck.query(sql, {"__lv_files": files.slice(i, step)}), range(0, n, step)))
@@ -295,8 +294,7 @@ def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.nd
         for k, (lo, hi, nullable, valued) in enumerate(got):
             arrays[f"c{k}_lo"], arrays[f"c{k}_hi"] = lo, hi
             arrays[f"c{k}_nullable"], arrays[f"c{k}_valued"] = nullable, valued
-        run = duck.query_small if n <= SMALL_RESULT else duck.query
-        res = run(f"SELECT file, ({keep_sql}) AS keep FROM __lv_stats", {"__lv_stats": pa.table(arrays)})
+        res = duck.query(f"SELECT file, ({keep_sql}) AS keep FROM __lv_stats", {"__lv_stats": pa.table(arrays)})
         return _keep(n, res)
     inputs: dict[str, Any] = {"stats": table.column("stats"), "file": pa.array(np.arange(n, dtype=np.int64))}
     parts = [(k, c) for k, c in missing if c.partition]
