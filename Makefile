@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) -m benchmarks.ycsb
 	$(PY) -m benchmarks.tpcc
 	$(PY) -m benchmarks.spark_insert
+	$(PY) -m benchmarks.reads
 
 clean:
 	rm -rf $(VENV) demo-lake results .pytest_cache

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from .delta.actions import Commit
-from .expr import file_may_match, parse_predicate
+from .expr import parse_predicate, prune
 
 
 @dataclass
@@ -44,10 +44,10 @@ class Footprint:
                 if a.num_records != 0:
                     return f"new file {a.path} adds rows to a full scan"
         elif self.predicate is not None:
-            pred = parse_predicate(self.predicate)
-            for a in c.adds:
-                if a.num_records != 0 and file_may_match(pred, a, schema, partition_columns):
-                    return f"new file {a.path} may hold rows matching {self.predicate!r}"
+            adds = [a for a in c.adds if a.num_records != 0]
+            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns) if adds else []
+            if hits:
+                return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"
         return None
 
 

@@ -8,8 +8,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from .delta.actions import AddFile, Commit, Metadata, Protocol
-from .delta.schema import schema_to_json
+from .delta.actions import AddFile, Commit, Metadata
+from .delta.features import protocol_for
+from .delta.schema import schema_from_json, schema_to_json
 from .markers import ENGINE_INFO
 
 
@@ -23,7 +24,8 @@ def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str]
 
 def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                     lakevilla: dict[str, Any] | None = None) -> Commit:
-    """Version 0: ``CREATE TABLE`` or ``CREATE TABLE AS SELECT`` (protocol 1/2, no table features)."""
+    """Version 0: ``CREATE TABLE`` or ``CREATE TABLE AS SELECT`` (protocol 1/2, or reader 3 / writer 7
+    with ``timestampNtz`` when a column is a timestamp without time zone)."""
     rows = sum(a.num_records or 0 for a in adds)
     info: dict[str, Any] = {"timestamp": int(time.time() * 1000),
                             "operation": "CREATE TABLE AS SELECT" if with_data else "CREATE TABLE",
@@ -32,4 +34,5 @@ def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                             "lakevilla": lakevilla or {"v": 1, "kind": "create"}}
     if with_data:
         info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
-    return Commit(commit_info=info, protocol=Protocol(1, 2), metadata=metadata, adds=list(adds))
+    return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string)),
+                  metadata=metadata, adds=list(adds))

@@ -8,6 +8,8 @@ and evaluates expressions. Protocol modules import this file, never an engine.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
+import math
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,6 +18,7 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from .delta.actions import AddFile
+from .errors import SchemaMismatchError
 from .store import ObjectStore
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -67,11 +70,13 @@ class Engine(Protocol):
 
 # -- helpers shared by engines ------------------------------------------------
 
-def partition_value_string(v: Any) -> str | None:
-    """A partition value as Delta serialises it in ``partitionValues``. An empty string is
-    written as null: Delta (and every reader) reads ``''`` there as null, so the row reads
-    back with a null partition value, as it does when Spark or delta-rs writes it."""
-    if v is None or v == "":
+def partition_value_string(v: Any, column: str = "") -> str | None:
+    """A partition value as Delta serialises it in ``partitionValues`` (PROTOCOL.md, "Partition
+    Value Serialization"). An empty string (or binary) is written as null: Delta (and every
+    reader) reads ``''`` there as null, so the row reads back with a null partition value, as it
+    does when Spark or delta-rs writes it. Binary is the UTF-8 text of the bytes, as Spark writes
+    it and delta-rs reads it; bytes that are not UTF-8 have no such text and are refused."""
+    if v is None or v == "" or v == b"":
         return None
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -81,6 +86,21 @@ def partition_value_string(v: Any) -> str | None:
         return v.strftime("%Y-%m-%d %H:%M:%S.%f")
     if isinstance(v, dt.date):
         return v.isoformat()
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "NaN"
+        if math.isinf(v):
+            return "Infinity" if v > 0 else "-Infinity"
+        return repr(v)
+    if isinstance(v, decimal.Decimal):
+        return format(v, "f")
+    if isinstance(v, bytes | bytearray | memoryview):
+        try:
+            return bytes(v).decode("utf-8")
+        except UnicodeDecodeError:
+            raise SchemaMismatchError(f"partition column {column!r}: the binary value {bytes(v)[:32]!r} is not "
+                                      "UTF-8 text; Delta stores partition values as text, so binary partition "
+                                      "values must be valid UTF-8") from None
     return str(v)
 
 

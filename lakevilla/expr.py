@@ -43,23 +43,18 @@ The exact rules (carry them over when this moves to a columnar snapshot):
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
-import json
-import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from . import duck
 from . import expressions as E
+from . import statcols
 from .delta.actions import AddFile
+from .delta.files import ActionTable
+from .delta.values import EXACT_DECIMAL_DIGITS, STRING_PREFIX_LIMIT, coerce, partition_value  # noqa: F401
 from .errors import InvalidExpressionError
-
-STRING_PREFIX_LIMIT = 32  # string maxima this long may be truncated prefixes (Delta Spark's default)
-EXACT_DECIMAL_DIGITS = 15  # decimals up to this precision survive a double round trip exactly
 
 
 class Predicate:
@@ -93,108 +88,6 @@ def parse_predicate(where: str | None) -> Predicate:
         return Predicate(where, None)
 
 
-# -- typed values from the log -------------------------------------------------------------
-
-def _parse_ts(s: str, tz: bool) -> dt.datetime:
-    s = s.strip().replace(" ", "T", 1)
-    if s.endswith("Z"):
-        s = s[:-1] + "+00:00"
-    v = dt.datetime.fromisoformat(s)
-    if tz:
-        v = v.replace(tzinfo=dt.UTC) if v.tzinfo is None else v.astimezone(dt.UTC)
-    else:
-        v = v.replace(tzinfo=None)
-    return v
-
-
-def coerce(value: Any, t: pa.DataType) -> Any:
-    """``value`` (a statistic or a partition string) as a Python value of type ``t``."""
-    if value is None:
-        return None
-    if pa.types.is_integer(t):
-        if isinstance(value, float):
-            if not value.is_integer():
-                raise ValueError(f"{value} is not an integer")
-            return int(value)
-        return int(value)
-    if pa.types.is_floating(t):
-        return float(value)
-    if pa.types.is_decimal(t):
-        return decimal.Decimal(str(value))
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return str(value)
-    if pa.types.is_boolean(t):
-        if isinstance(value, str):
-            low = value.strip().lower()
-            if low not in ("true", "false"):
-                raise ValueError(f"{value!r} is not a boolean")
-            return low == "true"
-        return bool(value)
-    if pa.types.is_date(t):
-        return dt.date.fromisoformat(str(value)[:10])
-    if pa.types.is_timestamp(t):
-        return _parse_ts(str(value), t.tz is not None)
-    raise TypeError(f"no coercion to {t}")
-
-
-def partition_value(raw: str | None, t: pa.DataType) -> Any:
-    """A ``partitionValues`` entry as a typed value: Delta reads null and ``''`` alike as null."""
-    if raw is None or raw == "":
-        return None
-    return coerce(raw, t)
-
-
-def _fits(v: decimal.Decimal, t: pa.Decimal128Type) -> bool:
-    return v.is_finite() and len(v.as_tuple().digits) - max(0, -v.as_tuple().exponent) <= t.precision - t.scale
-
-
-def _bounds(lo: Any, hi: Any, t: pa.DataType) -> tuple[Any, Any]:
-    """Delta min/max statistics as bounds every value of the file lies within (None: unknown)."""
-    def one(v: Any, upper: bool) -> Any:
-        if v is None or isinstance(v, bool | dict | list):
-            return None
-        try:
-            if pa.types.is_floating(t):
-                if not isinstance(v, int | float | decimal.Decimal) or not math.isfinite(float(v)):
-                    return None
-                f = float(v)
-                if f == 0.0:
-                    f = 0.0 if upper else -0.0  # Parquet: a zero min is -0.0, a zero max is +0.0
-                return f
-            if pa.types.is_integer(t):
-                if not isinstance(v, int | float | decimal.Decimal):
-                    return None
-                return int(math.ceil(v)) if upper else int(math.floor(v))
-            if pa.types.is_decimal(t):
-                if not isinstance(v, int | float | decimal.Decimal):
-                    return None
-                d = decimal.Decimal(str(v)) if not isinstance(v, decimal.Decimal) else v
-                if t.precision > EXACT_DECIMAL_DIGITS:  # the writer may have gone through a double
-                    ulp = decimal.Decimal(math.ulp(float(d)))
-                    d = d + ulp if upper else d - ulp
-                q = decimal.Decimal(1).scaleb(-t.scale)
-                d = d.quantize(q, rounding=decimal.ROUND_CEILING if upper else decimal.ROUND_FLOOR)
-                return d if _fits(d, t) else None
-            if pa.types.is_string(t) or pa.types.is_large_string(t):
-                if not isinstance(v, str):
-                    return None
-                if upper and len(v) >= STRING_PREFIX_LIMIT:
-                    return None  # possibly a truncated prefix: no upper bound
-                return v
-            if pa.types.is_date(t):
-                return dt.date.fromisoformat(str(v)[:10]) if isinstance(v, str) else None
-            if pa.types.is_timestamp(t):
-                if not isinstance(v, str):
-                    return None
-                ts = _parse_ts(v, t.tz is not None)
-                return ts + dt.timedelta(milliseconds=1) if upper else ts  # maxima truncated to ms
-        except (TypeError, ValueError, ArithmeticError, OverflowError):
-            return None
-        return None
-
-    return one(lo, False), one(hi, True)
-
-
 # -- the statistics predicate ---------------------------------------------------------------
 
 _NEGATE = {"=": "<>", "<>": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
@@ -214,7 +107,6 @@ class _Col:
 class _Plan:
     sql: str | None  # None: nothing prunes
     columns: tuple[_Col, ...]
-    decimals: bool  # reparse stats with exact decimals
 
 
 class _Translate:
@@ -344,76 +236,34 @@ def _plan(where: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> 
     try:
         chk = E.check_where(where, schema)
     except InvalidExpressionError:
-        return _Plan(None, (), False)
+        return _Plan(None, ())
     tr = _Translate(chk, schema, partition_columns)
     sql = tr.may(chk.node, True)
     if sql == "TRUE":
-        return _Plan(None, (), False)
-    cols = tuple(tr.meta)
-    return _Plan(sql, cols, any(pa.types.is_decimal(c.type) and not c.partition for c in cols))
+        return _Plan(None, ())
+    return _Plan(sql, tuple(tr.meta))
 
 
-def _stats_table(plan: _Plan, files: list[AddFile]) -> pa.Table:
-    arrays: dict[str, pa.Array] = {"file": pa.array(range(len(files)), pa.int64())}
-    parsed = []
-    for a in files:
-        st = a.parsed_stats
-        if plan.decimals and a.stats:
-            try:
-                st = json.loads(a.stats, parse_float=decimal.Decimal)
-            except ValueError:
-                st = {}
-        parsed.append(st if isinstance(st, dict) else {})
-    for k, c in enumerate(plan.columns):
-        los, his, nullable, valued = [], [], [], []
-        for a, st in zip(files, parsed, strict=True):
-            rows = st.get("numRecords")
-            rows = rows if isinstance(rows, int) and not isinstance(rows, bool) else None
-            if c.partition:
-                try:
-                    v = partition_value(a.partition_values.get(c.name), c.type)
-                except (TypeError, ValueError, ArithmeticError):
-                    los.append(None), his.append(None), nullable.append(None), valued.append(None)
-                    continue
-                los.append(v), his.append(v)
-                nullable.append(v is None and rows != 0)
-                valued.append(v is not None and rows != 0)
-                continue
-            lo, hi = _bounds(_get(st, "minValues", c.name), _get(st, "maxValues", c.name), c.type)
-            los.append(lo), his.append(hi)
-            nc = _get(st, "nullCount", c.name)
-            nc = nc if isinstance(nc, int) and not isinstance(nc, bool) else None
-            nullable.append(None if nc is None else nc > 0)
-            valued.append(None if nc is None or rows is None else nc < rows)
-        arrays[f"c{k}_lo"] = _typed(los, c.type)
-        arrays[f"c{k}_hi"] = _typed(his, c.type)
-        arrays[f"c{k}_nullable"] = pa.array(nullable, pa.bool_())
-        arrays[f"c{k}_valued"] = pa.array(valued, pa.bool_())
-    return pa.table(arrays)
 
-
-def _get(st: dict, key: str, name: str) -> Any:
-    m = st.get(key)
-    if not isinstance(m, dict):
+def prune_mask(pred: Predicate, table: ActionTable, schema: pa.Schema,
+               partition_columns: list[str] | tuple[str, ...]) -> np.ndarray | None:
+    """Which rows of ``table`` (add actions) some row of which may satisfy ``pred``, as a
+    boolean array; None when nothing prunes (keep every file)."""
+    if pred.node is None or not table.num_rows:
         return None
-    if name in m:
-        return m[name]
-    low = name.lower()
-    return next((v for k2, v in m.items() if k2.lower() == low), None)
-
-
-def _typed(values: list, t: pa.DataType) -> pa.Array:
+    plan = _plan(pred.text, schema, tuple(partition_columns))
+    if plan.sql is None:
+        return None
+    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
     try:
-        return pa.array(values, t)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        out = []
-        for v in values:  # one bad value must not cost the others their bounds
-            try:
-                pa.array([v], t)
-                out.append(v)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                out.append(None)
-        return pa.array(out, t)
+        return statcols.evaluate(table, cols, plan.sql)
+    except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
+        return None
+
+
+def num_records(table: ActionTable) -> pa.Array:
+    """``numRecords`` of every file of ``table`` (null where the statistics have none)."""
+    return statcols.row_counts(table)
 
 
 def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_columns: list[str]) -> list[AddFile]:
@@ -421,16 +271,10 @@ def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_co
     files = list(files)
     if pred.node is None or not files:
         return files
-    plan = _plan(pred.text, schema, tuple(partition_columns))
-    if plan.sql is None:
+    keep = prune_mask(pred, ActionTable.from_actions(files, AddFile), schema, partition_columns)
+    if keep is None:
         return files
-    try:
-        table = _stats_table(plan, files)
-        keep = duck.query(f"SELECT {plan.sql} AS keep FROM __lv_stats ORDER BY file",
-                          {"__lv_stats": table}).column("keep")
-    except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
-        return files
-    return [a for a, k in zip(files, keep.to_pylist(), strict=True) if k is not False]
+    return [a for a, k in zip(files, keep.tolist(), strict=True) if k]
 
 
 def file_may_match(pred: Predicate, add: AddFile, schema: pa.Schema, partition_columns: list[str]) -> bool:

@@ -358,14 +358,12 @@ class Lake:
              columns: list[str] | None = None) -> Any:
         """Rows of one table at one version (newest by default), outside any transaction."""
         from .engine_api import TableContext
-        from .expr import parse_predicate, prune
 
         snap = self.snapshot(name, version)
         ctx = TableContext(name, self.store, self.root_uri, snap.schema, tuple(snap.partition_columns))
         if where is not None:
             self.engine.validate_where(ctx, where)
-        files = prune(parse_predicate(where), list(snap.files.values()), snap.schema, snap.partition_columns)
-        return self.engine.scan(ctx, files, where, columns)
+        return self.engine.scan(ctx, snap.candidates(where), where, columns)
 
     def tables(self) -> list[str]:
         """Every Delta table under the root (found by listing; maintenance use)."""

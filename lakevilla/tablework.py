@@ -1,7 +1,9 @@
 """One transaction's work on one table: its operations, its view, its footprints.
 
 The view is the snapshot the operations ran against plus the transaction's own
-changes. An operation records what it read, removed and added, so that a
+changes, kept as an overlay (files added, base files removed), so a transaction
+over a table of a million files pays for the files it touches, not for the table.
+An operation records what it read, removed and added, so that a
 concurrent commit can be checked against it (``Footprint``), so that it can be
 undone (drop what it added, restore what it removed) and, when it is
 declarative, redone on a newer snapshot.
@@ -15,6 +17,7 @@ from typing import Any
 
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
+from .delta.files import FileSet
 from .delta.log import DeltaLog
 from .delta.snapshot import Snapshot
 from .engine_api import Engine, TableContext
@@ -69,7 +72,8 @@ class TableWork:
         self.ctx = ctx
         self.read_version = snapshot.version
         self.base = snapshot
-        self.files: dict[str, AddFile] = dict(snapshot.files)
+        self.added: dict[str, AddFile] = {}  # files our ops added that the view still holds
+        self.removed: dict[str, AddFile] = {}  # base files our ops removed
         self.ops: list[Op] = []
         self.validated_upto = snapshot.version
         self.marker: MarkerHandle | None = None
@@ -94,15 +98,30 @@ class TableWork:
     def schema(self):
         return self.base.schema
 
+    @property
+    def files(self) -> FileSet:
+        """The view as a mapping path -> AddFile (materialises on iteration: prefer ``candidates``)."""
+        base = self.base.files
+        return FileSet(base.base, base.hidden | set(self.removed) | set(self.added),
+                       {**{p: a for p, a in base.extra.items() if p not in self.removed}, **self.added})
+
     def candidates(self, where: str | None) -> list[AddFile]:
-        return prune(parse_predicate(where), list(self.files.values()), self.base.schema,
-                     self.base.partition_columns)
+        pred = parse_predicate(where)
+        out = [a for a in self.base.files.prune(pred, self.base.schema, self.base.partition_columns)
+               if a.path not in self.removed]
+        if self.added:
+            out += prune(pred, list(self.added.values()), self.base.schema, self.base.partition_columns)
+        return out
+
+    def _remove(self, a: AddFile) -> None:
+        if self.added.pop(a.path, None) is None:
+            self.removed[a.path] = a
 
     def _apply(self, op: Op) -> None:
         for a in op.removed:
-            self.files.pop(a.path, None)
+            self._remove(a)
         for a in op.added:
-            self.files[a.path] = a
+            self.added[a.path] = a
 
     # -- execution -------------------------------------------------------------
     def run(self, engine: Engine, op: Op, data: Any = None) -> Any:
@@ -143,18 +162,19 @@ class TableWork:
         undone = self.ops[k:]
         for op in reversed(undone):
             for a in op.added:
-                self.files.pop(a.path, None)
+                self.added.pop(a.path, None)
                 if op.kind != "insert":
                     self.garbage.add(a.path)
             for a in op.removed:
-                self.files[a.path] = a
+                if self.removed.pop(a.path, None) is None:
+                    self.added[a.path] = a  # a file an earlier op of ours wrote comes back
         return undone
 
     def rebase(self, snapshot: Snapshot, kept: int) -> None:
         """Move onto ``snapshot`` keeping the effects of ``ops[:kept]`` (checked compatible)."""
         self.base = snapshot
         self.recheck = self.log.unstable_versions(snapshot.version)
-        self.files = dict(snapshot.files)
+        self.added, self.removed = {}, {}
         for op in self.ops[:kept]:
             self._apply(op)
 
@@ -171,13 +191,11 @@ class TableWork:
     # -- the commit --------------------------------------------------------------
     def net_actions(self, now_ms: int | None = None) -> tuple[list[AddFile], list[RemoveFile]]:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        adds = [a for p, a in self.files.items() if p not in self.base.files]
-        removes = [a.remove(now_ms) for p, a in self.base.files.items() if p not in self.files]
-        return adds, removes
+        return list(self.added.values()), [a.remove(now_ms) for a in self.removed.values()]
 
     def intermediate_files(self) -> set[str]:
         """Files our ops wrote that the final commit does not add."""
-        final = {p for p in self.files if p not in self.base.files}
+        final = set(self.added)
         written = {a.path for op in self.ops for a in op.added}
         return (written - final) | self.garbage
 

@@ -31,8 +31,8 @@ from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
 from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
-from .delta.actions import Commit, Protocol
-from .delta.features import check_readable, check_writable, is_append_only
+from .delta.actions import Commit
+from .delta.features import check_readable, check_writable, is_append_only, protocol_for
 from .delta.log import VersionExists
 from .delta.snapshot import Snapshot
 from .engine_api import TableContext, data_file_key
@@ -235,7 +235,7 @@ class Transaction:
                                                                         if tw is not None and tw.creating else ""))
         tschema, parts = table_spec(name, schema, partition_by, data)
         metadata = new_metadata(tschema, parts, properties, description)
-        snap = Snapshot(name, -1, Protocol(1, 2), metadata, {})
+        snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
         tw = TableWork(name, log, snap, self._ctx(name, snap))
         tw.creating = creation_commit(metadata, [], with_data=False)
         try:

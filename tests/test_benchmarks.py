@@ -209,3 +209,27 @@ def test_chaos_quick(tmp_path):
     for step in ("cleanup", "delete_abandoned_files", "recover"):
         assert payload["maintenance"].get(step, 0) > 0, payload["maintenance"]
     assert payload["checks"]["versions_checked"] > 0
+
+
+def test_reads_quick(tmp_path):
+    """Every system returns delta-rs' rows for every shape; statistics prune the point lookup to
+    fewer requests than the full scan; the snapshot lookup finds the one file both readers find."""
+    from benchmarks import reads
+
+    payload = reads.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "reads.json").exists() and (tmp_path / "reads.png").stat().st_size > 0
+    rows = payload["reads"]
+    assert {(r["shape"], r["system"]) for r in rows} == {(s, y) for s in reads.SHAPES
+                                                         for y in ("lakevilla", "delta-rs", "duckdb")}
+    for r in rows:
+        assert r["same_rows_as_delta_rs"] is True, (r["shape"], r["system"])
+        assert _finite_nonneg(r["median_ms"]) and _finite_nonneg(r["vs_delta_rs"])
+    lv_reqs = {r["shape"]: r["requests"] for r in rows if r["system"] == "lakevilla"}
+    assert lv_reqs["point (stats prune)"]["get"] < lv_reqs["full scan"]["get"]
+    assert lv_reqs["point (stats prune)"]["mb"] < lv_reqs["full scan"]["mb"]
+    scale = payload["scale"]
+    assert {(r["files"], r["system"]) for r in scale} == {(n, s) for n in (1000, 10000)
+                                                         for s in ("lakevilla", "delta-rs")}
+    for r in scale:
+        assert not r["errors"], r["errors"]
+        assert r["candidates"] == 1 and _finite_nonneg(r["pruned_s"]) and _finite_nonneg(r["txn_s"])

@@ -19,22 +19,29 @@ def _counting_lake(backend, **kw):
 
 
 def _data_gets(store: CountingStore, lake, fn) -> int:
-    """GETs of data files (not log files) that fn makes."""
+    """Data files (not log files) that fn reads from (whole or by ranged GETs)."""
     import lakevilla.store.wrappers as w
 
-    seen = []
-    orig = w.CountingStore.get
+    seen = set()
+    orig, orig_range = w.CountingStore.get, w.CountingStore.get_range
+
+    def note(key):
+        if key.endswith(".parquet") and "/_delta_log/" not in key:
+            seen.add(key)
 
     def spy(self, key):
-        if key.endswith(".parquet") and "/_delta_log/" not in key:
-            seen.append(key)
+        note(key)
         return orig(self, key)
 
-    w.CountingStore.get = spy
+    def spy_range(self, key, start, length=None):
+        note(key)
+        return orig_range(self, key, start, length)
+
+    w.CountingStore.get, w.CountingStore.get_range = spy, spy_range
     try:
         fn()
     finally:
-        w.CountingStore.get = orig
+        w.CountingStore.get, w.CountingStore.get_range = orig, orig_range
     return len(seen)
 
 

@@ -1,4 +1,12 @@
-"""Single-part Parquet checkpoints (write) and classic single/multi-part checkpoints (read)."""
+"""Single-part Parquet checkpoints (write) and classic single/multi-part checkpoints (read).
+
+Both directions stay columnar: the ``add`` and ``remove`` rows are read into
+``ActionTable``s (no object per file) and written from them. Our checkpoints put the
+few protocol/metadata/txn/domain rows in a row group of their own and the files in
+row groups of ``ROWS_PER_GROUP``; a reader skips row groups whose statistics say an
+action column is all null, so it finds the metadata without decoding a million
+empty rows (other writers' checkpoints are read whole).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,14 @@ import io
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from .actions import AddFile, Metadata, Protocol, RemoveFile, TxnAction
+from .files import ADD_SCHEMA, REMOVE_SCHEMA, ActionTable, LazyRows, conform_columns
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
 _STR_MAP_NN = pa.map_(pa.string(), pa.field("value", pa.string(), nullable=False))
@@ -50,19 +61,64 @@ CHECKPOINT_SCHEMA = pa.schema([
 ])
 
 
+ROWS_PER_GROUP = 128 * 1024
+_ADD_T = CHECKPOINT_SCHEMA.field("add").type
+_REMOVE_T = CHECKPOINT_SCHEMA.field("remove").type
+
+
 def _map_items(d: dict | None) -> list[tuple[str, Any]] | None:
     return None if d is None else list(d.items())
 
 
-def write_checkpoint_bytes(
+def _filled(t: pa.DataType, n: int) -> pa.Array:
+    """``n`` non-null placeholder values of ``t`` (children of a null struct are never read, but
+    Parquet refuses nulls in a non-nullable child)."""
+    if pa.types.is_struct(t):
+        return pa.StructArray.from_arrays([_filled(t.field(i).type, n) for i in range(t.num_fields)],
+                                          fields=list(t))
+    if pa.types.is_map(t):
+        return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _filled(t.key_type, 0),
+                                       _filled(t.item_type, 0), type=t)
+    if pa.types.is_list(t):
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _filled(t.value_type, 0), type=t)
+    if pa.types.is_string(t):
+        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, np.int32).tobytes()), pa.py_buffer(b""))
+    if pa.types.is_boolean(t):
+        return pa.array(np.zeros(n, bool))
+    return pa.array(np.zeros(n, np.int64)).cast(t)
+
+
+def _absent(t: pa.DataType, n: int) -> pa.Array:
+    """``n`` null rows of an action column."""
+    if not pa.types.is_struct(t):
+        return pa.nulls(n, t)
+    return pa.StructArray.from_arrays([_filled(t.field(i).type, n) for i in range(t.num_fields)], fields=list(t),
+                                      mask=pa.array(np.ones(n, bool)))
+
+
+def _block(column: str, values: pa.StructArray) -> pa.Table:
+    """Checkpoint rows holding ``values`` in ``column`` and nothing else."""
+    n = len(values)
+    return pa.table([values if f.name == column else _absent(f.type, n) for f in CHECKPOINT_SCHEMA],
+                    schema=CHECKPOINT_SCHEMA)
+
+
+def _struct(t: pa.Table, struct_type: pa.StructType) -> pa.StructArray:
+    t = t.combine_chunks()
+    return pa.StructArray.from_arrays([t.column(f.name).chunk(0) if t.num_rows else pa.array([], f.type)
+                                       for f in struct_type], fields=list(struct_type))
+
+
+def write_checkpoint_table(
     protocol: Protocol,
     metadata: Metadata,
-    files: list[AddFile],
-    tombstones: list[RemoveFile],
+    files: pa.Table,
+    tombstones: pa.Table,
     app_txns: dict[str, TxnAction],
     domains: dict[str, dict] | None = None,
 ) -> tuple[bytes, int]:
-    """The Parquet bytes of a checkpoint and its number of actions (rows)."""
+    """The Parquet bytes of a checkpoint and its number of actions (rows). ``files`` and
+    ``tombstones`` are tables in ``ADD_SCHEMA`` / ``REMOVE_SCHEMA`` (an ``ActionSet``'s table)."""
     rows: list[dict[str, Any]] = []
     p = protocol.to_json()
     rows.append({"protocol": {"minReaderVersion": p["minReaderVersion"], "minWriterVersion": p["minWriterVersion"],
@@ -78,23 +134,35 @@ def write_checkpoint_bytes(
     for d in (domains or {}).values():
         rows.append({"domainMetadata": {"domain": d["domain"], "configuration": d["configuration"],
                                         "removed": bool(d.get("removed", False))}})
-    for a in files:
-        rows.append({"add": {
-            "path": a.path, "partitionValues": _map_items(a.partition_values), "size": a.size,
-            "modificationTime": a.modification_time, "dataChange": False, "stats": a.stats,
-            "tags": _map_items(a.tags),
-        }})
-    for r in tombstones:
-        rows.append({"remove": {
-            "path": r.path, "deletionTimestamp": r.deletion_timestamp, "dataChange": False,
-            "extendedFileMetadata": r.extended_file_metadata, "partitionValues": _map_items(r.partition_values),
-            "size": r.size,
-        }})
-    cols = {f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in CHECKPOINT_SCHEMA}
-    table = pa.table(cols, schema=CHECKPOINT_SCHEMA)
+    head = pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in CHECKPOINT_SCHEMA},
+                    schema=CHECKPOINT_SCHEMA)
+    files = conform_columns(files, ADD_SCHEMA)
+    files = files.set_column(files.schema.get_field_index("dataChange"), "dataChange",
+                             pa.array(np.zeros(files.num_rows, bool)))
+    tombstones = conform_columns(tombstones, REMOVE_SCHEMA)
+    tombstones = tombstones.set_column(tombstones.schema.get_field_index("dataChange"), "dataChange",
+                                       pa.array(np.zeros(tombstones.num_rows, bool)))
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
-    return buf.getvalue(), len(rows)
+    with pq.ParquetWriter(buf, CHECKPOINT_SCHEMA, compression="snappy") as w:
+        w.write_table(head)
+        for column, t, st in (("add", files, _ADD_T), ("remove", tombstones, _REMOVE_T)):
+            for start in range(0, t.num_rows, ROWS_PER_GROUP):
+                w.write_table(_block(column, _struct(t.slice(start, ROWS_PER_GROUP), st)),
+                              row_group_size=ROWS_PER_GROUP)
+    return buf.getvalue(), head.num_rows + files.num_rows + tombstones.num_rows
+
+
+def write_checkpoint_bytes(
+    protocol: Protocol,
+    metadata: Metadata,
+    files: list[AddFile],
+    tombstones: list[RemoveFile],
+    app_txns: dict[str, TxnAction],
+    domains: dict[str, dict] | None = None,
+) -> tuple[bytes, int]:
+    """``write_checkpoint_table`` for lists of actions."""
+    return write_checkpoint_table(protocol, metadata, ActionTable.from_actions(files, AddFile).table,
+                                  ActionTable.from_actions(tombstones, RemoveFile).table, app_txns, domains)
 
 
 def _as_dict(v: Any) -> dict | None:
@@ -109,56 +177,106 @@ class CheckpointContents:
     def __init__(self) -> None:
         self.protocol: Protocol | None = None
         self.metadata: Metadata | None = None
-        self.adds: list[AddFile] = []
-        self.removes: list[RemoveFile] = []
+        self.adds: ActionTable[AddFile] = ActionTable.from_actions([], AddFile)
+        self.removes: ActionTable[RemoveFile] = ActionTable.from_actions([], RemoveFile)
         self.txns: list[TxnAction] = []
         self.domains: list[dict] = []
 
 
+def _leaf_index(pf: pq.ParquetFile, path: str) -> int | None:
+    for i in range(pf.metadata.num_columns):
+        if pf.metadata.schema.column(i).path == path:
+            return i
+    return None
+
+
+def _groups_with(pf: pq.ParquetFile, leaf: str) -> list[int]:
+    """Row groups where the action column whose required leaf is ``leaf`` may hold a row
+    (all of them when the statistics cannot tell)."""
+    ci = _leaf_index(pf, leaf)
+    out = []
+    for rg in range(pf.metadata.num_row_groups):
+        meta = pf.metadata.row_group(rg)
+        st = meta.column(ci).statistics if ci is not None else None
+        if st is not None and st.has_null_count and st.null_count == meta.num_rows:
+            continue
+        out.append(rg)
+    return out
+
+
+def _read_rows(pf: pq.ParquetFile, column: str, leaf: str, fields: list[str] | None = None) -> pa.ChunkedArray | None:
+    """The ``column`` struct over the row groups that may hold it (only ``fields`` of it)."""
+    groups = _groups_with(pf, f"{column}.{leaf}")
+    if not groups:
+        return None
+    if fields is None:
+        cols = [column]
+    else:
+        t = pf.schema_arrow.field(column).type
+        present = {t.field(i).name for i in range(t.num_fields)}
+        cols = [f"{column}.{f}" for f in fields if f in present]
+    return pf.read_row_groups(groups, columns=cols).column(column)
+
+
+def _locate(pf: pq.ParquetFile, column: str, keys: tuple[str, ...], rows: LazyRows) -> int:
+    """Record in ``rows`` which rows of each row group hold a ``column`` action, from the
+    cheapest required field (its nulls are the action's nulls); returns how many."""
+    t = pf.schema_arrow.field(column).type
+    key = next((k for k in keys if t.get_field_index(k) >= 0), None)
+    if key is None:
+        return 0
+    n = 0
+    for rg in _groups_with(pf, f"{column}.{key}"):
+        arr = pf.read_row_group(rg, columns=[f"{column}.{key}"]).column(column)
+        n += rows.add(pf, rg, pc.is_valid(arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)))
+    return n
+
+
 def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint") -> CheckpointContents:
     out = CheckpointContents()
+    adds, removes = LazyRows("add", ADD_SCHEMA), LazyRows("remove", REMOVE_SCHEMA)
+    n_adds = n_removes = 0
     for data in parts:
         try:
-            pf = pq.ParquetFile(io.BytesIO(data))
+            pf = pq.ParquetFile(pa.BufferReader(data))
             names = set(pf.schema_arrow.names)
-            wanted = [c for c in ("protocol", "metaData", "add", "remove", "txn", "domainMetadata", "sidecar")
-                      if c in names]
-            table = pf.read(columns=wanted)
-        except (pa.ArrowInvalid, OSError) as e:
+            if "sidecar" in names:
+                side = _read_rows(pf, "sidecar", "path")
+                if side is not None and side.null_count < len(side):
+                    raise CorruptLogError(f"{where} uses sidecar files (V2 checkpoints), which lakevilla does not read")
+            small = {c: _read_rows(pf, c, leaf) for c, leaf in (("protocol", "minReaderVersion"), ("metaData", "id"),
+                                                               ("txn", "appId"), ("domainMetadata", "domain"))
+                     if c in names}
+            if "add" in names:
+                n_adds += _locate(pf, "add", ("size", "modificationTime", "path"), adds)
+            if "remove" in names:
+                n_removes += _locate(pf, "remove", ("dataChange", "path"), removes)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
             raise CorruptLogError(f"{where} is not a readable Parquet checkpoint: {e}") from None
-        if "sidecar" in wanted and table.column("sidecar").null_count < table.num_rows:
-            raise CorruptLogError(f"{where} uses sidecar files (V2 checkpoints), which lakevilla does not read")
-        for col in wanted:
-            for v in table.column(col).to_pylist():
-                if v is None:
+        try:
+            for col, arr in small.items():
+                if arr is None:
                     continue
-                if col == "protocol":
-                    out.protocol = Protocol.from_json(v)
-                elif col == "metaData":
-                    fmt = v.get("format") or {}
-                    out.metadata = Metadata.from_json({
-                        **v, "configuration": _as_dict(v.get("configuration")) or {},
-                        "format": {"provider": fmt.get("provider", "parquet"),
-                                   "options": _as_dict(fmt.get("options")) or {}},
-                    })
-                elif col == "add":
-                    d = {k: x for k, x in v.items() if x is not None}
-                    d["partitionValues"] = _as_dict(v.get("partitionValues")) or {}
-                    if v.get("tags") is not None:
-                        d["tags"] = _as_dict(v["tags"])
-                    d.pop("stats_parsed", None)
-                    d.pop("partitionValues_parsed", None)
-                    out.adds.append(AddFile.from_json(d))
-                elif col == "remove":
-                    d = {k: x for k, x in v.items() if x is not None}
-                    if v.get("partitionValues") is not None:
-                        d["partitionValues"] = _as_dict(v["partitionValues"])
-                    d.pop("tags", None)
-                    out.removes.append(RemoveFile.from_json(d))
-                elif col == "txn":
-                    out.txns.append(TxnAction.from_json(v))
-                elif col == "domainMetadata":
-                    out.domains.append(v)
+                for v in arr.to_pylist():
+                    if v is None:
+                        continue
+                    if col == "protocol":
+                        out.protocol = Protocol.from_json(v)
+                    elif col == "metaData":
+                        fmt = v.get("format") or {}
+                        out.metadata = Metadata.from_json({
+                            **v, "configuration": _as_dict(v.get("configuration")) or {},
+                            "format": {"provider": fmt.get("provider", "parquet"),
+                                       "options": _as_dict(fmt.get("options")) or {}},
+                        })
+                    elif col == "txn":
+                        out.txns.append(TxnAction.from_json(v))
+                    elif col == "domainMetadata":
+                        out.domains.append(v)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(f"{where}: malformed action ({e})") from None
+    out.adds = ActionTable(None, AddFile, lazy=adds, num_rows=n_adds)
+    out.removes = ActionTable(None, RemoveFile, lazy=removes, num_rows=n_removes)
     return out
 
 

@@ -7,6 +7,8 @@ only *active* when the table uses it (e.g. change data feed only when
 
 from __future__ import annotations
 
+import pyarrow as pa
+
 from ..errors import UnsupportedTableFeatureError
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
@@ -66,6 +68,25 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     for f in sorted(active):
         if f in _INACTIVE_ONLY or f in ("columnMapping", "deletionVectors"):
             raise UnsupportedTableFeatureError(table, f, active[f])
+
+
+def protocol_for(schema: pa.Schema) -> Protocol:
+    """The protocol a new table needs: the legacy (1, 2) unless a column is timestamp_ntz, which
+    Delta allows only with the ``timestampNtz`` feature (reader 3, writer 7)."""
+    def ntz(t: pa.DataType) -> bool:
+        if pa.types.is_timestamp(t):
+            return t.tz is None
+        if pa.types.is_struct(t):
+            return any(ntz(t.field(i).type) for i in range(t.num_fields))
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            return ntz(t.value_type)
+        if pa.types.is_map(t):
+            return ntz(t.key_type) or ntz(t.item_type)
+        return False
+
+    if any(ntz(f.type) for f in schema):
+        return Protocol(3, 7, ["timestampNtz"], ["timestampNtz"])
+    return Protocol(1, 2)
 
 
 def is_append_only(metadata: Metadata) -> bool:

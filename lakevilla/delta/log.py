@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
 from .actions import Commit
-from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_bytes
+from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_table
 from .snapshot import Snapshot, SnapshotBuilder
 
 LOG_DIR = "_delta_log"
@@ -169,7 +169,7 @@ class DeltaLog:
 
     def _load_checkpoint(self, version: int, keys: list[str]) -> SnapshotBuilder:
         try:
-            parts = self._map(lambda k: self.store.get(k).data, keys)
+            parts = self._map(lambda k: self.store.get_range(k, 0), keys)  # one GET each
         except NotFound as e:
             raise CorruptLogError(f"table {self.table!r}: checkpoint {version} is incomplete ({e})") from None
         cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}")
@@ -385,11 +385,12 @@ class DeltaLog:
     def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None) -> None:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         keep_after = now_ms - _retention_ms(snap.metadata.configuration)
-        tombstones = [r for r in snap.tombstones.values() if (r.deletion_timestamp or now_ms) > keep_after]
-        data, rows = write_checkpoint_bytes(snap.protocol, snap.metadata, list(snap.files.values()), tombstones,
-                                            snap.app_txns, snap.domains)
+        files = snap.files.table()
+        data, rows = write_checkpoint_table(snap.protocol, snap.metadata, files,
+                                            snap.tombstones.table_kept(keep_after, now_ms), snap.app_txns,
+                                            snap.domains)
         self.store.put(self.checkpoint_key(snap.version), data)
         self.store.put(self.last_checkpoint_key,
-                       last_checkpoint_json(snap.version, rows, len(data), len(snap.files)))
+                       last_checkpoint_json(snap.version, rows, len(data), files.num_rows))
         with self._lock:
             self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)

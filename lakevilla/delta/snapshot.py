@@ -1,4 +1,11 @@
-"""A table's state at one version, and log replay that produces it."""
+"""A table's state at one version, and log replay that produces it.
+
+The files and tombstones are columnar (``files.FileSet`` / ``RemoveSet``): a
+checkpoint's rows stay Arrow columns shared by every snapshot built on it, the
+commits after it are a small overlay. ``Snapshot.files`` is still a read-only
+mapping path -> ``AddFile``; code that must not pay for the whole table uses
+``files.prune``, ``files.lookup`` and ``files.table``.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ import pyarrow as pa
 from ..errors import CorruptLogError
 from .actions import AddFile, Commit, Metadata, Protocol, RemoveFile, TxnAction
 from .checkpoint import CheckpointContents
+from .files import FileSet, RemoveSet, SetBuilder
 from .schema import schema_from_json
 
 
@@ -19,10 +27,16 @@ class Snapshot:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: dict[str, AddFile]
-    tombstones: dict[str, RemoveFile] = field(default_factory=dict)
+    files: FileSet
+    tombstones: RemoveSet = field(default_factory=RemoveSet)
     app_txns: dict[str, TxnAction] = field(default_factory=dict)
     domains: dict[str, dict] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.files, FileSet):  # a plain dict of AddFiles (tests, hand-built snapshots)
+            object.__setattr__(self, "files", FileSet.of(dict(self.files).values()))
+        if not isinstance(self.tombstones, RemoveSet):
+            object.__setattr__(self, "tombstones", RemoveSet(None, frozenset(), dict(self.tombstones)))
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -34,13 +48,11 @@ class Snapshot:
 
     @property
     def num_records(self) -> int | None:
-        total = 0
-        for a in self.files.values():
-            n = a.num_records
-            if n is None:
-                return None
-            total += n
-        return total
+        return self.files.num_records()
+
+    def candidates(self, where: str | None) -> list[AddFile]:
+        """The live files some row of which may satisfy ``where`` (all when None)."""
+        return self.files.prune(where, self.schema, self.partition_columns)
 
 
 class SnapshotBuilder:
@@ -51,8 +63,9 @@ class SnapshotBuilder:
         self.version = base.version if base else -1
         self.protocol = base.protocol if base else None
         self.metadata = base.metadata if base else None
-        self.files: dict[str, AddFile] = dict(base.files) if base else {}
-        self.tombstones: dict[str, RemoveFile] = dict(base.tombstones) if base else {}
+        self.files: SetBuilder[AddFile] = SetBuilder(AddFile, base.files if base else None, FileSet)
+        self.tombstones: SetBuilder[RemoveFile] = SetBuilder(RemoveFile, base.tombstones if base else None,
+                                                             RemoveSet)
         self.app_txns: dict[str, TxnAction] = dict(base.app_txns) if base else {}
         self.domains: dict[str, dict] = dict(base.domains) if base else {}
 
@@ -60,8 +73,8 @@ class SnapshotBuilder:
         self.version = version
         self.protocol = cp.protocol
         self.metadata = cp.metadata
-        self.files = {a.path: a for a in cp.adds}
-        self.tombstones = {r.path: r for r in cp.removes}
+        self.files.reset(cp.adds)
+        self.tombstones.reset(cp.removes)
         self.app_txns = {t.app_id: t for t in cp.txns}
         self.domains = {d["domain"]: d for d in cp.domains if not d.get("removed")}
 
@@ -76,11 +89,11 @@ class SnapshotBuilder:
         for t in c.txns:
             self.app_txns[t.app_id] = t
         for r in c.removes:
-            self.files.pop(r.path, None)
-            self.tombstones[r.path] = r
+            self.files.drop(r.path)
+            self.tombstones.put(r)
         for a in c.adds:
-            self.files[a.path] = a
-            self.tombstones.pop(a.path, None)
+            self.files.put(a)
+            self.tombstones.drop(a.path)
         for o in c.other:
             dm = o.get("domainMetadata")
             if dm:
@@ -92,5 +105,5 @@ class SnapshotBuilder:
     def build(self) -> Snapshot:
         if self.protocol is None or self.metadata is None:
             raise CorruptLogError(f"table {self.table!r}: no protocol/metaData action up to version {self.version}")
-        return Snapshot(self.table, self.version, self.protocol, self.metadata, dict(self.files),
-                        dict(self.tombstones), dict(self.app_txns), dict(self.domains))
+        return Snapshot(self.table, self.version, self.protocol, self.metadata, self.files.build(),
+                        self.tombstones.build(), dict(self.app_txns), dict(self.domains))

@@ -1,21 +1,29 @@
 """The embedded engine: pyarrow for Parquet, DuckDB for ``where`` and ``set`` expressions.
 
-Every byte goes through the lake's store (so requests are counted and faults
-injected). DuckDB only evaluates checked expressions (``lakevilla.expressions``)
-over arrow data we hand it, on a locked-down connection (``lakevilla.duck``):
-masks for ``where`` and new column values for ``set``, computed on the matching
-rows only and converted to the column's type with SQL's assignment cast.
+A scan reads the surviving files as one pyarrow dataset (in parallel, only the
+columns it needs, partition values from the add actions), over a file system
+whose every byte is a ranged GET through the lake's store (``storefs``: counted,
+slowed, fault-injected). What the scan may skip is pushed into Parquet
+(``pushdown``: row groups and rows that provably cannot match); which rows match
+is always decided by DuckDB evaluating the checked ``where``
+(``lakevilla.expressions``) over arrow data we hand it, on a locked-down
+connection (``lakevilla.duck``). Updates and deletes first find the files with a
+matching row from the predicate's columns alone, then rewrite only those: masks
+for ``where`` and new column values for ``set``, computed on the matching rows
+only and converted to the column's type with SQL's assignment cast.
 """
 
 from __future__ import annotations
 
 import io
 import threading
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .. import duck
@@ -32,9 +40,11 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
-from ..store import NotFound
+from . import ranged
+from .pushdown import pushdown
 
 MAX_ROWS_PER_FILE = 1_000_000
+ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their statistics
 
 
 def _query(table: pa.Table, select: str) -> pa.Table:
@@ -116,37 +126,95 @@ class EmbeddedEngine:
         E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- I/O -----------------------------------------------------------------
-    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
-        key = data_file_key(ctx.name, add.path, ctx.lake_uri)
+    def _partition_expr(self, ctx: TableContext, add: AddFile) -> Any:
+        """The file's partition values as a dataset guarantee (pyarrow fills the columns from it)."""
+        expr = None
+        for c in ctx.partition_columns:
+            f = ctx.schema.field(c)
+            raw = add.partition_values.get(c)
+            try:
+                v = partition_value(raw, f.type)
+                e = pc.field(c).is_null() if v is None else pc.field(c) == pa.scalar(v, f.type)
+            except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException) as err:
+                raise CorruptLogError(f"table {ctx.name!r}: file {add.path!r} has partition value {raw!r} for "
+                                      f"column {c!r} of type {f.type}, which cannot be read as that type "
+                                      f"({err})") from None
+            expr = e if expr is None else expr & e
+        return expr
+
+    def _sources(self, ctx: TableContext, files: list[AddFile]) -> list[ranged.Source]:
+        return [ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri), int(a.size or 0),
+                              self._partition_expr(ctx, a)) for a in files]
+
+    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any,
+                   dictionary: tuple[str, ...] = ()) -> tuple[list, tuple[str, ...]]:
+        """Fetch a batch of files' needed bytes through the store; their pyarrow fragments, and
+        the ``dictionary`` columns they decode as dictionaries."""
         try:
-            data = ctx.store.get(key).data
-        except NotFound:
-            raise CorruptLogError(f"table {ctx.name!r} references data file {add.path!r}, which is missing "
+            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map, dictionary)
+        except ranged.MissingDataFile as e:
+            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
                                   "from storage") from None
-        pf = pq.ParquetFile(io.BytesIO(data))
-        present = set(pf.schema_arrow.names)
-        want = [f.name for f in ctx.schema if f.name not in ctx.partition_columns and
-                (columns is None or f.name in columns)]
-        t = pf.read(columns=[c for c in want if c in present])
+        except ranged.NotParquet as e:
+            raise CorruptLogError(f"table {ctx.name!r}: data file {e.key!r} is not a readable Parquet file "
+                                  f"({e})") from None
+
+    def _decode(self, ctx: TableContext, fn: Any) -> Any:
+        try:
+            return fn()
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
+            raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
+                                  f"({_first_line(e)})") from None
+
+    def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None,
+              filter_columns: set[str] | frozenset[str] = frozenset()) -> pa.Table:
+        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads.
+        ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries: its
+        constants have the table's types)."""
+        schema = pa.schema([ctx.schema.field(c) for c in columns])
+        fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
+        strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
+                        and c not in filter_columns and c not in ctx.partition_columns)
         out = []
-        for f in ctx.schema:
-            if columns is not None and f.name not in columns:
-                continue
-            if f.name in ctx.partition_columns:
-                v = partition_value(add.partition_values.get(f.name), f.type)
-                out.append(pa.array([v] * t.num_rows, f.type))
-            elif f.name in present:
-                col = t.column(f.name)
-                out.append(col if col.type.equals(f.type) else pc.cast(col, f.type))
-            else:
-                out.append(pa.nulls(t.num_rows, f.type))
-        schema = pa.schema([f for f in ctx.schema if columns is None or f.name in columns])
-        return pa.table(out, schema=schema)
+        batches = ranged.batches(self._sources(ctx, files))
+        # batch i+1 is fetched while batch i decodes (on a thread of its own: the fetch fans out
+        # over the store's pool, which a task already in that pool could not do)
+        ahead = ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1 else None
+        try:
+            pending = None
+            for i, batch in enumerate(batches):
+                got = pending.result() if pending is not None else \
+                    self._fragments(ctx, batch, fetch, filter, strings)
+                pending = None
+                if ahead is not None and i + 1 < len(batches):
+                    pending = ahead.submit(self._fragments, ctx, batches[i + 1], fetch, filter, strings)
+                out.extend(self._decode_batch(ctx, schema, columns, filter, *got))
+        finally:
+            if ahead is not None:
+                ahead.shutdown(wait=True, cancel_futures=True)
+        return pa.concat_tables(out) if out else schema.empty_table()
+
+    def _decode_batch(self, ctx: TableContext, schema: pa.Schema, columns: list[str], filter: Any,
+                      frags: list, dictionary: tuple[str, ...]) -> list[pa.Table]:
+        """One fetched batch as a table of ``schema`` (none when every file was skipped)."""
+        if not frags:
+            return []
+        scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
+                                 for f in ctx.schema])
+        dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
+        # dictionaries become strings in the scan's own threads, after the filter
+        proj = {c: pc.field(c).cast(ctx.schema.field(c).type) if c in dictionary else pc.field(c)
+                for c in columns} if dictionary else columns
+        t = self._decode(ctx, lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
+        return [t if t.schema.equals(schema) else t.cast(schema)]
+
+    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
+        return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names)
 
     def _write_partition(self, ctx: TableContext, part: pa.Table, values: dict[str, str | None]) -> AddFile:
         body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
         buf = io.BytesIO()
-        pq.write_table(body, buf, compression="snappy")
+        pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
         data = buf.getvalue()
         path = new_data_file_path(values, ctx.partition_columns)
         ctx.store.put(data_file_key(ctx.name, path, ctx.lake_uri), data)
@@ -157,15 +225,16 @@ class EmbeddedEngine:
         if not ctx.partition_columns:
             chunks = [(table, {})]
         else:
-            keys = table.select(list(ctx.partition_columns)).group_by(list(ctx.partition_columns)).aggregate([])
+            # the row numbers of each group, so a row lands in exactly one file whatever equality
+            # means for its type (NaN, -0.0 and 0.0 group as pyarrow groups them)
+            parts = list(ctx.partition_columns)
+            rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
+            groups = table.select(parts).append_column("__lv_row", rows).group_by(parts, use_threads=False) \
+                .aggregate([("__lv_row", "list")])
             chunks = []
-            for row in keys.to_pylist():
-                mask = None
-                for c in ctx.partition_columns:
-                    v = row[c]
-                    m = pc.is_null(table.column(c)) if v is None else pc.fill_null(pc.equal(table.column(c), v), False)
-                    mask = m if mask is None else pc.and_(mask, m)
-                chunks.append((table.filter(mask), {c: partition_value_string(row[c]) for c in ctx.partition_columns}))
+            for i, row in enumerate(groups.select(parts).to_pylist()):
+                idx = groups.column("__lv_row_list")[i].values
+                chunks.append((table.take(idx), {c: partition_value_string(row[c], c) for c in parts}))
         out = []
         for t, vals in chunks:
             for start in range(0, max(t.num_rows, 1), MAX_ROWS_PER_FILE):
@@ -191,24 +260,57 @@ class EmbeddedEngine:
             raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
         return out.column("__m").combine_chunks()
 
+    def _needed(self, ctx: TableContext, columns: list[str], where: E.Checked | None) -> list[str]:
+        """``columns`` and the predicate's, in schema order."""
+        want = set(columns) | (where.columns() if where is not None else set())
+        return [n for n in ctx.schema.names if n in want]
+
     def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> pa.Table:
         checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
-        cols_needed = None
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
-            cols_needed = list(columns)
-            if where is not None:
-                cols_needed = [f.name for f in ctx.schema]  # the predicate may use any column
-        parts = self._map(lambda a: self._read_file(ctx, a, cols_needed), files)
-        schema = pa.schema([f for f in ctx.schema if cols_needed is None or f.name in cols_needed])
-        table = pa.concat_tables(parts) if parts else schema.empty_table()
+        out = list(columns) if columns is not None else list(ctx.schema.names)
+        pushed, exact = pushdown(where, ctx.schema) if where is not None else (None, False)
+        if exact:  # the scan's filter is the predicate: nothing left for DuckDB to decide
+            return self._read(ctx, files, out, pushed, checked.columns())
+        table = self._read(ctx, files, self._needed(ctx, out, checked), pushed,
+                           checked.columns() if checked is not None else frozenset())
         if checked is not None and table.num_rows:
             table = table.filter(self._mask(ctx, table, checked))
-        if columns is not None:
-            table = table.select(columns)
-        return table
+        return table.select(out)
+
+    def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked) -> list[AddFile]:
+        """The files holding a row ``where`` selects, from the predicate's columns alone."""
+        cols = self._needed(ctx, [], where)
+        pushed, exact = pushdown(where.text, ctx.schema)
+        tables = []
+        sources = self._sources(ctx, files)
+        index = {id(s): i for i, s in enumerate(sources)}
+        for batch in ranged.batches(sources):
+            self._fragments(ctx, batch, cols, pushed)  # decoded per file below
+            for src in batch:
+                if src.fragment is None or not src.fragment.row_groups:
+                    continue
+                t = self._decode(ctx, lambda f=src.fragment: f.to_table(schema=ctx.schema, columns=cols,
+                                                                         filter=pushed, use_threads=True))
+                if t.num_rows:
+                    tables.append(t.append_column("__lv_file", pa.array(np.full(t.num_rows, index[id(src)],
+                                                                                dtype=np.int32))))
+        if not tables:
+            return []
+        if exact:  # the filter kept exactly the selected rows
+            hit = {t.column("__lv_file")[0].as_py() for t in tables}
+            return [a for i, a in enumerate(files) if i in hit]
+        table = pa.concat_tables(tables)
+        try:
+            got = duck.query(f"SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE coalesce(({where.sql}), false)",
+                             {"__lv_rel0": table})
+        except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
+            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
+        hit = set(got.column("__lv_file").to_pylist())
+        return [a for i, a in enumerate(files) if i in hit]
 
     def _rewrite_one(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
                      assignments: dict[str, E.Checked] | None) -> tuple[AddFile, pa.Table, int] | None:
@@ -248,6 +350,8 @@ class EmbeddedEngine:
                 assignments: dict[str, str] | None) -> RewriteResult:
         # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
         w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
+        if w is not None:
+            files = self._hit_files(ctx, files, w)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
         computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, w, sets), files) if r]
         res = RewriteResult()

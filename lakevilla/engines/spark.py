@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import re
 import uuid
@@ -52,6 +53,7 @@ from ..engine_api import (
     partition_value_string,
 )
 from ..errors import (
+    CorruptLogError,
     InvalidArgumentError,
     InvalidExpressionError,
     LakeVillaError,
@@ -159,14 +161,24 @@ def _not_null(c: Column, field: T.StructField, kind: str, what: str) -> Column:
 
 # -- partition values ----------------------------------------------------------------
 
-def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType) -> str | None:
-    """A Delta partition string in the form ``_typed_partition`` reads without a time zone."""
+def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType, where: str = "") -> str | None:
+    """A Delta partition string in the form ``_typed_partition`` reads without a time zone.
+    Values are parsed by the embedded engine's rules first, so a value that is not of the
+    column's type is an error naming it (Spark's cast would read it as null)."""
     if raw is None or raw == "":  # Delta reads an empty partition value as null
         return None
+    try:
+        v = coerce(raw, arrow_type)
+        pa.scalar(v, arrow_type)
+    except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException) as e:
+        raise CorruptLogError(f"{where or 'a data file'} has partition value {raw!r}, which cannot be read as "
+                              f"{arrow_type} ({e})") from None
     if isinstance(t, T.TimestampType):
-        return str((coerce(raw, arrow_type) - _EPOCH) // dt.timedelta(microseconds=1))
+        return str((v - _EPOCH) // dt.timedelta(microseconds=1))
     if isinstance(t, T.TimestampNTZType):
-        return coerce(raw, arrow_type).isoformat(sep=" ")
+        return v.isoformat(sep=" ")
+    if isinstance(t, T.FloatType | T.DoubleType):
+        return "NaN" if math.isnan(v) else repr(v) if math.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
     return raw
 
 
@@ -176,8 +188,8 @@ def _typed_partition(c: Column, t: T.DataType) -> Column:
     return c.cast(t)
 
 
-def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType) -> Column:
-    return _typed_partition(F.lit(_partition_text(raw, field.dataType, arrow_type)), field.dataType)
+def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType, where: str = "") -> Column:
+    return _typed_partition(F.lit(_partition_text(raw, field.dataType, arrow_type, where)), field.dataType)
 
 
 def _partition_dir_value(c: Column, t: T.DataType) -> Column:
@@ -371,7 +383,9 @@ class SparkEngine:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
         if len(groups) == 1:
             pv = dict(zip(ctx.partition_columns, groups.pop(), strict=True))
-            df = df.select("*", *[_partition_literal(pv[f.name], f, ctx.schema.field(f.name).type).alias(f.name)
+            where = f"table {ctx.name!r}: file {files[0].path!r}"
+            df = df.select("*", *[_partition_literal(pv[f.name], f, ctx.schema.field(f.name).type,
+                                                     f"{where} column {f.name!r}").alias(f.name)
                                   for f in schema.fields if f.name in pv])
         else:
             df = df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL)
@@ -386,7 +400,8 @@ class SparkEngine:
             add = by_key.get(self._key_of(ctx, name))
             if add is None:
                 raise StorageError(f"Spark reads {name!r}, which is not a data file of {ctx.name!r}")
-            rows.append((name, *[_partition_text(add.partition_values.get(c), types[c], ctx.schema.field(c).type)
+            rows.append((name, *[_partition_text(add.partition_values.get(c), types[c], ctx.schema.field(c).type,
+                                                 f"table {ctx.name!r}: file {add.path!r} column {c!r}")
                                  for c in ctx.partition_columns]))
         fields = [T.StructField(FILE_COL, T.StringType())] + [T.StructField(c, T.StringType())
                                                               for c in ctx.partition_columns]

@@ -1,0 +1,399 @@
+"""A snapshot's live files (and tombstones) as columns, not Python objects.
+
+A checkpoint already is a table: its ``add`` (``remove``) rows stay Arrow columns
+(``ActionTable``), shared by every snapshot built on that checkpoint, and the few
+commits after it are an overlay of Python actions. A snapshot's set is the table's
+rows minus the paths the overlay hides, plus the overlay's own actions
+(``ActionSet``). Nothing materialises one object per file unless asked to: pruning
+runs over the columns (``lakevilla.expr``), lookups by path are vectorised, and
+only the files an operation touches become ``AddFile`` objects.
+
+``ActionSet`` is a read-only ``Mapping`` from path to action, so code that treats
+``snapshot.files`` as a dict keeps working (iteration, ``in``, ``len``, ``values``),
+at the price of materialising what it iterates.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..parallel import submit
+from .actions import AddFile, RemoveFile
+
+STR_MAP = pa.map_(pa.string(), pa.string())
+
+ADD_SCHEMA = pa.schema([
+    pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
+    pa.field("modificationTime", pa.int64()), pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()),
+    pa.field("tags", STR_MAP),
+])
+REMOVE_SCHEMA = pa.schema([
+    pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()), pa.field("dataChange", pa.bool_()),
+    pa.field("extendedFileMetadata", pa.bool_()), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
+])
+
+# Overlays larger than this are folded into a new table when a snapshot is built.
+FOLD_AT = 4096
+# Checkpoints of at most this many files are decoded whole on first use.
+EAGER_ROWS = 1 << 16
+
+A = TypeVar("A", AddFile, RemoveFile)
+
+
+def _pairs(d: dict | None) -> list[tuple[str, Any]] | None:
+    return None if d is None else list(d.items())
+
+
+def _as_dict(v: Any) -> dict | None:
+    return None if v is None else dict(v)
+
+
+def conform_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table``'s columns of ``schema`` (absent ones null), cast to its types: checkpoints other
+    writers made may spell a type differently (large strings, non-nullable map values)."""
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            c = table.column(f.name)
+            cols.append(c if c.type.equals(f.type) else c.cast(f.type))
+        else:
+            cols.append(pa.nulls(table.num_rows, f.type))
+    return pa.table(cols, schema=schema)
+
+
+class LazyRows:
+    """Where the rows of an action column live in checkpoint Parquet files: per row group, the
+    rows that hold the action. Fields are decoded one at a time, when first asked for."""
+
+    def __init__(self, column: str, schema: pa.Schema) -> None:
+        self.column = column
+        self.schema = schema
+        self.parts: list[tuple[Any, int, Any]] = []  # (ParquetFile, row group, slice or indices)
+
+    def add(self, pf: Any, group: int, valid: pa.Array) -> int:
+        idx = pc.indices_nonzero(valid).to_numpy()
+        if not len(idx):
+            return 0
+        sel: Any = slice(int(idx[0]), int(idx[-1]) + 1) if idx[-1] - idx[0] + 1 == len(idx) else idx
+        self.parts.append((pf, group, sel))
+        return len(idx)
+
+    def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
+        """The fields ``names`` of every located row, decoded by one read per row group."""
+        chunks: dict[str, list[pa.Array]] = {n: [] for n in names}
+        for pf, group, sel in self.parts:
+            t = pf.schema_arrow.field(self.column).type
+            present = [n for n in names if t.get_field_index(n) >= 0]
+            count = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
+            got = {}
+            if present:
+                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}" for n in present]).column(self.column)
+                for n in present:
+                    i = arr.type.get_field_index(n)
+                    kids = [c.field(i) for c in arr.chunks]
+                    child = kids[0] if len(kids) == 1 else pa.chunked_array(kids, arr.type.field(i).type).combine_chunks()
+                    got[n] = child.slice(sel.start, count) if isinstance(sel, slice) else child.take(sel)
+            for n in names:
+                f = self.schema.field(n)
+                child = got.get(n, pa.nulls(count, f.type))
+                chunks[n].append(child if child.type.equals(f.type) else child.cast(f.type))
+        return {n: pa.chunked_array(chunks[n], self.schema.field(n).type) for n in names}
+
+
+class ActionTable(Generic[A]):
+    """Immutable rows of add (or remove) actions, one column per field, decoded lazily when
+    they come from a checkpoint (a transaction that prunes nothing never decodes the paths
+    or statistics of a million files).
+
+    ``cache`` holds what is derived from the rows once and reused by every snapshot that
+    shares the table (parsed statistics: ``lakevilla.statcols``)."""
+
+    def __init__(self, table: pa.Table | None, kind: type[A], *, lazy: LazyRows | None = None,
+                 num_rows: int | None = None) -> None:
+        self.kind = kind
+        self.schema = ADD_SCHEMA if kind is AddFile else REMOVE_SCHEMA
+        self._columns: dict[str, pa.ChunkedArray] = {}
+        if table is not None:
+            table = conform_columns(table, self.schema)
+            self._columns = {n: table.column(n) for n in self.schema.names}
+            num_rows = table.num_rows
+        self._lazy = lazy
+        self._rows = int(num_rows or 0)
+        self.cache: dict[Any, Any] = {}
+        self.lock = threading.RLock()
+
+    @property
+    def num_rows(self) -> int:
+        return self._rows
+
+    def column(self, name: str) -> pa.ChunkedArray:
+        with self.lock:
+            got = self._columns.get(name)
+            if got is None:
+                assert self._lazy is not None
+                # a small table is decoded whole at once (one read per row group); a big one field
+                # by field, as asked (pruning needs the statistics, not the paths, first)
+                names = [n for n in self.schema.names if n not in self._columns] if self._rows <= EAGER_ROWS \
+                    else [name]
+                self._columns.update(self._lazy.fields(names))
+                got = self._columns[name]
+            return got
+
+    @property
+    def table(self) -> pa.Table:
+        return pa.table({n: self.column(n) for n in self.schema.names}, schema=self.schema)
+
+    @property
+    def paths(self) -> pa.ChunkedArray:
+        return self.column("path")
+
+    @classmethod
+    def from_actions(cls, actions: Iterable[A], kind: type[A]) -> ActionTable[A]:
+        actions = list(actions)
+        if kind is AddFile:
+            cols = {
+                "path": [a.path for a in actions],
+                "partitionValues": [_pairs(a.partition_values) for a in actions],
+                "size": [a.size for a in actions],
+                "modificationTime": [a.modification_time for a in actions],
+                "dataChange": [a.data_change for a in actions],
+                "stats": [a.stats for a in actions],
+                "tags": [_pairs(a.tags) for a in actions],
+            }
+            schema = ADD_SCHEMA
+        else:
+            cols = {
+                "path": [r.path for r in actions],
+                "deletionTimestamp": [r.deletion_timestamp for r in actions],
+                "dataChange": [r.data_change for r in actions],
+                "extendedFileMetadata": [r.extended_file_metadata for r in actions],
+                "partitionValues": [_pairs(r.partition_values) for r in actions],
+                "size": [r.size for r in actions],
+            }
+            schema = REMOVE_SCHEMA
+        if not actions:
+            return cls(schema.empty_table(), kind)
+        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema), kind)
+
+    def actions(self, indices: Any = None) -> list[A]:
+        """The rows at ``indices`` (all when None) as action objects."""
+        t = self.table if indices is None else self.table.take(indices)
+        rows = t.to_pylist()
+        if self.kind is AddFile:
+            return [AddFile(path=r["path"], size=int(r["size"] or 0),
+                            partition_values=_as_dict(r["partitionValues"]) or {},
+                            modification_time=int(r["modificationTime"] or 0),
+                            data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
+                            stats=r["stats"], tags=_as_dict(r["tags"])) for r in rows]
+        return [RemoveFile(path=r["path"], deletion_timestamp=r["deletionTimestamp"],
+                           data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
+                           partition_values=_as_dict(r["partitionValues"]), size=r["size"],
+                           extended_file_metadata=r["extendedFileMetadata"]) for r in rows]
+
+    def index_of(self, paths: Iterable[str]) -> dict[str, int]:
+        """Row index of each of ``paths`` that the table holds (one vectorised pass)."""
+        want = pa.array(list(dict.fromkeys(paths)), pa.string())
+        if not len(want) or not self.num_rows:
+            return {}
+        hit = pc.is_in(self.paths, value_set=want)
+        idx = pc.indices_nonzero(hit).to_numpy()
+        found = self.paths.take(idx).to_pylist()
+        return dict(zip(found, idx.tolist(), strict=True))
+
+
+def _empty(kind: type[A]) -> ActionTable[A]:
+    return ActionTable.from_actions([], kind)
+
+
+class ActionSet(Mapping[str, A]):
+    """Live actions: the rows of ``base`` whose path ``hidden`` does not name, plus ``extra``."""
+
+    def __init__(self, base: ActionTable[A] | None, hidden: frozenset[str], extra: dict[str, A],
+                 kind: type[A]) -> None:
+        self.base = base if base is not None else _empty(kind)
+        self.hidden = hidden
+        self.extra = extra
+        self.kind = kind
+        self._live: np.ndarray | None = None
+        self._overlay: ActionTable[A] | None = None
+        self._lock = threading.Lock()
+
+    # -- the rows of the base that are live ------------------------------------------
+    def live_indices(self) -> np.ndarray:
+        """Indices of the base rows still live (one vectorised pass, cached)."""
+        with self._lock:
+            if self._live is None:
+                n = self.base.num_rows
+                if not self.hidden or not n:
+                    self._live = np.arange(n, dtype=np.int64)
+                else:
+                    gone = pc.is_in(self.base.paths, value_set=pa.array(list(self.hidden), pa.string()))
+                    self._live = pc.indices_nonzero(pc.invert(gone)).to_numpy().astype(np.int64)
+            return self._live
+
+    def overlay(self) -> ActionTable[A]:
+        """``extra`` as a table (for vectorised work over the whole set)."""
+        with self._lock:
+            if self._overlay is None:
+                self._overlay = ActionTable.from_actions(self.extra.values(), self.kind)
+            return self._overlay
+
+    def table(self) -> pa.Table:
+        """Every live action as one table (the checkpoint writer's input)."""
+        base = self.base.table
+        if self.hidden:
+            base = base.take(self.live_indices())
+        return pa.concat_tables([base, self.overlay().table]) if self.extra else base
+
+    def paths(self) -> list[str]:
+        return self.table().column("path").to_pylist()
+
+    def select(self, base_indices: Iterable[int], extra: Iterable[A] = ()) -> list[A]:
+        """Actions of the base rows at ``base_indices`` (hidden ones dropped) and ``extra``."""
+        idx = np.fromiter(base_indices, dtype=np.int64)
+        out: list[A] = []
+        if len(idx):
+            got = self.base.actions(idx)
+            out = [a for a in got if a.path not in self.hidden] if self.hidden else got
+        out.extend(extra)
+        return out
+
+    def lookup(self, paths: Iterable[str]) -> dict[str, A]:
+        """The live actions of ``paths`` (missing ones left out)."""
+        paths = list(paths)
+        out = {p: self.extra[p] for p in paths if p in self.extra}
+        rest = [p for p in paths if p not in out and p not in self.hidden]
+        if rest:
+            idx = self.base.index_of(rest)
+            if idx:
+                for a in self.base.actions(np.fromiter(idx.values(), dtype=np.int64)):
+                    out[a.path] = a
+        return out
+
+    # -- Mapping ------------------------------------------------------------------
+    def __getitem__(self, path: str) -> A:
+        got = self.lookup([path])
+        if path not in got:
+            raise KeyError(path)
+        return got[path]
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and bool(self.lookup([path]))
+
+    def __len__(self) -> int:
+        return len(self.live_indices()) + len(self.extra)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.base.paths.take(self.live_indices()).to_pylist()
+        yield from self.extra
+
+    def values(self):  # type: ignore[override] - a list, built in one pass
+        return self.select(self.live_indices(), self.extra.values())
+
+    def items(self):  # type: ignore[override]
+        return [(a.path, a) for a in self.values()]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self.items()) == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ActionSet({len(self)} {self.kind.__name__})"
+
+
+class FileSet(ActionSet[AddFile]):
+    """A snapshot's live data files."""
+
+    def __init__(self, base: ActionTable[AddFile] | None = None, hidden: frozenset[str] = frozenset(),
+                 extra: dict[str, AddFile] | None = None) -> None:
+        super().__init__(base, hidden, dict(extra or {}), AddFile)
+
+    @classmethod
+    def of(cls, adds: Iterable[AddFile]) -> FileSet:
+        return cls(None, frozenset(), {a.path: a for a in adds})
+
+    def prune(self, where: Any, schema: pa.Schema, partition_columns: list[str]) -> list[AddFile]:
+        """The files some row of which may satisfy ``where`` (a ``Predicate`` or text)."""
+        from ..expr import parse_predicate, prune_mask
+
+        pred = where if hasattr(where, "node") else parse_predicate(where)
+        live = self.live_indices()
+        extra = list(self.extra.values())
+        # the overlay's few rows are pruned on another thread meanwhile (each pass costs DuckDB's
+        # fixed planning time, a few milliseconds, more than its rows do)
+        k2 = submit(lambda: prune_mask(pred, self.overlay(), schema, partition_columns)) if extra else None
+        keep = prune_mask(pred, self.base, schema, partition_columns) if len(live) else None
+        base_idx = live if keep is None else live[keep[live]]
+        mask = k2.result() if k2 is not None else None
+        if mask is not None:
+            extra = [a for a, k in zip(extra, mask.tolist(), strict=True) if k]
+        return self.select(base_idx, extra)
+
+    def num_records(self) -> int | None:
+        """Rows in all live files, from their statistics; None when a file has none."""
+        from ..expr import num_records
+
+        total = 0
+        for t, idx in ((self.base, self.live_indices()), (self.overlay(), None)):
+            n = num_records(t)
+            if idx is not None:
+                n = n.take(idx)
+            if n.null_count:
+                return None
+            total += int(pc.sum(n).as_py() or 0)
+        return total
+
+
+class RemoveSet(ActionSet[RemoveFile]):
+    """A snapshot's tombstones (removed files still within retention)."""
+
+    def __init__(self, base: ActionTable[RemoveFile] | None = None, hidden: frozenset[str] = frozenset(),
+                 extra: dict[str, RemoveFile] | None = None) -> None:
+        super().__init__(base, hidden, dict(extra or {}), RemoveFile)
+
+    def table_kept(self, keep_after_ms: int, now_ms: int) -> pa.Table:
+        """Tombstones deleted after ``keep_after_ms`` (those without a timestamp count as now)."""
+        t = self.table()
+        ts = t.column("deletionTimestamp")
+        ts = pc.if_else(pc.fill_null(pc.equal(ts, 0), True), now_ms, ts)
+        return t.filter(pc.greater(ts, keep_after_ms))
+
+
+class SetBuilder(Generic[A]):
+    """Mutable replay state of an ``ActionSet``."""
+
+    def __init__(self, kind: type[A], start: ActionSet[A] | None = None,
+                 make: Callable[..., ActionSet[A]] | None = None) -> None:
+        self.kind = kind
+        self.make = make
+        self.base: ActionTable[A] | None = start.base if start is not None else None
+        self.hidden: set[str] = set(start.hidden) if start is not None else set()
+        self.extra: dict[str, A] = dict(start.extra) if start is not None else {}
+
+    def reset(self, base: ActionTable[A] | None) -> None:
+        self.base, self.hidden, self.extra = base, set(), {}
+
+    def put(self, action: A) -> None:
+        self.extra[action.path] = action
+        self.hidden.add(action.path)
+
+    def drop(self, path: str) -> None:
+        self.extra.pop(path, None)
+        self.hidden.add(path)
+
+    def build(self) -> ActionSet[A]:
+        out = self.make(self.base, frozenset(self.hidden), dict(self.extra))
+        if len(self.extra) + len(self.hidden) > max(FOLD_AT, (self.base.num_rows if self.base else 0) // 8):
+            folded = ActionTable(out.table(), self.kind)  # one table again: lookups stay vectorised
+            self.reset(folded)
+            out = self.make(folded, frozenset(), {})
+        return out
