@@ -16,6 +16,15 @@ for _k in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
     os.environ.pop(_k, None)
 
 
+# Property tests draw the same examples on every run (CI must not turn red on an example no
+# one has seen); LV_HYPOTHESIS=explore draws new ones, to hunt for cases worth pinning with
+# @example.
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+_hypothesis_settings.register_profile("explore", derandomize=False, print_blob=True)
+_hypothesis_settings.load_profile(os.environ.get("LV_HYPOTHESIS", "ci"))
+
 _exit_status = [0]
 
 
