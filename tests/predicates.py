@@ -14,9 +14,12 @@ import datetime as dt
 import decimal
 import json
 
+import duckdb
 import pyarrow as pa
 from hypothesis import strategies as st
 
+import lakevilla as lv
+from lakevilla import expressions as E
 from lakevilla.delta.stats import stats_json
 
 UTC = dt.UTC
@@ -181,3 +184,43 @@ def foreign_stats(stats: str, style: str) -> str:
     d["minValues"] = each(d.get("minValues", {}), False)
     d["maxValues"] = each(d.get("maxValues", {}), True)
     return stats_json(d)
+
+
+# -- the reference: plain DuckDB, no lakevilla in between ------------------------------------------
+
+_CON: list = []
+
+
+def plain_duckdb():
+    """One connection for the whole run (opening one is slow), in UTC like the engine."""
+    if not _CON:
+        con = duckdb.connect()
+        con.execute("SET TimeZone='UTC'")
+        _CON.append(con)
+    return _CON[0]
+
+
+def selected_ids(table: pa.Table, where: str) -> list[int] | None:
+    """Ids of the rows DuckDB selects from ``table``, sorted (None when evaluating raises).
+
+    Evaluated as a projection, as the engine evaluates it: in a ``WHERE`` DuckDB may skip the
+    right side of ``a AND b`` on rows where ``a`` is NULL, in a projection it may not, so only
+    the projection raises the same errors (``CAST(s AS DATE)`` on ``''``) as the engine."""
+    con = plain_duckdb()
+    con.register("t", table)
+    try:
+        rows = con.execute(f"SELECT id, coalesce(({where}), false) FROM t").fetchall()
+        return sorted(i for i, hit in rows if hit)
+    except duckdb.Error:
+        return None
+    finally:
+        con.unregister("t")
+
+
+def valid(where: str) -> bool:
+    """The validator accepts ``where`` over SCHEMA (the generator also makes ill-typed ones)."""
+    try:
+        E.check_where(where, SCHEMA)
+        return True
+    except lv.InvalidExpressionError:
+        return False

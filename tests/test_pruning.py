@@ -13,18 +13,25 @@ import math
 import shutil
 import tempfile
 
-import duckdb
 import pyarrow as pa
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import lakevilla as lv
-from lakevilla import expressions as E
 from lakevilla.delta.actions import AddFile
 from lakevilla.delta.stats import stats_from_table
 from lakevilla.engine_api import partition_value_string
 from lakevilla.expr import file_may_match, parse_predicate, prune
-from tests.predicates import PARTITION, SCHEMA, as_read, files, foreign_stats, predicates
+from tests.predicates import (
+    PARTITION,
+    SCHEMA,
+    as_read,
+    files,
+    foreign_stats,
+    predicates,
+    selected_ids,
+    valid,
+)
 
 # Judged with the pruner and stats writer before issue 19, 400 random examples found NaN and
 # struct-field misses in every run and literal casts, date-vs-timestamp, '' partitions and wide
@@ -34,29 +41,6 @@ PER_EXAMPLE = 8  # predicates judged against each example's files
 LAKE_EXAMPLES = 40
 
 
-def _matching_ids(con, table: pa.Table, where: str) -> set[int] | None:
-    """Ids of the rows ``where`` selects, by DuckDB over every row; None if evaluating raises."""
-    con.register("t", table)
-    try:
-        return {r[0] for r in con.execute(f"SELECT id FROM t WHERE {where}").fetchall()}
-    except duckdb.Error:
-        return None
-    finally:
-        con.unregister("t")
-
-
-_CON: list = []
-
-
-def _plain_duckdb():
-    """The reference: plain DuckDB, no lakevilla in between (one connection: opening is slow)."""
-    if not _CON:
-        con = duckdb.connect()
-        con.execute("SET TimeZone='UTC'")
-        _CON.append(con)
-    return _CON[0]
-
-
 def _add(rows: list[dict], style: str) -> AddFile:
     t = pa.Table.from_pylist(rows, SCHEMA)
     stats = stats_from_table(t, PARTITION)
@@ -64,14 +48,6 @@ def _add(rows: list[dict], style: str) -> AddFile:
         stats = foreign_stats(stats, style)
     pv = {c: partition_value_string(rows[0][c]) for c in PARTITION}
     return AddFile(path=f"f{rows[0]['id']}.parquet", size=1, partition_values=pv, stats=stats)
-
-
-def _valid(where: str) -> bool:
-    try:
-        E.check_where(where, SCHEMA)
-        return True
-    except lv.InvalidExpressionError:
-        return False
 
 
 def _row(row_id: int, **kw) -> dict:
@@ -94,19 +70,18 @@ ISSUE_19 = dict(
 @given(fs=files(max_files=4, max_rows=6), wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
        style=st.sampled_from(["ours", "ours", "spark", "f64"]))
 def test_pruning_never_skips_a_file_with_a_matching_row(fs, wheres, style):
-    con = _plain_duckdb()
     adds = [_add(rows, style) for rows in fs]
     everything = pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA)
     for where in wheres:
-        if not _valid(where):
+        if not valid(where):
             continue
         pred = parse_predicate(where)
         assert pred.node is not None
-        ids = _matching_ids(con, everything, where)
-        if ids is None:
+        selected = selected_ids(everything, where)
+        if selected is None:
             continue  # evaluating it raises: the engines raise too
         kept = {a.path for a in prune(pred, adds, SCHEMA, PARTITION)}
-        holding = [add for rows, add in zip(fs, adds, strict=True) if ids & {r["id"] for r in rows}]
+        holding = [add for rows, add in zip(fs, adds, strict=True) if set(selected) & {r["id"] for r in rows}]
         for add in holding:
             assert add.path in kept, (where, style, fs, add.stats, add.partition_values)
         if holding:  # the conflict test's entry point is the same test
@@ -179,7 +154,7 @@ def test_written_decimal_bounds_are_exact():
 @settings(max_examples=LAKE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fs=files(max_files=3, max_rows=4), wheres=st.lists(predicates(), min_size=1, max_size=3))
 def test_reads_updates_and_deletes_see_every_matching_row(fs, wheres):
-    wheres = [w for w in wheres if _valid(w)]
+    wheres = [w for w in wheres if valid(w)]
     assume(wheres)
     root = tempfile.mkdtemp(prefix="lv-prune-")
     try:
@@ -189,12 +164,9 @@ def test_reads_updates_and_deletes_see_every_matching_row(fs, wheres):
             with lake.transaction(features="") as txn:
                 txn.insert("t", rows)
         everything = lake.read("t").to_pylist()  # no predicate: no pruning
-        con = _plain_duckdb()
-        con.register("everything", pa.Table.from_pylist(everything, SCHEMA))
         for where in wheres:
-            try:
-                want = sorted(r[0] for r in con.execute(f"SELECT id FROM everything t WHERE {where}").fetchall())
-            except duckdb.Error:
+            want = selected_ids(pa.Table.from_pylist(everything, SCHEMA), where)
+            if want is None:
                 continue  # the engine raises too (or prunes the rows that raise): not this test
             assert sorted(lake.read("t", where=where).column("id").to_pylist()) == want, where
             txn = lake.begin("R")

@@ -16,7 +16,6 @@ import math
 import shutil
 import tempfile
 
-import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -25,11 +24,10 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import lakevilla as lv
-from lakevilla import expressions as E
 from lakevilla.engines import embedded
 from lakevilla.engines.pushdown import arrow_filter, pushdown
 from lakevilla.store import CountingStore
-from tests.predicates import PARTITION, SCHEMA, as_read, files, predicates
+from tests.predicates import PARTITION, SCHEMA, as_read, files, predicates, selected_ids, valid
 
 UTC = dt.UTC
 
@@ -51,42 +49,6 @@ def canon_rows(table) -> list[dict]:
     return sorted(({k: canon(v) for k, v in r.items()} for r in table.to_pylist()), key=lambda r: r["id"])
 
 
-_CON: list = []
-
-
-def _duck():
-    if not _CON:
-        con = duckdb.connect()
-        con.execute("SET TimeZone='UTC'")
-        _CON.append(con)
-    return _CON[0]
-
-
-def reference_ids(table: pa.Table, where: str) -> list[int] | None:
-    """Ids of the rows DuckDB selects from ``table`` (None when evaluating raises).
-
-    Evaluated as a projection, as the engine evaluates it: in a ``WHERE`` DuckDB may skip the
-    right side of ``a AND b`` on rows where ``a`` is NULL, in a projection it may not, so only
-    the projection raises the same errors (``CAST(s AS DATE)`` on ``''``) as the engine."""
-    con = _duck()
-    con.register("t", table)
-    try:
-        rows = con.execute(f"SELECT id, coalesce(({where}), false) FROM t").fetchall()
-        return sorted(i for i, hit in rows if hit)
-    except duckdb.Error:
-        return None
-    finally:
-        con.unregister("t")
-
-
-def _valid(where: str) -> bool:
-    try:
-        E.check_where(where, SCHEMA)
-        return True
-    except lv.InvalidExpressionError:
-        return False
-
-
 # -- reads equal delta-rs' ---------------------------------------------------------------------
 
 _EMPTY_ROW = {"id": 0, "i": None, "n": None, "f": None, "r": None, "dec": None, "w": None, "s": "", "d": None,
@@ -103,7 +65,7 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
     that the snapshot comes from a columnar checkpoint plus commits."""
     from deltalake import DeltaTable
 
-    wheres = [w for w in wheres if _valid(w)]
+    wheres = [w for w in wheres if valid(w)]
     assume(wheres)
     root = tempfile.mkdtemp(prefix="lv-reads-")
     old = embedded.ROW_GROUP_ROWS
@@ -120,7 +82,7 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
         assert canon_rows(ours) == canon_rows(theirs)
         assert canon_rows(ours) == canon_rows(pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA))
         for where in wheres:
-            want = reference_ids(theirs, where)
+            want = selected_ids(theirs, where)
             if want is None:
                 continue  # DuckDB raises on some row: the engine raises too (or pruned the row)
             got = fresh.read("t", where=where)
@@ -169,9 +131,9 @@ def test_pushed_filter_keeps_every_matching_row(fs, wheres, rg, tmp_path_factory
     pq.write_table(table, path, row_group_size=rg)
     data = ds.dataset(str(path), format="parquet", schema=SCHEMA)
     for where in wheres:
-        if not _valid(where):
+        if not valid(where):
             continue
-        want = reference_ids(table, where)
+        want = selected_ids(table, where)
         if want is None:
             continue
         pushed, exact = pushdown(where, SCHEMA)

@@ -132,6 +132,20 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
     t1.commit()
 
 
+def _r_transaction_on(steps, holder: dict):
+    """A crash-sweep action: one R transaction running ``steps`` on a table, its id kept in
+    ``holder`` so that the sweep can resume it."""
+    def action_on(name):
+        def action(lake):
+            txn = lake.begin("R")
+            holder["id"] = txn.id
+            for step in steps:
+                step(txn, name)
+            txn.commit()
+        return action
+    return action_on
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
     """After a crash anywhere, recovery leaves all or nothing, frees every marker past its
@@ -142,16 +156,8 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
         lambda t, name: t.delete(name, where="id = 3"),
     ]
-    holder = {}
-
-    def action_on(name):
-        def action(lake):
-            txn = lake.begin("R")
-            holder["id"] = txn.id
-            for step in steps:
-                step(txn, name)
-            txn.commit()
-        return action
+    holder: dict = {}
+    action_on = _r_transaction_on(steps, holder)
 
     def make(store):
         return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0)
@@ -208,16 +214,8 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
         lambda t, name: t.update(name, set={"value": "value + 1"}, where="id = 1"),
         lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
     ]
-    holder = {}
-
-    def action_on(name):
-        def action(lake):
-            txn = lake.begin("R")
-            holder["id"] = txn.id
-            for step in steps:
-                step(txn, name)
-            txn.commit()
-        return action
+    holder: dict = {}
+    action_on = _r_transaction_on(steps, holder)
 
     def make(store):
         return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0, delete_sublogs=False)
