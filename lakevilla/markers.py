@@ -84,7 +84,7 @@ def marker_of(c: Commit) -> MarkerPayload | None:
 def commit_txn(c: Commit) -> str | None:
     """The transaction attempt that wrote a table commit (tail commit or filled marker)."""
     lv = c.lakevilla
-    if lv and lv.get("kind") == "commit":
+    if lv and lv.get("kind") in ("commit", "create"):  # "create": version 0 of a table a transaction made
         return lv.get("attempt")
     return None
 

@@ -228,17 +228,17 @@ class Transaction:
                 "(lake.create_table) or create it in an 'R' or 'R,CT' transaction")
         tw = self.tables.get(name)
         log = self.lake.log(name)
-        if tw is not None or log.latest_version() >= 0:
-            if if_not_exists:
-                return 0
-            raise TableExistsError(f"table {name!r} already exists" + (" (created in this transaction)"
-                                                                        if tw is not None and tw.creating else ""))
-        tschema, parts = table_spec(name, schema, partition_by, data)
-        metadata = new_metadata(tschema, parts, properties, description)
-        snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
-        tw = TableWork(name, log, snap, self._ctx(name, snap))
-        tw.creating = creation_commit(metadata, [], with_data=False)
+        tschema, parts = table_spec(name, schema, partition_by, data)  # bad input fails before any request
         try:
+            if tw is not None or log.latest_version() >= 0:
+                if if_not_exists:
+                    return 0
+                raise TableExistsError(f"table {name!r} already exists" + (" (created in this transaction)"
+                                                                            if tw is not None and tw.creating else ""))
+            metadata = new_metadata(tschema, parts, properties, description)
+            snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
+            tw = TableWork(name, log, snap, self._ctx(name, snap))
+            tw.creating = creation_commit(metadata, [], with_data=False)
             self._hold_name(tw)  # a second creator learns now, not at its commit
         except StorageError as e:
             self._abort_quietly()

@@ -42,10 +42,10 @@ from lakevilla.store import FaultInjectingStore, FaultPlan, RetryingStore, open_
 from tests.conftest import Backend, make_bucket
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
-FEATURES = ["", "R", "R,CT", "I", "R,CT,I"]
+FEATURES = ["", "R", "R,CT", "I", "R,CT,I", "R+create", "R,CT+create"]
 FAULTS = ("fail_before", "fail_after", "exhaust_after")
-BEFORE = {"a": {1: 0, 2: 0}, "b": {11: 0, 12: 0}}
-AFTER = {"a": {1: -5, 2: 0}, "b": {11: 5, 12: 0}}
+BEFORE = {"a": {1: 0, 2: 0}, "b": {11: 0, 12: 0}, "c": None}  # None: the table does not exist
+AFTER = {"a": {1: -5, 2: 0}, "b": {11: 5, 12: 0}, "c": {21: 5}}
 MATRIX_STRIDE_S3 = 8  # a case costs ~1 s on moto: every 8th on S3 (coprime to 3: every fault kind)
 _IDS = re.compile(r"[0-9a-f]{13}-[0-9a-f]{16}(\.\d+)?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
@@ -96,12 +96,24 @@ class Lakes:
         return b
 
 
+def _variant(features: str) -> tuple[str, tuple[str, str]]:
+    """The feature set and the two tables of a case: ``+create`` moves the money into a table
+    the transaction creates (its name reserved, then released or published)."""
+    if features.endswith("+create"):
+        return features[:-len("+create")], ("a", "c")
+    return features, ("a", "b")
+
+
 def _transaction(lake: lv.Lake, features: str, returned: list[str]):
+    features, (_, second) = _variant(features)
     with lake.transaction(features) as txn:
         txn.update("a", set={"value": "value - 5"}, where="id = 1")
         returned.append("a")
-        txn.update("b", set={"value": "value + 5"}, where="id = 11")
-        returned.append("b")
+        if second == "c":
+            txn.create_table("c", T, data={"id": [21], "value": [5]})
+        else:
+            txn.update("b", set={"value": "value + 5"}, where="id = 11")
+        returned.append(second)
     return txn
 
 
@@ -133,7 +145,7 @@ def requests_of(lakes: Lakes, features: str) -> list[tuple[str, str, int]]:
 
 
 def _state(lake: lv.Lake, table: str) -> str:
-    got = {r["id"]: r["value"] for r in lake.read(table).to_pylist()}
+    got = {r["id"]: r["value"] for r in lake.read(table).to_pylist()} if lake.table_exists(table) else None
     if got == AFTER[table]:
         return "visible"
     assert got == BEFORE[table], f"{table} shows a partial transaction: {got}"
@@ -142,38 +154,43 @@ def _state(lake: lv.Lake, table: str) -> str:
 
 def _expected(features: str, outcome: str, err: BaseException | None, returned: list[str]) -> dict[str, str]:
     """What the caller was told, per table: visible, absent or either (settled by recovery)."""
+    features, tables = _variant(features)
     if outcome == "returned":
-        return {"a": "visible", "b": "visible"}
+        return dict.fromkeys(tables, "visible")
     if features == "":  # no atomicity: each statement is its own transaction
-        failed = next(t for t in ("a", "b") if t not in returned)
-        exp = {t: "visible" if t in returned else "absent" for t in ("a", "b")}
+        failed = next(t for t in tables if t not in returned)
+        exp = {t: "visible" if t in returned else "absent" for t in tables}
         if isinstance(err, lv.CommitPendingError):
             exp[failed] = "either"
         return exp
     if isinstance(err, lv.PartialCommitError):
-        return {t: "visible" if t in err.committed else "absent" for t in ("a", "b")}
+        return {t: "visible" if t in err.committed else "absent" for t in tables}
     if isinstance(err, lv.CommitPendingError):
         if "CT" in features or "I" in features:
-            return {"a": "same", "b": "same"}  # all or nothing, settled by recovery
-        return {t: "visible" if t in err.committed else "either" for t in ("a", "b")}
-    return {"a": "absent", "b": "absent"}
+            return dict.fromkeys(tables, "same")  # all or nothing, settled by recovery
+        return {t: "visible" if t in err.committed else "either" for t in tables}
+    return dict.fromkeys(tables, "absent")
 
 
 def _check_case(b: Backend, features: str, outcome: str, err: BaseException | None, returned: list[str],
                 label: str) -> None:
+    tables = _variant(features)[1]
     if outcome == "returned":  # visible at once, before anyone recovers anything
-        assert {t: _state(b.lake(), t) for t in ("a", "b")} == {"a": "visible", "b": "visible"}, label
+        assert {t: _state(b.lake(), t) for t in tables} == dict.fromkeys(tables, "visible"), label
     rec = b.lake(marker_ttl=60.0, clock=lambda: time.time() + 10_000)
     rec.recover()
     fresh = b.lake()
-    got = {t: _state(fresh, t) for t in ("a", "b")}
+    got = {t: _state(fresh, t) for t in tables}
     for t, exp in _expected(features, outcome, err, returned).items():
         if exp == "same":
-            assert got["a"] == got["b"], f"{label}: half a transaction: {got}"
+            assert len(set(got.values())) == 1, f"{label}: half a transaction: {got}"
         elif exp != "either":
             assert got[t] == exp, f"{label}: {outcome} ({err!r}) but {t} is {got[t]}"
+    if got.get("c") == "absent":  # not created: the name is free again once recover() ran
+        rec.create_table("c", T)  # (raises TableExistsError if a reservation outlived its owner)
+        tables = ("a",)
     store = b.store()
-    for t in ("a", "b"):
+    for t in tables:
         assert fresh.read(t).sort_by("id").to_pylist() == b.delta_rows(t), label
         log = fresh.log(t)
         present = {m.key for m in store.list(t + "/")}

@@ -34,7 +34,7 @@ def unit_of(c: Commit) -> Unit:
             return Unit(OPEN_MARKER, m.attempt)
         return Unit(MARKER, m.attempt)
     lv = c.lakevilla
-    if lv and lv.get("kind") == "commit":
+    if lv and lv.get("kind") in ("commit", "create"):  # "create": version 0 made inside a transaction
         if lv.get("decision") == "gvl":
             return Unit(ANNOUNCED, lv.get("attempt"))
         if lv.get("decision") == "record" and int(lv.get("tables", 1)) > 1:
