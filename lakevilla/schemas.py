@@ -43,6 +43,19 @@ def _nullable(schema: pa.Schema) -> pa.Schema:
     return pa.schema([f.with_nullable(True) for f in schema])
 
 
+def rows_to_table(rows: list) -> pa.Table:
+    """Rows as dicts; a key any row has is a column (pyarrow's ``from_pylist`` takes the first
+    row's keys and would silently drop a column only later rows carry). Missing keys are NULL."""
+    bad = next((r for r in rows if not isinstance(r, dict)), None)
+    if bad is not None:
+        raise SchemaMismatchError(f"a list of rows must hold dicts (column -> value), got a {type(bad).__name__}")
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    try:
+        return pa.table({n: pa.array([r.get(n) for r in rows]) for n in names}) if names else pa.table({})
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SchemaMismatchError(f"rows do not form columns of one type each: {e}") from None
+
+
 def schema_of_data(data: Any) -> pa.Schema:
     """The schema of rows given as a Spark, pandas or pyarrow frame, a dict of columns or a
     list of row dicts (every column nullable)."""
@@ -55,7 +68,7 @@ def schema_of_data(data: Any) -> pa.Schema:
     elif isinstance(data, dict):
         schema = pa.table(data).schema
     elif isinstance(data, list):
-        schema = pa.Table.from_pylist(data).schema
+        schema = rows_to_table(data).schema
     else:
         raise SchemaMismatchError(f"cannot take a schema from a {type(data).__name__}: pass a Spark, pandas or "
                                   "pyarrow frame, a dict of columns or a list of row dicts")

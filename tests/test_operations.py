@@ -114,9 +114,12 @@ def test_insert_accepts_common_forms_and_fills_missing_nullable_columns(local_ba
         txn.insert("acc", {"id": [3], "balance": [3]})
         txn.insert("acc", [{"id": 4, "region": "us", "balance": 4}])
         txn.insert("acc", pa.table({"ID": pa.array([5], pa.int32()), "Balance": [5]}))  # case, safe widening
+        # rows with different keys: a key only later rows carry is a column, not dropped
+        txn.insert("acc", [{"id": 6}, {"id": 7, "region": "ap"}, {"balance": 8, "id": 8}])
     got = rows(lake.read("acc"))
-    assert [r["id"] for r in got] == [1, 2, 3, 4, 5]
+    assert [r["id"] for r in got] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert got[2]["region"] is None
+    assert [(r["region"], r["balance"]) for r in got[5:]] == [(None, None), ("ap", None), (None, 8)]
 
 
 def test_read_inside_transaction_sees_own_writes_and_a_fixed_snapshot(local_backend):
@@ -159,6 +162,9 @@ BAD_INPUTS = [
     ("extra column", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": [1], "colour": ["red"]})),
     ("wrong type", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": ["one"]})),
     ("not insertable", lv.SchemaMismatchError, lambda t: t.insert("acc", 42)),
+    ("rows not dicts", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, (2, "eu", 3)])),
+    ("rows mixed types", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, {"id": "two"}])),
+    ("row column unknown", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, {"id": 2, "colour": "x"}])),
     ("where syntax", lv.InvalidExpressionError, lambda t: t.read("acc", where="id = = 1")),
     ("where column", lv.InvalidExpressionError, lambda t: t.delete("acc", where="colour = 'red'")),
     ("where not boolean", lv.InvalidExpressionError, lambda t: t.delete("acc", where="id + 1")),

@@ -40,6 +40,7 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
+from ..schemas import rows_to_table
 from . import ranged
 from .pushdown import pushdown
 
@@ -64,7 +65,7 @@ def to_arrow_table(data: Any) -> pa.Table:
     if isinstance(data, dict):
         return pa.table(data)
     if isinstance(data, list):
-        return pa.Table.from_pylist(data)
+        return rows_to_table(data)
     if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
         return pa.Table.from_pandas(data, preserve_index=False)
     if callable(getattr(data, "toArrow", None)):  # a Spark DataFrame: its rows come to this process
