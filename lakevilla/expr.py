@@ -10,6 +10,11 @@ commit's new file may hold a row a transaction's read predicate selects
 (TreeCat's precision locking), so a wrongly dropped file would be a missed
 conflict as well as a missed row.
 
+A table of at most ``statcols.PY_ROWS`` files is pruned in Python instead (``_Fast``), where
+Python's comparison is DuckDB's (signed integers with integer literals, strings with string
+literals, booleans): a DuckDB pass costs milliseconds however few its rows. Anything else
+goes to DuckDB; the two are property-tested to agree file by file.
+
 The exact rules (carry them over when this moves to a columnar snapshot):
 
 * Modelled atoms: ``col <op> constant`` (either side), ``col [NOT] IN (constants)``,
