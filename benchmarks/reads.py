@@ -4,7 +4,7 @@ snapshot loading from 10^3 to 10^6 files against delta-rs.
 
     python -m benchmarks.reads [--quick] [--rows 1000000,5000000] [--files 20] [--reps 5]
                                [--scale 1000,10000,100000,1000000] [--no-spark] [--no-scale]
-                               [--store s3 --latency s3]
+                               [--commits 1000] [--store s3 --latency s3]
 
 Reads: a table of ``--rows`` rows in 4 columns (``id`` clustered across ``--files`` files,
 ``k`` uniform in 0..999, ``v`` a double, ``s`` a short string), written once by lakevilla, so
@@ -19,6 +19,9 @@ skipping leaves them; one checkpoint written by lakevilla, then three commits), 
 fresh process per measurement after a warm-up load of a tiny table: the time and resident
 memory a cold load adds, then a pruned lookup (``id = x``: which files may hold it), and a
 point update transaction (one file read and rewritten, conflict check, commit).
+
+History: a table of ``--commits`` one-row commits written by lakevilla (a checkpoint every 10),
+loaded cold by a new ``Lake`` and a new ``DeltaTable`` in this process (issue 13's figure).
 """
 
 from __future__ import annotations
@@ -414,6 +417,15 @@ def measure_scale(ce: Any, args: argparse.Namespace, bar: Any) -> list[dict[str,
     return out
 
 
+def measure_history(ce: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """A table of ``--commits`` one-row commits (lakevilla's default checkpoints), loaded cold:
+    the checkpoint and the commits after it (issue 13's figure; ``benchmarks.costs`` measures
+    the same table, beside its request counts)."""
+    from .costs import measure_load
+
+    return measure_load(ce, args.commits, args.loads)
+
+
 # -------------------------------------------------------------------------------------
 # the S3 proxy in a process of its own
 # -------------------------------------------------------------------------------------
@@ -561,8 +573,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--scale-reps", type=int, default=3, help="cold loads per system and file count")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark engine and plain Spark")
     p.add_argument("--no-scale", action="store_true", help="skip snapshot scaling")
+    p.add_argument("--commits", type=int, default=1000,
+                   help="commits of the history table loaded cold (0: skip; checkpoints every 10 commits)")
+    p.add_argument("--loads", type=int, default=7, help="cold loads of the history table per system (median)")
     args = parse_with_quick(p, argv, {"rows": "20000", "files": 4, "reps": 1, "scale": "1000,10000", "scale_reps": 1,
-                                      "no_spark": True})
+                                      "no_spark": True, "commits": 25, "loads": 3})
     args.rows = [int(x) for x in str(args.rows).split(",") if x]
     args.scale = [int(x) for x in str(args.scale).split(",") if x]
     return args
@@ -592,6 +607,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 bar.set_description(f"reads {rows:,} rows")
                 reads += measure_reads(ce, args, rows, spark, bar)
             scale = [] if args.no_scale else measure_scale(ce, args, bar)
+            history = measure_history(ce, args) if args.commits else None
         finally:
             bar.close()
         info = run_info(args, env)
@@ -608,7 +624,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                            "load = the snapshot object (lakevilla decodes the checkpoint lazily), "
                                            "load+prune = it plus the files a point lookup must read; MB = resident "
                                            "memory added; txn = one point update; x = lakevilla / delta-rs")
-    payload = {"benchmark": "reads", "info": info, "reads": reads, "scale": scale, "table": text}
+    if history:
+        text += "\n\n" + print_table(
+            [{"commits": history["commits"], "last checkpoint": history["last_checkpoint"],
+              "lakevilla ms": history["lakevilla_unslowed_s"] * 1000,
+              f"lakevilla ms ({args.latency})": history["lakevilla_s"] * 1000,
+              "delta-rs ms": history["delta_rs_s"] * 1000, "ratio": history["ratio_lakevilla_over_delta_rs"],
+              "lakevilla requests": " ".join(f"{k}={v}" for k, v in sorted(history["lakevilla_requests"].items())
+                                             if v)}],
+            ["commits", "last checkpoint", "lakevilla ms", *([f"lakevilla ms ({args.latency})"] if args.latency != "none"
+                                                             else []), "delta-rs ms", "ratio", "lakevilla requests"],
+            title=f"Cold snapshot load of a table with a history (median of {args.loads}, in this process); ratio = "
+                  f"lakevilla / delta-rs under equal conditions "
+                  f"({'both slowed' if history['delta_rs_pays_latency'] else 'both unslowed'})")
+    payload = {"benchmark": "reads", "info": info, "reads": reads, "scale": scale, "history": history,
+               "table": text}
     path = write_json(args.out, "reads", payload)
     payload["files"] = [str(path), plot_reads(args.out, reads, scale)]
     print("wrote " + ", ".join(payload["files"]))

@@ -10,6 +10,11 @@ commit's new file may hold a row a transaction's read predicate selects
 (TreeCat's precision locking), so a wrongly dropped file would be a missed
 conflict as well as a missed row.
 
+A table of at most ``statcols.PY_ROWS`` files is pruned in Python instead (``_Fast``), where
+Python's comparison is DuckDB's (signed integers with integer literals, strings with string
+literals, booleans): a DuckDB pass costs milliseconds however few its rows. Anything else
+goes to DuckDB; the two are property-tested to agree file by file.
+
 The exact rules (carry them over when this moves to a columnar snapshot):
 
 * Modelled atoms: ``col <op> constant`` (either side), ``col [NOT] IN (constants)``,
@@ -43,8 +48,10 @@ The exact rules (carry them over when this moves to a columnar snapshot):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -107,6 +114,7 @@ class _Col:
 class _Plan:
     sql: str | None  # None: nothing prunes
     columns: tuple[_Col, ...]
+    fast: Any = None  # the same predicate in Python (``_Fast``), where it decides exactly; else None
 
 
 class _Translate:
@@ -231,6 +239,132 @@ class _Translate:
         return "TRUE"
 
 
+# -- the same predicate in Python, for small tables ------------------------------------------
+
+class _Undecided(Exception):
+    """The Python path cannot promise DuckDB's answer for this predicate: use DuckDB."""
+
+
+Row = Callable[[list, int], bool]  # (per column k: (lo, hi, nullable, valued) lists, row) -> may
+
+
+class _Fast:
+    """``_Translate.may`` as Python closures, only where Python's comparison is DuckDB's: a
+    signed integer column with an integer literal, a string column with a string literal (code
+    point order is UTF-8 byte order), a boolean column with TRUE/FALSE. Anything else (floats
+    and NaN, decimals, dates and timestamps, casts of literals, NULL, constant conditions) is
+    ``_Undecided``, and DuckDB evaluates the SQL. Every atom keeps the SQL's coalesces: an
+    unknown bound, null count or row count may match."""
+
+    def __init__(self, tr: _Translate) -> None:
+        self.tr = tr
+
+    def value(self, k: int, node: dict) -> Any:
+        """The Python value of literal ``node`` compared with column ``k``, or ``_Undecided``."""
+        t = self.tr.meta[k].type
+        if node.get("class") != "CONSTANT":
+            raise _Undecided
+        kind, text = node["literal"]["kind"], node["literal"]["text"]
+        if pa.types.is_signed_integer(t) and kind == "INTEGER" \
+                and E.family(self.tr.chk.types[id(node)]) == "int":
+            return int(text.replace("_", ""))
+        if (pa.types.is_string(t) or pa.types.is_large_string(t)) and kind == "STRING":
+            return text
+        if pa.types.is_boolean(t) and kind == "BOOLEAN":
+            return text.lower() == "true"
+        raise _Undecided
+
+    @staticmethod
+    def atom(k: int, op: str, c: Any) -> Row:
+        def check(lo: Any, hi: Any) -> bool:  # coalesce(<bound check>, TRUE)
+            if op == "<":
+                return lo is None or lo < c
+            if op == "<=":
+                return lo is None or lo <= c
+            if op == ">":
+                return hi is None or hi > c
+            if op == ">=":
+                return hi is None or hi >= c
+            if op == "=":
+                return not ((lo is not None and lo > c) or (hi is not None and hi < c))
+            return not (lo is not None and hi is not None and lo == c and hi == c)  # <>
+
+        def f(b: list, i: int) -> bool:
+            lo, hi, _, valued = b[k]
+            return valued[i] is not False and check(lo[i], hi[i])
+        return f
+
+    def may(self, node: dict, want: bool) -> Row:
+        tr = self.tr
+        cls, typ = node.get("class"), node.get("type")
+        if E.is_constant(node) and E.family(tr.chk.types[id(node)]) in ("bool", "null"):
+            raise _Undecided
+        if cls == "CONJUNCTION":
+            kids = [self.may(c, want) for c in node["children"]]
+            if (typ == "CONJUNCTION_AND") == want:
+                return lambda b, i: all(f(b, i) for f in kids)
+            return lambda b, i: any(f(b, i) for f in kids)
+        if cls == "OPERATOR" and typ == "OPERATOR_NOT":
+            return self.may(node["children"][0], not want)
+        if cls == "COMPARISON" and typ in E.COMPARISONS and "DISTINCT" not in typ:
+            op = E.COMPARISONS[typ]
+            k, c = tr.col(node["left"]), node["right"]
+            if k is None:
+                k, c, op = tr.col(node["right"]), node["left"], _FLIP[op]
+            if k is None or tr.const(c) is None or not tr.gate(k, [c]):
+                return _always
+            return self.atom(k, op if want else _NEGATE[op], self.value(k, c))
+        if cls == "OPERATOR" and typ in ("COMPARE_IN", "COMPARE_NOT_IN"):
+            kids = node["children"]
+            k = tr.col(kids[0])
+            if k is None or any(tr.const(c) is None for c in kids[1:]) or not tr.gate(k, kids[1:]):
+                return _always
+            values = [self.value(k, c) for c in kids[1:]]
+            if want == (typ == "COMPARE_IN"):
+                eqs = [self.atom(k, "=", v) for v in values]
+                return lambda b, i: any(f(b, i) for f in eqs)
+            nes = [self.atom(k, "<>", v) for v in values]
+            return lambda b, i: all(f(b, i) for f in nes)
+        if cls == "BETWEEN":
+            k = tr.col(node["input"])
+            if k is None or tr.const(node["lower"]) is None or tr.const(node["upper"]) is None \
+                    or not tr.gate(k, [node["lower"], node["upper"]]):
+                return _always
+            lo, hi = self.value(k, node["lower"]), self.value(k, node["upper"])
+            if want:
+                a, z = self.atom(k, ">=", lo), self.atom(k, "<=", hi)
+                return lambda b, i: a(b, i) and z(b, i)
+            a, z = self.atom(k, "<", lo), self.atom(k, ">", hi)
+            return lambda b, i: a(b, i) or z(b, i)
+        if cls == "OPERATOR" and typ in ("OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL"):
+            k = tr.col(node["children"][0])
+            if k is None:
+                return _always
+            j = 2 if (typ == "OPERATOR_IS_NULL") == want else 3  # nullable / valued
+            return lambda b, i: b[k][j][i] is not False
+        if cls == "COLUMN_REF":
+            k = tr.col(node)
+            if k is None or E.family(E.duckdb_type(tr.meta[k].type)) != "bool":
+                return _always
+            return self.atom(k, "=", want)
+        return _always
+
+
+def _always(b: list, i: int) -> bool:
+    return True
+
+
+def _fast_mask(plan: _Plan, table: ActionTable) -> np.ndarray | None:
+    """``plan`` evaluated in Python over a small ``table``; None when DuckDB must do it."""
+    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
+    got = statcols.py_columns(table, cols)
+    if got is None:
+        return None
+    b = [tuple(a.to_pylist() for a in bounds) for bounds in got]
+    f = plan.fast
+    return np.fromiter((f(b, i) for i in range(table.num_rows)), dtype=bool, count=table.num_rows)
+
+
 @lru_cache(maxsize=1024)
 def _plan(where: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> _Plan:
     try:
@@ -241,7 +375,11 @@ def _plan(where: str, schema: pa.Schema, partition_columns: tuple[str, ...]) -> 
     sql = tr.may(chk.node, True)
     if sql == "TRUE":
         return _Plan(None, ())
-    return _Plan(sql, tuple(tr.meta))
+    try:
+        fast = _Fast(tr).may(chk.node, True)
+    except _Undecided:
+        fast = None
+    return _Plan(sql, tuple(tr.meta), fast)
 
 
 
@@ -254,11 +392,28 @@ def prune_mask(pred: Predicate, table: ActionTable, schema: pa.Schema,
     plan = _plan(pred.text, schema, tuple(partition_columns))
     if plan.sql is None:
         return None
+    if plan.fast is not None and table.num_rows <= statcols.PY_ROWS:
+        try:
+            got = _fast_mask(plan, table)
+        except Exception:  # noqa: BLE001 - never guess: the DuckDB path decides (or keeps all)
+            got = None
+        if got is not None:
+            return got
     cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
     try:
         return statcols.evaluate(table, cols, plan.sql)
     except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
         return None
+
+
+def cheap_to_prune(pred: Predicate, table: ActionTable, schema: pa.Schema,
+                   partition_columns: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``prune_mask`` decides ``table`` without DuckDB (worth no thread of its own)."""
+    if pred.node is None or not table.num_rows:
+        return True
+    plan = _plan(pred.text, schema, tuple(partition_columns))
+    return plan.sql is None or (plan.fast is not None and table.num_rows <= statcols.PY_ROWS and all(
+        statcols.py_parsable(statcols.StatColumn(c.name, c.type, c.partition)) for c in plan.columns))
 
 
 def num_records(table: ActionTable) -> pa.Array:

@@ -244,6 +244,9 @@ def _partition_column(table: ActionTable, c: StatColumn, rows: pa.Array) -> Boun
 
 def row_counts(table: ActionTable) -> pa.Array:
     """``numRecords`` of every row (null where unknown)."""
+    small = py_row_counts(table)
+    if small is not None:
+        return small
     with table.lock:
         got = table.cache.get(("rows",))
     if got is None:
@@ -325,3 +328,105 @@ def _keep(n: int, res: pa.Table) -> np.ndarray:
     keep = np.ones(n, dtype=bool)
     keep[res.column("file").to_numpy()] = pc.fill_null(res.column("keep"), True).to_numpy(zero_copy_only=False)
     return keep
+
+
+# -- small tables: statistics read in Python -------------------------------------------------
+#
+# A DuckDB pass costs a few milliseconds however few its rows (planning, and a connection per
+# thread that first asks), more than Python's json takes for a few thousand files. Below
+# PY_ROWS rows the statistics of the columns the fast predicate path handles (signed integers,
+# strings, booleans: ``expr._Fast``) are read here by the same rules (``delta.values.bounds``,
+# exact integer counts) and cached exactly as the DuckDB pass caches them.
+
+PY_ROWS = 4096
+_I64 = (-(2 ** 63), 2 ** 63)
+
+
+def _py_count(v: Any) -> int | None:
+    """What ``_count`` reads: a JSON integer that fits a BIGINT, else unknown."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and _I64[0] <= v < _I64[1] else None
+
+
+def py_parsable(c: StatColumn) -> bool:
+    """Columns whose bounds ``py_columns`` reads (partition columns of any type: their strings
+    are parsed in Python by every path)."""
+    t = c.type
+    return c.partition or pa.types.is_signed_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) \
+        or pa.types.is_boolean(t)
+
+
+def _py_parse(table: ActionTable, data: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
+    texts = table.column("stats").to_pylist()
+    n = len(texts)
+    rows: list[int | None] = [None] * n
+    cols = {c: ([None] * n, [None] * n, [None] * n) for c in data}
+    # the common case, taken as is: integer bounds of integer columns, short strings of strings
+    fast = {c: int if pa.types.is_integer(c.type) else str if pa.types.is_string(c.type)
+            or pa.types.is_large_string(c.type) else None for c in data}
+    for i, text in enumerate(texts):
+        if text is None:
+            continue
+        try:
+            st = json.loads(text)
+        except (TypeError, ValueError):
+            continue
+        if not isinstance(st, dict):
+            continue
+        rows[i] = _py_count(st.get("numRecords"))
+        mins, maxs, nulls = st.get("minValues"), st.get("maxValues"), st.get("nullCount")
+        for c, (los, his, ncs) in cols.items():
+            name = c.name
+            lo = mins.get(name) if type(mins) is dict and name in mins else stat_value(st, "minValues", name)
+            hi = maxs.get(name) if type(maxs) is dict and name in maxs else stat_value(st, "maxValues", name)
+            ok = fast[c]
+            if type(lo) is ok and type(hi) is ok and (ok is str or (_I64[0] <= lo < _I64[1] and _I64[0] <= hi < _I64[1])) \
+                    and (ok is not str or len(hi) < STRING_PREFIX_LIMIT):
+                los[i], his[i] = lo, hi  # what ``bounds`` returns for them (typed_array checks the width)
+            else:
+                los[i], his[i] = bounds(lo, hi, c.type)
+            nc = nulls.get(name) if type(nulls) is dict and name in nulls else stat_value(st, "nullCount", name)
+            ncs[i] = _py_count(nc)
+    rows_a = pa.array(rows, pa.int64())
+    out: dict[StatColumn, Bounds] = {}
+    for c, (los, his, ncs) in cols.items():
+        nc = pa.array(ncs, pa.int64())
+        out[c] = (typed_array(los, c.type), typed_array(his, c.type), pc.greater(nc, 0), pc.less(nc, rows_a))
+    return rows_a, out
+
+
+def py_columns(table: ActionTable, cols: list[StatColumn]) -> list[Bounds] | None:
+    """``columns`` for a table of at most ``PY_ROWS`` rows without DuckDB; None when a column
+    needs the DuckDB pass (decimals, floats, dates, timestamps) or the table is larger."""
+    if table.num_rows > PY_ROWS:
+        return None
+    with table.lock:
+        missing = [c for c in dict.fromkeys(cols) if _key(c) not in table.cache]
+        rows = table.cache.get(("rows",))
+    if any(not py_parsable(c) for c in missing):
+        return None
+    data = [c for c in missing if not c.partition]
+    found: dict[Any, Bounds] = {}
+    if data or (rows is None and missing):
+        rows, got = _py_parse(table, data)
+        found.update({_key(c): b for c, b in got.items()})
+    for c in missing:
+        if c.partition:
+            found[_key(c)] = _partition_column(table, c, rows)
+    with table.lock:
+        if rows is not None:
+            table.cache.setdefault(("rows",), rows)
+        table.cache.update(found)
+        return [table.cache[_key(c)] for c in cols]
+
+
+def py_row_counts(table: ActionTable) -> pa.Array | None:
+    """``row_counts`` of a small table without DuckDB (None: too large)."""
+    if table.num_rows > PY_ROWS:
+        return None
+    with table.lock:
+        got = table.cache.get(("rows",))
+    if got is None:
+        got = _py_parse(table, [])[0]
+        with table.lock:
+            got = table.cache.setdefault(("rows",), got)
+    return got

@@ -233,3 +233,7 @@ def test_reads_quick(tmp_path):
     for r in scale:
         assert not r["errors"], r["errors"]
         assert r["candidates"] == 1 and _finite_nonneg(r["pruned_s"]) and _finite_nonneg(r["txn_s"])
+    hist = payload["history"]
+    assert hist["commits"] == 25 and hist["last_checkpoint"] == 20
+    assert _finite_nonneg(hist["lakevilla_unslowed_s"]) and _finite_nonneg(hist["ratio_lakevilla_over_delta_rs"])
+    assert hist["lakevilla_requests"]["list"] == 1  # hint, one LIST, then checkpoint and commits together

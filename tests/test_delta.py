@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import threading
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -12,6 +13,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.delta.stats import stats_from_parquet, stats_from_table
+from lakevilla.store import StoreWrapper
 from tests.conftest import rows
 
 SCHEMA = pa.schema([
@@ -183,3 +185,43 @@ def test_corrupt_commit_is_reported_and_nothing_is_written(backend):
             with backend.lake().transaction(features=features) as txn:
                 txn.insert("c", {"id": [2]})
     assert backend.all_keys() == before
+
+
+class _CheckpointWaitsForACommit(StoreWrapper):
+    """The checkpoint GET waits (up to a timeout) until a commit after it is being fetched."""
+
+    def __init__(self, inner, after: int) -> None:
+        super().__init__(inner)
+        self.after = after
+        self.commit_asked = threading.Event()
+        self.overlapped: bool | None = None
+
+    def get(self, key):
+        name = key.rsplit("/", 1)[-1]
+        if name.endswith(".json") and name[:20].isdigit() and int(name[:20]) > self.after:
+            self.commit_asked.set()
+        return self.inner.get(key)
+
+    def get_range(self, key, start, length=None):
+        if ".checkpoint." in key:
+            self.overlapped = self.commit_asked.wait(timeout=5)
+        return self.inner.get_range(key, start, length)
+
+
+def test_cold_snapshot_fetches_the_checkpoint_and_the_commits_after_it_together(backend):
+    """A cold load costs one round trip for the checkpoint and the commits after it, not one
+    after the other (issue 13); and still reads exactly the rows, and reports a missing commit."""
+    lake = backend.lake()
+    lake.create_table("h", pa.schema([("id", pa.int64())]), properties={"delta.checkpointInterval": "5"})
+    for i in range(7):
+        with lake.transaction(features="") as txn:
+            txn.insert("h", {"id": [i]})
+    lake.flush()
+    assert lake.log("h").last_checkpoint_version() == 5
+    store = _CheckpointWaitsForACommit(backend.store(), after=5)
+    cold = lv.Lake(backend.uri, storage_options=backend.storage_options or None, store=store)
+    assert sorted(cold.read("h").column("id").to_pylist()) == list(range(7))
+    assert store.overlapped is True
+    backend.store().delete("h/_delta_log/00000000000000000006.json")
+    with pytest.raises(lv.CorruptLogError, match="missing"):
+        backend.lake().read("h")

@@ -232,13 +232,25 @@ def _locate(pf: pq.ParquetFile, column: str, keys: tuple[str, ...], rows: LazyRo
     return n
 
 
+class _Parquet:
+    """A ``ParquetFile`` whose arrow schema is converted once: pyarrow converts it again on
+    every access, ~2 ms for a checkpoint's nested schema, several times per cold snapshot."""
+
+    def __init__(self, pf: pq.ParquetFile) -> None:
+        self._pf = pf
+        self.schema_arrow = pf.schema_arrow
+
+    def __getattr__(self, name: str):
+        return getattr(self._pf, name)
+
+
 def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint") -> CheckpointContents:
     out = CheckpointContents()
     adds, removes = LazyRows("add", ADD_SCHEMA), LazyRows("remove", REMOVE_SCHEMA)
     n_adds = n_removes = 0
     for data in parts:
         try:
-            pf = pq.ParquetFile(pa.BufferReader(data))
+            pf = _Parquet(pq.ParquetFile(pa.BufferReader(data)))
             names = set(pf.schema_arrow.names)
             if "sidecar" in names:
                 side = _read_rows(pf, "sidecar", "path")

@@ -323,17 +323,24 @@ class FileSet(ActionSet[AddFile]):
 
     def prune(self, where: Any, schema: pa.Schema, partition_columns: list[str]) -> list[AddFile]:
         """The files some row of which may satisfy ``where`` (a ``Predicate`` or text)."""
-        from ..expr import parse_predicate, prune_mask
+        from ..expr import cheap_to_prune, parse_predicate, prune_mask
 
         pred = where if hasattr(where, "node") else parse_predicate(where)
         live = self.live_indices()
         extra = list(self.extra.values())
-        # the overlay's few rows are pruned on another thread meanwhile (each pass costs DuckDB's
-        # fixed planning time, a few milliseconds, more than its rows do)
-        k2 = submit(lambda: prune_mask(pred, self.overlay(), schema, partition_columns)) if extra else None
+        k2, mask = None, None
+        if extra:
+            overlay = self.overlay()
+            if cheap_to_prune(pred, overlay, schema, partition_columns):
+                mask = prune_mask(pred, overlay, schema, partition_columns)  # in Python, no DuckDB pass
+            else:
+                # pruned on another thread meanwhile (a DuckDB pass costs its fixed planning
+                # time, a few milliseconds, more than the overlay's few rows do)
+                k2 = submit(lambda: prune_mask(pred, overlay, schema, partition_columns))
         keep = prune_mask(pred, self.base, schema, partition_columns) if len(live) else None
         base_idx = live if keep is None else live[keep[live]]
-        mask = k2.result() if k2 is not None else None
+        if k2 is not None:
+            mask = k2.result()
         if mask is not None:
             extra = [a for a, k in zip(extra, mask.tolist(), strict=True) if k]
         return self.select(base_idx, extra)

@@ -177,6 +177,21 @@ class DeltaLog:
         b.apply_checkpoint(version, cp)
         return b
 
+    def _with_commits(self, load: Callable[[], SnapshotBuilder], lo: int,
+                      hi: int) -> tuple[SnapshotBuilder, dict[int, Commit]]:
+        """``load()`` (a checkpoint) while the commits in (lo, hi] are fetched, so that a cold
+        snapshot costs one round trip for both, not one after the other. A commit that is
+        missing is left out (``commits_between`` fetches it again and reports it)."""
+        def commit(v: int) -> Commit | None:
+            try:
+                return self.read_commit_raw(v)[0]
+            except NotFound:
+                return None
+
+        jobs: list[Callable[[], object]] = [load, *[lambda v=v: commit(v) for v in range(lo + 1, hi + 1)]]
+        got = self._map(lambda job: job(), jobs)
+        return got[0], {v: c for v, c in enumerate(got[1:], lo + 1) if c is not None}
+
     def unstable_versions(self, upto: int) -> set[int]:
         """Cached versions <= ``upto`` that may still change (open in-place markers)."""
         with self._lock:
@@ -241,11 +256,12 @@ class DeltaLog:
         """
         builder: SnapshotBuilder | None = None
         base: Snapshot | None = None
+        fetched: dict[int, Commit] = {}  # commits read together with the checkpoint (fresh)
         if version is None:
             with self._lock:
                 cold = self._base is None
             if cold:
-                builder, version = self._cold_latest()  # one hint GET and one LIST
+                builder, version, fetched = self._cold_latest()  # one hint GET and one LIST
             else:
                 version = self.latest_version()
         if version < 0:
@@ -258,12 +274,16 @@ class DeltaLog:
             else:
                 builder = SnapshotBuilder(self.table, base)
         with self._lock:
-            stale = [v for v in self._unstable if builder.version < v <= version]
+            stale = [v for v in self._unstable if builder.version < v <= version and v not in fetched]
         for v in stale:  # in-place markers may have been filled since we read them
             self.read_commit_raw(v)
         unstable = False
         prefix: Snapshot | None = None  # newest snapshot below the first commit that may still change
-        for v, c in self.commits_between(builder.version, version):
+        if fetched and all(v in fetched for v in range(builder.version + 1, version + 1)):
+            commits = sorted(fetched.items())
+        else:
+            commits = self.commits_between(builder.version, version)
+        for v, c in commits:
             if not unstable and not self.is_final(c):
                 unstable = True
                 prefix = builder.build() if builder.version >= 0 else None
@@ -275,8 +295,9 @@ class DeltaLog:
                 self._base = new_base
         return snap
 
-    def _cold_latest(self) -> tuple[SnapshotBuilder, int]:
-        """First load of the newest version: the checkpoint hint, then one LIST from it."""
+    def _cold_latest(self) -> tuple[SnapshotBuilder, int, dict[int, Commit]]:
+        """First load of the newest version: the checkpoint hint, then one LIST from it, then the
+        checkpoint and the commits after it together."""
         hint = self.read_last_checkpoint()
         hv = int(hint["version"]) if hint else -1
         listing = self.list_log(after=hv - 1 if hv >= 0 else None)
@@ -289,14 +310,19 @@ class DeltaLog:
             if cks:
                 self._last_checkpoint_version = max(self._last_checkpoint_version, cks[-1])
         if latest < 0:
-            return SnapshotBuilder(self.table), -1
+            return SnapshotBuilder(self.table), -1, {}
         if cks:
             cv = cks[-1]
-            return self._load_checkpoint(cv, [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])]), latest
+            keys = [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])]
+            return self._cold_from(cv, keys, latest)
         if listing.commits and listing.commits[0] != 0:
             raise CorruptLogError(f"table {self.table!r}: log starts at version {listing.commits[0]} without a "
                                   "checkpoint")
-        return SnapshotBuilder(self.table), latest
+        return SnapshotBuilder(self.table), latest, {}
+
+    def _cold_from(self, cv: int, keys: list[str], latest: int) -> tuple[SnapshotBuilder, int, dict[int, Commit]]:
+        builder, fetched = self._with_commits(lambda: self._load_checkpoint(cv, keys), cv, latest)
+        return builder, latest, fetched
 
     def _cold_builder(self, version: int, *, list_log: bool) -> SnapshotBuilder:
         hint = self.read_last_checkpoint()
@@ -308,12 +334,14 @@ class DeltaLog:
             else:
                 keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
             try:
-                b = self._load_checkpoint(hv, keys)
+                if list_log:  # a newer complete checkpoint than the hint may exist: LIST meanwhile
+                    jobs = [lambda: self._load_checkpoint(hv, keys), lambda: self.list_log(after=hv)]
+                    b, listing = self._map(lambda job: job(), jobs)
+                else:
+                    b = self._load_checkpoint(hv, keys)
                 with self._lock:
                     self._last_checkpoint_version = max(self._last_checkpoint_version, hv)
                 if list_log:
-                    # a newer complete checkpoint than the hint may exist
-                    listing = self.list_log(after=hv)
                     newer = [v for v in listing.complete_checkpoints() if hv < v <= version]
                     if newer:
                         nv = newer[-1]
