@@ -82,7 +82,9 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
         read_files=sorted(op.read_files),
-        statement={"where": op.where, "set": op.assignments} if logical and op.kind != "insert" else None,
+        statement=({"where": op.where, "set": op.assignments,
+                    **({"merge": op.merge.to_json()} if getattr(op, "merge", None) is not None else {})}
+                   if logical and op.kind != "insert" else None),
         reads=[r.to_json() for r in reads],
         predicate=op.where,
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
