@@ -129,10 +129,10 @@ def source_arrow(data: Any) -> pa.Table:
             raise SchemaMismatchError("merge source is an empty list: its columns are unknown; pass a "
                                       "pyarrow.Table or a DataFrame with the columns")
         t = pa.Table.from_pylist(data)
+    elif type(data).__module__.startswith("pyspark") and callable(getattr(data, "toArrow", None)):
+        t = data.toArrow()  # a Spark DataFrame (classic or Connect): staged for redo, so collected
     elif type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
         t = pa.Table.from_pandas(data, preserve_index=False)
-    elif callable(getattr(data, "toArrow", None)):  # a Spark DataFrame
-        t = data.toArrow()
     else:
         raise SchemaMismatchError(f"cannot merge from a {type(data).__name__}: pass a pyarrow.Table, a pandas "
                                   "DataFrame, a dict of columns or a list of row dicts")
