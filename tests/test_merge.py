@@ -40,11 +40,12 @@ def _upsert(txn, source, on="id"):
 
 # -- semantics --------------------------------------------------------------------------
 
-def test_merge_clauses_conditions_and_metrics(backend):
+@pytest.mark.parametrize("features", ["", "R", "R,CT", "I", "R,CT,I"])
+def test_merge_clauses_conditions_and_metrics(backend, features):
     lake = _lake_with(backend, [{"id": i, "part": "a", "v": 10 * i} for i in range(1, 6)])
     src = [{"id": 2, "part": "a", "v": 1}, {"id": 3, "part": "a", "v": -1}, {"id": 4, "part": "a", "v": 0},
            {"id": 7, "part": "b", "v": 7}, {"id": 8, "part": "b", "v": -8}]
-    with lake.transaction("R") as txn:
+    with lake.transaction(features) as txn:
         m = (txn.merge("t", src, on="target.id = source.id")
              .when_matched_delete("source.v < 0")
              .when_matched_update({"v": "source.v * 100"}, predicate="source.v > 0")
@@ -360,3 +361,68 @@ def test_concurrent_merges_conflict_under_plain_delta(local_backend):
                 want[k] = want.get(k, 0) + 1
     got = rows(lake.read("t"))
     assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)  # acknowledged ones, once
+
+
+# -- crash anywhere in a transaction that merged ------------------------------------------------
+
+def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
+    """After a crash at any store call, recovery leaves all or nothing, and the crashed client
+    resumes from its sublogs (the merge included) and finishes."""
+    from tests.helpers import count_calls, crash_plans, run_crashing
+
+    base = local_backend.store()
+    steps = [
+        lambda t, name: (t.merge(name, {"id": [1, 9], "part": ["a", "a"], "v": [5, 9]}, on="id")
+                         .when_matched_update({"v": "target.v + source.v"}).when_not_matched_insert_all().execute()),
+        lambda t, name: t.update(name, set={"v": "v * 2"}, where="id = 2"),
+    ]
+    holder = {}
+
+    def action_on(name):
+        def action(lake):
+            txn = lake.begin("R")
+            holder["id"] = txn.id
+            for step in steps:
+                step(txn, name)
+            txn.commit()
+        return action
+
+    def make(store):
+        return local_backend.lake(store=store, marker_ttl=5.0)
+
+    def setup(name):
+        lake = local_backend.lake()
+        lake.create_table(name, S)
+        with lake.transaction("") as txn:
+            txn.insert(name, pa.Table.from_pylist([{"id": i, "part": "a", "v": i} for i in range(4)], schema=S))
+
+    setup("probe")
+    before = rows(local_backend.lake().read("probe"))
+    n = count_calls(base, make, action_on("probe"))
+    after = rows(local_backend.lake().read("probe"))
+    assert after != before
+    seen = {"committed": 0, "resumed": 0, "re-run": 0}
+    for i, (label, plan) in enumerate(crash_plans(n)):
+        name = f"t{i}"
+        setup(name)
+        run_crashing(base, plan, make, action_on(name))
+        recoverer = local_backend.lake(marker_ttl=5.0, clock=_later)
+        recoverer.recover(tables=[name])
+        got = rows(recoverer.read(name))
+        assert got == local_backend.delta_rows(name), label
+        assert got in (before, after), f"{label}: partial state {got}"
+        if got == after:
+            seen["committed"] += 1
+            continue
+        try:
+            resumed = local_backend.lake(marker_ttl=5.0).resume(holder["id"])
+        except lv.LakeVillaError as e:
+            assert "no sublogs" in str(e), label
+            seen["re-run"] += 1
+            continue
+        for step in steps[len(resumed.operations):]:
+            step(resumed, name)
+        resumed.commit()
+        assert rows(recoverer.read(name)) == after, label
+        seen["resumed"] += 1
+    assert all(seen.values()), seen
