@@ -10,7 +10,7 @@ a not-matched insert cannot miss a row another writer inserted meanwhile.
 
 The engines run the join (``Engine.merge``); this module only says what to run.
 For a recovering client to redo the merge, the source is staged as a Parquet file
-under ``_lakevilla/`` (``stage_source``) and named by the logical sublog entry.
+under ``_lakevilla/txns/<txn>/`` (``stage_source``) and named by the logical sublog entry.
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ from .errors import (
     LakeVillaError,
     SchemaMismatchError,
 )
-from .names import LV_DIR
+from .names import sublog_prefix
 
 if TYPE_CHECKING:
     from .store import ObjectStore
     from .transaction import Transaction
 
-MERGE_SOURCE_DIR = f"{LV_DIR}/merge-sources"
 IN_LIST_LIMIT = 200  # partition keys: list the values up to this many, else a range
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -290,8 +289,10 @@ def prune_predicate(cm: CheckedMerge, source: pa.Table, partition_columns: tuple
 
 # -- staging ---------------------------------------------------------------------------------
 
-def staged_key(table: str, txn_id: str, op_seq: int) -> str:
-    return f"{MERGE_SOURCE_DIR}/{txn_id}/{table.replace('/', '%2F')}-{op_seq:06d}.parquet"
+def staged_key(txn_id: str, op_seq: int) -> str:
+    """Beside the transaction's sublogs: maintenance (``lake.cleanup``) deletes them together, and
+    readers of that folder only parse its ``.json`` entries."""
+    return f"{sublog_prefix(txn_id)}merge-source-{op_seq:08d}.parquet"
 
 
 def stage_source(store: ObjectStore, spec: MergeSpec, table: str, txn_id: str, op_seq: int) -> str | None:
@@ -300,7 +301,7 @@ def stage_source(store: ObjectStore, spec: MergeSpec, table: str, txn_id: str, o
         return None
     buf = io.BytesIO()
     pq.write_table(spec.source_table(), buf, compression="snappy")
-    key = staged_key(table, txn_id, op_seq)
+    key = staged_key(txn_id, op_seq)
     store.put(key, buf.getvalue())
     spec.source_key = key
     return key
