@@ -27,6 +27,7 @@ from .errors import (
     UnsupportedTableFeatureError,
 )
 from .lake import Lake, RecoveryReport
+from .merge import DuplicateMatchError
 from .transaction import CommitResult, Transaction
 
 
@@ -51,4 +52,5 @@ __all__ = [
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "SparkEngine", "EmbeddedEngine",
+    "DuplicateMatchError",
 ]

@@ -29,7 +29,7 @@ from .markers import MarkerHandle
 @dataclass
 class Op:
     seq: int
-    kind: str  # "read" | "insert" | "update" | "delete"
+    kind: str  # "read" | "insert" | "update" | "delete" | "merge"
     table: str
     where: str | None = None
     assignments: dict[str, str] | None = None
@@ -42,6 +42,7 @@ class Op:
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
     redoable: bool = True  # False for an operation resumed from a physical sublog entry
     redos: int = 0
+    merge: Any = None  # merge: the statement (lakevilla.merge.MergeSpec); where is its pruning predicate
 
     @property
     def is_write(self) -> bool:
@@ -50,7 +51,7 @@ class Op:
     @property
     def declarative(self) -> bool:
         """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete")
+        return self.kind in ("insert", "update", "delete", "merge")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
@@ -142,6 +143,8 @@ class TableWork:
                 op.inserted = engine.write(self.ctx, data)
             op.added = list(op.inserted)
             op.rows = sum(a.num_records or 0 for a in op.added)
+        elif op.kind == "merge":
+            result = self._run_merge(engine, op)
         else:
             cands = self.candidates(op.where)
             op.read_files = {a.path for a in cands}
@@ -149,6 +152,18 @@ class TableWork:
             op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
         self._apply(op)
         return result
+
+    def _run_merge(self, engine: Engine, op: Op) -> dict[str, int]:
+        """The merge reads the files that can hold a match (``op.where``, from the source's keys)."""
+        from . import merge as M
+
+        source = op.merge.source_table(self.ctx.store)
+        cm = M.check(op.merge, self.name, self.base.schema, source.schema)
+        cands = self.candidates(op.where)
+        op.read_files = {a.path for a in cands}
+        rr, op.merge.metrics = engine.merge(self.ctx, cands, cm, op.merge, source)
+        op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
+        return dict(op.merge.metrics)
 
     def footprints(self) -> list[Footprint]:
         return [op.footprint() for op in self.ops]

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from . import logs, reservations
+from . import merge as merges
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
 from .conflicts import first_conflict
@@ -207,6 +208,24 @@ class Transaction:
         self._execute(op)
         return op.rows
 
+    def merge(self, table: str, source: Any, on: str | list[str], *, source_alias: str = "source",
+              target_alias: str = "target") -> merges.MergeBuilder:
+        """MERGE ``source`` (pyarrow, pandas, list of row dicts; a Spark DataFrame with the Spark
+        engine) into ``table``: ``on`` is a predicate over ``target.``/``source.`` columns or a
+        list of key columns both have. Add ``when_matched_update[_all]``,
+        ``when_matched_delete``, ``when_not_matched_insert[_all]`` clauses, then ``.execute()``."""
+        self._check_active()
+        check_table_name(table)
+        return merges.MergeBuilder(self, table, source, on, source_alias, target_alias)
+
+    def _run_merge(self, table: str, source: Any, on: Any, clauses: list, source_alias: str,
+                   target_alias: str) -> dict[str, int]:
+        self._check_active()
+        spec = merges.MergeSpec(on=on, clauses=list(clauses), source_alias=source_alias,
+                                target_alias=target_alias, source=merges.source_arrow(source))
+        op = self._new_op("merge", table, merge=spec)
+        return self._execute(op)
+
     def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
                      data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> int:
@@ -365,6 +384,12 @@ class Transaction:
             eng.validate_set(tw.ctx, op.assignments or {}, op.where)
         elif op.kind == "delete" and op.where is not None:
             eng.validate_where(tw.ctx, op.where)
+        elif op.kind == "merge":
+            src = op.merge.source_table(self.lake.store)
+            op.merge.on = merges.on_predicate(op.merge.on, tw.schema, src.schema, op.merge.target_alias,
+                                              op.merge.source_alias)
+            cm = merges.check(op.merge, tw.name, tw.schema, src.schema)
+            op.where = merges.prune_predicate(cm, src, tuple(tw.base.partition_columns))
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
             if op.kind != "insert" and is_append_only(tw.base.metadata):
@@ -678,6 +703,11 @@ class Transaction:
             self.stats[key] += n
 
     def _write_sublog(self, tw: TableWork, op: Op, redo: bool) -> None:
+        if op.kind == "merge" and op.logical:  # a recovering client must be able to redo it
+            key = merges.stage_source(self.lake.store, op.merge, tw.name, self.id, op.seq)
+            if key is not None:
+                with self._slock:
+                    self._sublog_keys.append(key)  # deleted with the sublogs
         with self._slock:
             self._sublog_seq += 1
             seq = self._sublog_seq
@@ -1410,9 +1440,13 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                                              "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
             stmt = e.statement or {}
             op = Op(seq=e.op_seq, kind=e.op, table=table, where=stmt.get("where", e.predicate),
-                    assignments=stmt.get("set"), inserted=added if e.op == "insert" else [], added=added,
+                    assignments=stmt.get("set"),
+                    merge=merges.MergeSpec.from_json(stmt["merge"]) if stmt.get("merge") else None,
+                    inserted=added if e.op == "insert" else [], added=added,
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
+            if op.merge is not None and op.merge.source_key:
+                txn._sublog_keys.append(op.merge.source_key)  # the staged source goes with the sublogs
             tw._apply(op)
             tw.ops.append(op)
         tw.logical = True

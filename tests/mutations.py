@@ -401,6 +401,22 @@ MUTATIONS: list[Mutation] = [
       "            if self.fsync:\n", "            if False:\n",
       [P + "test_local_store_fsync_syncs_every_write"],
       "LocalStore(fsync=True) does not sync"),
+    # -- MERGE (issue 14) ------------------------------------------------------------------------------
+    M("merge-footprint-blind", "merge", "lakevilla/tablework.py",
+      'if self.kind == "insert":\n            return Footprint(blind=True)',
+      'if self.kind in ("insert", "merge"):\n            return Footprint(blind=True)',
+      ["tests/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict",
+       "tests/test_merge.py::test_concurrent_merges_apply_every_batch_exactly_once_under_r"],
+      "a merge conflicts with nothing (its reads and its 'not matched' are not validated)"),
+    M("merge-bound-too-narrow", "merge", "lakevilla/merge.py",
+      'parts.append(f"{name} BETWEEN {lo} AND {hi}")', 'parts.append(f"{name} BETWEEN {lo} AND {hi} - 1")',
+      ["tests/test_merge.py::test_merge_matches_delta_rs",
+       "tests/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict"],
+      "the key bound misses the source's largest key: a matching file is pruned, a phantom missed"),
+    M("merge-source-not-staged", "merge", "lakevilla/merge.py",
+      "    store.put(key, buf.getvalue())\n", "",
+      ["tests/test_merge.py::test_resumed_merge_is_redone_from_its_staged_source"],
+      "a logical merge entry names a source that was never written: resume cannot redo it"),
 ]
 
 

@@ -237,3 +237,21 @@ def test_reads_quick(tmp_path):
     assert hist["commits"] == 25 and hist["last_checkpoint"] == 20
     assert _finite_nonneg(hist["lakevilla_unslowed_s"]) and _finite_nonneg(hist["ratio_lakevilla_over_delta_rs"])
     assert hist["lakevilla_requests"]["list"] == 1  # hint, one LIST, then checkpoint and commits together
+
+
+def test_upserts_quick(tmp_path):
+    from benchmarks import upserts
+    from benchmarks.common import parse_systems
+
+    payload = upserts.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "upserts.json").exists() and (tmp_path / "upserts.png").stat().st_size > 0
+    runs = payload["runs"]
+    assert {(r["system"], r["table"]) for r in runs} == {(s, t) for s in parse_systems(upserts.DEFAULT_SYSTEMS)
+                                                        for t in ("plain", "partitioned")}
+    for r in runs:
+        assert r["errors"] == [], r["errors"]
+        assert r["check"]["ok"], (r["system"], r["table"], r["check"])  # no lost update, no double apply
+        assert r["applied"] + r["given_up"] == r["batches"] and r["throughput"] > 0
+        assert r["requests_source"] == "proxy" and r["requests_per_batch"] > 0
+        if r["system"] in ("LV[R]", "LV[R,CT]"):
+            assert r["aborts"] == 0 and r["given_up"] == 0  # conflicting merges are redone

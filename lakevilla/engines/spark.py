@@ -563,6 +563,124 @@ class SparkEngine:
             added = self._write_frame(ctx, new)
         return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
 
+    # -- MERGE -------------------------------------------------------------------------
+    def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
+              source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
+        """The embedded engine's merge as Spark jobs: target rows are named by (file, row index
+        in the file), so duplicate matches and the rows to rewrite are found without a row id
+        that Spark could recompute differently; only files where a clause applied are rewritten."""
+        from .. import merge as M
+
+        what = f"merge into {ctx.name!r}"
+        tfields = spark_schema(ctx.schema).fields
+        tcols = [f"__lv_t{k}" for k in range(len(tfields))]
+        sfields = list(source.schema)
+        src_arrow = pa.table([c.combine_chunks() for c in source.columns],
+                             names=[f"__lv_s{j}" for j in range(len(sfields))]) \
+            .append_column("__lv_sid", pa.array(range(source.num_rows), pa.int64()))
+        s_index = {f.name: j for j, f in enumerate(sfields)}
+        t_index = {f.name: k for k, f in enumerate(tfields)}
+
+        def ref(r: E.ColumnRef, source_only: bool = False) -> Column:
+            in_target = r.relation == 0 and not source_only  # insert clauses see the source alone
+            c = F.col(tcols[t_index[r.column]]) if in_target else F.col(f"__lv_s{s_index[r.column]}")
+            for f in r.fields:
+                c = c.getField(f)
+            return c
+
+        def ref_of(i: int):
+            return ref if spec.clauses[i].matched else (lambda r: ref(r, True))
+
+        def cond(i: int) -> Column:
+            c = cm.conditions[i]
+            return F.lit(True) if c is None else F.coalesce(spark_expr.condition(c, ref_of(i)), F.lit(False))
+
+        def clause_of(ids: list[int]) -> Column:
+            out = None
+            for i in ids:
+                out = F.when(cond(i), F.lit(i)) if out is None else out.when(cond(i), F.lit(i))
+            return (out.otherwise(F.lit(-1)) if out is not None else F.lit(-1)).cast("int")
+
+        def values(ids: list[int], default) -> list[Column]:
+            cols = []
+            for k, f in enumerate(tfields):
+                out = None
+                for i in ids:
+                    v = (cm.values[i] or {}).get(f.name)
+                    val = default(k, f) if v is None else _not_null(
+                        spark_expr.assigned(v, ctx.schema.field(f.name).type, ref_of(i)), f, "schema",
+                        f"{what}: {f.name}={v.text!r}")
+                    out = F.when(cond(i), val) if out is None else out.when(cond(i), val)
+                cols.append((out.otherwise(default(k, f)) if out is not None else default(k, f)).alias(tcols[k]))
+            return cols
+
+        matched = [i for i, c in enumerate(spec.clauses) if c.matched]
+        inserts = [i for i, c in enumerate(spec.clauses) if not c.matched]
+        with _spark_errors(what, InvalidExpressionError):
+            sdf = self.spark.createDataFrame(src_arrow) if source.num_rows else None
+            if sdf is None:
+                return RewriteResult(), M.metrics(0, 0, 0, 0, 0, 0)
+            tdf = self._indexed(ctx, files)
+            t2 = tdf.select(*[_col(f.name).alias(tcols[k]) for k, f in enumerate(tfields)], FILE_COL, "__lv_ri")
+            on = spark_expr.condition(cm.on, ref)
+            res = RewriteResult()
+            updated = deleted = inserted = 0
+            parts: list[DataFrame] = []
+            if matched and files:
+                m = t2.join(sdf, on, "inner").select(FILE_COL, "__lv_ri", clause_of(matched).alias("__lv_clause"),
+                                                     *values(matched, lambda k, f: F.col(tcols[k])))
+                only_delete = [spec.clauses[i] for i in matched] == [M.MergeClause("delete")]
+                if not only_delete:
+                    dup = m.groupBy(FILE_COL, "__lv_ri").count().filter(F.col("count") > 1).limit(1).collect()
+                    if dup:
+                        raise M.DuplicateMatchError(
+                            f"{what}: a target row is matched by {dup[0]['count']} source rows; a merge that "
+                            "updates or deletes needs at most one source row per target row: deduplicate the source")
+                applied = m.filter(F.col("__lv_clause") >= 0).dropDuplicates([FILE_COL, "__lv_ri"])
+                dels = [i for i in matched if spec.clauses[i].kind == "delete"]
+                counts = applied.groupBy(F.col("__lv_clause").isin(dels).alias("d"), FILE_COL).count().collect()
+                touched_keys = {self._key_of(ctx, r[FILE_COL]) for r in counts}
+                deleted = sum(int(r["count"]) for r in counts if r["d"])
+                updated = sum(int(r["count"]) for r in counts if not r["d"])
+                touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
+                if touched:
+                    names = [r[FILE_COL] for r in counts]
+                    a = applied.select(FILE_COL, "__lv_ri", "__lv_clause",
+                                       *[F.col(c).alias(c + "n") for c in tcols])
+                    kept = t2.filter(F.col(FILE_COL).isin(names)).join(a, [FILE_COL, "__lv_ri"], "left") \
+                        .filter(F.col("__lv_clause").isNull() | ~F.col("__lv_clause").isin(dels))
+                    parts.append(kept.select(*[F.when(F.col("__lv_clause").isNull(), F.col(c))
+                                               .otherwise(F.col(c + "n")).alias(f.name)
+                                               for c, f in zip(tcols, tfields, strict=True)]))
+                    res.removed = touched
+            if inserts:
+                nm = sdf.join(t2, on, "left_anti") if files else sdf
+                ins = nm.select(clause_of(inserts).alias("__lv_clause"),
+                                *values(inserts, lambda k, f: F.lit(None).cast(f.dataType)))
+                ins = ins.filter(F.col("__lv_clause") >= 0).select(
+                    *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)]).cache()
+                inserted = ins.count()
+                if inserted:
+                    parts.append(ins)
+            if parts:
+                out = parts[0]
+                for p in parts[1:]:
+                    out = out.unionByName(p)
+                res.added = self._write_frame(ctx, out)
+        res.rows = updated + deleted + inserted
+        return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added), len(res.removed))
+
+    def _indexed(self, ctx: TableContext, files: list[AddFile]) -> DataFrame:
+        """``_frame`` with each row's file and its position in the file (``__lv_ri``)."""
+        if not files:
+            fields = list(spark_schema(ctx.schema).fields) + [T.StructField(FILE_COL, T.StringType()),
+                                                               T.StructField("__lv_ri", T.LongType())]
+            return self.spark.createDataFrame([], T.StructType(fields))
+        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a) for a in files])
+        df = df.select("*", F.col("_metadata.row_index").alias("__lv_ri"), F.input_file_name().alias(FILE_COL))
+        df = df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL) if ctx.partition_columns else df
+        return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL, "__lv_ri")
+
 
 @contextmanager
 def _jvm_launch_without_preexec_fn() -> Iterator[None]:

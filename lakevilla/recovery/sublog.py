@@ -75,7 +75,7 @@ class SublogEntry:
 def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_version: int,
               reads: list[ReadRecord], redo: bool, attempt: str = "", features: str = "",
               isolation: str = "serializable", mode: str = "tail") -> SublogEntry:
-    return SublogEntry(
+    e = SublogEntry(
         txn=txn, seq=seq, table=op.table, op=op.kind,
         kind="logical" if logical else "physical",
         op_seq=op.seq,
@@ -88,6 +88,9 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
         isolation=isolation, mode=mode, created=time.time(),
     )
+    if e.statement is not None and getattr(op, "merge", None) is not None:
+        e.statement["merge"] = op.merge.to_json()  # MERGE: on, clauses, aliases, the staged source
+    return e
 
 
 def write(store: ObjectStore, e: SublogEntry) -> None:

@@ -1,0 +1,281 @@
+"""CDC-style upserts: N clients MERGE overlapping key batches into one table.
+
+    python -m benchmarks.upserts [--quick] [--clients 1,4,8] [--batches 8] [--store s3 --latency s3]
+
+Each client is its own spawned process with its own ``Lake`` / ``DeltaTable``. A batch
+is a set of keys drawn from a window that overlaps the other clients' windows and
+runs past the loaded keys, so every merge updates some rows (``v = target.v + 1``)
+and inserts others (``v = 1``). delta-rs runs ``DeltaTable.merge`` and retries a lost
+commit (its conflict checker aborts a merge whose files changed); lakevilla runs
+``txn.merge`` in LV[DL] (plain Delta: abort and retry), LV[R] and LV[R,CT] (a
+conflicting merge is redone, not aborted). A batch given up after ``--retries``
+failed attempts is not applied.
+
+Afterwards the table is read with delta-rs: every key's ``v`` must equal the number
+of acknowledged batches holding it, with no key twice. A shortfall is a lost update
+(a batch acknowledged but not applied, or applied on a stale read), an excess or a
+duplicate key is a double apply. Requests are counted at the S3 proxy for every
+system (delta-rs included), per acknowledged batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import random
+import time
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+
+from .common import (
+    SYSTEMS,
+    add_common_args,
+    make_counted_env,
+    parse_systems,
+    parse_with_quick,
+    plot,
+    print_table,
+    run_info,
+    write_json,
+)
+
+DEFAULT_SYSTEMS = "delta-rs,LV[DL],LV[R],LV[R,CT]"
+TABLE = "cdc"
+SCHEMA = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
+PARTS = 4
+
+
+def part_of(key: int) -> str:
+    return f"p{key % PARTS}"
+
+
+def make_batches(clients: int, batches: int, keys: int, batch_size: int, seed: int) -> list[list[tuple[int, list[int]]]]:
+    """Per client: (batch id, sorted keys). Windows overlap across clients and reach past the
+    loaded keys (new keys are inserted, and may be inserted concurrently by two clients)."""
+    rng = random.Random(seed)
+    window = max(batch_size * 3, keys // 4)
+    out = []
+    for c in range(clients):
+        mine = []
+        for b in range(batches):
+            start = rng.randrange(0, keys + window // 2)
+            ks = sorted(rng.sample(range(start, start + window), batch_size))
+            mine.append((c * 10_000 + b, ks))
+        out.append(mine)
+    return out
+
+
+def source_of(ks: list[int]) -> pa.Table:
+    return pa.table({"id": ks, "part": [part_of(k) for k in ks], "v": [1] * len(ks)}, schema=SCHEMA)
+
+
+def _on(partitioned: bool, delta_rs: bool) -> Any:
+    if delta_rs:
+        return "target.id = source.id" + (" AND target.part = source.part" if partitioned else "")
+    return ["id", "part"] if partitioned else ["id"]
+
+
+def _worker(system: str, features: str | None, uri: str, opts: dict, work: list, partitioned: bool, retries: int,
+            ready: Any, go: Any, out: Any) -> None:
+    res: dict[str, Any] = {"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [], "busy_s": 0.0}
+    try:
+        if features is None:
+            from deltalake import DeltaTable
+            from deltalake.exceptions import CommitFailedError
+
+            def attempt(ks: list[int]) -> None:
+                dt = DeltaTable(uri, storage_options=opts or None)
+                (dt.merge(source_of(ks), predicate=_on(partitioned, True), source_alias="source",
+                          target_alias="target")
+                 .when_matched_update({"v": "target.v + 1"})
+                 .when_not_matched_insert({"id": "source.id", "part": "source.part", "v": "source.v"})
+                 .execute())
+            lost: tuple = (CommitFailedError,)
+        else:
+            import lakevilla as lv
+
+            lake = lv.Lake(uri, storage_options=opts or None)
+
+            def attempt(ks: list[int]) -> None:
+                with lake.transaction(features) as txn:
+                    (txn.merge(TABLE, source_of(ks), on=_on(partitioned, False))
+                     .when_matched_update({"v": "target.v + 1"})
+                     .when_not_matched_insert_all().execute())
+                res["redos"] += txn.stats.get("redos", 0)
+            lost = (lv.TransactionAborted,)
+        ready.wait()
+        go.wait()
+        t0 = time.perf_counter()
+        for bid, ks in work:
+            for _ in range(retries + 1):
+                try:
+                    attempt(ks)
+                    res["applied"].append(bid)
+                    break
+                except lost:
+                    res["aborts"] += 1
+                    time.sleep(random.uniform(0.0, 0.05))  # an application's backoff before it retries
+            else:
+                res["given_up"].append(bid)
+        res["busy_s"] = time.perf_counter() - t0
+    except BaseException as e:  # noqa: BLE001 - reported, the run is marked failed
+        res["errors"].append(f"{system}: {e!r}"[:500])
+    out.put(res)
+
+
+def load(root: str, opts: dict, keys: int, files: int, partitioned: bool) -> str:
+    import lakevilla as lv
+
+    lake = lv.Lake(root, storage_options=opts or None)
+    lake.create_table(TABLE, SCHEMA, partition_by=["part"] if partitioned else None)
+    per = -(-keys // files)
+    for lo in range(0, keys, per):
+        ks = list(range(lo, min(lo + per, keys)))
+        with lake.transaction("") as txn:
+            txn.insert(TABLE, pa.table({"id": ks, "part": [part_of(k) for k in ks], "v": [0] * len(ks)},
+                                       schema=SCHEMA))
+    lake.close()
+    return f"{root}/{TABLE}"
+
+
+def check(uri: str, opts: dict, batches: dict[int, list[int]], applied: list[int], keys: int) -> dict[str, Any]:
+    from deltalake import DeltaTable
+
+    t = pa.table(DeltaTable(uri, storage_options=opts or None).to_pyarrow_table())
+    got = Counter()
+    vals: dict[int, int] = {}
+    for r in t.select(["id", "v"]).to_pylist():
+        got[r["id"]] += 1
+        vals[r["id"]] = r["v"]
+    want = Counter()
+    for b in applied:
+        want.update(batches[b])
+    dup = sum(n - 1 for n in got.values() if n > 1)
+    lost = sum(max(0, want[k] - vals.get(k, 0)) for k in set(want) | set(vals))
+    extra = sum(max(0, vals.get(k, 0) - want[k]) for k in set(want) | set(vals))
+    missing = [k for k in range(keys) if k not in got]
+    return {"rows": t.num_rows, "duplicate_keys": dup, "lost_updates": lost, "double_applied": extra,
+            "missing_loaded_keys": len(missing), "ok": dup == 0 and lost == 0 and extra == 0 and not missing}
+
+
+def run_one(ce: Any, system: str, features: str | None, clients: int, partitioned: bool, args: argparse.Namespace,
+            seed: int) -> dict[str, Any]:
+    env = ce.env
+    root = env.fresh_root(f"upserts-{'p' if partitioned else 'u'}{clients}")
+    uri = load(root, ce.direct_options or env.storage_options, args.keys, args.files, partitioned)
+    work = make_batches(clients, args.batches, args.keys, args.batch_size, seed)
+    ctx = mp.get_context("spawn")
+    ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(system, features, uri if features is None else root,
+                                               env.storage_options, work[c], partitioned, args.retries, ready, go, out))
+             for c in range(clients)]
+    for p in procs:
+        p.start()
+    ready.wait(timeout=300)
+    if ce.proxy is not None:
+        ce.proxy.reset()
+    t0 = time.perf_counter()
+    go.wait(timeout=60)
+    results = [out.get(timeout=args.timeout) for _ in procs]
+    wall = time.perf_counter() - t0
+    counts = ce.proxy.snapshot() if ce.proxy is not None else {}
+    for p in procs:
+        p.join(60)
+    applied = [b for r in results for b in r["applied"]]
+    given_up = sum(len(r["given_up"]) for r in results)
+    errors = [e for r in results for e in r["errors"]]
+    chk = check(uri, ce.direct_options or env.storage_options, {b: ks for w in work for b, ks in w}, applied,
+                args.keys)
+    n = max(len(applied), 1)
+    return {"system": system, "table": "partitioned" if partitioned else "plain", "clients": clients,
+            "batches": clients * args.batches, "applied": len(applied), "given_up": given_up,
+            "aborts": sum(r["aborts"] for r in results), "redos": sum(r["redos"] for r in results),
+            "wall_s": wall, "throughput": len(applied) / wall if wall > 0 else 0.0,
+            "requests": counts, "requests_per_batch": sum(counts.values()) / n if counts else None,
+            "requests_source": "proxy" if counts else "n/a", "check": chk, "errors": errors}
+
+
+COLUMNS = ["table", "clients", "system", "applied", "given_up", "aborts", "redos", "batches/s", "x delta-rs",
+           "lost", "dup", "req/batch"]
+
+
+def _row(r: dict[str, Any]) -> dict[str, Any]:
+    c = r["check"]
+    return {"table": r["table"], "clients": r["clients"], "system": r["system"],
+            "applied": f"{r['applied']}/{r['batches']}", "given_up": r["given_up"], "aborts": r["aborts"],
+            "redos": r["redos"], "batches/s": r["throughput"], "x delta-rs": r.get("vs_delta_rs") or "",
+            "lost": c["lost_updates"], "dup": c["duplicate_keys"] + c["double_applied"],
+            "req/batch": r["requests_per_batch"] if r["requests_per_batch"] is not None else "n/a"}
+
+
+def add_ratios(runs: list[dict[str, Any]]) -> None:
+    base = {(r["table"], r["clients"]): r["throughput"] for r in runs if r["system"] == "delta-rs"}
+    for r in runs:
+        b = base.get((r["table"], r["clients"]))
+        r["vs_delta_rs"] = r["throughput"] / b if b else None
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.upserts", description=__doc__.split("\n")[0])
+    add_common_args(p, "results/upserts")
+    p.set_defaults(store="s3", latency="s3", systems=DEFAULT_SYSTEMS)
+    p.add_argument("--clients", default="1,4,8")
+    p.add_argument("--batches", type=int, default=8, help="merges per client")
+    p.add_argument("--batch-size", type=int, default=40, help="keys per merge")
+    p.add_argument("--keys", type=int, default=2000, help="keys loaded before the run")
+    p.add_argument("--files", type=int, default=8, help="files the loaded keys are spread over (key ranges)")
+    p.add_argument("--retries", type=int, default=10, help="attempts per batch before it is given up")
+    p.add_argument("--tables", default="plain,partitioned")
+    p.add_argument("--timeout", type=float, default=1800.0)
+    return parse_with_quick(p, argv, {"clients": "2", "batches": 2, "batch_size": 10, "keys": 100, "files": 2,
+                                      "latency": "none"})
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = parse_args(argv)
+    systems = parse_systems(args.systems)
+    clients = [int(x) for x in args.clients.split(",")]
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    ce = make_counted_env(args)
+    t0 = time.time()
+    runs: list[dict[str, Any]] = []
+    try:
+        for tbl in tables:
+            for n in clients:
+                for name, features in systems.items():
+                    r = run_one(ce, name, features, n, tbl == "partitioned", args, args.seed + n)
+                    runs.append(r)
+                    print(f"  {tbl} {n} clients {name}: {r['applied']}/{r['batches']} applied, "
+                          f"{r['aborts']} aborts, {r['throughput']:.2f} batches/s", flush=True)
+        info = run_info(args, ce.env)
+        info.update({"clients": clients, "batches_per_client": args.batches, "batch_size": args.batch_size,
+                     "keys": args.keys, "files": args.files, "retries": args.retries, "wall_s": time.time() - t0})
+    finally:
+        ce.close()
+    add_ratios(runs)
+    text = print_table([_row(r) for r in runs], COLUMNS,
+                       title=f"Upserts (MERGE): store={info['store']}, latency={info['latency']}, "
+                             f"{args.batches} merges of {args.batch_size} keys per client; x = throughput / delta-rs")
+    payload = {"benchmark": "upserts", "info": info, "runs": runs, "table": text,
+               "systems": {k: v for k, v in SYSTEMS.items() if k in systems}}
+    write_json(args.out, "upserts", payload)
+
+    def draw(fig: Any) -> None:
+        for i, tbl in enumerate(tables):
+            ax = fig.add_subplot(1, len(tables), i + 1)
+            for name in systems:
+                pts = sorted((r["clients"], r["throughput"]) for r in runs if r["system"] == name and r["table"] == tbl)
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+            ax.set_title(f"{tbl} table")
+            ax.set_xlabel("clients")
+            ax.set_ylabel("merged batches / s")
+            ax.legend(fontsize=7)
+
+    plot(args.out, "upserts", draw)
+    return payload
+
+
+if __name__ == "__main__":
+    main()
