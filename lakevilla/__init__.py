@@ -13,6 +13,7 @@ from .errors import (
     ConditionalWritesUnsupportedError,
     CorruptLogError,
     CreateConflictError,
+    DataOutsidePredicateError,
     InvalidArgumentError,
     InvalidExpressionError,
     InvalidTableNameError,
@@ -50,5 +51,5 @@ __all__ = [
     "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
-    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "SparkEngine", "EmbeddedEngine",
+    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError", "SparkEngine", "EmbeddedEngine",
 ]

@@ -104,3 +104,7 @@ class ConditionalWritesUnsupportedError(LakeVillaError):
 
 class StorageError(LakeVillaError):
     """The object store failed in a way retries could not fix."""
+
+
+class DataOutsidePredicateError(InvalidArgumentError):
+    """``overwrite(where=...)`` was given rows the predicate does not select (Delta's replaceWhere rule)."""

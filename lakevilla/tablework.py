@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import overwrite
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
 from .delta.files import FileSet
@@ -29,12 +30,12 @@ from .markers import MarkerHandle
 @dataclass
 class Op:
     seq: int
-    kind: str  # "read" | "insert" | "update" | "delete"
+    kind: str  # "read" | "insert" | "update" | "delete" | "overwrite"
     table: str
     where: str | None = None
     assignments: dict[str, str] | None = None
     columns: list[str] | None = None
-    inserted: list[AddFile] = field(default_factory=list)  # insert: the files holding the new rows
+    inserted: list[AddFile] = field(default_factory=list)  # insert, overwrite: the files holding the new rows
     added: list[AddFile] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
     read_files: set[str] = field(default_factory=set)
@@ -50,7 +51,7 @@ class Op:
     @property
     def declarative(self) -> bool:
         """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete")
+        return self.kind in ("insert", "update", "delete", "overwrite")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
@@ -142,11 +143,13 @@ class TableWork:
                 op.inserted = engine.write(self.ctx, data)
             op.added = list(op.inserted)
             op.rows = sum(a.num_records or 0 for a in op.added)
-        else:
+        elif op.kind in ("update", "delete"):
             cands = self.candidates(op.where)
             op.read_files = {a.path for a in cands}
             rr = engine.rewrite(self.ctx, cands, op.where, op.assignments if op.kind == "update" else None)
             op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
+        elif op.kind == "overwrite":
+            overwrite.run(self, engine, op, data)
         self._apply(op)
         return result
 
@@ -161,9 +164,10 @@ class TableWork:
         """
         undone = self.ops[k:]
         for op in reversed(undone):
+            kept = {a.path for a in op.inserted}  # new rows are redone from the same files
             for a in op.added:
                 self.added.pop(a.path, None)
-                if op.kind != "insert":
+                if a.path not in kept:
                     self.garbage.add(a.path)
             for a in op.removed:
                 if self.removed.pop(a.path, None) is None:
@@ -223,5 +227,5 @@ def _operation_name(kinds: list[str]) -> str:
     if all(k == "insert" for k in kinds):
         return "WRITE"
     if len(set(kinds)) == 1:
-        return kinds[0].upper()
+        return "WRITE" if kinds[0] == "overwrite" else kinds[0].upper()
     return "MERGE"

@@ -207,6 +207,17 @@ class Transaction:
         self._execute(op)
         return op.rows
 
+    def overwrite(self, table: str, data: Any, where: str | None = None) -> int:
+        """Replace the whole table with ``data``, or (``where``) the rows the predicate selects, as
+        Delta's ``replaceWhere``: every row of ``data`` must satisfy ``where``
+        (``DataOutsidePredicateError`` otherwise, nothing written); rows outside it stay, even in
+        files that also hold replaced rows. Returns the rows written. Under R a conflicting
+        overwrite is redone on the newer snapshot with the same new rows."""
+        self._check_active()
+        op = self._new_op("overwrite", table, where=where)
+        self._execute(op, data)
+        return op.rows
+
     def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
                      data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> int:
@@ -363,7 +374,7 @@ class Transaction:
                 eng.validate_where(tw.ctx, op.where)
         elif op.kind == "update":
             eng.validate_set(tw.ctx, op.assignments or {}, op.where)
-        elif op.kind == "delete" and op.where is not None:
+        elif op.kind in ("delete", "overwrite") and op.where is not None:
             eng.validate_where(tw.ctx, op.where)
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
@@ -1410,7 +1421,9 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                                              "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
             stmt = e.statement or {}
             op = Op(seq=e.op_seq, kind=e.op, table=table, where=stmt.get("where", e.predicate),
-                    assignments=stmt.get("set"), inserted=added if e.op == "insert" else [], added=added,
+                    assignments=stmt.get("set"), added=added,
+                    inserted=added if e.op == "insert" else [sublogs.AddFile.from_json(a)
+                                                             for a in stmt.get("inserted") or []],
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
             tw._apply(op)

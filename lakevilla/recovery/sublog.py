@@ -44,7 +44,7 @@ class SublogEntry:
     added: list[dict[str, Any]] = field(default_factory=list)
     removed: list[dict[str, Any]] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
-    statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...}
+    statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...} (overwrite: "inserted")
     predicate: str | None = None  # the search predicate (conflict checks), also for physical entries
     reads: list[dict[str, Any]] = field(default_factory=list)  # user reads since the previous entry
     base_version: int = -1
@@ -82,12 +82,19 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
         read_files=sorted(op.read_files),
-        statement={"where": op.where, "set": op.assignments} if logical and op.kind != "insert" else None,
+        statement=_statement(op) if logical and op.kind != "insert" else None,
         reads=[r.to_json() for r in reads],
         predicate=op.where,
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
         isolation=isolation, mode=mode, created=time.time(),
     )
+
+
+def _statement(op) -> dict[str, Any]:
+    st: dict[str, Any] = {"where": op.where, "set": op.assignments}
+    if op.kind == "overwrite":  # its new rows: files it wrote once, kept across redos
+        st["inserted"] = [a.to_json() for a in op.inserted]
+    return st
 
 
 def write(store: ObjectStore, e: SublogEntry) -> None:
