@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import overwrite
+from . import compaction, overwrite
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
 from .delta.files import FileSet
@@ -30,11 +30,12 @@ from .markers import MarkerHandle
 @dataclass
 class Op:
     seq: int
-    kind: str  # "read" | "insert" | "update" | "delete" | "overwrite"
+    kind: str  # "read" | "insert" | "update" | "delete" | "overwrite" | "optimize"
     table: str
     where: str | None = None
     assignments: dict[str, str] | None = None
     columns: list[str] | None = None
+    options: dict[str, Any] | None = None  # optimize: {"target_file_size": ...}
     inserted: list[AddFile] = field(default_factory=list)  # insert, overwrite: the files holding the new rows
     added: list[AddFile] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
@@ -51,11 +52,13 @@ class Op:
     @property
     def declarative(self) -> bool:
         """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete", "overwrite")
+        return self.kind in ("insert", "update", "delete", "overwrite", "optimize")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
             return Footprint(blind=True)
+        if self.kind == "optimize":  # its files, nothing else: it changes no row
+            return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})
         pred = parse_predicate(self.where)
         return Footprint(
             read_files=set(self.read_files),
@@ -150,6 +153,8 @@ class TableWork:
             op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
         elif op.kind == "overwrite":
             overwrite.run(self, engine, op, data)
+        elif op.kind == "optimize":
+            compaction.run(self, engine, op)
         self._apply(op)
         return result
 
@@ -195,7 +200,9 @@ class TableWork:
     # -- the commit --------------------------------------------------------------
     def net_actions(self, now_ms: int | None = None) -> tuple[list[AddFile], list[RemoveFile]]:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        return list(self.added.values()), [a.remove(now_ms) for a in self.removed.values()]
+        compacted = {a.path for op in self.ops if op.kind == "optimize" for a in op.removed}
+        return list(self.added.values()), [a.remove(now_ms, data_change=a.path not in compacted)
+                                           for a in self.removed.values()]
 
     def intermediate_files(self) -> set[str]:
         """Files our ops wrote that the final commit does not add."""

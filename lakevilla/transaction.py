@@ -218,6 +218,22 @@ class Transaction:
         self._execute(op, data)
         return op.rows
 
+    def optimize(self, table: str, where: str | None = None, target_file_size: int | None = None) -> dict[str, Any]:
+        """Compact ``table``'s small files (Delta's OPTIMIZE bin-packing), per partition; ``where``
+        selects partitions (partition columns only); ``target_file_size`` in bytes (default: the
+        table's ``delta.targetFileSize``, else 100 MiB). Rows do not change (``dataChange: false``).
+        Conflicts only with a concurrent change to the files it compacts; under R that is redone
+        on what is left. Returns metrics: files_removed, files_added, bytes, partitions."""
+        from . import compaction
+
+        self._check_active()
+        if target_file_size is not None:
+            compaction.target_size(None, target_file_size)  # bad input fails before anything runs
+        op = self._new_op("optimize", table, where=where,
+                          options={"target_file_size": target_file_size} if target_file_size is not None else None)
+        self._execute(op)
+        return compaction.metrics(op)
+
     def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
                      data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> int:
@@ -376,9 +392,13 @@ class Transaction:
             eng.validate_set(tw.ctx, op.assignments or {}, op.where)
         elif op.kind in ("delete", "overwrite") and op.where is not None:
             eng.validate_where(tw.ctx, op.where)
+        elif op.kind == "optimize":
+            from .compaction import check_where
+
+            check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
-            if op.kind != "insert" and is_append_only(tw.base.metadata):
+            if op.kind not in ("insert", "optimize") and is_append_only(tw.base.metadata):
                 from .errors import UnsupportedTableFeatureError
 
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
@@ -1421,7 +1441,7 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                                              "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
             stmt = e.statement or {}
             op = Op(seq=e.op_seq, kind=e.op, table=table, where=stmt.get("where", e.predicate),
-                    assignments=stmt.get("set"), added=added,
+                    assignments=stmt.get("set"), options=stmt.get("options"), added=added,
                     inserted=added if e.op == "insert" else [sublogs.AddFile.from_json(a)
                                                              for a in stmt.get("inserted") or []],
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),

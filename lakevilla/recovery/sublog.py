@@ -94,6 +94,8 @@ def _statement(op) -> dict[str, Any]:
     st: dict[str, Any] = {"where": op.where, "set": op.assignments}
     if op.kind == "overwrite":  # its new rows: files it wrote once, kept across redos
         st["inserted"] = [a.to_json() for a in op.inserted]
+    if op.options:
+        st["options"] = dict(op.options)
     return st
 
 
