@@ -19,6 +19,7 @@ from .errors import (
     InvalidTableNameError,
     LakeVillaError,
     PartialCommitError,
+    SchemaEvolutionError,
     SchemaMismatchError,
     StorageError,
     TableExistsError,
@@ -51,5 +52,6 @@ __all__ = [
     "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
-    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError", "SparkEngine", "EmbeddedEngine",
+    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError",
+    "SchemaEvolutionError", "SparkEngine", "EmbeddedEngine",
 ]

@@ -108,3 +108,7 @@ class StorageError(LakeVillaError):
 
 class DataOutsidePredicateError(InvalidArgumentError):
     """``overwrite(where=...)`` was given rows the predicate does not select (Delta's replaceWhere rule)."""
+
+
+class SchemaEvolutionError(SchemaMismatchError):
+    """A schema change lakevilla does not make: only new nullable columns can be added."""

@@ -11,11 +11,12 @@ declarative, redone on a newer snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compaction, overwrite
+from . import compaction, evolution, overwrite
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
 from .delta.files import FileSet
@@ -30,12 +31,14 @@ from .markers import MarkerHandle
 @dataclass
 class Op:
     seq: int
-    kind: str  # "read" | "insert" | "update" | "delete" | "overwrite" | "optimize"
+    kind: str  # "read" | "insert" | "update" | "delete" | "overwrite" | "optimize" | "add_columns"
     table: str
     where: str | None = None
     assignments: dict[str, str] | None = None
     columns: list[str] | None = None
-    options: dict[str, Any] | None = None  # optimize: {"target_file_size": ...}
+    # optimize: {"target_file_size": ...}; add_columns, insert with schema_mode="merge":
+    # {"add_fields": [Delta StructField JSON]} once run (and {"schema_mode": "merge"} for insert)
+    options: dict[str, Any] | None = None
     inserted: list[AddFile] = field(default_factory=list)  # insert, overwrite: the files holding the new rows
     added: list[AddFile] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
@@ -52,11 +55,13 @@ class Op:
     @property
     def declarative(self) -> bool:
         """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete", "overwrite", "optimize")
+        return self.kind in ("insert", "update", "delete", "overwrite", "optimize", "add_columns")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
             return Footprint(blind=True)
+        if self.kind == "add_columns":  # reads nothing: only a concurrent metadata change conflicts
+            return Footprint()
         if self.kind == "optimize":  # its files, nothing else: it changes no row
             return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})
         pred = parse_predicate(self.where)
@@ -92,6 +97,8 @@ class TableWork:
         # only when the transaction commits; until then the view starts empty (version -1)
         self.creating: Commit | None = None
         self.reservation_etag: str | None = None
+        self.metadata = None  # the table's new metadata when our ops added columns (evolution.py)
+        self._schema = None
 
     # -- view ----------------------------------------------------------------
     @property
@@ -100,7 +107,15 @@ class TableWork:
 
     @property
     def schema(self):
-        return self.base.schema
+        return self._schema if self.metadata is not None else self.base.schema
+
+    def set_metadata(self, metadata) -> None:
+        """The view's schema changes (columns added): later operations read and write with it."""
+        from .delta.schema import schema_from_json
+
+        self.metadata = metadata
+        self._schema = schema_from_json(metadata.schema_string)
+        self.ctx = dataclasses.replace(self.ctx, schema=self._schema)
 
     @property
     def files(self) -> FileSet:
@@ -111,10 +126,10 @@ class TableWork:
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in self.base.files.prune(pred, self.base.schema, self.base.partition_columns)
+        out = [a for a in self.base.files.prune(pred, self.schema, self.base.partition_columns)
                if a.path not in self.removed]
         if self.added:
-            out += prune(pred, list(self.added.values()), self.base.schema, self.base.partition_columns)
+            out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
         return out
 
     def _remove(self, a: AddFile) -> None:
@@ -122,6 +137,8 @@ class TableWork:
             self.removed[a.path] = a
 
     def _apply(self, op: Op) -> None:
+        if op.options and op.options.get("add_fields"):
+            evolution.apply(self, op.options["add_fields"])
         for a in op.removed:
             self._remove(a)
         for a in op.added:
@@ -132,8 +149,25 @@ class TableWork:
         """Execute ``op`` against the current view and record its effects.
 
         Its expressions are checked by the grammar first, on every path that gets here (a
-        new operation, a redo, an operation resumed from a possibly tampered sublog)."""
-        check_update(self.base.schema, self.name, op.where,
+        new operation, a redo, an operation resumed from a possibly tampered sublog). A failed
+        operation leaves the view as it was (its schema too)."""
+        saved = (self.metadata, self._schema, self.ctx)
+        try:
+            return self._run(engine, op, data)
+        except BaseException:
+            self.metadata, self._schema, self.ctx = saved
+            raise
+
+    def _run(self, engine: Engine, op: Op, data: Any) -> Any:
+        if op.kind == "add_columns" or (op.kind == "insert" and (op.options or {}).get("schema_mode") == "merge"
+                                         and data is not None):
+            fields = op.options.pop("fields", None) if op.kind == "add_columns" else evolution.data_fields(data)
+            if fields is not None:  # a redo keeps the fields its first run planned
+                op.options["add_fields"] = evolution.plan(self.name, self.schema, fields,
+                                                          strict=op.kind == "add_columns")
+        if op.options and op.options.get("add_fields"):
+            evolution.apply(self, op.options["add_fields"])
+        check_update(self.schema, self.name, op.where,
                      (op.assignments or {}) if op.kind == "update" else None)
         result = None
         if op.kind == "read":
@@ -155,6 +189,8 @@ class TableWork:
             overwrite.run(self, engine, op, data)
         elif op.kind == "optimize":
             compaction.run(self, engine, op)
+        elif op.kind == "add_columns":
+            pass  # applied above
         self._apply(op)
         return result
 
@@ -184,6 +220,9 @@ class TableWork:
         self.base = snapshot
         self.recheck = self.log.unstable_versions(snapshot.version)
         self.added, self.removed = {}, {}
+        self.metadata, self._schema = None, None
+        self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
+                                       partition_columns=tuple(snapshot.partition_columns))
         for op in self.ops[:kept]:
             self._apply(op)
 
@@ -223,9 +262,9 @@ class TableWork:
                 info["operation"] = "CREATE TABLE AS SELECT"
                 info["operationMetrics"] = {"numFiles": str(len(adds)),
                                             "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
-            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=c.metadata)
+            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=self.metadata or c.metadata)
         commit_info.setdefault("readVersion", self.read_version)
-        return Commit(adds=adds, removes=removes, commit_info=commit_info)
+        return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata)
 
 
 def _operation_name(kinds: list[str]) -> str:
@@ -234,5 +273,5 @@ def _operation_name(kinds: list[str]) -> str:
     if all(k == "insert" for k in kinds):
         return "WRITE"
     if len(set(kinds)) == 1:
-        return "WRITE" if kinds[0] == "overwrite" else kinds[0].upper()
+        return {"overwrite": "WRITE", "add_columns": "ADD COLUMNS"}.get(kinds[0], kinds[0].upper())
     return "MERGE"

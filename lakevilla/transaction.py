@@ -183,11 +183,14 @@ class Transaction:
         op = self._new_op("read", table, where=where, columns=list(columns) if columns else None)
         return self._execute(op)
 
-    def insert(self, table: str, data: Any) -> int:
+    def insert(self, table: str, data: Any, schema_mode: str | None = None) -> int:
         """Append rows; returns how many. ``data``: pyarrow, pandas, dict of columns, list of rows
-        (or a Spark DataFrame with the Spark engine)."""
+        (or a Spark DataFrame with the Spark engine). ``schema_mode="merge"``: columns of
+        ``data`` the table lacks are added (nullable) in the same commit, as Delta's mergeSchema."""
         self._check_active()
-        op = self._new_op("insert", table)
+        if schema_mode not in (None, "merge"):
+            raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+        op = self._new_op("insert", table, options={"schema_mode": "merge"} if schema_mode else None)
         self._execute(op, data)
         return op.rows
 
@@ -217,6 +220,18 @@ class Transaction:
         op = self._new_op("overwrite", table, where=where)
         self._execute(op, data)
         return op.rows
+
+    def add_columns(self, table: str, fields: Any) -> None:
+        """Add nullable columns (a pyarrow schema, field or list of fields, or a dict name -> type)
+        as a metaData action in this transaction's commit of ``table``; later statements see them,
+        rows already written read NULL there. An existing name or a non-nullable field is a
+        ``SchemaEvolutionError``. Delta's rule holds: a concurrent commit that changed the
+        table's metadata conflicts with ours, and ours with every concurrent writer."""
+        from .evolution import requested_fields
+
+        self._check_active()
+        op = self._new_op("add_columns", table, options={"fields": requested_fields(table, fields)})
+        self._execute(op)
 
     def optimize(self, table: str, where: str | None = None, target_file_size: int | None = None) -> dict[str, Any]:
         """Compact ``table``'s small files (Delta's OPTIMIZE bin-packing), per partition; ``where``
@@ -398,7 +413,7 @@ class Transaction:
             check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
-            if op.kind not in ("insert", "optimize") and is_append_only(tw.base.metadata):
+            if op.kind not in ("insert", "optimize", "add_columns") and is_append_only(tw.base.metadata):
                 from .errors import UnsupportedTableFeatureError
 
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
@@ -474,7 +489,7 @@ class Transaction:
         if not op.is_write:
             return result
         adds, removes = tw.net_actions()
-        if not adds and not removes:
+        if not adds and not removes and tw.metadata is None:
             return result
         commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                   "lakevilla": self._commit_lv(1)})

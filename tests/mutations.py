@@ -110,7 +110,7 @@ MUTATIONS: list[Mutation] = [
       [R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
       "a redone operation's new files are not logged"),
     M("sublog-drops-statement", "sublogs", "lakevilla/recovery/sublog.py",
-      'statement=_statement(op) if logical and op.kind != "insert" else None,',
+      'statement=_statement(op) if (logical and op.kind != "insert") or op.options else None,',
       "statement=None,",
       [R + "test_sublogs_physical_then_logical_and_blind_appends_stay_physical",
        R + "test_conflict_undoes_to_the_first_conflicting_op_and_redoes[local-tail]"],
@@ -422,6 +422,15 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_optimize.py::test_optimize_conflicts_only_on_its_own_files[local-R]",
        "tests/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
       "a compaction does not see a concurrent change to the files it compacted (rows duplicated)"),
+    M("evolution-physical-entry-drops-columns", "sublogs", "lakevilla/recovery/sublog.py",
+      'statement=_statement(op) if (logical and op.kind != "insert") or op.options else None,',
+      'statement=_statement(op) if (logical and op.kind != "insert") else None,',
+      ["tests/test_evolution.py::test_a_resumed_transaction_keeps_the_columns_it_added"],
+      "a physical sublog entry forgets the columns its operation added (resume loses them)"),
+    M("evolution-redo-keeps-stale-schema", "redo", "lakevilla/tablework.py",
+      "        self.metadata, self._schema = None, None\n", "",
+      ["tests/test_evolution.py::test_a_concurrent_metadata_change_conflicts_with_ours[local-R]"],
+      "a redo keeps the schema built on the old snapshot (a concurrent column is dropped)"),
 ]
 
 

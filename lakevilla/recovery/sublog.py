@@ -82,7 +82,7 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
         read_files=sorted(op.read_files),
-        statement=_statement(op) if logical and op.kind != "insert" else None,
+        statement=_statement(op) if (logical and op.kind != "insert") or op.options else None,
         reads=[r.to_json() for r in reads],
         predicate=op.where,
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
@@ -94,7 +94,7 @@ def _statement(op) -> dict[str, Any]:
     st: dict[str, Any] = {"where": op.where, "set": op.assignments}
     if op.kind == "overwrite":  # its new rows: files it wrote once, kept across redos
         st["inserted"] = [a.to_json() for a in op.inserted]
-    if op.options:
+    if op.options:  # optimize's target, the columns an operation added (needed by physical entries too)
         st["options"] = dict(op.options)
     return st
 
