@@ -233,3 +233,20 @@ def test_reads_quick(tmp_path):
     for r in scale:
         assert not r["errors"], r["errors"]
         assert r["candidates"] == 1 and _finite_nonneg(r["pruned_s"]) and _finite_nonneg(r["txn_s"])
+
+
+def test_compaction_quick_run(tmp_path):
+    """Writers beside a compaction: every acknowledged row there once, nothing lost; LV[R]'s
+    writers and compactions never abort."""
+    from benchmarks import compaction
+
+    payload = compaction.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "compaction.json").exists() and (tmp_path / "compaction.png").exists()
+    rows = payload["results"]
+    assert {(r["system"], r["optimize"]) for r in rows} == {(s, o) for s in ("delta-rs", "LV[DL]", "LV[R]")
+                                                            for o in ("no", "yes")}
+    assert all(r["rows_ok"] for r in rows)
+    for r in rows:
+        if r["system"] == "LV[R]":
+            assert r["writer_aborts"] == 0 and r["opt_aborts"] == 0 and r["given_up"] == 0
+    assert any(r["files_compacted"] > 0 for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")
