@@ -82,6 +82,8 @@ def run(tw: TableWork, engine: Engine, op: Op) -> None:
     try:
         for b in bins(cands, target):
             rows = engine.scan(tw.ctx, b, None, None)
+            if callable(getattr(rows, "coalesce", None)):  # a Spark frame writes a file per partition
+                rows = rows.coalesce(1)
             new = engine.write(tw.ctx, rows)
             fresh = any(a.path in own for a in b)  # our own new rows: a data change to everyone else
             added += [dataclasses.replace(a, data_change=fresh) for a in new]

@@ -28,7 +28,10 @@ def run(tw: TableWork, engine: Engine, op: Op, data: Any) -> None:
     if data is not None:
         op.inserted = engine.write(tw.ctx, data)
         if op.where is not None and op.inserted:
-            bad = engine.num_rows(engine.scan(tw.ctx, op.inserted, outside(op.where), None))
+            found = engine.scan(tw.ctx, op.inserted, outside(op.where), None)
+            bad = engine.num_rows(found)
+            if bad < 0:  # a lazy frame (Spark): count it
+                bad = found.count()
             if bad:
                 for a in op.inserted:
                     try:
