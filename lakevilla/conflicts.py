@@ -5,6 +5,9 @@ with a predicate, that predicate. A concurrent commit conflicts with it when it
 removed a file in the footprint, or added a file whose partition values and
 min/max statistics could satisfy the predicate (a phantom), or changed the
 table's schema or protocol. Blind appends have no footprint: they never conflict.
+A compaction's actions (``dataChange: false``) move rows without changing them: its
+new files are no phantoms, and its removal of a file we only read loses us nothing;
+only a file we removed too is a conflict.
 """
 
 from __future__ import annotations
@@ -35,16 +38,16 @@ class Footprint:
         if self.blind:
             return None
         for r in c.removes:
-            if r.path in self.read_files:
+            if r.path in self.read_files and (r.data_change or r.path in self.removed_files):
                 return f"file {r.path} that we read was removed"
             if r.path in self.removed_files:
                 return f"file {r.path} that we removed was removed concurrently"
         if self.full_scan:
             for a in c.adds:
-                if a.num_records != 0:
+                if a.num_records != 0 and a.data_change:
                     return f"new file {a.path} adds rows to a full scan"
         elif self.predicate is not None:
-            adds = [a for a in c.adds if a.num_records != 0]
+            adds = [a for a in c.adds if a.num_records != 0 and a.data_change]
             hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns) if adds else []
             if hits:
                 return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"

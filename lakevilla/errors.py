@@ -104,3 +104,11 @@ class ConditionalWritesUnsupportedError(LakeVillaError):
 
 class StorageError(LakeVillaError):
     """The object store failed in a way retries could not fix."""
+
+
+class DataOutsidePredicateError(InvalidArgumentError):
+    """``overwrite(where=...)`` was given rows the predicate does not select (Delta's replaceWhere rule)."""
+
+
+class SchemaEvolutionError(SchemaMismatchError):
+    """A schema change lakevilla does not make: only new nullable columns can be added."""

@@ -11,10 +11,12 @@ declarative, redone on a newer snapshot.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import compaction, evolution, overwrite
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
 from .delta.files import FileSet
@@ -29,12 +31,15 @@ from .markers import MarkerHandle
 @dataclass
 class Op:
     seq: int
-    kind: str  # "read" | "insert" | "update" | "delete" | "merge"
+    kind: str  # "read" | "insert" | "update" | "delete" | "merge" | "overwrite" | "optimize" | "add_columns"
     table: str
     where: str | None = None
     assignments: dict[str, str] | None = None
     columns: list[str] | None = None
-    inserted: list[AddFile] = field(default_factory=list)  # insert: the files holding the new rows
+    # optimize: {"target_file_size": ...}; add_columns, insert with schema_mode="merge":
+    # {"add_fields": [Delta StructField JSON]} once run (and {"schema_mode": "merge"} for insert)
+    options: dict[str, Any] | None = None
+    inserted: list[AddFile] = field(default_factory=list)  # insert, overwrite: the files holding the new rows
     added: list[AddFile] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
     read_files: set[str] = field(default_factory=set)
@@ -51,11 +56,15 @@ class Op:
     @property
     def declarative(self) -> bool:
         """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete", "merge")
+        return self.kind in ("insert", "update", "delete", "merge", "overwrite", "optimize", "add_columns")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
             return Footprint(blind=True)
+        if self.kind == "add_columns":  # reads nothing: only a concurrent metadata change conflicts
+            return Footprint()
+        if self.kind == "optimize":  # its files, nothing else: it changes no row
+            return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})
         pred = parse_predicate(self.where)
         return Footprint(
             read_files=set(self.read_files),
@@ -89,6 +98,8 @@ class TableWork:
         # only when the transaction commits; until then the view starts empty (version -1)
         self.creating: Commit | None = None
         self.reservation_etag: str | None = None
+        self.metadata = None  # the table's new metadata when our ops added columns (evolution.py)
+        self._schema = None
 
     # -- view ----------------------------------------------------------------
     @property
@@ -97,7 +108,15 @@ class TableWork:
 
     @property
     def schema(self):
-        return self.base.schema
+        return self._schema if self.metadata is not None else self.base.schema
+
+    def set_metadata(self, metadata) -> None:
+        """The view's schema changes (columns added): later operations read and write with it."""
+        from .delta.schema import schema_from_json
+
+        self.metadata = metadata
+        self._schema = schema_from_json(metadata.schema_string)
+        self.ctx = dataclasses.replace(self.ctx, schema=self._schema)
 
     @property
     def files(self) -> FileSet:
@@ -108,10 +127,10 @@ class TableWork:
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in self.base.files.prune(pred, self.base.schema, self.base.partition_columns)
+        out = [a for a in self.base.files.prune(pred, self.schema, self.base.partition_columns)
                if a.path not in self.removed]
         if self.added:
-            out += prune(pred, list(self.added.values()), self.base.schema, self.base.partition_columns)
+            out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
         return out
 
     def _remove(self, a: AddFile) -> None:
@@ -119,6 +138,8 @@ class TableWork:
             self.removed[a.path] = a
 
     def _apply(self, op: Op) -> None:
+        if op.options and op.options.get("add_fields"):
+            evolution.apply(self, op.options["add_fields"])
         for a in op.removed:
             self._remove(a)
         for a in op.added:
@@ -129,8 +150,25 @@ class TableWork:
         """Execute ``op`` against the current view and record its effects.
 
         Its expressions are checked by the grammar first, on every path that gets here (a
-        new operation, a redo, an operation resumed from a possibly tampered sublog)."""
-        check_update(self.base.schema, self.name, op.where,
+        new operation, a redo, an operation resumed from a possibly tampered sublog). A failed
+        operation leaves the view as it was (its schema too)."""
+        saved = (self.metadata, self._schema, self.ctx)
+        try:
+            return self._run(engine, op, data)
+        except BaseException:
+            self.metadata, self._schema, self.ctx = saved
+            raise
+
+    def _run(self, engine: Engine, op: Op, data: Any) -> Any:
+        if op.kind == "add_columns" or (op.kind == "insert" and (op.options or {}).get("schema_mode") == "merge"
+                                         and data is not None):
+            fields = op.options.pop("fields", None) if op.kind == "add_columns" else evolution.data_fields(data)
+            if fields is not None:  # a redo keeps the fields its first run planned
+                op.options["add_fields"] = evolution.plan(self.name, self.schema, fields,
+                                                          strict=op.kind == "add_columns")
+        if op.options and op.options.get("add_fields"):
+            evolution.apply(self, op.options["add_fields"])
+        check_update(self.schema, self.name, op.where,
                      (op.assignments or {}) if op.kind == "update" else None)
         result = None
         if op.kind == "read":
@@ -145,11 +183,17 @@ class TableWork:
             op.rows = sum(a.num_records or 0 for a in op.added)
         elif op.kind == "merge":
             result = self._run_merge(engine, op)
-        else:
+        elif op.kind in ("update", "delete"):
             cands = self.candidates(op.where)
             op.read_files = {a.path for a in cands}
             rr = engine.rewrite(self.ctx, cands, op.where, op.assignments if op.kind == "update" else None)
             op.removed, op.added, op.rows = rr.removed, rr.added, rr.rows
+        elif op.kind == "overwrite":
+            overwrite.run(self, engine, op, data)
+        elif op.kind == "optimize":
+            compaction.run(self, engine, op)
+        elif op.kind == "add_columns":
+            pass  # applied above
         self._apply(op)
         return result
 
@@ -158,7 +202,7 @@ class TableWork:
         from . import merge as M
 
         source = op.merge.source_table(self.ctx.store)
-        cm = M.check(op.merge, self.name, self.base.schema, source.schema)
+        cm = M.check(op.merge, self.name, self.schema, source.schema)
         cands = self.candidates(op.where)
         op.read_files = {a.path for a in cands}
         rr, op.merge.metrics = engine.merge(self.ctx, cands, cm, op.merge, source)
@@ -176,9 +220,10 @@ class TableWork:
         """
         undone = self.ops[k:]
         for op in reversed(undone):
+            kept = {a.path for a in op.inserted}  # new rows are redone from the same files
             for a in op.added:
                 self.added.pop(a.path, None)
-                if op.kind != "insert":
+                if a.path not in kept:
                     self.garbage.add(a.path)
             for a in op.removed:
                 if self.removed.pop(a.path, None) is None:
@@ -190,6 +235,9 @@ class TableWork:
         self.base = snapshot
         self.recheck = self.log.unstable_versions(snapshot.version)
         self.added, self.removed = {}, {}
+        self.metadata, self._schema = None, None
+        self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
+                                       partition_columns=tuple(snapshot.partition_columns))
         for op in self.ops[:kept]:
             self._apply(op)
 
@@ -206,7 +254,9 @@ class TableWork:
     # -- the commit --------------------------------------------------------------
     def net_actions(self, now_ms: int | None = None) -> tuple[list[AddFile], list[RemoveFile]]:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-        return list(self.added.values()), [a.remove(now_ms) for a in self.removed.values()]
+        compacted = {a.path for op in self.ops if op.kind == "optimize" for a in op.removed}
+        return list(self.added.values()), [a.remove(now_ms, data_change=a.path not in compacted)
+                                           for a in self.removed.values()]
 
     def intermediate_files(self) -> set[str]:
         """Files our ops wrote that the final commit does not add."""
@@ -227,9 +277,9 @@ class TableWork:
                 info["operation"] = "CREATE TABLE AS SELECT"
                 info["operationMetrics"] = {"numFiles": str(len(adds)),
                                             "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
-            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=c.metadata)
+            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=self.metadata or c.metadata)
         commit_info.setdefault("readVersion", self.read_version)
-        return Commit(adds=adds, removes=removes, commit_info=commit_info)
+        return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata)
 
 
 def _operation_name(kinds: list[str]) -> str:
@@ -238,5 +288,5 @@ def _operation_name(kinds: list[str]) -> str:
     if all(k == "insert" for k in kinds):
         return "WRITE"
     if len(set(kinds)) == 1:
-        return kinds[0].upper()
+        return {"overwrite": "WRITE", "add_columns": "ADD COLUMNS"}.get(kinds[0], kinds[0].upper())
     return "MERGE"

@@ -184,11 +184,14 @@ class Transaction:
         op = self._new_op("read", table, where=where, columns=list(columns) if columns else None)
         return self._execute(op)
 
-    def insert(self, table: str, data: Any) -> int:
+    def insert(self, table: str, data: Any, schema_mode: str | None = None) -> int:
         """Append rows; returns how many. ``data``: pyarrow, pandas, dict of columns, list of rows
-        (or a Spark DataFrame with the Spark engine)."""
+        (or a Spark DataFrame with the Spark engine). ``schema_mode="merge"``: columns of
+        ``data`` the table lacks are added (nullable) in the same commit, as Delta's mergeSchema."""
         self._check_active()
-        op = self._new_op("insert", table)
+        if schema_mode not in (None, "merge"):
+            raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+        op = self._new_op("insert", table, options={"schema_mode": "merge"} if schema_mode else None)
         self._execute(op, data)
         return op.rows
 
@@ -225,6 +228,45 @@ class Transaction:
                                 target_alias=target_alias, source=merges.source_arrow(source))
         op = self._new_op("merge", table, merge=spec)
         return self._execute(op)
+
+    def overwrite(self, table: str, data: Any, where: str | None = None) -> int:
+        """Replace the whole table with ``data``, or (``where``) the rows the predicate selects, as
+        Delta's ``replaceWhere``: every row of ``data`` must satisfy ``where``
+        (``DataOutsidePredicateError`` otherwise, nothing written); rows outside it stay, even in
+        files that also hold replaced rows. Returns the rows written. Under R a conflicting
+        overwrite is redone on the newer snapshot with the same new rows."""
+        self._check_active()
+        op = self._new_op("overwrite", table, where=where)
+        self._execute(op, data)
+        return op.rows
+
+    def add_columns(self, table: str, fields: Any) -> None:
+        """Add nullable columns (a pyarrow schema, field or list of fields, or a dict name -> type)
+        as a metaData action in this transaction's commit of ``table``; later statements see them,
+        rows already written read NULL there. An existing name or a non-nullable field is a
+        ``SchemaEvolutionError``. Delta's rule holds: a concurrent commit that changed the
+        table's metadata conflicts with ours, and ours with every concurrent writer."""
+        from .evolution import requested_fields
+
+        self._check_active()
+        op = self._new_op("add_columns", table, options={"fields": requested_fields(table, fields)})
+        self._execute(op)
+
+    def optimize(self, table: str, where: str | None = None, target_file_size: int | None = None) -> dict[str, Any]:
+        """Compact ``table``'s small files (Delta's OPTIMIZE bin-packing), per partition; ``where``
+        selects partitions (partition columns only); ``target_file_size`` in bytes (default: the
+        table's ``delta.targetFileSize``, else 100 MiB). Rows do not change (``dataChange: false``).
+        Conflicts only with a concurrent change to the files it compacts; under R that is redone
+        on what is left. Returns metrics: files_removed, files_added, bytes, partitions."""
+        from . import compaction
+
+        self._check_active()
+        if target_file_size is not None:
+            compaction.target_size(None, target_file_size)  # bad input fails before anything runs
+        op = self._new_op("optimize", table, where=where,
+                          options={"target_file_size": target_file_size} if target_file_size is not None else None)
+        self._execute(op)
+        return compaction.metrics(op)
 
     def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
                      data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
@@ -382,7 +424,7 @@ class Transaction:
                 eng.validate_where(tw.ctx, op.where)
         elif op.kind == "update":
             eng.validate_set(tw.ctx, op.assignments or {}, op.where)
-        elif op.kind == "delete" and op.where is not None:
+        elif op.kind in ("delete", "overwrite") and op.where is not None:
             eng.validate_where(tw.ctx, op.where)
         elif op.kind == "merge":
             src = op.merge.source_table(self.lake.store)
@@ -390,9 +432,13 @@ class Transaction:
                                               op.merge.source_alias)
             cm = merges.check(op.merge, tw.name, tw.schema, src.schema)
             op.where = merges.prune_predicate(cm, src, tuple(tw.base.partition_columns))
+        elif op.kind == "optimize":
+            from .compaction import check_where
+
+            check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
-            if op.kind != "insert" and is_append_only(tw.base.metadata):
+            if op.kind not in ("insert", "optimize", "add_columns") and is_append_only(tw.base.metadata):
                 from .errors import UnsupportedTableFeatureError
 
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
@@ -468,7 +514,7 @@ class Transaction:
         if not op.is_write:
             return result
         adds, removes = tw.net_actions()
-        if not adds and not removes:
+        if not adds and not removes and tw.metadata is None:
             return result
         commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                   "lakevilla": self._commit_lv(1)})
@@ -1440,9 +1486,11 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                                              "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
             stmt = e.statement or {}
             op = Op(seq=e.op_seq, kind=e.op, table=table, where=stmt.get("where", e.predicate),
-                    assignments=stmt.get("set"),
+                    assignments=stmt.get("set"), options=stmt.get("options"),
                     merge=merges.MergeSpec.from_json(stmt["merge"]) if stmt.get("merge") else None,
-                    inserted=added if e.op == "insert" else [], added=added,
+                    added=added,
+                    inserted=added if e.op == "insert" else [sublogs.AddFile.from_json(a)
+                                                             for a in stmt.get("inserted") or []],
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
             if op.merge is not None and op.merge.source_key:

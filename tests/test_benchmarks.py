@@ -255,3 +255,20 @@ def test_upserts_quick(tmp_path):
         assert r["requests_source"] == "proxy" and r["requests_per_batch"] > 0
         if r["system"] in ("LV[R]", "LV[R,CT]"):
             assert r["aborts"] == 0 and r["given_up"] == 0  # conflicting merges are redone
+
+
+def test_compaction_quick_run(tmp_path):
+    """Writers beside a compaction: every acknowledged row there once, nothing lost; LV[R]'s
+    writers and compactions never abort."""
+    from benchmarks import compaction
+
+    payload = compaction.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "compaction.json").exists() and (tmp_path / "compaction.png").exists()
+    rows = payload["results"]
+    assert {(r["system"], r["optimize"]) for r in rows} == {(s, o) for s in ("delta-rs", "LV[DL]", "LV[R]")
+                                                            for o in ("no", "yes")}
+    assert all(r["rows_ok"] for r in rows)
+    for r in rows:
+        if r["system"] == "LV[R]":
+            assert r["writer_aborts"] == 0 and r["opt_aborts"] == 0 and r["given_up"] == 0
+    assert any(r["files_compacted"] > 0 for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")

@@ -44,7 +44,7 @@ class SublogEntry:
     added: list[dict[str, Any]] = field(default_factory=list)
     removed: list[dict[str, Any]] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
-    statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...}
+    statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...} (overwrite: "inserted")
     predicate: str | None = None  # the search predicate (conflict checks), also for physical entries
     reads: list[dict[str, Any]] = field(default_factory=list)  # user reads since the previous entry
     base_version: int = -1
@@ -82,7 +82,7 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
         read_files=sorted(op.read_files),
-        statement={"where": op.where, "set": op.assignments} if logical and op.kind != "insert" else None,
+        statement=_statement(op) if (logical and op.kind != "insert") or op.options else None,
         reads=[r.to_json() for r in reads],
         predicate=op.where,
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
@@ -91,6 +91,15 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
     if e.statement is not None and getattr(op, "merge", None) is not None:
         e.statement["merge"] = op.merge.to_json()  # MERGE: on, clauses, aliases, the staged source
     return e
+
+
+def _statement(op) -> dict[str, Any]:
+    st: dict[str, Any] = {"where": op.where, "set": op.assignments}
+    if op.kind == "overwrite":  # its new rows: files it wrote once, kept across redos
+        st["inserted"] = [a.to_json() for a in op.inserted]
+    if op.options:  # optimize's target, the columns an operation added (needed by physical entries too)
+        st["options"] = dict(op.options)
+    return st
 
 
 def write(store: ObjectStore, e: SublogEntry) -> None:

@@ -1,0 +1,113 @@
+"""Compaction (Delta's OPTIMIZE): bin-pack a partition's small files into larger ones.
+
+Only files smaller than the target are candidates; within each partition they are packed,
+in the order the view holds them, into bins no larger than the target, and every bin of two
+or more files becomes one new file. The rows do not change, so the actions say
+``dataChange: false`` (unless a bin holds rows this transaction wrote: those are new data to
+everyone else). Its footprint is the files it removed and nothing else, so a concurrent blind
+append or a change to other files never conflicts with it; a concurrent change to one of its
+files does, and under R the compaction is redone on what is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from . import expressions as E
+from .delta.actions import AddFile
+from .engine_api import Engine
+from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .tablework import Op, TableWork
+
+DEFAULT_TARGET = 100 * 1024 * 1024  # delta-rs' default; a table's delta.targetFileSize wins
+MIN_TARGET = 1
+
+
+def target_size(configuration: dict[str, str] | None, requested: int | None) -> int:
+    if requested is None:
+        raw = (configuration or {}).get("delta.targetFileSize")
+        try:
+            requested = int(raw) if raw is not None else DEFAULT_TARGET
+        except ValueError:
+            requested = DEFAULT_TARGET
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < MIN_TARGET:
+        raise InvalidArgumentError(f"target_file_size must be a positive number of bytes, "
+                                   f"got {requested!r}")
+    return requested
+
+
+def check_where(name: str, where: str | None, schema, partition_columns) -> None:
+    """OPTIMIZE ... WHERE selects partitions, as in Delta: only partition columns may appear."""
+    if where is None:
+        return
+    cols = E.check_where(where, schema, f"optimize where={where!r} on {name!r}").columns()
+    other = sorted(set(cols) - set(partition_columns))
+    if other:
+        raise InvalidArgumentError(f"optimize of {name!r}: where={where!r} uses non-partition column(s) {other}; "
+                                   f"compaction selects whole partitions (partition columns: "
+                                   f"{list(partition_columns) or 'none'})")
+
+
+def bins(files: list[AddFile], target: int) -> list[list[AddFile]]:
+    """Greedy, per partition: small files in view order, a new bin when the next would overflow."""
+    by_part: dict[tuple, list[AddFile]] = {}
+    for a in files:
+        if (a.size or 0) < target:
+            by_part.setdefault(tuple(sorted(a.partition_values.items())), []).append(a)
+    out: list[list[AddFile]] = []
+    for part in by_part.values():
+        cur: list[AddFile] = []
+        size = 0
+        for a in part:
+            if cur and size + (a.size or 0) > target:
+                out.append(cur)
+                cur, size = [], 0
+            cur.append(a)
+            size += a.size or 0
+        out.append(cur)
+    return [b for b in out if len(b) > 1]
+
+
+def run(tw: TableWork, engine: Engine, op: Op) -> None:
+    opts = op.options or {}
+    target = target_size(tw.base.metadata.configuration, opts.get("target_file_size"))
+    check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
+    cands = tw.candidates(op.where)
+    own = set(tw.added)
+    removed: list[AddFile] = []
+    added: list[AddFile] = []
+    try:
+        for b in bins(cands, target):
+            rows = engine.scan(tw.ctx, b, None, None)
+            if callable(getattr(rows, "coalesce", None)):  # a Spark frame writes a file per partition
+                rows = rows.coalesce(1)
+            new = engine.write(tw.ctx, rows)
+            fresh = any(a.path in own for a in b)  # our own new rows: a data change to everyone else
+            added += [dataclasses.replace(a, data_change=fresh) for a in new]
+            removed += b
+    except BaseException:
+        _drop(tw, added)
+        raise
+    op.read_files = {a.path for a in removed}
+    op.removed, op.added = removed, added
+    op.rows = sum(a.num_records or 0 for a in added)
+
+
+def metrics(op: Op) -> dict[str, Any]:
+    return {"files_removed": len(op.removed), "files_added": len(op.added),
+            "bytes_removed": sum(a.size or 0 for a in op.removed), "bytes_added": sum(a.size or 0 for a in op.added),
+            "rows": op.rows,
+            "partitions_optimized": len({tuple(sorted(a.partition_values.items())) for a in op.added})}
+
+
+def _drop(tw: TableWork, files: list[AddFile]) -> None:
+    from .engine_api import data_file_key
+
+    for a in files:
+        try:
+            tw.ctx.store.delete(data_file_key(tw.ctx.name, a.path, tw.ctx.lake_uri))
+        except Exception:  # noqa: BLE001 - best effort: no version references them
+            pass
