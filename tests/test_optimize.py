@@ -140,7 +140,7 @@ def test_a_compaction_does_not_invalidate_a_concurrent_reader(local_backend: Bac
 
 
 def _writer(uri: str, opts: dict, w: int, n: int, out) -> None:
-    lake = lv.Lake(uri, storage_options=opts or None)
+    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)  # a loaded machine waits, never aborts
     acked, deleted, aborts = [], [], 0
     for i in range(n):
         rid = w * 1000 + i
@@ -160,7 +160,7 @@ def _writer(uri: str, opts: dict, w: int, n: int, out) -> None:
 
 
 def _optimizer(uri: str, opts: dict, n: int, out) -> None:
-    lake = lv.Lake(uri, storage_options=opts or None)
+    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)  # a loaded machine waits, never aborts
     aborts = redos = compacted = 0
     for _ in range(n):
         txn = lake.begin("R")
