@@ -74,6 +74,7 @@ from .recovery.stalled import resolve_marker
 from .schemas import table_spec
 from .store import OutcomeUnknown
 from .tablework import Op, TableWork
+from .vocab import CommitInfo, CommitMode, Decision, InfoKind
 
 if TYPE_CHECKING:
     from .lake import Lake
@@ -123,9 +124,7 @@ class Transaction:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
             raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
-        mode = commit_mode or lake.commit_mode
-        if mode not in ("tail", "in_place"):
-            raise InvalidArgumentError("commit_mode must be 'tail' or 'in_place'")
+        mode = str(CommitMode.parse(commit_mode or lake.commit_mode))
         self.lake = lake
         self.features = features
         self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
@@ -168,12 +167,12 @@ class Transaction:
         return bool(self.features)
 
     @property
-    def decision(self) -> str:
+    def decision(self) -> Decision:
         if self.I:
-            return "gvl"
+            return Decision.GVL
         if self.CT:
-            return "record"
-        return "table"
+            return Decision.RECORD
+        return Decision.TABLE
 
     def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
         """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
@@ -446,7 +445,7 @@ class Transaction:
         if not adds and not removes:
             return result
         commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                  "lakevilla": self._commit_lv(1)})
+                                  "lakevilla": self._commit_info(1)})
         v = snap.version + 1
         for _ in range(self.lake.max_retries + 1):
             try:
@@ -481,9 +480,9 @@ class Transaction:
         raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
 
-    def _commit_lv(self, ntables: int) -> dict[str, Any]:
-        return {"v": 1, "kind": "commit", "txn": self.id, "attempt": self.attempt,
-                "features": features_label(self.features), "decision": self.decision, "tables": ntables}
+    def _commit_info(self, ntables: int, **more: Any) -> dict[str, Any]:
+        return CommitInfo(txn=self.id, attempt=self.attempt, features=features_label(self.features),
+                          decision=self.decision, tables=ntables, **more).to_json()
 
     # -- markers -----------------------------------------------------------------
     def _payload(self, table: str) -> MarkerPayload:
@@ -910,9 +909,9 @@ class Transaction:
             if tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                      "lakevilla": {**self._commit_lv(1), "marker": tw.marker.version}})
+                                      "lakevilla": self._commit_info(1, marker=tw.marker.version)})
             latest = tw.validated_upto
-            if self.mode == "in_place" and self._fill_ok(tw, latest):
+            if self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, latest):
                 self._check_age()
                 self._in_doubt = f"the in-place commit to {tw.name}@{tw.marker.version}"
                 try:
@@ -983,20 +982,22 @@ class Transaction:
         raise TransactionAborted("could not hold our markers", txn_id=self.id, reason="preempted")
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
+        # several tables: a reader can take the whole transaction without its record
+        together = sorted(w.name for w in written) if len(written) > 1 else None
+
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
             if tw.creating is not None:
-                lv_info = {**self._commit_lv(len(written)), "decision": "record", "kind": "create"}
-                if len(written) > 1:
-                    lv_info["txn_tables"] = sorted(w.name for w in written)
+                lv_info = CommitInfo(kind=InfoKind.CREATE, txn=self.id, attempt=self.attempt,
+                                     features=features_label(self.features), decision=Decision.RECORD,
+                                     tables=len(written), txn_tables=together).to_json()
                 c = tw.build_commit({"timestamp": int(time.time() * 1000), "lakevilla": lv_info})
-                return tw.name, records.TableIntent(marker=None, mode="tail", commit=c.to_bytes().decode(),
+                return tw.name, records.TableIntent(marker=None, mode=CommitMode.TAIL, commit=c.to_bytes().decode(),
                                                     create=True)
-            lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
-            if len(written) > 1:  # so that a reader can take the whole transaction without its record
-                lv_info["txn_tables"] = sorted(w.name for w in written)
+            lv_info = self._commit_info(len(written), marker=tw.marker.version, txn_tables=together)
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                  "lakevilla": lv_info})
-            mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
+            fill = self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, tw.validated_upto)
+            mode = self.mode if fill else CommitMode.TAIL
             return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
 
         return dict(self.lake.map(one, written))
@@ -1197,7 +1198,7 @@ class Transaction:
                 self._validate_table(tw)
                 return None
             it = intents.get(name)
-            hint = it.marker if it is not None and it.mode == "in_place" else tw.validated_upto + 1
+            hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else tw.validated_upto + 1
             limits[name] = hint - 1
         check_reads = self.isolation != "snapshot"
         targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
@@ -1326,8 +1327,8 @@ def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, 
     for table, first in sorted(first_versions.items()):
         log = lake.log(table)
         for v, c in log.commits_between(max(-1, first - 1), log.latest_version()):
-            info = c.lakevilla or {}
-            if info.get("kind") == "commit" and info.get("txn") == txn_id:
+            info = CommitInfo.of(c.lakevilla)
+            if info is not None and info.is_commit and info.txn == txn_id:
                 raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} at version {v} "
                                             "(rolled forward by recovery, or committed before the crash): "
                                             "nothing to resume")

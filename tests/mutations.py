@@ -207,7 +207,7 @@ MUTATIONS: list[Mutation] = [
       "recovery of an unannounced I transaction appends no abort"),
     # -- resume ---------------------------------------------------------------------------------
     M("resume-redoes-a-committed-txn", "resume", TX,
-      'if info.get("kind") == "commit" and info.get("txn") == txn_id:', "if False:",
+      "if info is not None and info.is_commit and info.txn == txn_id:", "if False:",
       [R + "test_resume_without_recover_at_every_crash_point[tail]"],
       "resume re-runs a transaction whose commit landed (issue 18, point 2)"),
     M("resume-leaves-old-markers", "resume", TX,
