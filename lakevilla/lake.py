@@ -152,7 +152,7 @@ class Lake:
         if engine is None:
             from .engines.embedded import EmbeddedEngine
 
-            engine = EmbeddedEngine(self._pool)
+            engine = EmbeddedEngine()
         self.engine = engine
         if hasattr(engine, "attach"):
             engine.attach(self)

@@ -168,10 +168,6 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
     return etag
 
 
-def read(log: DeltaLog, version: int) -> tuple[Commit, str]:
-    return log.read_commit_raw(version)
-
-
 def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str, reason: str,
                  commit_version: int | None = None) -> bool:
     """Resolve someone else's marker by conditional overwrite; False if it moved meanwhile."""
