@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from . import logs, reservations
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
+from .complex_txn.decide import decide_by_record
 from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
@@ -52,7 +53,7 @@ from .isolation import resolve as gvl_resolve
 from .isolation.closure import Closure
 from .isolation.cut import LONG_TRANSACTION, Cut
 from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
-from .isolation.validation import r1_stale_reads
+from .isolation.validation import r1_stale_reads, r3_unvalidated_write
 from .markers import (
     ABORTED,
     COMMITTED,
@@ -70,6 +71,7 @@ from .names import attempt_id, check_table_name, new_txn_id
 from .parallel import submit
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
+from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .schemas import table_spec
 from .store import OutcomeUnknown
@@ -119,7 +121,11 @@ class Transaction:
     """One transaction; created by ``Lake.begin`` / ``Lake.transaction``."""
 
     def __init__(self, lake: Lake, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
-                 commit_mode: str | None = None, txn_id: str | None = None) -> None:
+                 commit_mode: str | None = None, txn_id: str | None = None, *, started: float | None = None,
+                 attempt_no: int = 0, sublog_seq: int = 0) -> None:
+        """``started``, ``attempt_no`` and ``sublog_seq`` continue a transaction resumed from its
+        sublogs (``resume_transaction``): its age counts from its first start, its new attempt
+        and sublog entries follow the ones already written."""
         if isolation not in ISOLATIONS:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
@@ -134,14 +140,15 @@ class Transaction:
         self.slack = slack
         self.mode = mode
         self.id = txn_id or new_txn_id()
-        self.attempt_no = 0
-        self.attempt = attempt_id(self.id, 0)
+        self.attempt_no = attempt_no
+        self.attempt = attempt_id(self.id, attempt_no)
         self.tables: dict[str, TableWork] = {}
         self.state = "active"
         self.stats: Counter[str] = Counter()
-        self.started = lake.now()
+        now = lake.now()
+        self.started = now if started is None else started
         self._seq = 0
-        self._sublog_seq = 0
+        self._sublog_seq = sublog_seq
         self._unlogged_reads: list[sublogs.ReadRecord] = []
         self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
@@ -152,7 +159,7 @@ class Transaction:
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
         self._slock = threading.Lock()  # stats and sublog numbering, touched from parallel table work
-        self._last_beat = self.started
+        self._last_beat = now
         self._dl_versions: dict[str, int] = {}
         self._decided = False  # a record or global log entry says COMMITTING: no undo any more
         # a deciding write (tail commit, fill, record, announcement) was attempted and its outcome is
@@ -160,6 +167,12 @@ class Transaction:
         self._in_doubt: str | None = None
         self._committed_tables: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
         self.result: CommitResult | None = None
+        # the parts the features select; after construction the core asks them, not the flags
+        self._conflicts = conflict_policy(self.R)
+        self._redo_ctx = RedoContext(
+            txn_id=self.id, engine=lake.engine, write_sublog=lambda tw, op, redo: self._write_sublog(tw, op, redo),
+            delete_files=self._delete_files, count=self._count,
+            redone=lambda table, version, why, ops: logs.redone(self, table, version, why, ops))
 
     # -- public API ------------------------------------------------------------
     @property
@@ -410,7 +423,6 @@ class Transaction:
         if tw is not None:
             return tw
         log = self.lake.log(name)
-        from_gvl = False
         if self._cut is not None:
             if not self._cut.knows(name):  # joining the global log writes an entry: refuse bad input first
                 newest = log.snapshot()
@@ -420,11 +432,10 @@ class Transaction:
             # every table at the versions of one cut of the global order (isolation/cut.py)
             snap = log.snapshot(self._cut.version_of(name), list_log=False)
             self._gvl_seen = self._cut.last_seq
-            from_gvl = True
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
-        tw = TableWork(name, log, snap, self._ctx(name, snap), from_global_log=from_gvl)
+        tw = TableWork(name, log, snap, self._ctx(name, snap))
         self.tables[name] = tw
         return tw
 
@@ -761,7 +772,7 @@ class Transaction:
         if not lost:
             return
         logs.marker_taken(self, [tw.name for tw in lost])
-        if self.decision == "table":
+        if self.decision == Decision.TABLE:
             for tw in lost:
                 tw.old_markers.append(tw.marker)
                 self._claim(tw)
@@ -813,28 +824,7 @@ class Transaction:
                 return
             k, version, why = hit
             self._count("conflicts", 1)
-            if not self.R:
-                raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=self.id)
-            consumed = [op for op in tw.ops[k:] if op.kind == "read"]
-            stuck = [op for op in tw.ops[k:] if not op.redoable]
-            if stuck and not consumed:
-                raise TransactionAborted(
-                    f"{tw.name}: version {version} conflicts with a resumed operation whose sublog is physical "
-                    f"({why}); it cannot be redone", txn_id=self.id, reason="physical-conflict")
-            if consumed:
-                raise TransactionAborted(
-                    f"{tw.name}: version {version} invalidates a read whose result this transaction already "
-                    f"returned ({why}); re-run it (lake.run does)", txn_id=self.id, reason="consumed-read")
-            snap = tw.log.snapshot(latest)
-            redone = tw.redo(self.lake.engine, k, snap)
-            for op in redone:  # the new entries first: a crash in between must not leave entries naming
-                op.logical = True  # deleted files as the operation's latest state
-                self._write_sublog(tw, op, redo=True)
-            self._delete_files(tw.name, sorted(tw.garbage))
-            tw.garbage.clear()
-            self._count("redos", len(redone))
-            logs.redone(self, tw.name, version, why, redone)
-            tw.validated_upto = latest
+            self._conflicts.on_conflict(self._redo_ctx, tw, k, version, why, latest)  # redo (R) or abort
             if upto is None:
                 continue
             return
@@ -858,26 +848,18 @@ class Transaction:
     def _commit_create(self, tw: TableWork) -> int:
         """A created table outside a CT commit decides by a record of its own (one intent), so
         that the name's reservation can fence it like any other creating transaction."""
-        for _ in range(self.lake.max_retries + 1):
+        def prepare() -> dict[str, records.TableIntent]:
             self._hold_name(tw)
-            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
-                                    tables=self._intents([tw]))
-            self._check_age()
-            self._in_doubt = f"its transaction record {self.attempt}"
-            decided = records.decide(self.lake.store, rec)
-            self._in_doubt = None
-            if decided.state == records.ABORTED:
-                self.stats["preempted"] += 1
-                self._new_attempt()
-                continue
-            self._decided = True
-            v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
-            self._decided = False  # landed: later tables of an R commit are decided on their own
-            self._landed(tw, v)
-            self._post_commit("record", records.finish, self.lake.store, decided)
-            self._post_commit("release", reservations.release, self.lake.store, tw.name, self.attempt, "committed")
-            return v
-        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+            return self._intents([tw])
+
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        self._decided = True
+        v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
+        self._decided = False  # landed: later tables of an R commit are decided on their own
+        self._landed(tw, v)
+        self._post_commit("record", records.finish, self.lake.store, decided)
+        self._post_commit("release", reservations.release, self.lake.store, tw.name, self.attempt, "committed")
+        return v
 
     def _commit_read_only(self) -> None:
         """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
@@ -1003,25 +985,17 @@ class Transaction:
         return dict(self.lake.map(one, written))
 
     def _commit_record(self, written: list[TableWork]) -> CommitResult:
-        for _ in range(self.lake.max_retries + 1):
+        def prepare() -> dict[str, records.TableIntent]:
             self._prepare_all(written)
-            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
-                                    tables=self._intents(written))
-            self._check_age()
-            self._in_doubt = f"its transaction record {self.attempt}"
-            decided = records.decide(self.lake.store, rec)  # OutcomeUnknown: in doubt, CommitPendingError
-            self._in_doubt = None
-            if decided.state == records.ABORTED:
-                self.stats["preempted"] += 1
-                self._new_attempt()
-                continue
-            self._decided = True
-            versions = self._publish_all(decided.tables, written)
-            self._post_commit("record", records.finish, self.lake.store, decided)
-            self._post_commit("release", self._release_names, "committed")
-            self._cleanup_after_commit()
-            return CommitResult(self.id, versions, dict(self.stats))
-        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+            return self._intents(written)
+
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        self._decided = True
+        versions = self._publish_all(decided.tables, written)
+        self._post_commit("record", records.finish, self.lake.store, decided)
+        self._post_commit("release", self._release_names, "committed")
+        self._cleanup_after_commit()
+        return CommitResult(self.id, versions, dict(self.stats))
 
     def _publish_all(self, intents: dict[str, records.TableIntent] | dict[str, PendingWrite],
                      written: list[TableWork]) -> dict[str, int]:
@@ -1190,13 +1164,13 @@ class Transaction:
                 resolved[t] = x
             return resolved[t]
 
+        moved = r3_unvalidated_write(written, base_of, lambda t: self.tables[t].validated_upto)
+        if moved is not None:
+            self._validate_table(self.tables[moved])  # check (and redo) against it, then plan again
+            return None
         limits: dict[str, int] = {}
         for name in written:
             tw = self.tables[name]
-            b = base_of(name)
-            if b is not None and b > tw.validated_upto:  # R3: someone committed below our write
-                self._validate_table(tw)
-                return None
             it = intents.get(name)
             hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else tw.validated_upto + 1
             limits[name] = hint - 1
@@ -1304,6 +1278,31 @@ class Transaction:
             pass
 
 
+class _Deciding:
+    """The narrow view of a transaction that ``complex_txn.decide`` sees."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self._txn = txn
+
+    @property
+    def id(self) -> str:
+        return self._txn.id
+
+    @property
+    def attempt(self) -> str:
+        return self._txn.attempt
+
+    def check_age(self) -> None:
+        self._txn._check_age()
+
+    def in_doubt(self, what: str | None) -> None:
+        self._txn._in_doubt = what
+
+    def preempted(self) -> None:
+        self._txn.stats["preempted"] += 1
+        self._txn._new_attempt()
+
+
 def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, int]) -> None:
     """Before a crashed transaction is resumed, every earlier attempt must be settled: a
     decided one is rolled forward (and nothing is resumed), an undecided one is fenced
@@ -1373,14 +1372,10 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
             first_versions[t] = min(v, first_versions.get(t, v))
     _settle_earlier_attempts(lake, txn_id, first_versions)
     last = entries[-1]
-    txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
-                      txn_id=txn_id)
-    txn.started = min((e.created for e in entries if e.created), default=txn.started)
     attempts = [int(e.attempt.rsplit(".", 1)[1]) for e in entries if e.attempt and "." in e.attempt]
-    txn.attempt_no = max(attempts, default=0) + 1
-    txn.attempt = attempt_id(txn_id, txn.attempt_no)
-    txn._deps = Dependencies(txn.attempt)
-    txn._sublog_seq = max(e.seq for e in entries)
+    txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
+                      txn_id=txn_id, started=min((e.created for e in entries if e.created), default=None),
+                      attempt_no=max(attempts, default=0) + 1, sublog_seq=max(e.seq for e in entries))
     current = sublogs.current_ops(entries)
     by_table: dict[str, list[sublogs.SublogEntry]] = {}
     for e in current:
@@ -1414,8 +1409,7 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                     assignments=stmt.get("set"), inserted=added if e.op == "insert" else [], added=added,
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
-            tw._apply(op)
-            tw.ops.append(op)
+            tw.adopt(op)
         tw.logical = True
         txn.tables[table] = tw
         txn._seq = max(txn._seq, max((e.op_seq for e in ents), default=0))
