@@ -30,6 +30,7 @@ from . import logs, reservations
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies, younger
 from .complex_txn.decide import decide_by_record
+from .complex_txn.wait import DagWait
 from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
@@ -73,6 +74,7 @@ from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
+from .recovery.wait import MarkerWait, WaitContext
 from .schemas import table_spec
 from .store import OutcomeUnknown
 from .tablework import Op, TableWork
@@ -169,6 +171,7 @@ class Transaction:
         self.result: CommitResult | None = None
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
+        self._waits = DagWait() if self.dag else MarkerWait()
         self._redo_ctx = RedoContext(
             txn_id=self.id, engine=lake.engine, write_sublog=lambda tw, op, redo: self._write_sublog(tw, op, redo),
             delete_files=self._delete_files, count=self._count,
@@ -705,65 +708,19 @@ class Transaction:
 
     # -- waiting for predecessors ---------------------------------------------------
     def _wait_predecessors(self, tws: list[TableWork]) -> None:
-        """Wait until no running marker precedes ours in any of ``tws``; recover stalled
-        ones; detect cycles (CT) and shift; time out into a shift (CT) or an abort."""
-        deadline = time.monotonic() + self.lake.wait_timeout
-        delay = 0.002
-        shifts_here = 0
-        waiting_on: frozenset = frozenset()
-        stuck_since = time.monotonic()
-        waited_since, waited_for = time.monotonic(), set()
-        while True:
-            self._heartbeat_if_due()
-            self._check_markers_held(tws)
-            pending: list[tuple[TableWork, int, MarkerPayload]] = []
-            for tw, preds in zip(tws, self.lake.map(self._running_predecessors, tws)):
-                for v, p in preds:
-                    pending.append((tw, v, p))
-            if not pending:
-                logs.waited(self, waited_for, time.monotonic() - waited_since)
-                return
-            waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
-            now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
-            if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
-                waiting_on, stuck_since = now_set, time.monotonic()
-            self.stats["wait_rounds"] += 1
-            now = self.lake.now()
-            for tw, v, p in pending:
-                if p.expired(now):
-                    res = resolve_marker(self.lake.services(), tw.name, v)
-                    self.stats["recovered_" + res.outcome] += 1
-            if self.dag:
-                for tw in tws:
-                    self._deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
-                cyc = [p for _, _, p in pending if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
-                if cyc:
-                    self._deps.yield_to(cyc)
-                    self._shift_markers(f"cycle with {cyc[0].attempt}")
-                    shifts_here += 1
-                    deadline = time.monotonic() + self.lake.wait_timeout
-                    continue
-                self._publish_deps()
-                # rule IV; a queue of n transactions ahead of us is not a deadlock, so the timeout
-                # scales with it and doubles with every shift we already made
-                queue = len({p.attempt for _, _, p in pending})
-                limit = self.lake.shift_timeout * queue * (2 ** shifts_here)
-                if time.monotonic() - stuck_since > limit and shifts_here < self.lake.max_shifts:
-                    self._shift_markers("no progress while waiting (rule IV)")
-                    shifts_here += 1
-                    stuck_since = time.monotonic()
-                    continue
-            if time.monotonic() > deadline:
-                if self.dag and shifts_here < self.lake.max_shifts:
-                    self._shift_markers("wait timed out")
-                    shifts_here += 1
-                    deadline = time.monotonic() + self.lake.wait_timeout
-                    continue
-                who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
-                raise TransactionAborted(f"timed out after {self.lake.wait_timeout:.1f}s waiting for {who}",
-                                         txn_id=self.id, reason="timeout")
-            time.sleep(delay)  # bounded polling of the predecessors' markers
-            delay = min(delay * 1.5, self.lake.poll_max)
+        """Wait until no running marker precedes ours in any of ``tws`` (the wait policy:
+        recovery/wait.py, with the DAG's cycle checks and shifts in complex_txn/wait.py)."""
+        lake = self.lake
+        ctx = WaitContext(
+            txn_id=self.id, wait_timeout=lake.wait_timeout, poll_max=lake.poll_max,
+            shift_timeout=lake.shift_timeout, max_shifts=lake.max_shifts, now=lake.now,
+            heartbeat=self._heartbeat_if_due, check_held=self._check_markers_held,
+            predecessors=lambda tws: lake.map(self._running_predecessors, tws),
+            recover=lambda table, v: resolve_marker(lake.services(), table, v).outcome,
+            count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
+            deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
+            publish_deps=self._publish_deps)
+        self._waits.wait(ctx, tws)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
