@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import logs, reservations
 from .complex_txn import record as records
-from .complex_txn.dag import Dependencies, younger
+from .complex_txn.dag import Dependencies
 from .complex_txn.decide import decide_by_record
 from .complex_txn.wait import DagWait
 from .conflicts import first_conflict
@@ -138,6 +138,8 @@ class Transaction:
         self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
         # dependency lists and marker shifts wherever a commit waits on several tables at once
         self.dag = self.CT or self.I
+        # what makes a commit durable (vocab.Decision): the global log (I), the record (CT), each table
+        self.decision = Decision.GVL if self.I else Decision.RECORD if self.CT else Decision.TABLE
         self.isolation = isolation
         self.slack = slack
         self.mode = mode
@@ -172,6 +174,8 @@ class Transaction:
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
         self._waits = DagWait() if self.dag else MarkerWait()
+        self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
+                        Decision.TABLE: self._commit_per_table}[self.decision]
         self._redo_ctx = RedoContext(
             txn_id=self.id, engine=lake.engine, write_sublog=lambda tw, op, redo: self._write_sublog(tw, op, redo),
             delete_files=self._delete_files, count=self._count,
@@ -181,14 +185,6 @@ class Transaction:
     @property
     def uses_markers(self) -> bool:
         return bool(self.features)
-
-    @property
-    def decision(self) -> Decision:
-        if self.I:
-            return Decision.GVL
-        if self.CT:
-            return Decision.RECORD
-        return Decision.TABLE
 
     def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
         """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
@@ -535,17 +531,7 @@ class Transaction:
             return preds
 
         found = self.lake.map(one, tws)
-        if not self.dag:
-            return
-        cyc = []
-        for tw, preds in zip(tws, found):
-            self._deps.observe(tw.name, [p for _, p in preds])
-            cyc += [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
-        if cyc:
-            self._deps.yield_to(cyc)
-            self._shift_markers(f"cycle with {cyc[0].attempt}")
-            return
-        self._publish_deps()
+        self._waits.claimed(self._wait_ctx(), tws, found)  # with a DAG: rules II/III now
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
         """Running markers below ours (fresh state), excluding our own."""
@@ -710,8 +696,11 @@ class Transaction:
     def _wait_predecessors(self, tws: list[TableWork]) -> None:
         """Wait until no running marker precedes ours in any of ``tws`` (the wait policy:
         recovery/wait.py, with the DAG's cycle checks and shifts in complex_txn/wait.py)."""
+        self._waits.wait(self._wait_ctx(), tws)
+
+    def _wait_ctx(self) -> WaitContext:
         lake = self.lake
-        ctx = WaitContext(
+        return WaitContext(
             txn_id=self.id, wait_timeout=lake.wait_timeout, poll_max=lake.poll_max,
             shift_timeout=lake.shift_timeout, max_shifts=lake.max_shifts, now=lake.now,
             heartbeat=self._heartbeat_if_due, check_held=self._check_markers_held,
@@ -720,7 +709,6 @@ class Transaction:
             count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
             deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
             publish_deps=self._publish_deps)
-        self._waits.wait(ctx, tws)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -796,11 +784,11 @@ class Transaction:
         if not written:
             self._commit_read_only()
             return CommitResult(self.id, {}, dict(self.stats), self._cut.last_seq if self._cut else None)
-        if self.I:
-            return self._commit_global(written)
-        if self.CT and len(written) > 1:
-            return self._commit_record(written)
-        return self._commit_per_table(written)
+        return self._decide(written)
+
+    def _commit_record_or_table(self, written: list[TableWork]) -> CommitResult:
+        """CT: several tables decide by one record; a single table by its own commit."""
+        return self._commit_record(written) if len(written) > 1 else self._commit_per_table(written)
 
     def _commit_create(self, tw: TableWork) -> int:
         """A created table outside a CT commit decides by a record of its own (one intent), so

@@ -16,10 +16,25 @@ from ..recovery.wait import MarkerWait, Pending, WaitContext, WaitState
 from .dag import younger
 
 if TYPE_CHECKING:
+    from ..markers import MarkerPayload
     from ..tablework import TableWork
 
 
 class DagWait(MarkerWait):
+    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+        """Rules II/III as soon as markers are claimed: learn the dependencies, break a cycle
+        at once (the younger shifts), else publish our dependency list."""
+        deps = ctx.deps()
+        cyc = []
+        for tw, preds in zip(tws, found):
+            deps.observe(tw.name, [p for _, p in preds])
+            cyc += [p for _, p in preds if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
+        if cyc:
+            deps.yield_to(cyc)
+            ctx.shift(f"cycle with {cyc[0].attempt}")
+            return
+        ctx.publish_deps()
+
     def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
         deps = ctx.deps()
         for tw in tws:

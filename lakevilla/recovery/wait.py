@@ -97,6 +97,9 @@ class MarkerWait:
             time.sleep(delay)  # bounded polling of the predecessors' markers
             delay = min(delay * 1.5, ctx.poll_max)
 
+    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+        """Markers were just claimed on ``tws``, with these running predecessors each."""
+
     def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
         """After a round of recovery: True to look again at once (a DAG policy shifted)."""
         return False
