@@ -12,6 +12,7 @@ from .delta.actions import AddFile, Commit, Metadata
 from .delta.features import protocol_for
 from .delta.schema import schema_from_json, schema_to_json
 from .markers import ENGINE_INFO
+from .vocab import CommitInfo, InfoKind
 
 
 def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,
@@ -31,7 +32,7 @@ def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                             "operation": "CREATE TABLE AS SELECT" if with_data else "CREATE TABLE",
                             "operationParameters": {"partitionBy": str(list(metadata.partition_columns))},
                             "isBlindAppend": True, "engineInfo": ENGINE_INFO,
-                            "lakevilla": lakevilla or {"v": 1, "kind": "create"}}
+                            "lakevilla": lakevilla or CommitInfo(kind=InfoKind.CREATE).to_json()}
     if with_data:
         info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
     return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string)),

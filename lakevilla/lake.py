@@ -40,6 +40,7 @@ from .parallel import SHARED, pmap
 from .schemas import table_spec
 from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
+from .vocab import CommitMode
 
 # Maintenance keeps what it might delete for this long by default: Delta VACUUM's default retention.
 DEFAULT_RETENTION = 7 * 24 * 3600.0
@@ -117,8 +118,7 @@ class Lake:
         max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        if commit_mode not in ("tail", "in_place"):
-            raise InvalidArgumentError("commit_mode must be 'tail' or 'in_place'")
+        commit_mode = str(CommitMode.parse(commit_mode))
         if marker_ttl <= 0:
             raise InvalidArgumentError("marker_ttl must be positive")
         if max_transaction_age <= 0:
@@ -152,7 +152,7 @@ class Lake:
         if engine is None:
             from .engines.embedded import EmbeddedEngine
 
-            engine = EmbeddedEngine(self._pool)
+            engine = EmbeddedEngine()
         self.engine = engine
         if hasattr(engine, "attach"):
             engine.attach(self)

@@ -19,8 +19,9 @@ from .delta.actions import Commit
 from .delta.log import DeltaLog, VersionExists
 from .errors import CorruptLogError
 from .store import NotFound, OutcomeUnknown, PreconditionFailed
+from .vocab import CommitInfo, CommitMode, InfoKind, MarkerState
 
-RUNNING, COMMITTED, ABORTED, FREED = "running", "committed", "aborted", "freed"
+RUNNING, COMMITTED, ABORTED, FREED = MarkerState.RUNNING, MarkerState.COMMITTED, MarkerState.ABORTED, MarkerState.FREED
 ENGINE_INFO = "lakevilla/0.1"
 
 
@@ -29,8 +30,8 @@ class MarkerPayload:
     txn: str
     attempt: str
     table: str
-    decision: str  # "table": the table commit decides; "record": the txn record; "gvl": the global log
-    mode: str  # "tail" | "in_place"
+    decision: str  # a vocab.Decision: what decides this transaction
+    mode: str  # a vocab.CommitMode
     features: str = ""
     state: str = RUNNING
     rev: int = 0
@@ -43,14 +44,14 @@ class MarkerPayload:
     commit_version: int | None = None
     reason: str | None = None
     v: int = 1
-    kind: str = "marker"
+    kind: str = InfoKind.MARKER
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MarkerPayload:
-        if d.get("kind") != "marker":
+        if d.get("kind") != InfoKind.MARKER:
             raise CorruptLogError(f"not a lakevilla marker: {d!r}")
         if int(d.get("v", 1)) > 1:
             raise CorruptLogError(f"marker format version {d['v']} is newer than this lakevilla understands")
@@ -73,7 +74,7 @@ class MarkerPayload:
 
 def marker_of(c: Commit) -> MarkerPayload | None:
     lv = c.lakevilla
-    if lv is None or lv.get("kind") != "marker" or not c.is_empty:
+    if lv is None or lv.get("kind") != InfoKind.MARKER or not c.is_empty:
         return None
     try:
         return MarkerPayload.from_json(lv)
@@ -83,16 +84,14 @@ def marker_of(c: Commit) -> MarkerPayload | None:
 
 def commit_txn(c: Commit) -> str | None:
     """The transaction attempt that wrote a table commit (tail commit or filled marker)."""
-    lv = c.lakevilla
-    if lv and lv.get("kind") in ("commit", "create"):  # "create": version 0 of a table a transaction made
-        return lv.get("attempt")
-    return None
+    info = CommitInfo.of(c.lakevilla)
+    return info.attempt if info is not None and info.is_commit else None
 
 
 def is_final(c: Commit) -> bool:
     """False for an open in-place marker: its version may still be filled."""
     m = marker_of(c)
-    return not (m is not None and m.state == RUNNING and m.mode == "in_place")
+    return not (m is not None and m.state == RUNNING and m.mode == CommitMode.IN_PLACE)
 
 
 @dataclass
@@ -167,10 +166,6 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
         etag = log.rewrite_commit(h.version, body, got.etag)  # our earlier write did land: go on from it
     h.unsettled = None
     return etag
-
-
-def read(log: DeltaLog, version: int) -> tuple[Commit, str]:
-    return log.read_commit_raw(version)
 
 
 def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str, reason: str,

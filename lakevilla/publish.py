@@ -19,6 +19,7 @@ from .delta.log import DeltaLog, VersionExists
 from .errors import CreateConflictError
 from .markers import RUNNING, commit_txn, marker_of
 from .store import NotFound, PreconditionFailed
+from .vocab import CommitMode
 
 
 def fill_is_safe(log: DeltaLog, marker_version: int, latest: int) -> bool:
@@ -73,7 +74,7 @@ def publish(
     ``on_foreign`` sees each commit we had to step over, for post-decision checks.
     """
     latest = log.known_latest()  # anything newer shows up as a put-if-absent collision below
-    if mode == "in_place" and marker_version is not None:
+    if mode == CommitMode.IN_PLACE and marker_version is not None:
         try:
             current, etag = log.read_commit_raw(marker_version)
         except NotFound:

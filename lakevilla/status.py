@@ -24,13 +24,14 @@ from .markers import RUNNING, commit_txn, marker_of
 from .names import GVL_DIR, TXN_DIR
 from .publish import find_commit
 from .store import NotFound
+from .vocab import Decision
 
 if TYPE_CHECKING:
     from .lake import Lake
 
 MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as recover does)
 RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
-_DECIDERS = {"table": "table", "record": "record", "gvl": "global_log"}
+_DECIDERS = {Decision.TABLE: "table", Decision.RECORD: "record", Decision.GVL: "global_log"}
 DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
 
 

@@ -46,17 +46,11 @@ class Op:
     rows: int = 0
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
     redoable: bool = True  # False for an operation resumed from a physical sublog entry
-    redos: int = 0
     merge: Any = None  # merge: the statement (lakevilla.merge.MergeSpec); where is its pruning predicate
 
     @property
     def is_write(self) -> bool:
         return self.kind != "read"
-
-    @property
-    def declarative(self) -> bool:
-        """Its inputs are all in the log: it can be re-executed on a newer snapshot."""
-        return self.kind in ("insert", "update", "delete", "merge", "overwrite", "optimize", "add_columns")
 
     def footprint(self) -> Footprint:
         if self.kind == "insert":
@@ -75,8 +69,7 @@ class Op:
 
 
 class TableWork:
-    def __init__(self, name: str, log: DeltaLog, snapshot: Snapshot, ctx: TableContext, *,
-                 from_global_log: bool = False) -> None:
+    def __init__(self, name: str, log: DeltaLog, snapshot: Snapshot, ctx: TableContext) -> None:
         self.name = name
         self.log = log
         self.ctx = ctx
@@ -89,7 +82,6 @@ class TableWork:
         self.marker: MarkerHandle | None = None
         self.old_markers: list[MarkerHandle] = []
         self.logical = False
-        self.from_global_log = from_global_log
         self.garbage: set[str] = set()  # our files that no version will ever reference
         # versions our snapshot read as empty in-place markers: if one is filled later, its
         # actions were never in our snapshot, so validation must look at it again
@@ -144,6 +136,11 @@ class TableWork:
             self._remove(a)
         for a in op.added:
             self.added[a.path] = a
+
+    def adopt(self, op: Op) -> None:
+        """Take in an operation executed before (resumed from its sublog): its files join the view."""
+        self._apply(op)
+        self.ops.append(op)
 
     # -- execution -------------------------------------------------------------
     def run(self, engine: Engine, op: Op, data: Any = None) -> Any:
@@ -246,7 +243,6 @@ class TableWork:
         undone = self.undo_from(k)
         self.rebase(snapshot, k)
         for op in undone:
-            op.redos += 1
             op.added, op.removed, op.read_files = [], [], set()
             self.run(engine, op)
         return undone

@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 from . import logs, reservations
 from . import merge as merges
 from .complex_txn import record as records
-from .complex_txn.dag import Dependencies, younger
+from .complex_txn.dag import Dependencies
+from .complex_txn.decide import decide_by_record
+from .complex_txn.wait import DagWait
 from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
@@ -53,7 +55,7 @@ from .isolation import resolve as gvl_resolve
 from .isolation.closure import Closure
 from .isolation.cut import LONG_TRANSACTION, Cut
 from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
-from .isolation.validation import r1_stale_reads
+from .isolation.validation import r1_stale_reads, r3_unvalidated_write
 from .markers import (
     ABORTED,
     COMMITTED,
@@ -71,10 +73,13 @@ from .names import attempt_id, check_table_name, new_txn_id
 from .parallel import submit
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
+from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
+from .recovery.wait import MarkerWait, WaitContext
 from .schemas import table_spec
 from .store import OutcomeUnknown
 from .tablework import Op, TableWork
+from .vocab import CommitInfo, CommitMode, Decision, InfoKind
 
 if TYPE_CHECKING:
     from .lake import Lake
@@ -119,31 +124,36 @@ class Transaction:
     """One transaction; created by ``Lake.begin`` / ``Lake.transaction``."""
 
     def __init__(self, lake: Lake, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
-                 commit_mode: str | None = None, txn_id: str | None = None) -> None:
+                 commit_mode: str | None = None, txn_id: str | None = None, *, started: float | None = None,
+                 attempt_no: int = 0, sublog_seq: int = 0) -> None:
+        """``started``, ``attempt_no`` and ``sublog_seq`` continue a transaction resumed from its
+        sublogs (``resume_transaction``): its age counts from its first start, its new attempt
+        and sublog entries follow the ones already written."""
         if isolation not in ISOLATIONS:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
             raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
-        mode = commit_mode or lake.commit_mode
-        if mode not in ("tail", "in_place"):
-            raise InvalidArgumentError("commit_mode must be 'tail' or 'in_place'")
+        mode = str(CommitMode.parse(commit_mode or lake.commit_mode))
         self.lake = lake
         self.features = features
         self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
         # dependency lists and marker shifts wherever a commit waits on several tables at once
         self.dag = self.CT or self.I
+        # what makes a commit durable (vocab.Decision): the global log (I), the record (CT), each table
+        self.decision = Decision.GVL if self.I else Decision.RECORD if self.CT else Decision.TABLE
         self.isolation = isolation
         self.slack = slack
         self.mode = mode
         self.id = txn_id or new_txn_id()
-        self.attempt_no = 0
-        self.attempt = attempt_id(self.id, 0)
+        self.attempt_no = attempt_no
+        self.attempt = attempt_id(self.id, attempt_no)
         self.tables: dict[str, TableWork] = {}
         self.state = "active"
         self.stats: Counter[str] = Counter()
-        self.started = lake.now()
+        now = lake.now()
+        self.started = now if started is None else started
         self._seq = 0
-        self._sublog_seq = 0
+        self._sublog_seq = sublog_seq
         self._unlogged_reads: list[sublogs.ReadRecord] = []
         self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
@@ -154,7 +164,7 @@ class Transaction:
         self._gvl_seen: int | None = None
         self._mlock = threading.RLock()
         self._slock = threading.Lock()  # stats and sublog numbering, touched from parallel table work
-        self._last_beat = self.started
+        self._last_beat = now
         self._dl_versions: dict[str, int] = {}
         self._decided = False  # a record or global log entry says COMMITTING: no undo any more
         # a deciding write (tail commit, fill, record, announcement) was attempted and its outcome is
@@ -162,19 +172,20 @@ class Transaction:
         self._in_doubt: str | None = None
         self._committed_tables: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
         self.result: CommitResult | None = None
+        # the parts the features select; after construction the core asks them, not the flags
+        self._conflicts = conflict_policy(self.R)
+        self._waits = DagWait() if self.dag else MarkerWait()
+        self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
+                        Decision.TABLE: self._commit_per_table}[self.decision]
+        self._redo_ctx = RedoContext(
+            txn_id=self.id, engine=lake.engine, write_sublog=lambda tw, op, redo: self._write_sublog(tw, op, redo),
+            delete_files=self._delete_files, count=self._count,
+            redone=lambda table, version, why, ops: logs.redone(self, table, version, why, ops))
 
     # -- public API ------------------------------------------------------------
     @property
     def uses_markers(self) -> bool:
         return bool(self.features)
-
-    @property
-    def decision(self) -> str:
-        if self.I:
-            return "gvl"
-        if self.CT:
-            return "record"
-        return "table"
 
     def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
         """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
@@ -482,7 +493,6 @@ class Transaction:
         if tw is not None:
             return tw
         log = self.lake.log(name)
-        from_gvl = False
         if self._cut is not None:
             if not self._cut.knows(name):  # joining the global log writes an entry: refuse bad input first
                 newest = log.snapshot()
@@ -492,11 +502,10 @@ class Transaction:
             # every table at the versions of one cut of the global order (isolation/cut.py)
             snap = log.snapshot(self._cut.version_of(name), list_log=False)
             self._gvl_seen = self._cut.last_seq
-            from_gvl = True
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
-        tw = TableWork(name, log, snap, self._ctx(name, snap), from_global_log=from_gvl)
+        tw = TableWork(name, log, snap, self._ctx(name, snap))
         self.tables[name] = tw
         return tw
 
@@ -517,7 +526,7 @@ class Transaction:
         if not adds and not removes and tw.metadata is None:
             return result
         commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                  "lakevilla": self._commit_lv(1)})
+                                  "lakevilla": self._commit_info(1)})
         v = snap.version + 1
         for _ in range(self.lake.max_retries + 1):
             try:
@@ -552,9 +561,9 @@ class Transaction:
         raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
 
-    def _commit_lv(self, ntables: int) -> dict[str, Any]:
-        return {"v": 1, "kind": "commit", "txn": self.id, "attempt": self.attempt,
-                "features": features_label(self.features), "decision": self.decision, "tables": ntables}
+    def _commit_info(self, ntables: int, **more: Any) -> dict[str, Any]:
+        return CommitInfo(txn=self.id, attempt=self.attempt, features=features_label(self.features),
+                          decision=self.decision, tables=ntables, **more).to_json()
 
     # -- markers -----------------------------------------------------------------
     def _payload(self, table: str) -> MarkerPayload:
@@ -593,17 +602,7 @@ class Transaction:
             return preds
 
         found = self.lake.map(one, tws)
-        if not self.dag:
-            return
-        cyc = []
-        for tw, preds in zip(tws, found):
-            self._deps.observe(tw.name, [p for _, p in preds])
-            cyc += [p for _, p in preds if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
-        if cyc:
-            self._deps.yield_to(cyc)
-            self._shift_markers(f"cycle with {cyc[0].attempt}")
-            return
-        self._publish_deps()
+        self._waits.claimed(self._wait_ctx(), tws, found)  # with a DAG: rules II/III now
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
         """Running markers below ours (fresh state), excluding our own."""
@@ -771,65 +770,21 @@ class Transaction:
 
     # -- waiting for predecessors ---------------------------------------------------
     def _wait_predecessors(self, tws: list[TableWork]) -> None:
-        """Wait until no running marker precedes ours in any of ``tws``; recover stalled
-        ones; detect cycles (CT) and shift; time out into a shift (CT) or an abort."""
-        deadline = time.monotonic() + self.lake.wait_timeout
-        delay = 0.002
-        shifts_here = 0
-        waiting_on: frozenset = frozenset()
-        stuck_since = time.monotonic()
-        waited_since, waited_for = time.monotonic(), set()
-        while True:
-            self._heartbeat_if_due()
-            self._check_markers_held(tws)
-            pending: list[tuple[TableWork, int, MarkerPayload]] = []
-            for tw, preds in zip(tws, self.lake.map(self._running_predecessors, tws)):
-                for v, p in preds:
-                    pending.append((tw, v, p))
-            if not pending:
-                logs.waited(self, waited_for, time.monotonic() - waited_since)
-                return
-            waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
-            now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
-            if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
-                waiting_on, stuck_since = now_set, time.monotonic()
-            self.stats["wait_rounds"] += 1
-            now = self.lake.now()
-            for tw, v, p in pending:
-                if p.expired(now):
-                    res = resolve_marker(self.lake.services(), tw.name, v)
-                    self.stats["recovered_" + res.outcome] += 1
-            if self.dag:
-                for tw in tws:
-                    self._deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
-                cyc = [p for _, _, p in pending if self._deps.cycle_with(p) and younger(self.attempt, p.attempt)]
-                if cyc:
-                    self._deps.yield_to(cyc)
-                    self._shift_markers(f"cycle with {cyc[0].attempt}")
-                    shifts_here += 1
-                    deadline = time.monotonic() + self.lake.wait_timeout
-                    continue
-                self._publish_deps()
-                # rule IV; a queue of n transactions ahead of us is not a deadlock, so the timeout
-                # scales with it and doubles with every shift we already made
-                queue = len({p.attempt for _, _, p in pending})
-                limit = self.lake.shift_timeout * queue * (2 ** shifts_here)
-                if time.monotonic() - stuck_since > limit and shifts_here < self.lake.max_shifts:
-                    self._shift_markers("no progress while waiting (rule IV)")
-                    shifts_here += 1
-                    stuck_since = time.monotonic()
-                    continue
-            if time.monotonic() > deadline:
-                if self.dag and shifts_here < self.lake.max_shifts:
-                    self._shift_markers("wait timed out")
-                    shifts_here += 1
-                    deadline = time.monotonic() + self.lake.wait_timeout
-                    continue
-                who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
-                raise TransactionAborted(f"timed out after {self.lake.wait_timeout:.1f}s waiting for {who}",
-                                         txn_id=self.id, reason="timeout")
-            time.sleep(delay)  # bounded polling of the predecessors' markers
-            delay = min(delay * 1.5, self.lake.poll_max)
+        """Wait until no running marker precedes ours in any of ``tws`` (the wait policy:
+        recovery/wait.py, with the DAG's cycle checks and shifts in complex_txn/wait.py)."""
+        self._waits.wait(self._wait_ctx(), tws)
+
+    def _wait_ctx(self) -> WaitContext:
+        lake = self.lake
+        return WaitContext(
+            txn_id=self.id, wait_timeout=lake.wait_timeout, poll_max=lake.poll_max,
+            shift_timeout=lake.shift_timeout, max_shifts=lake.max_shifts, now=lake.now,
+            heartbeat=self._heartbeat_if_due, check_held=self._check_markers_held,
+            predecessors=lambda tws: lake.map(self._running_predecessors, tws),
+            recover=lambda table, v: resolve_marker(lake.services(), table, v).outcome,
+            count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
+            deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
+            publish_deps=self._publish_deps)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -838,7 +793,7 @@ class Transaction:
         if not lost:
             return
         logs.marker_taken(self, [tw.name for tw in lost])
-        if self.decision == "table":
+        if self.decision == Decision.TABLE:
             for tw in lost:
                 tw.old_markers.append(tw.marker)
                 self._claim(tw)
@@ -890,28 +845,7 @@ class Transaction:
                 return
             k, version, why = hit
             self._count("conflicts", 1)
-            if not self.R:
-                raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=self.id)
-            consumed = [op for op in tw.ops[k:] if op.kind == "read"]
-            stuck = [op for op in tw.ops[k:] if not op.redoable]
-            if stuck and not consumed:
-                raise TransactionAborted(
-                    f"{tw.name}: version {version} conflicts with a resumed operation whose sublog is physical "
-                    f"({why}); it cannot be redone", txn_id=self.id, reason="physical-conflict")
-            if consumed:
-                raise TransactionAborted(
-                    f"{tw.name}: version {version} invalidates a read whose result this transaction already "
-                    f"returned ({why}); re-run it (lake.run does)", txn_id=self.id, reason="consumed-read")
-            snap = tw.log.snapshot(latest)
-            redone = tw.redo(self.lake.engine, k, snap)
-            for op in redone:  # the new entries first: a crash in between must not leave entries naming
-                op.logical = True  # deleted files as the operation's latest state
-                self._write_sublog(tw, op, redo=True)
-            self._delete_files(tw.name, sorted(tw.garbage))
-            tw.garbage.clear()
-            self._count("redos", len(redone))
-            logs.redone(self, tw.name, version, why, redone)
-            tw.validated_upto = latest
+            self._conflicts.on_conflict(self._redo_ctx, tw, k, version, why, latest)  # redo (R) or abort
             if upto is None:
                 continue
             return
@@ -926,35 +860,27 @@ class Transaction:
         if not written:
             self._commit_read_only()
             return CommitResult(self.id, {}, dict(self.stats), self._cut.last_seq if self._cut else None)
-        if self.I:
-            return self._commit_global(written)
-        if self.CT and len(written) > 1:
-            return self._commit_record(written)
-        return self._commit_per_table(written)
+        return self._decide(written)
+
+    def _commit_record_or_table(self, written: list[TableWork]) -> CommitResult:
+        """CT: several tables decide by one record; a single table by its own commit."""
+        return self._commit_record(written) if len(written) > 1 else self._commit_per_table(written)
 
     def _commit_create(self, tw: TableWork) -> int:
         """A created table outside a CT commit decides by a record of its own (one intent), so
         that the name's reservation can fence it like any other creating transaction."""
-        for _ in range(self.lake.max_retries + 1):
+        def prepare() -> dict[str, records.TableIntent]:
             self._hold_name(tw)
-            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
-                                    tables=self._intents([tw]))
-            self._check_age()
-            self._in_doubt = f"its transaction record {self.attempt}"
-            decided = records.decide(self.lake.store, rec)
-            self._in_doubt = None
-            if decided.state == records.ABORTED:
-                self.stats["preempted"] += 1
-                self._new_attempt()
-                continue
-            self._decided = True
-            v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
-            self._decided = False  # landed: later tables of an R commit are decided on their own
-            self._landed(tw, v)
-            self._post_commit("record", records.finish, self.lake.store, decided)
-            self._post_commit("release", reservations.release, self.lake.store, tw.name, self.attempt, "committed")
-            return v
-        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+            return self._intents([tw])
+
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        self._decided = True
+        v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
+        self._decided = False  # landed: later tables of an R commit are decided on their own
+        self._landed(tw, v)
+        self._post_commit("record", records.finish, self.lake.store, decided)
+        self._post_commit("release", reservations.release, self.lake.store, tw.name, self.attempt, "committed")
+        return v
 
     def _commit_read_only(self) -> None:
         """Nothing to do: an I transaction that only read saw one consistent cut, a prefix of
@@ -986,9 +912,9 @@ class Transaction:
             if tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                      "lakevilla": {**self._commit_lv(1), "marker": tw.marker.version}})
+                                      "lakevilla": self._commit_info(1, marker=tw.marker.version)})
             latest = tw.validated_upto
-            if self.mode == "in_place" and self._fill_ok(tw, latest):
+            if self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, latest):
                 self._check_age()
                 self._in_doubt = f"the in-place commit to {tw.name}@{tw.marker.version}"
                 try:
@@ -1059,44 +985,38 @@ class Transaction:
         raise TransactionAborted("could not hold our markers", txn_id=self.id, reason="preempted")
 
     def _intents(self, written: list[TableWork]) -> dict[str, records.TableIntent]:
+        # several tables: a reader can take the whole transaction without its record
+        together = sorted(w.name for w in written) if len(written) > 1 else None
+
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
             if tw.creating is not None:
-                lv_info = {**self._commit_lv(len(written)), "decision": "record", "kind": "create"}
-                if len(written) > 1:
-                    lv_info["txn_tables"] = sorted(w.name for w in written)
+                lv_info = CommitInfo(kind=InfoKind.CREATE, txn=self.id, attempt=self.attempt,
+                                     features=features_label(self.features), decision=Decision.RECORD,
+                                     tables=len(written), txn_tables=together).to_json()
                 c = tw.build_commit({"timestamp": int(time.time() * 1000), "lakevilla": lv_info})
-                return tw.name, records.TableIntent(marker=None, mode="tail", commit=c.to_bytes().decode(),
+                return tw.name, records.TableIntent(marker=None, mode=CommitMode.TAIL, commit=c.to_bytes().decode(),
                                                     create=True)
-            lv_info = {**self._commit_lv(len(written)), "marker": tw.marker.version}
-            if len(written) > 1:  # so that a reader can take the whole transaction without its record
-                lv_info["txn_tables"] = sorted(w.name for w in written)
+            lv_info = self._commit_info(len(written), marker=tw.marker.version, txn_tables=together)
             c = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                  "lakevilla": lv_info})
-            mode = self.mode if (self.mode == "in_place" and self._fill_ok(tw, tw.validated_upto)) else "tail"
+            fill = self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, tw.validated_upto)
+            mode = self.mode if fill else CommitMode.TAIL
             return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
 
         return dict(self.lake.map(one, written))
 
     def _commit_record(self, written: list[TableWork]) -> CommitResult:
-        for _ in range(self.lake.max_retries + 1):
+        def prepare() -> dict[str, records.TableIntent]:
             self._prepare_all(written)
-            rec = records.TxnRecord(attempt=self.attempt, txn=self.id, state=records.COMMITTING,
-                                    tables=self._intents(written))
-            self._check_age()
-            self._in_doubt = f"its transaction record {self.attempt}"
-            decided = records.decide(self.lake.store, rec)  # OutcomeUnknown: in doubt, CommitPendingError
-            self._in_doubt = None
-            if decided.state == records.ABORTED:
-                self.stats["preempted"] += 1
-                self._new_attempt()
-                continue
-            self._decided = True
-            versions = self._publish_all(decided.tables, written)
-            self._post_commit("record", records.finish, self.lake.store, decided)
-            self._post_commit("release", self._release_names, "committed")
-            self._cleanup_after_commit()
-            return CommitResult(self.id, versions, dict(self.stats))
-        raise TransactionAborted("preempted by recovery too often", txn_id=self.id, reason="preempted")
+            return self._intents(written)
+
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        self._decided = True
+        versions = self._publish_all(decided.tables, written)
+        self._post_commit("record", records.finish, self.lake.store, decided)
+        self._post_commit("release", self._release_names, "committed")
+        self._cleanup_after_commit()
+        return CommitResult(self.id, versions, dict(self.stats))
 
     def _publish_all(self, intents: dict[str, records.TableIntent] | dict[str, PendingWrite],
                      written: list[TableWork]) -> dict[str, int]:
@@ -1265,15 +1185,15 @@ class Transaction:
                 resolved[t] = x
             return resolved[t]
 
+        moved = r3_unvalidated_write(written, base_of, lambda t: self.tables[t].validated_upto)
+        if moved is not None:
+            self._validate_table(self.tables[moved])  # check (and redo) against it, then plan again
+            return None
         limits: dict[str, int] = {}
         for name in written:
             tw = self.tables[name]
-            b = base_of(name)
-            if b is not None and b > tw.validated_upto:  # R3: someone committed below our write
-                self._validate_table(tw)
-                return None
             it = intents.get(name)
-            hint = it.marker if it is not None and it.mode == "in_place" else tw.validated_upto + 1
+            hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else tw.validated_upto + 1
             limits[name] = hint - 1
         check_reads = self.isolation != "snapshot"
         targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
@@ -1379,6 +1299,31 @@ class Transaction:
             pass
 
 
+class _Deciding:
+    """The narrow view of a transaction that ``complex_txn.decide`` sees."""
+
+    def __init__(self, txn: Transaction) -> None:
+        self._txn = txn
+
+    @property
+    def id(self) -> str:
+        return self._txn.id
+
+    @property
+    def attempt(self) -> str:
+        return self._txn.attempt
+
+    def check_age(self) -> None:
+        self._txn._check_age()
+
+    def in_doubt(self, what: str | None) -> None:
+        self._txn._in_doubt = what
+
+    def preempted(self) -> None:
+        self._txn.stats["preempted"] += 1
+        self._txn._new_attempt()
+
+
 def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, int]) -> None:
     """Before a crashed transaction is resumed, every earlier attempt must be settled: a
     decided one is rolled forward (and nothing is resumed), an undecided one is fenced
@@ -1402,8 +1347,8 @@ def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, 
     for table, first in sorted(first_versions.items()):
         log = lake.log(table)
         for v, c in log.commits_between(max(-1, first - 1), log.latest_version()):
-            info = c.lakevilla or {}
-            if info.get("kind") == "commit" and info.get("txn") == txn_id:
+            info = CommitInfo.of(c.lakevilla)
+            if info is not None and info.is_commit and info.txn == txn_id:
                 raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} at version {v} "
                                             "(rolled forward by recovery, or committed before the crash): "
                                             "nothing to resume")
@@ -1448,14 +1393,10 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
             first_versions[t] = min(v, first_versions.get(t, v))
     _settle_earlier_attempts(lake, txn_id, first_versions)
     last = entries[-1]
-    txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
-                      txn_id=txn_id)
-    txn.started = min((e.created for e in entries if e.created), default=txn.started)
     attempts = [int(e.attempt.rsplit(".", 1)[1]) for e in entries if e.attempt and "." in e.attempt]
-    txn.attempt_no = max(attempts, default=0) + 1
-    txn.attempt = attempt_id(txn_id, txn.attempt_no)
-    txn._deps = Dependencies(txn.attempt)
-    txn._sublog_seq = max(e.seq for e in entries)
+    txn = Transaction(lake, parse_features(last.features), isolation=last.isolation, commit_mode=last.mode,
+                      txn_id=txn_id, started=min((e.created for e in entries if e.created), default=None),
+                      attempt_no=max(attempts, default=0) + 1, sublog_seq=max(e.seq for e in entries))
     current = sublogs.current_ops(entries)
     by_table: dict[str, list[sublogs.SublogEntry]] = {}
     for e in current:
@@ -1495,8 +1436,7 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
             if op.merge is not None and op.merge.source_key:
                 txn._sublog_keys.append(op.merge.source_key)  # the staged source goes with the sublogs
-            tw._apply(op)
-            tw.ops.append(op)
+            tw.adopt(op)
         tw.logical = True
         txn.tables[table] = tw
         txn._seq = max(txn._seq, max((e.op_seq for e in ents), default=0))

@@ -18,8 +18,9 @@ from typing import Any
 from ..errors import CorruptLogError, StorageError
 from ..names import TXN_DIR, record_key
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create
+from ..vocab import RecordState
 
-COMMITTING, COMMITTED, ABORTED = "COMMITTING", "COMMITTED", "ABORTED"
+COMMITTING, COMMITTED, ABORTED = RecordState.COMMITTING, RecordState.COMMITTED, RecordState.ABORTED
 
 
 @dataclass

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import threading
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
+from ..parallel import pmap
 from ..schemas import rows_to_table
 from . import ranged
 from .pushdown import pushdown
@@ -110,14 +111,7 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
 class EmbeddedEngine:
     name = "embedded"
 
-    def __init__(self, executor: Executor | None = None) -> None:
-        self.executor = executor
-
-    def _map(self, fn, items):
-        items = list(items)
-        if self.executor is None or len(items) <= 1:
-            return [fn(i) for i in items]
-        return list(self.executor.map(fn, items))
+    _map = staticmethod(pmap)  # file reads and rewrites in the process-wide I/O pool
 
     # -- validation (the grammar both engines share) ---------------------------
     def validate_where(self, ctx: TableContext, where: str) -> None:

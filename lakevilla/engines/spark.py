@@ -30,7 +30,6 @@ import re
 import uuid
 import warnings
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
@@ -61,6 +60,7 @@ from ..errors import (
     StorageError,
 )
 from ..expr import coerce
+from ..parallel import pmap
 from . import spark_expr
 from .embedded import conform, to_arrow_table
 
@@ -511,12 +511,7 @@ class SparkEngine:
             out.append((rel, int(meta.size), mtime))
         return sorted(out)
 
-    def _map(self, fn, items: list) -> list:
-        """Footer reads in parallel: on object stores each one is a round trip."""
-        if len(items) <= 2:
-            return [fn(i) for i in items]
-        with ThreadPoolExecutor(max_workers=min(8, len(items)), thread_name_prefix="lakevilla-spark") as pool:
-            return list(pool.map(fn, items))
+    _map = staticmethod(pmap)  # footer reads in parallel: on object stores each one is a round trip
 
     @staticmethod
     def _delete_all(ctx: TableContext, prefix: str) -> None:

@@ -31,7 +31,6 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from ..errors import CorruptLogError, StorageError
 from ..names import GVL_DIR
@@ -385,6 +384,3 @@ class GlobalVersionLog:
                 self.store.delete(meta.key)
                 n += 1
         return n
-
-    def as_dict(self, e: GvlEntry) -> dict[str, Any]:
-        return asdict(e)

@@ -15,6 +15,7 @@ from ..delta.log import DeltaLog
 from ..markers import commit_txn
 from ..publish import publish
 from ..store import NotFound
+from ..vocab import CommitMode
 from .gvl import GvlEntry, PendingWrite
 
 
@@ -31,7 +32,7 @@ def _probe_for(log: DeltaLog, attempt: str, start: int) -> int | None:
 
 
 def find_pending(log: DeltaLog, p: PendingWrite) -> int | None:
-    if p.mode == "in_place" and p.marker is not None:
+    if p.mode == CommitMode.IN_PLACE and p.marker is not None:
         start = p.marker
     else:
         start = max(p.hint, (p.marker + 1) if p.marker is not None else p.hint)

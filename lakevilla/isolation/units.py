@@ -16,6 +16,7 @@ from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..markers import RUNNING, marker_of
 from ..store import ObjectStore
+from ..vocab import CommitInfo, CommitMode, Decision
 
 MARKER, OPEN_MARKER, ANNOUNCED, MULTI, SINGLE = "marker", "open-marker", "announced", "multi", "single"
 
@@ -30,15 +31,15 @@ class Unit:
 def unit_of(c: Commit) -> Unit:
     m = marker_of(c)
     if m is not None:
-        if m.state == RUNNING and m.mode == "in_place":
+        if m.state == RUNNING and m.mode == CommitMode.IN_PLACE:
             return Unit(OPEN_MARKER, m.attempt)
         return Unit(MARKER, m.attempt)
-    lv = c.lakevilla
-    if lv and lv.get("kind") in ("commit", "create"):  # "create": version 0 made inside a transaction
-        if lv.get("decision") == "gvl":
-            return Unit(ANNOUNCED, lv.get("attempt"))
-        if lv.get("decision") == "record" and int(lv.get("tables", 1)) > 1:
-            return Unit(MULTI, lv.get("attempt"), tuple(lv.get("txn_tables") or ()))
+    info = CommitInfo.of(c.lakevilla)
+    if info is not None and info.is_commit:
+        if info.decision == Decision.GVL:
+            return Unit(ANNOUNCED, info.attempt)
+        if info.decision == Decision.RECORD and int(info.tables or 1) > 1:
+            return Unit(MULTI, info.attempt, tuple(info.txn_tables or ()))
     return Unit(SINGLE)
 
 

@@ -18,6 +18,7 @@ so R2/R3 mostly hold by construction; the checks here are the proof.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..conflicts import Footprint, first_conflict
@@ -43,4 +44,16 @@ def r1_stale_reads(
     hit = first_conflict([f for f in footprints if not f.blind], considered, schema, partition_columns)
     if hit:
         return Violation("R1", table, hit[1], hit[2])
+    return None
+
+
+def r3_unvalidated_write(written: Iterable[str], base_of: Callable[[str], int | None],
+                         validated_upto: Callable[[str], int]) -> str | None:
+    """R3: the first table we write where the global log names a commit below our write
+    version that we never validated against our operations (None: there is none).
+    ``base_of`` is the table's version in the head entry (resolved lazily, in order)."""
+    for name in written:
+        b = base_of(name)
+        if b is not None and b > validated_upto(name):  # R3: someone committed below our write
+            return name
     return None

@@ -127,15 +127,4 @@ def current_ops(entries: list[SublogEntry]) -> list[SublogEntry]:
     return [latest[k] for k in sorted(latest)]
 
 
-def all_files(entries: list[SublogEntry]) -> set[tuple[str, str]]:
-    """(table, path) of every data file the transaction ever wrote."""
-    return {(e.table, a["path"]) for e in entries for a in e.added}
-
-
-def delete_all(store: ObjectStore, txn: str) -> None:
-    for meta in list(store.list(sublog_prefix(txn))):
-        store.delete(meta.key)
-
-
-__all__ = ["ReadRecord", "SublogEntry", "entry_for", "write", "read_all", "current_ops", "all_files",
-           "delete_all", "RemoveFile"]
+__all__ = ["ReadRecord", "SublogEntry", "entry_for", "write", "read_all", "current_ops", "RemoveFile"]

@@ -1,0 +1,67 @@
+"""The wait policy with a DAG (CT, I): markers carry dependency lists.
+
+On top of waiting for predecessors (``recovery/wait.py``): a predecessor that depends
+on us is a cycle, and the younger of the two shifts its markers (rule III); a wait
+that makes no progress for ``shift_timeout`` per transaction queued ahead of us,
+doubling with every shift already made, shifts too (rule IV), and so does the wait
+timeout, up to ``max_shifts``; only then does the wait abort.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from ..recovery.wait import MarkerWait, Pending, WaitContext, WaitState
+from .dag import younger
+
+if TYPE_CHECKING:
+    from ..markers import MarkerPayload
+    from ..tablework import TableWork
+
+
+class DagWait(MarkerWait):
+    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+        """Rules II/III as soon as markers are claimed: learn the dependencies, break a cycle
+        at once (the younger shifts), else publish our dependency list."""
+        deps = ctx.deps()
+        cyc = []
+        for tw, preds in zip(tws, found):
+            deps.observe(tw.name, [p for _, p in preds])
+            cyc += [p for _, p in preds if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
+        if cyc:
+            deps.yield_to(cyc)
+            ctx.shift(f"cycle with {cyc[0].attempt}")
+            return
+        ctx.publish_deps()
+
+    def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
+        deps = ctx.deps()
+        for tw in tws:
+            deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
+        cyc = [p for _, _, p in pending if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
+        if cyc:
+            deps.yield_to(cyc)
+            ctx.shift(f"cycle with {cyc[0].attempt}")
+            st.shifts += 1
+            st.deadline = time.monotonic() + ctx.wait_timeout
+            return True
+        ctx.publish_deps()
+        # rule IV; a queue of n transactions ahead of us is not a deadlock, so the timeout
+        # scales with it and doubles with every shift we already made
+        queue = len({p.attempt for _, _, p in pending})
+        limit = ctx.shift_timeout * queue * (2 ** st.shifts)
+        if time.monotonic() - st.stuck_since > limit and st.shifts < ctx.max_shifts:
+            ctx.shift("no progress while waiting (rule IV)")
+            st.shifts += 1
+            st.stuck_since = time.monotonic()
+            return True
+        return False
+
+    def shift_on_timeout(self, ctx: WaitContext, st: WaitState) -> bool:
+        if st.shifts >= ctx.max_shifts:
+            return False
+        ctx.shift("wait timed out")
+        st.shifts += 1
+        st.deadline = time.monotonic() + ctx.wait_timeout
+        return True

@@ -1,0 +1,70 @@
+"""The conflict policy: what a transaction does when a commit since its read conflicts.
+
+Without R a conflict aborts (``AbortOnConflict``). With R (``RedoOnConflict``) the
+operations from the first conflicting one on are undone and re-executed on the new
+snapshot, and each redone operation is logged again before anything it replaced is
+deleted, unless a read among them already returned its rows to the client, or one of
+them was resumed from a physical sublog entry: then nothing can be redone and the
+transaction aborts. The policies see a ``RedoContext``, never the transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..errors import TransactionAborted
+from ..tablework import Op, TableWork
+
+
+@dataclass
+class RedoContext:
+    """What a conflict policy may use: the engine and the transaction's bookkeeping hooks."""
+
+    txn_id: str
+    engine: Any
+    write_sublog: Callable[[TableWork, Op, bool], None]  # (table work, op, redo)
+    delete_files: Callable[[str, list[str]], None]
+    count: Callable[[str, int], None]
+    redone: Callable[[str, int, str, list[Op]], None]  # (table, version, why, ops): the log event
+
+
+class ConflictPolicy(Protocol):
+    def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
+        """``tw.ops[k]`` conflicts with ``version`` (``why``); return once ``tw`` is valid
+        up to ``latest``, or raise ``TransactionAborted``."""
+
+
+class AbortOnConflict:
+    def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
+        raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=ctx.txn_id)
+
+
+class RedoOnConflict:
+    def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
+        consumed = [op for op in tw.ops[k:] if op.kind == "read"]
+        stuck = [op for op in tw.ops[k:] if not op.redoable]
+        if stuck and not consumed:
+            raise TransactionAborted(
+                f"{tw.name}: version {version} conflicts with a resumed operation whose sublog is physical "
+                f"({why}); it cannot be redone", txn_id=ctx.txn_id, reason="physical-conflict")
+        if consumed:
+            raise TransactionAborted(
+                f"{tw.name}: version {version} invalidates a read whose result this transaction already "
+                f"returned ({why}); re-run it (lake.run does)", txn_id=ctx.txn_id, reason="consumed-read")
+        snap = tw.log.snapshot(latest)
+        redone = tw.redo(ctx.engine, k, snap)
+        for op in redone:  # the new entries first: a crash in between must not leave entries naming
+            op.logical = True  # deleted files as the operation's latest state
+            ctx.write_sublog(tw, op, True)
+        ctx.delete_files(tw.name, sorted(tw.garbage))
+        tw.garbage.clear()
+        ctx.count("redos", len(redone))
+        ctx.redone(tw.name, version, why, redone)
+        tw.validated_upto = latest
+
+
+def conflict_policy(redo: bool) -> ConflictPolicy:
+    """The policy of a feature set: redo with R, abort without."""
+    return RedoOnConflict() if redo else AbortOnConflict()

@@ -1,0 +1,109 @@
+"""The wait policy of markers: a commit waits until no running marker precedes ours.
+
+Markers order writers (R): before it validates and commits, a transaction waits for
+every running marker below one of its own. A predecessor whose marker expired is
+recovered on the spot (``recovery/stalled.py``), so a crashed client never blocks
+anyone for longer than its marker's ttl; waiting polls with a bounded backoff and
+ends in an abort at ``wait_timeout``. With a DAG (CT, I) the waiter also breaks
+cycles and shifts its markers instead (``complex_txn/wait.py``). The policies see a
+``WaitContext``, never the transaction.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import TransactionAborted
+
+if TYPE_CHECKING:
+    from ..markers import MarkerPayload
+    from ..tablework import TableWork
+
+Pending = list[tuple["TableWork", int, "MarkerPayload"]]  # (our table, version of the marker, its payload)
+
+
+@dataclass
+class WaitContext:
+    """What a wait policy may use: the transaction's settings and hooks, nothing else."""
+
+    txn_id: str
+    wait_timeout: float
+    poll_max: float
+    shift_timeout: float
+    max_shifts: int
+    now: Callable[[], float]  # the lake's clock (markers expire by it)
+    heartbeat: Callable[[], None]  # keep our own markers alive while we wait
+    check_held: Callable[[list[TableWork]], None]  # claim again what recovery freed
+    predecessors: Callable[[list[TableWork]], list[list[tuple[int, MarkerPayload]]]]  # running markers below ours
+    recover: Callable[[str, int], str]  # resolve a stalled marker (table, version) -> outcome
+    count: Callable[[str, int], None]
+    waited: Callable[[set[str], float], None]  # the log event once the wait is over
+    # DAG only (complex_txn/wait.py)
+    deps: Callable[[], Any] = field(default=lambda: None)  # the current attempt's Dependencies
+    attempt: Callable[[], str] = field(default=lambda: "")
+    shift: Callable[[str], None] = field(default=lambda why: None)  # rule IV: free and re-claim our markers
+    publish_deps: Callable[[], None] = field(default=lambda: None)
+
+
+@dataclass
+class WaitState:
+    """One wait's clocks and counters, which a DAG policy moves."""
+
+    deadline: float
+    stuck_since: float
+    shifts: int = 0
+
+
+class MarkerWait:
+    """Wait for every predecessor; recover the stalled ones; abort at the timeout."""
+
+    def wait(self, ctx: WaitContext, tws: list[TableWork]) -> None:
+        start = time.monotonic()
+        st = WaitState(deadline=start + ctx.wait_timeout, stuck_since=start)
+        delay = 0.002
+        waiting_on: frozenset = frozenset()
+        waited_since, waited_for = start, set()
+        while True:
+            ctx.heartbeat()
+            ctx.check_held(tws)
+            pending: Pending = []
+            for tw, preds in zip(tws, ctx.predecessors(tws)):
+                for v, p in preds:
+                    pending.append((tw, v, p))
+            if not pending:
+                ctx.waited(waited_for, time.monotonic() - waited_since)
+                return
+            waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
+            now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
+            if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
+                waiting_on, st.stuck_since = now_set, time.monotonic()
+            ctx.count("wait_rounds", 1)
+            now = ctx.now()
+            for tw, v, p in pending:
+                if p.expired(now):
+                    outcome = ctx.recover(tw.name, v)
+                    ctx.count("recovered_" + outcome, 1)
+            if self.resolve_round(ctx, tws, pending, st):
+                continue
+            if time.monotonic() > st.deadline:
+                if self.shift_on_timeout(ctx, st):
+                    continue
+                who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
+                raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s waiting for {who}",
+                                         txn_id=ctx.txn_id, reason="timeout")
+            time.sleep(delay)  # bounded polling of the predecessors' markers
+            delay = min(delay * 1.5, ctx.poll_max)
+
+    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+        """Markers were just claimed on ``tws``, with these running predecessors each."""
+
+    def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
+        """After a round of recovery: True to look again at once (a DAG policy shifted)."""
+        return False
+
+    def shift_on_timeout(self, ctx: WaitContext, st: WaitState) -> bool:
+        """At the timeout: True if the policy shifted instead of aborting."""
+        return False
