@@ -33,6 +33,7 @@ from .errors import (
     SchemaMismatchError,
 )
 from .names import sublog_prefix
+from .schemas import rows_to_table
 
 if TYPE_CHECKING:
     from .store import ObjectStore
@@ -127,7 +128,7 @@ def source_arrow(data: Any) -> pa.Table:
         if not data:
             raise SchemaMismatchError("merge source is an empty list: its columns are unknown; pass a "
                                       "pyarrow.Table or a DataFrame with the columns")
-        t = pa.Table.from_pylist(data)
+        t = rows_to_table(data)  # every key any row has is a column
     elif type(data).__module__.startswith("pyspark") and callable(getattr(data, "toArrow", None)):
         t = data.toArrow()  # a Spark DataFrame (classic or Connect): staged for redo, so collected
     elif type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
@@ -316,9 +317,10 @@ class MergeBuilder:
     predicate holds applies to a row. Names follow delta-rs' ``TableMerger``."""
 
     def __init__(self, txn: Transaction, table: str, source: Any, on: Any, source_alias: str,
-                 target_alias: str) -> None:
+                 target_alias: str, schema_mode: str | None = None) -> None:
         self._txn, self._table, self._source, self._on = txn, table, source, on
         self._aliases = (source_alias, target_alias)
+        self._schema_mode = schema_mode
         self._clauses: list[MergeClause] = []
         self._done = False
 
@@ -349,7 +351,8 @@ class MergeBuilder:
         if self._done:
             raise InvalidArgumentError("this merge has already been executed")
         self._done = True
-        return self._txn._run_merge(self._table, self._source, self._on, self._clauses, *self._aliases)
+        return self._txn._run_merge(self._table, self._source, self._on, self._clauses, *self._aliases,
+                                    schema_mode=self._schema_mode)
 
 
 def metrics(source_rows: int, updated: int, deleted: int, inserted: int, files_added: int,

@@ -223,22 +223,44 @@ class Transaction:
         return op.rows
 
     def merge(self, table: str, source: Any, on: str | list[str], *, source_alias: str = "source",
-              target_alias: str = "target") -> merges.MergeBuilder:
+              target_alias: str = "target", schema_mode: str | None = None) -> merges.MergeBuilder:
         """MERGE ``source`` (pyarrow, pandas, list of row dicts; a Spark DataFrame with the Spark
         engine) into ``table``: ``on`` is a predicate over ``target.``/``source.`` columns or a
         list of key columns both have. Add ``when_matched_update[_all]``,
-        ``when_matched_delete``, ``when_not_matched_insert[_all]`` clauses, then ``.execute()``."""
+        ``when_matched_delete``, ``when_not_matched_insert[_all]`` clauses, then ``.execute()``.
+        ``schema_mode="merge"`` (delta-rs' ``merge_schema=True``): the source's columns the table
+        lacks are added first, nullable, by an ``add_columns`` statement of this transaction."""
         self._check_active()
         check_table_name(table)
-        return merges.MergeBuilder(self, table, source, on, source_alias, target_alias)
+        if schema_mode not in (None, "merge"):
+            raise InvalidArgumentError(f"schema_mode must be None or 'merge', got {schema_mode!r}")
+        return merges.MergeBuilder(self, table, source, on, source_alias, target_alias, schema_mode)
 
     def _run_merge(self, table: str, source: Any, on: Any, clauses: list, source_alias: str,
-                   target_alias: str) -> dict[str, int]:
+                   target_alias: str, schema_mode: str | None = None) -> dict[str, int]:
         self._check_active()
+        source = merges.source_arrow(source)
+        if schema_mode == "merge":
+            self._add_source_columns(table, source)
         spec = merges.MergeSpec(on=on, clauses=list(clauses), source_alias=source_alias,
-                                target_alias=target_alias, source=merges.source_arrow(source))
+                                target_alias=target_alias, source=source)
         op = self._new_op("merge", table, merge=spec)
         return self._execute(op)
+
+    def _add_source_columns(self, table: str, source: Any) -> None:
+        from .evolution import data_fields
+
+        tw = self.tables.get(table)
+        try:
+            current = tw.schema if tw is not None else self.lake.log(table).snapshot().schema
+        except StorageError as e:
+            self._abort_quietly()
+            raise TransactionAborted(f"merge into {table!r} failed because the store did ({e}); transaction "
+                                     f"{self.id} is aborted", txn_id=self.id, reason="storage") from e
+        have = {n.lower() for n in current.names}
+        new = [f for f in data_fields(source) if f.name.lower() not in have]
+        if new:
+            self.add_columns(table, new)
 
     def overwrite(self, table: str, data: Any, where: str | None = None) -> int:
         """Replace the whole table with ``data``, or (``where``) the rows the predicate selects, as

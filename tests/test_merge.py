@@ -426,3 +426,54 @@ def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
         assert rows(recoverer.read(name)) == after, label
         seen["resumed"] += 1
     assert all(seen.values()), seen
+
+
+# -- schema evolution -------------------------------------------------------------------
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT"])
+def test_merge_with_schema_mode_merge_equals_delta_rs_merge_schema(tmp_path, features):
+    """The source's extra columns are added (nullable; old rows NULL there) and filled by
+    *_all clauses, as delta-rs' ``merge_schema=True``; delta-rs reads what we wrote."""
+    from deltalake import DeltaTable, write_deltalake
+
+    base = pa.Table.from_pylist([{"id": i, "part": "a", "v": i} for i in range(1, 5)], schema=S)
+    src = pa.table({"id": [2, 3, 9], "part": ["a", "b", "c"], "v": [20, 30, 90], "note": ["x", None, "z"],
+                    "score": [1.5, 2.5, None]})
+    theirs_path = str(tmp_path / "theirs")
+    write_deltalake(theirs_path, base)
+    (DeltaTable(theirs_path).merge(src, "target.id = source.id", source_alias="source", target_alias="target",
+                                   merge_schema=True)
+     .when_matched_update_all().when_not_matched_insert_all().execute())
+    want = sorted(DeltaTable(theirs_path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+    lake = lv.Lake("file://" + str(tmp_path / "ours"))
+    lake.create_table("t", S)
+    with lake.transaction("") as txn:
+        txn.insert("t", base)
+    with lake.transaction(features) as txn:
+        (txn.merge("t", src, on="id", schema_mode="merge")
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+        assert txn.read("t").column_names == ["id", "part", "v", "note", "score"]  # later statements see them
+    got = rows(lake.read("t"))
+    assert got == want
+    assert sorted(DeltaTable(str(tmp_path / "ours" / "t")).to_pyarrow_table().to_pylist(),
+                  key=lambda r: r["id"]) == want
+
+
+def test_merge_schema_mode_is_checked_and_without_it_extra_columns_are_not_added(local_backend):
+    lake = _lake_with(local_backend, [{"id": 1, "part": "a", "v": 1}])
+    src = [{"id": 1, "part": "a", "v": 5, "note": "n"}]
+    with pytest.raises(lv.InvalidArgumentError), lake.transaction("R") as txn:
+        txn.merge("t", src, on="id", schema_mode="overwrite")
+    with lake.transaction("R") as txn:
+        txn.merge("t", src, on="id").when_matched_update_all().execute()
+    assert lake.read("t").column_names == ["id", "part", "v"] and rows(lake.read("t"))[0]["v"] == 5
+
+
+def test_a_source_of_rows_takes_every_key_any_row_has(local_backend):
+    """A list of row dicts: a column only later rows carry is a column (not dropped), NULL elsewhere."""
+    lake = _lake_with(local_backend, [{"id": 1, "part": "a", "v": 1}, {"id": 2, "part": "a", "v": 2}])
+    with lake.transaction("R") as txn:
+        (txn.merge("t", [{"id": 1}, {"id": 2, "v": 7}], on="id")
+         .when_matched_update({"v": "coalesce(source.v, target.v)"}).execute())
+    assert [r["v"] for r in rows(lake.read("t"))] == [1, 7]

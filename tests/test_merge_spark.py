@@ -66,3 +66,28 @@ def test_spark_merge_refuses_duplicate_matches_and_writes_nothing(spark, tmp_pat
                 txn.merge("t", {"id": [1, 1], "part": ["a", "a"], "v": [1, 2]}, on="id") \
                     .when_matched_update_all().execute()
         assert sorted(p.name for p in (tmp_path / "d").rglob("*")) == before
+
+
+def test_spark_merge_with_schema_mode_merge_adds_the_source_columns(spark, tmp_path):  # noqa: F811
+    """The same evolution as the embedded engine: new nullable columns, filled by *_all."""
+    from lakevilla.engines.spark import spark_schema
+
+    wide = pa.schema([*S, ("note", pa.string())])
+    src_rows = [{"id": 1, "part": "a", "v": 10, "note": "x"}, {"id": 20, "part": "c", "v": 2, "note": None}]
+    got = {}
+    for name, engine, src in (
+            ("e", None, pa.Table.from_pylist(src_rows, schema=wide)),
+            ("s", lv.SparkEngine(spark), spark.createDataFrame([tuple(r[f.name] for f in wide) for r in src_rows],
+                                                               spark_schema(wide)))):
+        with lv.Lake(f"file://{tmp_path}/{name}", engine=engine) as lake:
+            lake.create_table("t", S)
+            with lake.transaction("") as txn:
+                txn.insert("t", pa.Table.from_pylist(TARGET[:3], schema=S))
+            with lake.transaction("R") as txn:
+                (txn.merge("t", src, on="id", schema_mode="merge")
+                 .when_matched_update_all().when_not_matched_insert_all().execute())
+        with lv.Lake(f"file://{tmp_path}/{name}") as lake:
+            got[name] = sorted(lake.read("t").to_pylist(), key=_key)
+    assert got["s"] == got["e"]
+    assert [(r["id"], r["v"], r["note"]) for r in got["e"]] == [(0, 0, None), (1, 10, "x"), (2, 2, None),
+                                                               (20, 2, None)]
