@@ -250,9 +250,8 @@ class Transaction:
     def _add_source_columns(self, table: str, source: Any) -> None:
         from .evolution import data_fields
 
-        tw = self.tables.get(table)
-        try:
-            current = tw.schema if tw is not None else self.lake.log(table).snapshot().schema
+        try:  # the view the merge then runs on (cached in self.tables); "" reads the newest, as each statement does
+            current = self._table(table).schema if self.features else self.lake.log(table).snapshot().schema
         except StorageError as e:
             self._abort_quietly()
             raise TransactionAborted(f"merge into {table!r} failed because the store did ({e}); transaction "
@@ -322,13 +321,13 @@ class Transaction:
                 "(lake.create_table) or create it in an 'R' or 'R,CT' transaction")
         tw = self.tables.get(name)
         log = self.lake.log(name)
-        tschema, parts = table_spec(name, schema, partition_by, data)  # bad input fails before any request
         try:
             if tw is not None or log.latest_version() >= 0:
                 if if_not_exists:
                     return 0
                 raise TableExistsError(f"table {name!r} already exists" + (" (created in this transaction)"
                                                                             if tw is not None and tw.creating else ""))
+            tschema, parts = table_spec(name, schema, partition_by, data)
             metadata = new_metadata(tschema, parts, properties, description)
             snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
             tw = TableWork(name, log, snap, self._ctx(name, snap))

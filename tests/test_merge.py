@@ -368,27 +368,13 @@ def test_concurrent_merges_conflict_under_plain_delta(local_backend):
 def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
     """After a crash at any store call, recovery leaves all or nothing, and the crashed client
     resumes from its sublogs (the merge included) and finishes."""
-    from tests.helpers import count_calls, crash_plans, run_crashing
+    from tests.helpers import sweep_crashes_recover_resume
 
-    base = local_backend.store()
     steps = [
         lambda t, name: (t.merge(name, {"id": [1, 9], "part": ["a", "a"], "v": [5, 9]}, on="id")
                          .when_matched_update({"v": "target.v + source.v"}).when_not_matched_insert_all().execute()),
         lambda t, name: t.update(name, set={"v": "v * 2"}, where="id = 2"),
     ]
-    holder = {}
-
-    def action_on(name):
-        def action(lake):
-            txn = lake.begin("R")
-            holder["id"] = txn.id
-            for step in steps:
-                step(txn, name)
-            txn.commit()
-        return action
-
-    def make(store):
-        return local_backend.lake(store=store, marker_ttl=5.0)
 
     def setup(name):
         lake = local_backend.lake()
@@ -396,35 +382,9 @@ def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
         with lake.transaction("") as txn:
             txn.insert(name, pa.Table.from_pylist([{"id": i, "part": "a", "v": i} for i in range(4)], schema=S))
 
-    setup("probe")
-    before = rows(local_backend.lake().read("probe"))
-    n = count_calls(base, make, action_on("probe"))
-    after = rows(local_backend.lake().read("probe"))
+    before, after, seen = sweep_crashes_recover_resume(local_backend, steps, setup,
+                                                       lambda rs: sorted(rs, key=lambda r: r["id"]), later=_later)
     assert after != before
-    seen = {"committed": 0, "resumed": 0, "re-run": 0}
-    for i, (label, plan) in enumerate(crash_plans(n)):
-        name = f"t{i}"
-        setup(name)
-        run_crashing(base, plan, make, action_on(name))
-        recoverer = local_backend.lake(marker_ttl=5.0, clock=_later)
-        recoverer.recover(tables=[name])
-        got = rows(recoverer.read(name))
-        assert got == local_backend.delta_rows(name), label
-        assert got in (before, after), f"{label}: partial state {got}"
-        if got == after:
-            seen["committed"] += 1
-            continue
-        try:
-            resumed = local_backend.lake(marker_ttl=5.0).resume(holder["id"])
-        except lv.LakeVillaError as e:
-            assert "no sublogs" in str(e), label
-            seen["re-run"] += 1
-            continue
-        for step in steps[len(resumed.operations):]:
-            step(resumed, name)
-        resumed.commit()
-        assert rows(recoverer.read(name)) == after, label
-        seen["resumed"] += 1
     assert all(seen.values()), seen
 
 

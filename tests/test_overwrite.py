@@ -188,14 +188,12 @@ def test_a_resumed_overwrite_is_redone_from_its_sublog(local_backend: Backend):
 def test_crash_at_every_store_call_of_an_overwriting_transaction(backend: Backend):
     """A crash anywhere in an R transaction that overwrites: recovery leaves all or nothing,
     and the crashed client resumes from its sublogs and finishes with the same rows."""
-    from tests.helpers import count_calls, crash_plans, crash_stride, run_crashing
+    from tests.helpers import crash_stride, sweep_crashes_recover_resume
 
-    base = backend.store()
     steps = [
         lambda t, name: t.overwrite(name, {"id": [20, 21], "x": [6, 9], "p": ["a", "b"]}, where="x > 5"),
         lambda t, name: t.insert(name, {"id": [22], "x": [1], "p": ["c"]}),
     ]
-    holder: dict = {}
 
     def setup(name):
         lake = backend.lake()
@@ -203,48 +201,8 @@ def test_crash_at_every_store_call_of_an_overwriting_transaction(backend: Backen
         with lake.transaction("") as txn:
             txn.insert(name, {"id": [1, 2, 3], "x": [1, 6, 7], "p": ["a", "a", "b"]})
 
-    def action_on(name):
-        def action(lake):
-            txn = lake.begin("R")
-            holder["id"] = txn.id
-            for step in steps:
-                step(txn, name)
-            txn.commit()
-        return action
-
-    def make(store):
-        return backend.lake(store=store, marker_ttl=5.0)
-
-    def later():
-        return time.time() + LATER
-
-    setup("probe")
-    before = [{"id": i, "x": x, "p": p} for i, x, p in ((1, 1, "a"), (2, 6, "a"), (3, 7, "b"))]
-    n = count_calls(base, make, action_on("probe"))
-    after = _sorted(backend.lake().read("probe"))
+    before, after, seen = sweep_crashes_recover_resume(backend, steps, setup, lambda rs: sorted(rs, key=_key),
+                                                       every=crash_stride(backend), later=lambda: time.time() + LATER)
+    assert before == [{"id": i, "x": x, "p": p} for i, x, p in ((1, 1, "a"), (2, 6, "a"), (3, 7, "b"))]
     assert [r["id"] for r in after] == [1, 20, 21, 22]
-    seen = {"committed": 0, "resumed": 0, "re-run": 0, "none": 0}
-    for i, (label, plan) in enumerate(crash_plans(n, every=crash_stride(backend))):
-        name = f"t{i}"
-        setup(name)
-        run_crashing(base, plan, make, action_on(name))
-        recoverer = backend.lake(marker_ttl=5.0, clock=later)
-        recoverer.recover(tables=[name])
-        got = _sorted(recoverer.read(name))
-        assert got == sorted(backend.delta_rows(name), key=_key), label
-        assert got in (before, after), f"{label}: partial state {got}"
-        if got == after:
-            seen["committed"] += 1
-            continue
-        try:
-            resumed = backend.lake(marker_ttl=5.0).resume(holder["id"])
-        except lv.LakeVillaError as e:
-            assert "no sublogs" in str(e), label
-            seen["re-run"] += 1
-            continue
-        for step in steps[len(resumed.operations):]:
-            step(resumed, name)
-        resumed.commit()
-        assert _sorted(recoverer.read(name)) == after == sorted(backend.delta_rows(name), key=_key), label
-        seen["resumed"] += 1
-    assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, (n, seen)
+    assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, seen

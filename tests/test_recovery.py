@@ -14,7 +14,7 @@ import lakevilla as lv
 from lakevilla.markers import RUNNING, marker_of
 from lakevilla.recovery import sublog as sublogs
 from tests.conftest import rows
-from tests.helpers import count_calls, crash_plans, run_crashing
+from tests.helpers import count_calls, crash_plans, r_transaction_on, run_crashing
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 MODES = ["tail", "in_place"]
@@ -132,20 +132,6 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
     t1.commit()
 
 
-def _r_transaction_on(steps, holder: dict):
-    """A crash-sweep action: one R transaction running ``steps`` on a table, its id kept in
-    ``holder`` so that the sweep can resume it."""
-    def action_on(name):
-        def action(lake):
-            txn = lake.begin("R")
-            holder["id"] = txn.id
-            for step in steps:
-                step(txn, name)
-            txn.commit()
-        return action
-    return action_on
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
     """After a crash anywhere, recovery leaves all or nothing, frees every marker past its
@@ -157,7 +143,7 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         lambda t, name: t.delete(name, where="id = 3"),
     ]
     holder: dict = {}
-    action_on = _r_transaction_on(steps, holder)
+    action_on = r_transaction_on(steps, holder)
 
     def make(store):
         return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0)
@@ -215,7 +201,7 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
         lambda t, name: t.insert(name, {"id": [8], "value": [80]}),
     ]
     holder: dict = {}
-    action_on = _r_transaction_on(steps, holder)
+    action_on = r_transaction_on(steps, holder)
 
     def make(store):
         return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0, delete_sublogs=False)
