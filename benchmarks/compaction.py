@@ -164,9 +164,11 @@ def _optimizer(spec: dict, done, target: int, interval: float, retries: int, out
                 stats["files_removed"] += m["files_removed"]
                 stats["redos"] += txn.stats["redos"]
             aborts = (lv.TransactionAborted,)
-        while not done.wait(interval):  # a compaction every `interval` seconds, as a scheduler runs it
+        while True:  # a compaction at once, then every `interval` seconds while the writers run
             if _retrying(once, aborts, retries, stats):
                 stats["runs"] += 1
+            if done.wait(interval):
+                break
         out.put(("optimizer", stats))
     except Exception:  # noqa: BLE001
         out.put(("error", traceback.format_exc()))
