@@ -224,16 +224,22 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
     stats: Counter[str] = Counter()
     bad: list[int] = []
     bad_reasons: list[str] = []
+    bad_cuts: list[dict[str, Any]] = []
     last_save = 0.0
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         try:
             with lake.transaction("I") as txn:
-                seen = sum(sum(txn.read(f"bank_{k}", columns=["balance"]).column("balance").to_pylist())
-                           for k in range(cfg["banks"] + 1))
+                sums = {f"bank_{k}": sum(txn.read(f"bank_{k}", columns=["balance"]).column("balance").to_pylist())
+                        for k in range(cfg["banks"] + 1)}
+            seen = sum(sums.values())
             stats["reads"] += 1
             if seen != total:
                 stats["isolated_total_mismatch"] += 1
                 bad.append(seen)
+                if len(bad_cuts) < 5:  # what the operator needs to find the transfer seen in half
+                    bad_cuts.append({"total": seen, "sums": sums, "txn": txn.id,
+                                     "versions": {t: tw.snapshot.version for t, tw in txn.tables.items()},
+                                     **txn.cut_report()})
         except lv.TransactionAborted as e:
             stats["read_aborted"] += 1
             stats[f"read_aborted_{e.reason}"] += 1
@@ -244,9 +250,9 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
         if time.time() - last_save > 0.5:
             last_save = time.time()
             _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
-                                                         "aborts": bad_reasons})
+                                                         "aborts": bad_reasons, "bad_cuts": bad_cuts})
     _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
-                                                 "aborts": bad_reasons})
+                                                 "aborts": bad_reasons, "bad_cuts": bad_cuts})
     os._exit(0)
 
 
@@ -469,6 +475,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         violations: Counter[str] = Counter()
         errors: list[str] = []
         reader_notes: list[str] = []
+        mismatches: list[dict[str, Any]] = []
         for f in run_dir.glob("stats-*.json"):
             d = json.loads(f.read_text())
             faults.update(d.get("faults", {}))
@@ -479,6 +486,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elif f.name.startswith("stats-r"):
                 stats.update(d["stats"])
                 reader_notes += d.get("aborts", [])
+                mismatches += d.get("bad_cuts", [])
             else:
                 maint.update(d["stats"])
                 errors += d.get("errors", [])
@@ -503,6 +511,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "isolated_reads_aborted_by_reason": {k[len("read_aborted_"):]: n for k, n in sorted(stats.items())
                                                  if k.startswith("read_aborted_")},
             "isolated_read_abort_examples": reader_notes[:5],
+            "isolated_mismatch_examples": mismatches[:5],
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
             "violations": {k: int(violations[k]) for k in sorted(set(violations) | _VIOLATION_KINDS)},
             "errors": errors[:20], "checks": info,

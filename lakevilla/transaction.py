@@ -405,6 +405,15 @@ class Transaction:
         return [{"kind": op.kind, "table": op.table, "where": op.where, "set": op.assignments, "rows": op.rows}
                 for op in ops]
 
+    def cut_report(self) -> dict[str, Any]:
+        """Where an I transaction's consistent cut stands (global-log entries it started from and
+        examined last, table versions fixed, counters), so that a wrong read can be traced; empty
+        without I."""
+        if self._cut is None:
+            return {}
+        return {"cut_base": self._cut.base_seq, "cut_last": self._cut.last_seq, "cut_tables": dict(self._cut.finals),
+                "cut_stats": dict(self._cut.stats)}
+
     # -- operations ------------------------------------------------------------
     def _check_active(self) -> None:
         if self.state != "active":

@@ -201,7 +201,8 @@ def test_chaos_quick(tmp_path):
     payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--out", str(tmp_path)])
     assert (tmp_path / "chaos.json").exists() and (tmp_path / "chaos.png").stat().st_size > 0
     assert payload["violations"].keys() >= chaos._VIOLATION_KINDS
-    assert all(n == 0 for n in payload["violations"].values()), payload["violations"]
+    assert all(n == 0 for n in payload["violations"].values()), (payload["violations"],
+                                                                 payload["isolated_mismatch_examples"])
     assert set(payload["by_features"]) == {"R+CT+I", "R+CT", "I", "R", "DL"}
     assert payload["committed"] > 0 and payload["isolated_reads"] > 0
     assert sum(payload["kills"].values()) > 0
