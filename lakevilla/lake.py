@@ -463,6 +463,7 @@ class Lake:
 
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint at the newest version (refused above an open marker)."""
+        self.flush()  # our own last commit's marker closes in the background: not an open one
         log = self.log(name)
         v = log.latest_version()
         mv = self._open_marker(log, v)
@@ -536,6 +537,7 @@ class Lake:
         stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
         from .status import lake_status
 
+        self.flush()  # markers of our own commits close in the background: report them closed
         return lake_status(self, tables)
 
     # -- maintenance that deletes: it consults live state and keeps a retention --------------

@@ -22,7 +22,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -505,13 +505,23 @@ class Transaction:
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
         result = tw.run(self.lake.engine, op, data)
         tw.ops.append(op)
-        if op.is_write and tw.marker is None and tw.creating is None and (self.R or self.CT):
-            self._claim_first_marker(tw)  # LV[I] alone reserves its tables at commit instead
+        # LV[I] alone reserves its tables at commit instead
+        first = op.is_write and tw.marker is None and tw.creating is None and (self.R or self.CT)
         if op.kind == "read":
             if self.R:
                 self._unlogged_reads.append(sublogs.ReadRecord(op.table, tw.base.version, sorted(op.read_files),
                                                                op.where))
+        elif first and self.R and op.kind in ("insert", "update", "delete"):
+            # The marker and the sublog entry go out together (one round trip, not two). Whether
+            # the marker has running predecessors (which would make the entry logical) is not
+            # known yet, so an update or delete entry carries its statement anyway (a few bytes;
+            # blind appends stay physical). The pipeline statements keep the order: a logical
+            # MERGE stages its source, and their first entries stay physical when nobody precedes.
+            op.logical = op.kind != "insert"
+            self._together(lambda: self._claim_first_marker(tw), lambda: self._write_sublog(tw, op, redo=False))
         else:
+            if first:
+                self._claim_first_marker(tw)
             if self.R:
                 op.logical = tw.logical and op.kind != "insert"
                 self._write_sublog(tw, op, redo=False)
@@ -604,6 +614,26 @@ class Transaction:
             markers={t: w.marker.version for t, w in self.tables.items() if w.marker is not None},
             started=self.started, heartbeat=now, expires=now + self.lake.marker_ttl, gvl_base=self._gvl_base,
         )
+
+    @staticmethod
+    def _together(first: Callable[[], None], second: Callable[[], None]) -> None:
+        """Run two independent writes at once; the first error (of either) is raised once both ended."""
+        failed: list[BaseException] = []
+
+        def run_first() -> None:
+            try:
+                first()
+            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
+                failed.append(e)
+
+        t = threading.Thread(target=run_first, name="lakevilla-together", daemon=True)
+        t.start()
+        try:
+            second()
+        finally:
+            t.join()
+        if failed:
+            raise failed[0]
 
     def _claim_first_marker(self, tw: TableWork) -> None:
         if self._cut is not None and self._gvl_base is None:
@@ -966,11 +996,18 @@ class Transaction:
                 self.stats["retries"] += 1
                 continue
             self._landed(tw, latest + 1)
-            self._post_commit("close_marker", self._close_marker, tw, latest + 1)
-            self._post_commit("checkpoint", self._after_table_commit, tw.log, latest + 1)
+            self.lake.background(lambda v=latest + 1: self._after_single_commit(tw, v))
             return latest + 1
         raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
+
+    def _after_single_commit(self, tw: TableWork, version: int) -> None:
+        """Off the commit's latency path: the commit at the tail is the decision, and it names
+        our marker, so a client that finds the marker still running sees that it committed
+        (recovery closes it if we die first); the close only spares followers that look."""
+        self._post_commit("close_marker", self._close_marker, tw, version)
+        self._post_commit("checkpoint", self._after_table_commit, tw.log, version)  # after the close: a
+        # checkpoint is refused above an open marker
 
     def _fill_ok(self, tw: TableWork, latest: int) -> bool:
         if tw.marker is None or tw.marker.lost:

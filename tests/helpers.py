@@ -280,3 +280,14 @@ def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable
         assert canon(recoverer.read(name).to_pylist()) == after == canon(backend.delta_rows(name)), label
         seen["resumed"] += 1
     return before, after, seen
+
+
+def open_markers(lake, table: str) -> list[int]:
+    """Versions of ``table`` holding a running marker, once ``lake``'s background work ended
+    (a one-table commit closes its marker there, after ``commit()`` returned)."""
+    from lakevilla.markers import RUNNING, marker_of
+
+    lake.flush()
+    log = lake.log(table)
+    return [v for v, c in log.commits_between(-1, log.latest_version())
+            if (m := marker_of(c)) and m.state == RUNNING]

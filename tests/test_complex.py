@@ -12,9 +12,16 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import RUNNING, marker_of
+from lakevilla.markers import marker_of
 from tests.conftest import rows
-from tests.helpers import HookStore, count_calls, crash_plans, crash_stride, run_crashing
+from tests.helpers import (
+    HookStore,
+    count_calls,
+    crash_plans,
+    crash_stride,
+    open_markers,
+    run_crashing,
+)
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 MODES = ["tail", "in_place"]
@@ -37,10 +44,6 @@ def _balances(lake, tables=("x", "y")):
     return {t: {r["id"]: r["balance"] for r in rows(lake.read(t))} for t in tables}
 
 
-def _open_markers(lake, table):
-    log = lake.log(table)
-    return [v for v, c in log.commits_between(-1, log.latest_version())
-            if (m := marker_of(c)) and m.state == RUNNING]
 
 
 def _commit_all(*txns, timeout=60):
@@ -87,7 +90,7 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     freed = [marker_of(c).reason for _, c in lake.log("y").commits_between(-1, lake.version("y"))
              if marker_of(c) and marker_of(c).state == "freed"]
     assert any(r and r.startswith("shift") for r in freed)
-    assert _open_markers(lake, "x") == [] and _open_markers(lake, "y") == []
+    assert open_markers(lake, "x") == [] and open_markers(lake, "y") == []
     assert rows(lake.read("x")) == backend.delta_rows("x")
 
 
@@ -170,7 +173,7 @@ def test_crash_at_every_store_call_of_a_two_table_commit(backend, mode):
         assert state, f"{label}: one table shows the transaction and the other does not: {got}"
         outcomes.add(state[0])
         for t in tables:
-            assert _open_markers(rec, t) == [], label
+            assert open_markers(rec, t) == [], label
             assert rows(rec.read(t)) == backend.delta_rows(t), label
     assert outcomes == {"before", "after"}
 
@@ -330,7 +333,7 @@ def test_randomized_bank_with_a_crashing_process(backend):
     for xid, tables in unknown:  # the crashed one: all or nothing
         assert sorted(where.get(xid, [])) in ([], sorted(tables))
     for t in BANK_TABLES:
-        assert _open_markers(final, t) == []
+        assert open_markers(final, t) == []
         key = lambda r: (r["kind"], r["id"], r["xfer"] or "")  # noqa: E731
         assert sorted(final.read(t).to_pylist(), key=key) == sorted(backend.delta_rows(t), key=key)
 
@@ -355,4 +358,4 @@ def test_markers_of_a_multi_table_commit_close_in_parallel(local_backend):
     assert not all_in_flight.broken
     assert {t: sorted(_balances(lake, tables)[t].values()) for t in tables} == {t: [1001, 1001] for t in tables}
     for t in tables:
-        assert _open_markers(lake, t) == []
+        assert open_markers(lake, t) == []

@@ -20,9 +20,10 @@ import pytest
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.markers import FREED, RUNNING, free_stalled, marker_of
+from lakevilla.recovery import sublog as sublogs
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
-from tests.helpers import HalfPublished
+from tests.helpers import HalfPublished, open_markers
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
@@ -46,10 +47,6 @@ def _value(lake, table, id_=1):
     return lake.read(table, where=f"id = {id_}").column("value")[0].as_py()
 
 
-def _open_markers(lake, table):
-    log = lake.log(table)
-    return [v for v, c in log.commits_between(-1, log.latest_version())
-            if (m := marker_of(c)) and m.state == RUNNING]
 
 
 def _dying(backend, key_prefix: str, *, after: bool):
@@ -84,7 +81,7 @@ def test_a_marker_is_stalled_only_after_marker_ttl(local_backend):
     v = owner.tables["a"].marker.version
     early = local_backend.lake(marker_ttl=TTL, clock=_at(TTL - 1.0)).recover()
     assert [r[:2] for r in early.running] == [("a", v)] and early.freed == []
-    assert _open_markers(lake, "a") == [v]
+    assert open_markers(lake, "a") == [v]
     late = local_backend.lake(marker_ttl=TTL, clock=_at(TTL + 1.0)).recover()
     assert [r[:2] for r in late.freed] == [("a", v)]
     assert marker_of(lake.log("a").read_commit_raw(v)[0]).state == FREED
@@ -103,7 +100,7 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
     assert not free_stalled(log, v, marker_of(seen), etag, FREED, "expired")
     assert marker_of(log.read_commit_raw(v)[0]).state == RUNNING
     owner.commit()
-    assert _value(lake, "a") == 1 and _open_markers(lake, "a") == []
+    assert _value(lake, "a") == 1 and open_markers(lake, "a") == []
 
 
 def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
@@ -111,7 +108,11 @@ def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
     it, resume cannot redo it and must abort, keeping the newer commit."""
     lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
     stalled = lake.begin("R")
-    stalled.update("a", set={"value": "value + 1"}, where="id = 1")  # no predecessor: physical
+    # the first write's entry goes out with the marker claim and carries its statement; the
+    # second, with no marker before ours, is physical
+    stalled.update("a", set={"value": "value + 0"}, where="id = 1")
+    stalled.update("a", set={"value": "value + 1"}, where="id = 1")
+    assert [e.kind for e in sublogs.read_all(lake.store, stalled.id)] == ["logical", "physical"]
     lake._forget(stalled)
     with local_backend.lake().transaction("") as w:  # ignores markers
         w.update("a", set={"value": "value + 100"}, where="id = 1")
@@ -216,7 +217,7 @@ def test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it(local_
         assert (_value(other, "a"), _value(other, "b")) == (-50, 50)  # the transfer once, then ours
         assert rec.state == records.COMMITTED
     for tb in ("a", "b"):
-        assert _open_markers(other, tb) == []
+        assert open_markers(other, tb) == []
         assert rows(other.read(tb)) == local_backend.delta_rows(tb)
 
 
@@ -237,7 +238,7 @@ def test_a_transaction_meeting_an_expired_i_marker_finishes_or_undoes_it(local_b
         assert t.stats["recovered_freed"] == 1
         assert _value(other, "a") == 0
         assert dead.attempt in other.gvl.head().aborts
-    assert _open_markers(other, "a") == []
+    assert open_markers(other, "a") == []
     assert rows(other.read("a")) == local_backend.delta_rows("a")
 
 
