@@ -665,21 +665,33 @@ class Transaction:
         self._waits.claimed(self._wait_ctx(), tws, found)  # with a DAG: rules II/III now
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
-        """Running markers below ours (fresh state), excluding our own."""
+        """Running markers below ours (fresh state), excluding our own, and excluding those whose
+        owner's commit to this table has landed: that commit is the owner's decision here (its
+        marker closes after it, off the owner's latency path), and we validate against it."""
         assert tw.marker is not None
         m = tw.marker.version
         lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
         out = []
         candidates = []
+        landed: set[str] = set()
         for v, c in tw.log.commits_between(lo, m - 1):
             p = marker_of(c)
             if p is not None and p.state == RUNNING and p.attempt != self.attempt and p.txn != self.id:
                 candidates.append(v)
+            elif (a := commit_txn(c)) is not None:
+                landed.add(a)
         for v in candidates:
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
             p = marker_of(c)
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
+        if out:  # a commit above our marker may be theirs: one GET when nothing is new
+            newest = tw.log.probe_versions(max(m, tw.log.known_latest()))
+            landed.update(a for _, c in tw.log.commits_between(m, newest) if (a := commit_txn(c)) is not None)
+            done = [(v, p) for v, p in out if p.attempt in landed]
+            if done:
+                self._count("waits_ended_by_commit", len(done))
+                out = [(v, p) for v, p in out if p.attempt not in landed]
         return out
 
     def _publish_deps(self) -> None:

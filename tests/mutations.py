@@ -99,6 +99,11 @@ MUTATIONS: list[Mutation] = [
       "            return\n            try:",
       [R + "test_markers_are_empty_versions_for_delta_rs[local]"],
       "a committed transaction leaves its marker open"),
+    M("follower-waits-for-close", "markers", TX,
+      "            done = [(v, p) for v, p in out if p.attempt in landed]",
+      "            done = []",
+      [R + "test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed"],
+      "a follower waits for the close of a marker whose owner's commit has already landed"),
     # -- sublogs ------------------------------------------------------------------------------
     M("sublog-not-written", "sublogs", TX,
       "        sublogs.write(self.lake.store, e)\n", "        pass\n",

@@ -33,8 +33,6 @@ def _setup(backend, name="t", n=4, **kw):
     return lake
 
 
-
-
 def test_markers_are_empty_versions_for_delta_rs(backend):
     lake = _setup(backend)
     t1 = lake.begin("R")
@@ -89,6 +87,28 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert [e.kind for e in sublogs.current_ops(entries)] == ["physical", "logical", "logical"]
     assert [e.redo for e in sublogs.current_ops(entries)] == [False, True, True]  # the latest entry per op
     assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(local_backend):
+    """A one-table commit is its own decision; its marker closes afterwards. A follower that
+    finds the owner's commit in the log goes on at once instead of waiting for the close (here
+    the close fails, and the marker would only expire after 60 s)."""
+    _setup(local_backend)
+    no_close = lv.store.FaultInjectingStore(local_backend.store(), lv.store.FaultPlan(
+        fail_before=set(range(1, 20)), kinds=("put_if_match",), predicate=lambda kind, key: "_delta_log/" in key))
+    owner = local_backend.lake(store=no_close, marker_ttl=60.0)
+    t1 = owner.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    t1.commit()
+    owner.flush()
+    assert t1.stats["post_commit_failures_close_marker"] == 1
+    assert open_markers(owner, "t") == [t1.tables["t"].marker.version]  # still running, for 60 s
+    follower = local_backend.lake(marker_ttl=60.0, wait_timeout=5.0)
+    with follower.transaction("R") as t2:
+        t2.update("t", set={"value": "value + 100"}, where="id = 1")
+    assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0  # it never waited
+    assert {r["id"]: r["value"] for r in rows(follower.read("t"))}[1] == 111
+    assert rows(follower.read("t")) == local_backend.delta_rows("t")
 
 
 @pytest.mark.parametrize("mode", MODES)
