@@ -47,6 +47,9 @@ DEFAULT_RETENTION = 7 * 24 * 3600.0
 DEFAULT_MAX_TRANSACTION_AGE = 24 * 3600.0
 
 
+_LAKES: weakref.WeakSet[Lake] = weakref.WeakSet()  # every client of this process, for flush_all
+
+
 @dataclass
 class RecoveryReport:
     """What ``Lake.recover`` found and did."""
@@ -159,6 +162,7 @@ class Lake:
         self._watched: weakref.WeakSet[Transaction] = weakref.WeakSet()
         self._hb_thread: threading.Thread | None = None
         self._hb_stop = threading.Event()
+        _LAKES.add(self)
 
     # -- plumbing ----------------------------------------------------------------
     def now(self) -> float:
@@ -187,11 +191,19 @@ class Lake:
             self._bg_futures.append(self._bg.submit(safe))
 
     def flush(self) -> None:
-        """Wait for background clean-up (tests and benchmarks call this before counting)."""
+        """Wait for this client's background work: marker closes after one-table commits,
+        checkpoints, sublog deletes (tests and benchmarks call this before counting)."""
         with self._lock:
             futs = list(self._bg_futures)
         for f in futs:
             f.result()
+
+    @staticmethod
+    def flush_all() -> None:
+        """``flush`` every ``Lake`` of this process (e.g. before reporting which markers are
+        still open, when several clients committed)."""
+        for lake in list(_LAKES):
+            lake.flush()
 
     def services(self):
         from .recovery.stalled import Services

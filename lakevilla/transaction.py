@@ -77,7 +77,7 @@ from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
 from .schemas import table_spec
-from .store import OutcomeUnknown
+from .store import NotFound, OutcomeUnknown
 from .tablework import Op, TableWork
 from .vocab import CommitInfo, CommitMode, Decision, InfoKind
 
@@ -980,7 +980,10 @@ class Transaction:
     def _commit_one_table(self, tw: TableWork) -> int:
         for _ in range(self.lake.max_retries + 1):
             self._wait_predecessors([tw])
-            self._validate_table(tw)
+            if self.mode == CommitMode.IN_PLACE:
+                self._validate_table(tw)
+            else:  # no probe first: the commit's put-if-absent right after what we know is the probe
+                self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version))
             if tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
@@ -1002,7 +1005,8 @@ class Transaction:
             self._check_age()
             self._in_doubt = f"the commit to {tw.name}@{latest + 1}"
             try:
-                tw.log.write_commit(latest + 1, commit)
+                v, c = latest + 1, commit
+                self._together(lambda: self._peek(tw, v), lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 self._in_doubt = None
                 self.stats["retries"] += 1
@@ -1012,6 +1016,15 @@ class Transaction:
             return latest + 1
         raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
+
+    @staticmethod
+    def _peek(tw: TableWork, version: int) -> None:
+        """Read ``version`` while our commit is put there: if another commit took it, the next
+        attempt validates against it without a round trip of its own."""
+        try:
+            tw.log.read_commit_raw(version)
+        except (NotFound, LakeVillaError):
+            pass  # nothing there (ours lands), or unreadable now: the next attempt reads it again
 
     def _after_single_commit(self, tw: TableWork, version: int) -> None:
         """Off the commit's latency path: the commit at the tail is the decision, and it names

@@ -283,11 +283,11 @@ def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable
 
 
 def open_markers(lake, table: str) -> list[int]:
-    """Versions of ``table`` holding a running marker, once ``lake``'s background work ended
-    (a one-table commit closes its marker there, after ``commit()`` returned)."""
+    """Versions of ``table`` holding a running marker, once the background work of every client
+    in this process ended (a one-table commit closes its marker there, after ``commit()``)."""
     from lakevilla.markers import RUNNING, marker_of
 
-    lake.flush()
+    type(lake).flush_all()  # any client of this process may still be closing its marker
     log = lake.log(table)
     return [v for v, c in log.commits_between(-1, log.latest_version())
             if (m := marker_of(c)) and m.state == RUNNING]

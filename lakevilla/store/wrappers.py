@@ -344,12 +344,20 @@ class LatencyStore(StoreWrapper):
             time.sleep(d)
 
     def get(self, key) -> GetResult:
-        r = self.inner.get(key)
+        try:
+            r = self.inner.get(key)
+        except NotFound:
+            self._wait("get")  # a 404 is a round trip too (version probes end in one)
+            raise
         self._wait("get", len(r.data))
         return r
 
     def get_range(self, key, start, length=None) -> bytes:
-        data = self.inner.get_range(key, start, length)
+        try:
+            data = self.inner.get_range(key, start, length)
+        except NotFound:
+            self._wait("get")
+            raise
         self._wait("get", len(data))
         return data
 
