@@ -469,6 +469,12 @@ class Lake:
         lo = max(log.last_checkpoint_version(), version - 500)
         for v, c in log.commits_between(lo, version):
             m = marker_of(c)
+            if m is None or m.state != RUNNING:
+                continue
+            try:  # a cached marker may have closed since (a tail marker's content is cached as final)
+                m = marker_of(log.read_commit_raw(v)[0])
+            except NotFound:
+                continue
             if m is not None and m.state == RUNNING:
                 return v
         return None

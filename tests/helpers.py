@@ -289,5 +289,7 @@ def open_markers(lake, table: str) -> list[int]:
 
     type(lake).flush_all()  # any client of this process may still be closing its marker
     log = lake.log(table)
+    # the log caches a tail marker as final (its content never changes, its state does): re-read
     return [v for v, c in log.commits_between(-1, log.latest_version())
-            if (m := marker_of(c)) and m.state == RUNNING]
+            if (m := marker_of(c)) and m.state == RUNNING
+            and (m := marker_of(log.read_commit_raw(v)[0])) and m.state == RUNNING]

@@ -13,10 +13,9 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY, entry_key
-from lakevilla.markers import RUNNING, marker_of
 from lakevilla.store import CountingStore
 from tests.conftest import rows
-from tests.helpers import CrashSweep, crash_stride, run_crashing
+from tests.helpers import CrashSweep, crash_stride, open_markers, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -222,9 +221,7 @@ def test_crash_at_every_store_call_of_an_isolated_two_table_commit(backend, feat
         # recovery alone must leave all or nothing, and close every marker: checked by plain
         # readers (ours and delta-rs) before any isolated reader could finish the work itself
         for t in tables:
-            log = rec.log(t)
-            assert not [v for v, c in log.commits_between(-1, log.latest_version())
-                        if (m := marker_of(c)) and m.state == RUNNING], label
+            assert open_markers(rec, t) == [], label
         plain = (_bal(backend.lake(), tables[0]), _bal(backend.lake(), tables[1]))
         judge = tuple(r["balance"] for t in tables for r in backend.delta_rows(t) if r["id"] == 1)
         assert plain in ((50, 50), (45, 55)), f"{label}: {plain}"

@@ -79,3 +79,19 @@ def test_checkpoint_is_refused_above_an_open_marker(backend):
     v = lake.checkpoint("a")
     assert backend.store().exists(f"a/_delta_log/{v:020d}.checkpoint.parquet")
     assert backend.delta_rows("a") == [{"id": 1, "value": 2}]
+
+
+def test_a_checkpointer_that_saw_a_marker_running_checkpoints_once_it_closed(local_backend):
+    """The log keeps a tail marker as final (its data never changes), but its state does: the
+    check before a checkpoint reads a marker it once saw running again, or a client that read
+    the table during someone's transaction would refuse to checkpoint it for good."""
+    writer = _lake(local_backend)
+    other = local_backend.lake()
+    txn = writer.begin("R")
+    txn.update("a", set={"value": "2"}, where="id = 1")
+    assert other.read("a").num_rows == 1  # other's log now holds the running marker
+    txn.commit()
+    writer.flush()  # the marker is closed
+    v = other.checkpoint("a")
+    assert local_backend.store().exists(f"a/_delta_log/{v:020d}.checkpoint.parquet")
+    assert local_backend.delta_rows("a") == [{"id": 1, "value": 2}]

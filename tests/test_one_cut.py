@@ -20,10 +20,9 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY
-from lakevilla.markers import RUNNING, marker_of
 from lakevilla.names import GVL_DIR
 from lakevilla.store import StoreWrapper
-from tests.helpers import HalfPublished, HookStore
+from tests.helpers import HalfPublished, HookStore, open_markers
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 ROW = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -502,9 +501,7 @@ def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")
     report = later.recover()
     assert report.running == []
-    log = later.log("x")
-    assert not [v for v, c in log.commits_between(-1, log.latest_version())
-                if (m := marker_of(c)) and m.state == RUNNING]
+    assert open_markers(later, "x") == []
     assert _isolated_totals(backend.lake()) == [101, 133]
     stalled.lake.max_retries = 0
     with pytest.raises(lv.TransactionAborted):
