@@ -1,6 +1,7 @@
 """CDC-style upserts: N clients MERGE overlapping key batches into one table.
 
     python -m benchmarks.upserts [--quick] [--clients 1,4,8] [--batches 8] [--store s3 --latency s3]
+                                 [--spark-clients 4]
 
 Each client is its own spawned process with its own ``Lake`` / ``DeltaTable``. A batch
 is a set of keys drawn from a window that overlaps the other clients' windows and
@@ -16,6 +17,13 @@ of acknowledged batches holding it, with no key twice. A shortfall is a lost upd
 (a batch acknowledged but not applied, or applied on a stale read), an excess or a
 duplicate key is a double apply. Requests are counted at the S3 proxy for every
 system (delta-rs included), per acknowledged batch.
+
+The Spark engine runs at one size (``--spark-clients``, 0 skips it): the clients are
+threads of one driver, each with its own ``Lake`` on ``SparkEngine`` (Spark joins the
+source with the target and writes the data files), on the local store, beside delta-rs
+clients as threads on the same store. Delta's own Spark MERGE is not there (its jars
+come from Maven, which these machines cannot reach). Requests are those of the store
+layer (the commit protocol; Spark's data-file writes bypass it).
 """
 
 from __future__ import annotations
@@ -125,6 +133,112 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
     out.put(res)
 
 
+def _spark_client(system: str, features: str | None, root: str, spark: Any, work: list, retries: int,
+                  start: Any, res: dict[str, Any]) -> None:
+    """One Spark-engine client (or a delta-rs one beside it) as a thread of this driver."""
+    try:
+        if features is None:
+            from deltalake import DeltaTable
+            from deltalake.exceptions import CommitFailedError
+
+            def attempt(ks: list[int]) -> None:
+                (DeltaTable(f"{root}/{TABLE}").merge(source_of(ks), predicate=_on(False, True), source_alias="source",
+                                                     target_alias="target")
+                 .when_matched_update({"v": "target.v + 1"})
+                 .when_not_matched_insert({"id": "source.id", "part": "source.part", "v": "source.v"})
+                 .execute())
+            lost: tuple = (CommitFailedError,)
+        else:
+            import lakevilla as lv
+            from lakevilla.store import CountingStore, open_store
+
+            res["store"] = store = CountingStore(open_store(root))
+            lake = lv.Lake(root, store=store, engine=lv.SparkEngine(spark))
+
+            def attempt(ks: list[int]) -> None:
+                with lake.transaction(features) as txn:
+                    (txn.merge(TABLE, spark.createDataFrame(source_of(ks)), on=_on(False, False))
+                     .when_matched_update({"v": "target.v + 1"})
+                     .when_not_matched_insert_all().execute())
+                res["redos"] += txn.stats.get("redos", 0)
+            lost = (lv.TransactionAborted,)
+        start.wait()
+        t0 = time.perf_counter()
+        for bid, ks in work:
+            for _ in range(retries + 1):
+                try:
+                    attempt(ks)
+                    res["applied"].append(bid)
+                    break
+                except lost:
+                    res["aborts"] += 1
+                    time.sleep(random.uniform(0.0, 0.05))
+            else:
+                res["given_up"].append(bid)
+        res["busy_s"] = time.perf_counter() - t0
+        if features is not None:
+            lake.close()  # background closes finish before the requests are read
+    except BaseException as e:  # noqa: BLE001 - reported, the run is marked failed
+        res["errors"].append(f"{system}: {e!r}"[:500])
+
+
+def run_spark(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
+    """delta-rs, LV[DL] and LV[R] at ``--spark-clients`` clients, the lakevilla ones on Spark."""
+    import shutil
+    import tempfile
+    import threading
+
+    from .spark_insert import spark_session
+
+    spark, owned = spark_session("local[*]")
+    n = args.spark_clients
+    runs = []
+    try:
+        for system, features in (("delta-rs", None), ("LV[DL] on Spark", ""), ("LV[R] on Spark", "R")):
+            work_dir = tempfile.mkdtemp(prefix="lakevilla-upserts-spark-")
+            root = "file://" + work_dir
+            try:
+                uri = load(root, {}, args.keys, args.files, False)
+                work = make_batches(n, args.batches, args.keys, args.batch_size, seed)
+                start = threading.Barrier(n + 1)
+                results = [{"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [], "busy_s": 0.0}
+                           for _ in range(n)]
+                threads = [threading.Thread(target=_spark_client, args=(system, features, root, spark, work[c],
+                                                                         args.retries, start, results[c]))
+                           for c in range(n)]
+                for t in threads:
+                    t.start()
+                start.wait(timeout=300)
+                t0 = time.perf_counter()
+                for t in threads:
+                    t.join(args.timeout)
+                wall = time.perf_counter() - t0
+                applied = [b for r in results for b in r["applied"]]
+                counts: Counter[str] = Counter()
+                for r in results:
+                    if "store" in r:
+                        counts.update(r.pop("store").snapshot())
+                chk = check(uri, {}, {b: ks for w in work for b, ks in w}, applied, args.keys)
+            finally:
+                shutil.rmtree(work_dir, ignore_errors=True)
+            nb = max(len(applied), 1)
+            runs.append({"system": system, "table": "plain (Spark, local store)", "clients": n,
+                         "batches": n * args.batches, "applied": len(applied),
+                         "given_up": sum(len(r["given_up"]) for r in results),
+                         "aborts": sum(r["aborts"] for r in results), "redos": sum(r["redos"] for r in results),
+                         "wall_s": wall, "throughput": len(applied) / wall if wall > 0 else 0.0,
+                         "requests": dict(counts), "requests_per_batch": sum(counts.values()) / nb if counts else None,
+                         "requests_source": "store layer" if counts else "n/a", "check": chk,
+                         "errors": [e for r in results for e in r["errors"]]})
+            r = runs[-1]
+            print(f"  Spark section {n} clients {system}: {r['applied']}/{r['batches']} applied, "
+                  f"{r['aborts']} aborts, {r['throughput']:.2f} batches/s", flush=True)
+    finally:
+        if owned:
+            spark.stop()
+    return runs
+
+
 def load(root: str, opts: dict, keys: int, files: int, partitioned: bool) -> str:
     import lakevilla as lv
 
@@ -229,8 +343,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--retries", type=int, default=10, help="attempts per batch before it is given up")
     p.add_argument("--tables", default="plain,partitioned")
     p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--spark-clients", type=int, default=4,
+                   help="clients of the Spark-engine section (threads of one driver, local store); 0 skips it")
     return parse_with_quick(p, argv, {"clients": "2", "batches": 2, "batch_size": 10, "keys": 100, "files": 2,
-                                      "latency": "none"})
+                                      "latency": "none", "spark_clients": 0})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -249,9 +365,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     runs.append(r)
                     print(f"  {tbl} {n} clients {name}: {r['applied']}/{r['batches']} applied, "
                           f"{r['aborts']} aborts, {r['throughput']:.2f} batches/s", flush=True)
+        if args.spark_clients > 0:
+            runs.extend(run_spark(args, args.seed + args.spark_clients))
         info = run_info(args, ce.env)
         info.update({"clients": clients, "batches_per_client": args.batches, "batch_size": args.batch_size,
-                     "keys": args.keys, "files": args.files, "retries": args.retries, "wall_s": time.time() - t0})
+                     "keys": args.keys, "files": args.files, "retries": args.retries,
+                     "spark_clients": args.spark_clients, "wall_s": time.time() - t0})
     finally:
         ce.close()
     add_ratios(runs)
@@ -262,9 +381,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "systems": {k: v for k, v in SYSTEMS.items() if k in systems}}
     write_json(args.out, "upserts", payload)
 
+    spark_runs = [r for r in runs if "Spark" in r["table"]]
+
     def draw(fig: Any) -> None:
+        panels = len(tables) + (1 if spark_runs else 0)
         for i, tbl in enumerate(tables):
-            ax = fig.add_subplot(1, len(tables), i + 1)
+            ax = fig.add_subplot(1, panels, i + 1)
             for name in systems:
                 pts = sorted((r["clients"], r["throughput"]) for r in runs if r["system"] == name and r["table"] == tbl)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
@@ -272,8 +394,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ax.set_xlabel("clients")
             ax.set_ylabel("merged batches / s")
             ax.legend(fontsize=7)
+        if spark_runs:
+            ax = fig.add_subplot(1, panels, panels)
+            ax.bar([r["system"] for r in spark_runs], [r["throughput"] for r in spark_runs],
+                   color=["tab:gray", "tab:orange", "tab:blue"][:len(spark_runs)])
+            ax.set_title(f"Spark engine, {args.spark_clients} clients, local store")
+            ax.set_ylabel("merged batches / s")
+            ax.tick_params(axis="x", labelrotation=20, labelsize=7)
 
     plot(args.out, "upserts", draw)
+    if args.spark_clients > 0:
+        print("Spark section: local store, no latency; lakevilla's clients use SparkEngine (threads of one "
+              "driver); requests are the store layer's (Spark writes the data files itself)")
     return payload
 
 

@@ -1,12 +1,15 @@
 """YCSB core workloads A-F over one Delta table, delta-rs vs the lakevilla feature sets.
 
     python -m benchmarks.ycsb [--quick] [--clients 1,8,64] [--mode op,client]
-                              [--workloads A,B,C,D,E,F] [--store s3 --latency s3] ...
+                              [--workloads A,B,C,D,E,F] [--store s3 --latency s3]
+                              [--distribution uniform --load-files 100] ...
 
 ``usertable`` holds ``key BIGINT`` plus ten 100-byte string fields (1 KB rows),
 loaded in one lakevilla transaction as ``--load-files`` Parquet files (key ranges,
 so min/max statistics prune reads the way Delta's data skipping does). Every system
-gets the same table layout and the same operation sequences (same seed).
+gets the same table layout and the same operation sequences (same seed). Keys follow
+the workload's distribution (zipfian, or latest for D); ``--distribution uniform`` with
+many files is the low-contention case, where writers rarely touch the same file.
 
 Clients are independent: each has its own ``Lake`` / ``DeltaTable`` and nothing in
 memory is shared. They run in spawned worker processes (``--procs``, default 8);
@@ -168,10 +171,11 @@ def insert_row(key: int, token: str) -> dict[str, Any]:
 
 
 def generate_ops(wl: Workload, records: int, n_ops: int, client: int, clients: int, seed: int,
-                 name: str = "") -> list[Op]:
+                 name: str = "", distribution: str = "workload") -> list[Op]:
     """One client's operations, the same for every system. Insert keys are disjoint per
     client; "latest" favours the newest keys this client knows of (the load and its own
-    inserts: clients share no state)."""
+    inserts: clients share no state). ``distribution="uniform"`` draws every key uniformly
+    instead (the low-contention case: what markers cost when nobody collides)."""
     rng = random.Random(seed * 1_000_003 + client * 7_919 + sum(map(ord, name)))
     kinds, weights = zip(*wl.mix())
     zipf = ScrambledZipfian(records, rng)
@@ -186,7 +190,9 @@ def generate_ops(wl: Workload, records: int, n_ops: int, client: int, clients: i
             own_inserts.append(key)
             ops.append(Op("insert", key, token=tok))
             continue
-        if wl.dist == "latest":
+        if distribution == "uniform":
+            key = rng.randrange(records)
+        elif wl.dist == "latest":
             known = records + len(own_inserts)
             r = latest.next(known)
             key = own_inserts[-1 - r] if r < len(own_inserts) else records - 1 - (r - len(own_inserts))
@@ -852,6 +858,7 @@ class Plan:
     timeout: float
     slack: int = 0
     commit_mode: str = "tail"
+    distribution: str = "workload"
 
 
 def run_one(plan: Plan, ce: Any, pool: Any, system: str, wl: str, n_clients: int, mode: str, seed: int,
@@ -861,7 +868,8 @@ def run_one(plan: Plan, ce: Any, pool: Any, system: str, wl: str, n_clients: int
     direct_opts = ce.direct_options or env.storage_options
     load_table(ce.direct_store(root), root, plan.records, plan.load_files)
     specs = [ClientSpec(system, plan.systems[system], root, env.storage_options, env.kind, env.latency_label, mode,
-                        c, generate_ops(WORKLOADS[wl], plan.records, n, c, n_clients, seed, wl), plan.retries,
+                        c, generate_ops(WORKLOADS[wl], plan.records, n, c, n_clients, seed, wl,
+                                                         plan.distribution), plan.retries,
                         plan.slack, plan.commit_mode)
              for c, n in enumerate(split_ops(plan.ops, n_clients))]
     base = pool.progress()
@@ -1046,6 +1054,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--slack", type=int, default=0, help="LV[I]'s R1 slack (the paper's hidden version interval)")
     p.add_argument("--procs", type=int, default=8, help="worker processes (0: all clients as threads here)")
     p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a run counts as hung")
+    p.add_argument("--distribution", choices=["workload", "uniform"], default="workload",
+                   help="key choice: the workload's (zipfian / latest) or uniform (low contention, with many "
+                        "--load-files)")
     return parse_with_quick(p, argv, {"clients": "1,2", "workloads": "F", "records": 100, "ops": 30,
                                       "load_files": 4, "run_timeout": 120.0})
 
@@ -1059,7 +1070,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 clients=[int(c) for c in args.clients.split(",") if c], modes=[m.strip() for m in args.mode.split(",")],
                 records=args.records, ops=args.ops, load_files=args.load_files, retries=args.retries,
                 procs=args.procs, timeout=args.run_timeout, slack=args.slack,
-                commit_mode=args.commit_mode)
+                commit_mode=args.commit_mode, distribution=args.distribution)
     for w in plan.workloads:
         if w not in WORKLOADS:
             raise SystemExit(f"unknown workload {w}; choose from {','.join(WORKLOADS)}")
@@ -1073,6 +1084,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         info = run_info(args, ce.env)
         info.update({"records": plan.records, "ops_per_run": plan.ops, "load_files": plan.load_files,
                      "slack": plan.slack, "commit_mode": plan.commit_mode,
+                     "distribution": plan.distribution,
                      "retries": plan.retries, "procs": plan.procs, "wall_s": time.time() - t0,
                      "delta_rs_requests_observable": ce.proxy is not None,
                      "concurrency": {c: concurrency_label(c, plan.procs)[0] for c in plan.clients}})
@@ -1093,7 +1105,7 @@ def _title(info: dict[str, Any]) -> str:
         "delta-rs requests not observable on the local store (n/a)"
     return (f"YCSB: {info['records']} records, {info['ops_per_run']} ops/run, store={info['store']}, "
             f"latency={lat} ({slowed if lat != 'none' else 'none simulated'}); {reqs}; "
-            f"commit_mode={info['commit_mode']}")
+            f"commit_mode={info['commit_mode']}, keys={info.get('distribution', 'workload')}")
 
 
 if __name__ == "__main__":

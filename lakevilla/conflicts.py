@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
 from .delta.actions import Commit
+from .errors import CorruptLogError
 from .expr import parse_predicate, prune
 
 
@@ -28,6 +30,26 @@ class Footprint:
     predicate: str | None = None
     full_scan: bool = False  # read with no predicate: any new row is a phantom
     blind: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"read": sorted(self.read_files), "removed": sorted(self.removed_files),
+                "predicate": self.predicate, "full_scan": self.full_scan, "blind": self.blind}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Footprint:
+        """A footprint another client published; malformed input is a ``CorruptLogError``. The
+        predicate is only ever parsed by the expression grammar (``parse_predicate``)."""
+        try:
+            fp = cls(read_files={str(x) for x in d.get("read", [])}, removed_files={str(x) for x in d.get("removed", [])},
+                     predicate=None if d.get("predicate") is None else str(d["predicate"]),
+                     full_scan=bool(d.get("full_scan", False)), blind=bool(d.get("blind", False)))
+        except (AttributeError, TypeError) as e:
+            raise CorruptLogError(f"malformed footprint {d!r}") from e
+        return fp
+
+    @property
+    def size(self) -> int:
+        return len(self.read_files) + len(self.removed_files)
 
     def conflicts_with(self, c: Commit, schema: pa.Schema, partition_columns: list[str]) -> str | None:
         """Why ``c`` invalidates this footprint, or None."""

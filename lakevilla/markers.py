@@ -43,6 +43,10 @@ class MarkerPayload:
     gvl_base: int | None = None
     commit_version: int | None = None
     reason: str | None = None
+    # The owner's statements on this table (``Footprint.to_json`` each), published once it has
+    # no more statements and must wait: a follower whose commit cannot invalidate any of them
+    # commits before it instead of queueing (older clients ignore the field and wait).
+    footprint: list[dict[str, Any]] | None = None
     v: int = 1
     kind: str = InfoKind.MARKER
 

@@ -32,7 +32,7 @@ from .complex_txn import record as records
 from .complex_txn.dag import Dependencies
 from .complex_txn.decide import decide_by_record
 from .complex_txn.wait import DagWait
-from .conflicts import first_conflict
+from .conflicts import Footprint, first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
 from .delta.features import check_readable, check_writable, is_append_only, protocol_for
@@ -86,6 +86,7 @@ if TYPE_CHECKING:
 
 ISOLATIONS = ("serializable", "snapshot", "write_serializable")
 MARKER_SCAN_WINDOW = 200
+FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (every follower reads it)
 
 
 def parse_features(features: str | Iterable[str] | None) -> frozenset[str]:
@@ -171,6 +172,10 @@ class Transaction:
         # not known yet: from here on only the decision may undo anything
         self._in_doubt: str | None = None
         self._committed_tables: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
+        # table -> {marker version: its owner's published footprints}: running predecessors we
+        # commit before, because our commit cannot invalidate what they did (checked again on
+        # the commit we actually write)
+        self._overtaken: dict[str, dict[int, list[Footprint]]] = {}
         self.result: CommitResult | None = None
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
@@ -692,7 +697,73 @@ class Transaction:
             if done:
                 self._count("waits_ended_by_commit", len(done))
                 out = [(v, p) for v, p in out if p.attempt not in landed]
+        if self.decision == Decision.TABLE:
+            out = self._not_overtakable(tw, out)  # with none running, forgets those that finished
         return out
+
+    def _not_overtakable(self, tw: TableWork, running: list[tuple[int, MarkerPayload]]) -> list[tuple[int, MarkerPayload]]:
+        """The running predecessors we must wait for. One that published its footprints (it has no
+        statements left) and that our commit, as it stands, cannot invalidate, we commit before:
+        its owner then validates against our commit and finds nothing, so it neither redoes nor
+        aborts because of us, and we need not queue behind it. Only for one-table decisions on
+        both sides (a record or the global log orders multi-table transactions), and at the tail
+        on both sides: an in-place fill lands below commits it never saw, so it must not be
+        overtaken."""
+        before = self._overtaken.get(tw.name, {})
+        skip: dict[int, list[Footprint]] = {}
+        out = []
+        ours = (tw.build_commit({}) if self.mode == CommitMode.TAIL and any(p.footprint is not None for _, p in running)
+                else None)
+        for v, p in running:
+            fps = self._published_footprints(p) if ours is not None else None
+            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
+                if v not in before:
+                    self._count("predecessors_overtaken")
+                skip[v] = fps
+            else:
+                out.append((v, p))
+        self._overtaken[tw.name] = skip
+        return out
+
+    @staticmethod
+    def _published_footprints(p: MarkerPayload) -> list[Footprint] | None:
+        if p.footprint is None or p.decision != Decision.TABLE or p.mode != CommitMode.TAIL:
+            return None
+        try:
+            return [Footprint.from_json(d) for d in p.footprint]
+        except (CorruptLogError, AttributeError):
+            return None  # unreadable: wait for it as for any marker
+
+    def _publish_footprint(self, tws: list[TableWork]) -> None:
+        """We have to wait, and run no more statements: say what we touched (once per marker), so
+        that followers whose commits cannot conflict with it commit without waiting for us."""
+        if self.decision != Decision.TABLE or self.mode != CommitMode.TAIL:
+            return
+        todo = []
+        for tw in tws:
+            h = tw.marker
+            if h is None or h.lost or h.payload.footprint is not None or h.payload.state != RUNNING:
+                continue
+            fps = tw.footprints()
+            if sum(fp.size for fp in fps) > FOOTPRINT_MAX_FILES:
+                continue  # a marker is read by every follower: a large footprint is not worth its bytes
+            todo.append((tw, [fp.to_json() for fp in fps]))
+
+        def publish(item: tuple[TableWork, list[dict]]) -> None:
+            tw, body = item
+            h = tw.marker
+            with h.lock:
+                if h.lost or h.payload.state != RUNNING:
+                    return
+                h.payload.footprint = body
+                try:
+                    rewrite_marker(tw.log, h)
+                except MarkerLost:
+                    self._count("markers_lost")
+                    return
+            self._count("footprints_published")
+        if todo:
+            self.lake.map(publish, todo)
 
     def _publish_deps(self) -> None:
         if not self._deps.needs_publish():
@@ -856,7 +927,7 @@ class Transaction:
             recover=lambda table, v: resolve_marker(lake.services(), table, v).outcome,
             count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
             deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
-            publish_deps=self._publish_deps)
+            publish_deps=self._publish_deps, publish_footprint=self._publish_footprint)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -988,6 +1059,8 @@ class Transaction:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                       "lakevilla": self._commit_info(1, marker=tw.marker.version)})
+            if self._invalidates_overtaken(tw, commit):
+                continue  # a redo changed our commit: wait for that predecessor after all
             latest = tw.validated_upto
             if self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, latest):
                 self._check_age()
@@ -1016,6 +1089,17 @@ class Transaction:
             return latest + 1
         raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
+
+    def _invalidates_overtaken(self, tw: TableWork, commit: Commit) -> bool:
+        skip = self._overtaken.get(tw.name)
+        if not skip:
+            return False
+        for v, fps in list(skip.items()):
+            if first_conflict(fps, [(v, commit)], tw.schema, tw.base.partition_columns) is not None:
+                del skip[v]
+                self._count("overtakes_revoked")
+                return True
+        return False
 
     @staticmethod
     def _peek(tw: TableWork, version: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import random
+import threading
 import time
 from collections import Counter
 
@@ -14,7 +15,14 @@ import lakevilla as lv
 from lakevilla.markers import marker_of
 from lakevilla.recovery import sublog as sublogs
 from tests.conftest import rows
-from tests.helpers import count_calls, crash_plans, open_markers, r_transaction_on, run_crashing
+from tests.helpers import (
+    HookStore,
+    count_calls,
+    crash_plans,
+    open_markers,
+    r_transaction_on,
+    run_crashing,
+)
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 MODES = ["tail", "in_place"]
@@ -109,6 +117,117 @@ def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(
     assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0  # it never waited
     assert {r["id"]: r["value"] for r in rows(follower.read("t"))}[1] == 111
     assert rows(follower.read("t")) == local_backend.delta_rows("t")
+
+
+def _two_files(backend):
+    """Table t in two files: ids 1-4 in one, 5-8 in the other (statistics tell them apart)."""
+    lake = _setup(backend)
+    with lake.transaction(features="") as txn:
+        txn.insert("t", {"id": [5, 6, 7, 8], "value": [50, 60, 70, 80]})
+    return lake
+
+
+def _held_at_commit(backend, holder: dict):
+    """A client whose table commit (a put-if-absent to the Delta log once ``holder["txn"]`` has
+    redone) waits for ``release``."""
+    release = threading.Event()
+
+    def when(kind, key):
+        txn = holder.get("txn")
+        return kind == "put_if_absent" and "/_delta_log/" in key and txn is not None and txn.stats["redos"] >= 1
+    return backend.lake(store=HookStore(backend.store(), when, lambda: release.wait(30))), release
+
+
+def _until(cond, what, timeout=30.0, extra=None):
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}: {extra() if extra else ''}"
+        time.sleep(0.01)
+
+
+def _queued_behind_a_publisher(backend):
+    """O holds a marker on file 1-4; P updates the same file, waits for O at commit (so it
+    publishes its footprint), then, once O committed, redoes and is held right before its own
+    commit lands: P's marker is running, with a published footprint."""
+    lake = _two_files(backend)
+    o = lake.begin("R")
+    o.update("t", set={"value": "value + 1"}, where="id = 1")
+    holder: dict = {}
+    p_lake, release = _held_at_commit(backend, holder)
+    holder["txn"] = p = p_lake.begin("R")
+    p.update("t", set={"value": "value + 1000"}, where="id = 2")
+    p_thread = threading.Thread(target=p.commit)
+    p_thread.start()
+    _until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
+    o.commit()
+    _until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit", extra=lambda: dict(p.stats))
+    return lake, p, p_thread, release
+
+
+def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor(local_backend):
+    """Issue 13: a writer that has to wait publishes its footprints on its marker; a follower on
+    other files of the table does not queue behind it. The predecessor then validates against the
+    follower's commit and finds nothing: no redo, no abort because of it."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    try:
+        q = local_backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
+        q.commit()  # while P is still held: it did not wait for P
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+        assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P is still running below
+    finally:
+        release.set()
+        p_thread.join(30)
+    assert p.state == "committed" and p.stats["redos"] == 1  # the redo after O only
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[6]) == (11, 1020, 65)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
+    """The other side of the rule: a follower rewriting a file the waiting predecessor touched
+    waits for it and redoes on its commit; the predecessor commits without a redo of its own."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    q = local_backend.lake(wait_timeout=30.0).begin("R")
+    q.update("t", set={"value": "value + 5"}, where="id = 3")  # P's file
+    q_thread = threading.Thread(target=q.commit)
+    q_thread.start()
+    try:
+        _until(lambda: q.stats["wait_rounds"] >= 1, "Q to wait for P")
+    finally:
+        release.set()
+        p_thread.join(30)
+        q_thread.join(30)
+    assert q.stats["predecessors_overtaken"] == 0 and q.state == "committed" and q.stats["redos"] == 1
+    assert p.state == "committed" and p.stats["redos"] == 1  # after O only, never after Q
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[3]) == (11, 1020, 35)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all(local_backend):
+    """Overtaking is decided on the follower's commit as it stands; a redo changes it. Here the
+    follower's update matches nothing when it decides to go first, then a concurrent insert
+    gives it a row in the predecessor's key range to rewrite: it must wait after all."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    q = local_backend.lake(wait_timeout=30.0).begin("R")
+    q.update("t", set={"value": "value + 5"}, where="value >= 1000")  # nothing matches yet
+    with lake.transaction("") as x:  # a row for Q, with P's id
+        x.insert("t", {"id": [2], "value": [2000]})
+    q_thread = threading.Thread(target=q.commit)
+    q_thread.start()
+    try:
+        _until(lambda: q.stats["overtakes_revoked"] == 1 and q.stats["wait_rounds"] >= 1, "Q to wait for P",
+               extra=lambda: dict(q.stats))
+    finally:
+        release.set()
+        p_thread.join(30)
+        q_thread.join(30)
+    assert q.stats["predecessors_overtaken"] >= 1
+    assert p.state == q.state == "committed" and q.result.versions["t"] > p.result.versions["t"]
+    assert sorted(r["value"] for r in rows(lake.read("t")) if r["id"] == 2) == [1025, 3005]
+    key = lambda r: (r["id"], r["value"])  # noqa: E731 - two rows have id 2
+    assert sorted(lake.read("t").to_pylist(), key=key) == sorted(local_backend.delta_rows("t"), key=key)
 
 
 @pytest.mark.parametrize("mode", MODES)

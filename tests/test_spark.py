@@ -569,3 +569,18 @@ def test_create_table_from_a_dataframe_inside_a_ct_transaction(spark, lake, uri,
     assert delta_rows(uri, "acc") == [{"id": 1, "value": 11}, {"id": 2, "value": 20}]
     lake.flush()
     assert files_on_disk(lake_dir, ["ctas"]) == {f"ctas/{unquote(p)}" for p in lake.snapshot("ctas").files}
+
+
+def test_upserts_benchmark_spark_section(classic_spark, tmp_path):
+    """The upserts benchmark's Spark section runs (issue 14): every batch applied once, on both sides."""
+    from benchmarks import upserts
+
+    payload = upserts.main(["--quick", "--clients", "1", "--tables", "plain", "--systems", "LV[R]",
+                            "--spark-clients", "2", "--out", str(tmp_path)])
+    spark_runs = [r for r in payload["runs"] if "Spark" in r["table"]]
+    assert {r["system"] for r in spark_runs} == {"delta-rs", "LV[DL] on Spark", "LV[R] on Spark"}
+    for r in spark_runs:
+        assert r["errors"] == [] and r["check"]["ok"], r
+        assert r["applied"] + r["given_up"] == r["batches"] == 2 * 2
+    assert next(r for r in spark_runs if r["system"] == "LV[R] on Spark")["aborts"] == 0
+    assert (tmp_path / "upserts.png").stat().st_size > 0

@@ -1,5 +1,6 @@
-"""overwrite, optimize and add_columns with the Spark engine: Spark writes and reads the data
-files, the semantics are the embedded engine's, delta-rs reads every version."""
+"""overwrite, optimize and add_columns with the Spark engine (classic and Spark Connect): Spark
+writes and reads the data files, the semantics are the embedded engine's, delta-rs reads every
+version."""
 
 from __future__ import annotations
 
@@ -9,17 +10,12 @@ import pytest
 pytest.importorskip("pyspark")
 
 import lakevilla as lv  # noqa: E402
-from tests.spark_session import start_local_spark  # noqa: E402
+from tests.test_spark import classic_spark, connect_spark, spark  # noqa: E402, F401 - classic and Connect
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
 T = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("p", pa.string())])
-
-
-@pytest.fixture(scope="module")
-def spark():
-    return start_local_spark()  # the suite's one local session (getOrCreate)
 
 
 def _ids(t) -> list[int]:
@@ -35,7 +31,7 @@ def _delta(uri: str, version: int | None = None) -> list[dict]:
 
 
 @pytest.mark.parametrize("features", ["R"])  # LV[DL] runs the same engine calls (tested embedded)
-def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):
+def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):  # noqa: F811
     uri = "file://" + str(tmp_path / "lake")
     with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
         lake.create_table("t", T, partition_by=["p"])
@@ -67,7 +63,7 @@ def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):
         assert sorted(embedded.read("t").to_pylist(), key=lambda r: r["id"]) == got
 
 
-def test_spark_optimize_is_redone_under_r(spark, tmp_path):
+def test_spark_optimize_is_redone_under_r(spark, tmp_path):  # noqa: F811
     uri = "file://" + str(tmp_path / "lake")
     with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
         lake.create_table("t", T)
