@@ -266,7 +266,8 @@ def maintenance_main(cfg: dict, gen: int) -> None:
     errors: list[str] = []
     last_save = 0.0
     steps = [
-        ("cleanup", lambda: lake.cleanup(older_than=cfg["retention"], force=True)),
+        ("cleanup", lambda: lake.cleanup(older_than=cfg["retention"], force=True,
+                                         keep_global=cfg.get("keep_global"))),
         ("delete_abandoned_files", lambda: stats.update(
             deleted_files=len(lake.delete_abandoned_files(min_age=cfg["retention"], force=True)))),
         ("checkpoint", lambda: lake.checkpoint(random.choice(tables))),
@@ -413,7 +414,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = {"root": root, "root_path": root_path, "storage_options": opts, "run_dir": str(run_dir),
            "seed": args.seed, "banks": args.banks, "accounts": args.accounts, "marker_ttl": args.marker_ttl,
            "max_age": args.max_age, "retention": args.retention, "deadline": 0.0, "fault_scale": args.fault_scale,
-           "dl_shared": args.dl_shared}
+           "dl_shared": args.dl_shared, "keep_global": args.keep_global}
     ctx = mp.get_context("spawn")
     rng = random.Random(args.seed)
     kills: Counter[str] = Counter()
@@ -501,6 +502,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      "banks": args.banks, "accounts": args.accounts, "marker_ttl": args.marker_ttl,
                      "max_transaction_age": args.max_age, "retention": args.retention, "fault_rates": RATES,
                      "fault_scale": args.fault_scale, "kill_every": args.kill_every, "dl_shared": args.dl_shared,
+                     "keep_global": args.keep_global,
                      "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "wall_s": round(time.time() - started, 1)},
             "committed": len(acked),
             "outcomes": {k: stats[k] for k in ("committed", "aborted", "partial", "pending")},
@@ -581,6 +583,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--max-age", type=float, default=15.0, help="the workers' max_transaction_age (seconds)")
     p.add_argument("--retention", type=float, default=20.0,
                    help="maintenance's forced retention (seconds; must exceed --max-age)")
+    p.add_argument("--keep-global", type=int, default=None,
+                   help="maintenance's cleanup keeps this many global-log entries (default: the lake's, 1,000); "
+                        "a small value races clean-up against I transactions")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="results/chaos")
     p.add_argument("--keep", action="store_true", help="keep the lake and the run folder")

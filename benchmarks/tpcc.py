@@ -16,14 +16,10 @@ statement it is the same protocol as LV[DL] (which is).
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
-import queue as queue_mod
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -43,11 +39,11 @@ from .common import (
     run_info,
     write_json,
 )
+from .runner import Gate, RunFailed, Workers
 from .tpcc_schema import QUICK, TABLES, Scale, check_consistency, load
 from .tpcc_txns import KINDS, MIX, TypeStats, run_client
 
 NAME = "tpcc"
-BARRIER_TIMEOUT = 600.0
 
 
 # -- opening a client's own Lake, in this process or a spawned one ---------------------------
@@ -82,99 +78,21 @@ class ClientJob:
     max_seconds: float = 0.0  # > 0: start no transaction after this long
 
 
-def client_main(job: ClientJob, barrier: Any, tick: Callable[[], None]) -> dict[str, Any]:
+def client_main(job: ClientJob, gate: Gate, tick: Callable[[int], None]) -> dict[str, Any]:
     """One terminal with its own Lake: wait for the others, run, report."""
     lake, counting = job.spec.open(job.root)
     try:
-        barrier.wait(BARRIER_TIMEOUT)
+        gate()
         start = time.time()
         deadline = start + job.max_seconds if job.max_seconds > 0 else None
         stats = run_client(lake, job.features, job.client, job.txns, job.scale, job.seed, job.retries,
-                           lambda: sum(counting.snapshot().values()), tick, deadline)
+                           lambda: sum(counting.snapshot().values()), lambda: tick(1), deadline)
         end = time.time()
         lake.flush()
     finally:
         lake.close()
     return {"start": start, "end": end, "requests": sum(counting.snapshot().values()),
             "stats": {k: asdict(v) for k, v in stats.items()}}
-
-
-_TICKS: Any = None  # the progress queue of a spawned worker
-
-
-def _init_worker(ticks: Any) -> None:
-    global _TICKS
-    _TICKS = ticks
-
-
-def _process_client(job: ClientJob, barrier: Any) -> dict[str, Any]:
-    return client_main(job, barrier, lambda: _TICKS.put(1))
-
-
-class Workers:
-    """Runs N clients at once, in spawned processes (default) or threads, reusing the pool."""
-
-    def __init__(self, mode: str, size: int) -> None:
-        self.mode, self.size = mode, size
-        self._pool: Any = None
-        self._manager: Any = None
-        self._ticks: Any = None
-
-    def _processes(self) -> Any:
-        if self._pool is None:
-            ctx = mp.get_context("spawn")  # delta-rs and threads do not survive fork
-            self._manager = self._manager or ctx.Manager()
-            self._ticks = self._manager.Queue()
-            self._pool = ctx.Pool(self.size, initializer=_init_worker, initargs=(self._ticks,))
-        return self._pool
-
-    def run(self, jobs: list[ClientJob], tick: Callable[[int], None], timeout: float) -> list[dict] | None:
-        """Each client's result, or None if the run did not finish within ``timeout``."""
-        if self.mode == "threads":
-            return self._run_threads(jobs, tick, timeout)
-        pool = self._processes()
-        barrier = self._manager.Barrier(len(jobs))
-        pending = [pool.apply_async(_process_client, (j, barrier)) for j in jobs]
-        deadline = time.monotonic() + timeout
-        while not all(p.ready() for p in pending):
-            if time.monotonic() > deadline:
-                self.kill()
-                return None
-            try:
-                tick(self._ticks.get(timeout=0.5))
-            except queue_mod.Empty:
-                pass
-        while not self._ticks.empty():
-            tick(self._ticks.get())
-        return [p.get() for p in pending]
-
-    def _run_threads(self, jobs: list[ClientJob], tick: Callable[[int], None],
-                     timeout: float) -> list[dict] | None:
-        barrier = threading.Barrier(len(jobs))
-        pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tpcc-client")
-        futures = [pool.submit(client_main, j, barrier, lambda: tick(1)) for j in jobs]
-        try:
-            out = [f.result(timeout=max(timeout, 1.0)) for f in futures]
-        except FutureTimeout:
-            pool.shutdown(wait=False, cancel_futures=True)
-            return None
-        pool.shutdown(wait=True)
-        return out
-
-    def kill(self) -> None:
-        if self._pool is not None:
-            self._pool.terminate()
-            self._pool.join()
-            self._pool = None
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.close()
-            self._pool.join()
-            self._pool = None
-        if self._manager is not None:
-            self._manager.shutdown()
-            self._manager = None
 
 
 # -- databases -------------------------------------------------------------------------------
@@ -247,7 +165,10 @@ def run_once(env: Env, workers: Workers, template: str, system: str, features: s
     bar = progress(clients * args.txns_per_client, f"{system} x{clients}")
     load_before = os.getloadavg()[0]
     try:
-        results = workers.run(jobs, bar.update, args.run_timeout)
+        results = workers.run(client_main, jobs, bar.update, args.run_timeout)
+    except RunFailed as e:
+        print(f"  {system} x{clients}: run failed: {e}", flush=True)
+        results = None
     finally:
         bar.close()
     with lv.Lake(root, storage_options=env.storage_options or None) as lake:
@@ -353,7 +274,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     notes = ["delta-rs is not run: it has no multi-statement transactions; per statement it is the "
              "protocol LV[DL] runs"] if "delta-rs" in chosen else []
     env = make_env(args)
-    workers = Workers(args.workers, max(args.clients))
+    workers = Workers(max(args.clients), processes=args.workers == "processes")
     runs: list[dict[str, Any]] = []
     try:
         template, rows = load_template(env, scale, args.seed)

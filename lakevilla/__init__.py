@@ -30,6 +30,7 @@ from .errors import (
 )
 from .lake import Lake, RecoveryReport
 from .merge import DuplicateMatchError
+from .settings import LakeSettings
 from .transaction import CommitResult, Transaction
 
 
@@ -50,7 +51,7 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())  # silent unless
 __version__ = "0.1.0"
 
 __all__ = [
-    "Lake", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
+    "Lake", "LakeSettings", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError",

@@ -32,19 +32,19 @@ from .errors import (
     TableNotFoundError,
     TransactionAborted,
 )
+from .heartbeats import Heartbeats
 from .isolation.gvl import GlobalVersionLog
 from .isolation.units import RecordCache
 from .markers import RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
 from .schemas import table_spec
+from .settings import DEFAULT_MAX_TRANSACTION_AGE, LakeSettings
 from .store import NotFound, ObjectStore, open_store
 from .transaction import ISOLATIONS, Transaction, parse_features
-from .vocab import CommitMode
 
 # Maintenance keeps what it might delete for this long by default: Delta VACUUM's default retention.
 DEFAULT_RETENTION = 7 * 24 * 3600.0
-DEFAULT_MAX_TRANSACTION_AGE = 24 * 3600.0
 
 
 _LAKES: weakref.WeakSet[Lake] = weakref.WeakSet()  # every client of this process, for flush_all
@@ -99,7 +99,8 @@ class Lake:
     shifting its markers (the paper's rule IV). ``max_transaction_age``: seconds after its start
     a transaction may still commit (default one day); maintenance keeps files and records at
     least that long, which is what makes deleting by age safe. ``clock``: a time source, for
-    tests and simulations of expiry.
+    tests and simulations of expiry. The settings are checked once, into ``lake.settings`` (a
+    ``LakeSettings``); assigning one of them on the lake replaces it with a checked copy.
     """
 
     def __init__(
@@ -121,11 +122,10 @@ class Lake:
         max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
         clock: Callable[[], float] | None = None,
     ) -> None:
-        commit_mode = str(CommitMode.parse(commit_mode))
-        if marker_ttl <= 0:
-            raise InvalidArgumentError("marker_ttl must be positive")
-        if max_transaction_age <= 0:
-            raise InvalidArgumentError("max_transaction_age must be positive (seconds)")
+        self.settings = LakeSettings(
+            marker_ttl=marker_ttl, commit_mode=commit_mode, wait_timeout=wait_timeout, shift_timeout=shift_timeout,
+            max_retries=max_retries, max_shifts=max_shifts, poll_max=poll_max, gvl_keep=gvl_keep,
+            delete_sublogs=delete_sublogs, max_transaction_age=max_transaction_age)
         self.store = store if store is not None else open_store(root, storage_options)
         if "://" not in root:
             import os
@@ -133,16 +133,6 @@ class Lake:
             root = "file://" + os.path.abspath(root)
         self.root_uri = root.rstrip("/")
         self.storage_options = dict(storage_options or {})
-        self.marker_ttl = float(marker_ttl)
-        self.commit_mode = commit_mode
-        self.wait_timeout = float(wait_timeout) if wait_timeout is not None else 2 * self.marker_ttl
-        self.shift_timeout = float(shift_timeout)
-        self.max_retries = max_retries
-        self.max_shifts = max_shifts
-        self.poll_max = poll_max
-        self.gvl_keep = gvl_keep
-        self.delete_sublogs = delete_sublogs
-        self.max_transaction_age = float(max_transaction_age)
         self._clock = clock or time.time
         self._missed_checkpoints: set[str] = set()
         self._pool = SHARED
@@ -159,10 +149,37 @@ class Lake:
         self.engine = engine
         if hasattr(engine, "attach"):
             engine.attach(self)
-        self._watched: weakref.WeakSet[Transaction] = weakref.WeakSet()
-        self._hb_thread: threading.Thread | None = None
-        self._hb_stop = threading.Event()
+        # keeps this client's markers alive; a TTL set later takes effect at the next round
+        self.heartbeats = Heartbeats(lambda: max(min(self.marker_ttl / 4, 2.0), 0.01))
         _LAKES.add(self)
+
+    # -- settings (``self.settings``; kept readable and replaceable one by one) -------
+    def _setting(name: str, doc: str) -> property:  # noqa: N805 - runs at class creation
+        def get(self: Lake) -> Any:
+            return getattr(self.settings, name)
+
+        def put(self: Lake, value: Any) -> None:
+            self.settings = self.settings.with_(**{name: value})
+        return property(get, put, doc=doc)
+
+    marker_ttl = _setting("marker_ttl", "seconds after which an unrefreshed marker counts as stalled")
+    commit_mode = _setting("commit_mode", "tail or in_place")
+    shift_timeout = _setting("shift_timeout", "rule IV's patience (seconds)")
+    max_retries = _setting("max_retries", "lost commit races before an abort")
+    max_shifts = _setting("max_shifts", "rule IV shifts before an abort")
+    poll_max = _setting("poll_max", "longest pause between two looks at a predecessor")
+    gvl_keep = _setting("gvl_keep", "global-log entries clean-up keeps")
+    delete_sublogs = _setting("delete_sublogs", "remove a finished transaction's sublogs right away")
+    max_transaction_age = _setting("max_transaction_age", "seconds after its start a transaction may commit")
+    del _setting
+
+    @property
+    def wait_timeout(self) -> float:
+        return self.settings.wait_limit
+
+    @wait_timeout.setter
+    def wait_timeout(self, value: float | None) -> None:
+        self.settings = self.settings.with_(wait_timeout=value)
 
     # -- plumbing ----------------------------------------------------------------
     def now(self) -> float:
@@ -211,7 +228,7 @@ class Lake:
         return Services(store=self.store, log_for=self.log, gvl=self.gvl, now=self.now)
 
     def close(self) -> None:
-        self._hb_stop.set()
+        self.heartbeats.stop()
         self.flush()
         self._bg.shutdown(wait=True)
 
@@ -222,40 +239,7 @@ class Lake:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Lake({self.root_uri!r}, engine={getattr(self.engine, 'name', '?')}, commit_mode={self.commit_mode!r})"
-
-    # -- heartbeats ----------------------------------------------------------------
-    def _watch(self, txn: Transaction) -> None:
-        with self._lock:
-            self._watched.add(txn)
-            if self._hb_thread is None or not self._hb_thread.is_alive():
-                self._hb_stop.clear()
-                self._hb_thread = threading.Thread(target=self._heartbeat_loop, name="lakevilla-heartbeat",
-                                                   daemon=True)
-                self._hb_thread.start()
-
-    def _forget(self, txn: Transaction) -> None:
-        with self._lock:
-            self._watched.discard(txn)
-
-    def _heartbeat_loop(self) -> None:
-        interval = max(min(self.marker_ttl / 4, 2.0), 0.01)
-        while not self._hb_stop.wait(interval):
-            with self._lock:
-                txns = list(self._watched)
-                if not txns:  # nothing to keep alive: the next watched transaction restarts us
-                    self._hb_thread = None
-                    return
-            for t in txns:
-                if t.state not in ("active", "committing"):
-                    self._forget(t)  # finished: nothing of it to keep alive
-                    continue
-                try:
-                    t._heartbeat_if_due()
-                except Exception:  # noqa: BLE001 - counted by the transaction; beaten again next round
-                    pass
-                except BaseException:  # noqa: BLE001 - a dead client (simulated crash) beats no more
-                    self._forget(t)
+        return f"Lake({self.root_uri!r}, engine={getattr(self.engine, 'name', '?')}, commit_mode={str(self.commit_mode)!r})"
 
     # -- tables ------------------------------------------------------------------
     def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
@@ -439,7 +423,7 @@ class Lake:
         return resume_transaction(self, txn_id)
 
     # -- checkpoints ---------------------------------------------------------------
-    def _maybe_checkpoint(self, log: DeltaLog, version: int) -> None:
+    def checkpoint_if_due(self, log: DeltaLog, version: int) -> None:
         """After a commit: a checkpoint when one is due, or when an earlier one failed (retried
         by the next commit of this client). Raises if writing it fails (the caller counts it)."""
         try:

@@ -32,7 +32,7 @@ from .complex_txn import record as records
 from .complex_txn.dag import Dependencies
 from .complex_txn.decide import decide_by_record
 from .complex_txn.wait import DagWait
-from .conflicts import Footprint, first_conflict
+from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
 from .delta.features import check_readable, check_writable, is_append_only, protocol_for
@@ -73,6 +73,7 @@ from .names import attempt_id, check_table_name, new_txn_id
 from .parallel import submit
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
+from .recovery.overtake import overtake_policy
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
@@ -82,11 +83,11 @@ from .tablework import Op, TableWork
 from .vocab import CommitInfo, CommitMode, Decision, InfoKind
 
 if TYPE_CHECKING:
-    from .lake import Lake
+    from .client import Client
+    from .settings import LakeSettings
 
 ISOLATIONS = ("serializable", "snapshot", "write_serializable")
 MARKER_SCAN_WINDOW = 200
-FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (every follower reads it)
 
 
 def parse_features(features: str | Iterable[str] | None) -> frozenset[str]:
@@ -124,7 +125,12 @@ class CommitResult:
 class Transaction:
     """One transaction; created by ``Lake.begin`` / ``Lake.transaction``."""
 
-    def __init__(self, lake: Lake, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
+    @property
+    def settings(self) -> LakeSettings:
+        """The client's settings, read live (a setting changed on the lake applies at once)."""
+        return self.lake.settings
+
+    def __init__(self, lake: Client, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
                  commit_mode: str | None = None, txn_id: str | None = None, *, started: float | None = None,
                  attempt_no: int = 0, sublog_seq: int = 0) -> None:
         """``started``, ``attempt_no`` and ``sublog_seq`` continue a transaction resumed from its
@@ -134,7 +140,7 @@ class Transaction:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
             raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
-        mode = str(CommitMode.parse(commit_mode or lake.commit_mode))
+        mode = str(CommitMode.parse(commit_mode) if commit_mode else lake.settings.commit_mode)
         self.lake = lake
         self.features = features
         self.R, self.CT, self.I = "R" in features, "CT" in features, "I" in features
@@ -172,14 +178,11 @@ class Transaction:
         # not known yet: from here on only the decision may undo anything
         self._in_doubt: str | None = None
         self._committed_tables: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
-        # table -> {marker version: its owner's published footprints}: running predecessors we
-        # commit before, because our commit cannot invalidate what they did (checked again on
-        # the commit we actually write)
-        self._overtaken: dict[str, dict[int, list[Footprint]]] = {}
         self.result: CommitResult | None = None
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
         self._waits = DagWait() if self.dag else MarkerWait()
+        self._overtake = overtake_policy(self.decision, self.mode, self._count, lake.map)
         self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
                         Decision.TABLE: self._commit_per_table}[self.decision]
         self._redo_ctx = RedoContext(
@@ -343,7 +346,7 @@ class Transaction:
             raise TransactionAborted(f"create_table({name!r}) failed because the store did ({e}); transaction "
                                      f"{self.id} is aborted", txn_id=self.id, reason="storage") from e
         self.tables[name] = tw
-        self.lake._watch(self)
+        self.lake.heartbeats.watch(self)
         self.stats["create_table"] += 1
         return self.insert(name, data) if data is not None else 0
 
@@ -358,7 +361,7 @@ class Transaction:
                 # committed version references or that recovery must roll forward. Nothing is
                 # deleted and no marker rewritten; the markers expire and recovery settles it.
                 self.state = "decided" if self._decided else "in-doubt"
-                self.lake._forget(self)
+                self.lake.heartbeats.forget(self)
                 if isinstance(e, Exception) and not isinstance(e, CommitPendingError | CreateConflictError):
                     raise self._pending_error(e) from e
                 raise
@@ -374,7 +377,7 @@ class Transaction:
                                          "nothing of it is visible", txn_id=self.id, reason="storage") from e
             raise
         self.state = "committed"
-        self.lake._forget(self)
+        self.lake.heartbeats.forget(self)
         self.result = result
         return result
 
@@ -439,10 +442,10 @@ class Transaction:
         """Refuse a deciding write after ``max_transaction_age``: maintenance keeps files at least
         that long, so a transaction older than it may reference files already deleted."""
         age = self.lake.now() - (self.started if started is None else started)
-        if age > self.lake.max_transaction_age:
+        if age > self.settings.max_transaction_age:
             raise TransactionAborted(
                 f"transaction {self.id} has been open for {age:.0f}s, longer than the lake's max_transaction_age "
-                f"({self.lake.max_transaction_age:.0f}s); maintenance may have deleted its data files, so it cannot "
+                f"({self.settings.max_transaction_age:.0f}s); maintenance may have deleted its data files, so it cannot "
                 "commit", txn_id=self.id, reason="too-old")
 
     def _post_commit(self, what: str, fn, *args) -> None:
@@ -501,7 +504,7 @@ class Transaction:
                                      f"{self.id} is aborted{done}", txn_id=self.id, reason="storage") from e
 
     def _execute_op(self, op: Op, data: Any = None) -> Any:
-        self._heartbeat_if_due()
+        self.heartbeat()
         if not self.features:
             return self._execute_dl(op, data)
         tw = self._table(op.table, op)
@@ -573,7 +576,7 @@ class Transaction:
         commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                   "lakevilla": self._commit_info(1)})
         v = snap.version + 1
-        for _ in range(self.lake.max_retries + 1):
+        for _ in range(self.settings.max_retries + 1):
             try:
                 self._check_age(op_started)
             except TransactionAborted:
@@ -603,7 +606,7 @@ class Transaction:
             self._post_commit("checkpoint", self._after_table_commit, log, v)
             return result
         self._delete_files(op.table, [a.path for a in op.added])
-        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.lake.max_retries + 1} times",
+        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.settings.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
 
     def _commit_info(self, ntables: int, **more: Any) -> dict[str, Any]:
@@ -617,7 +620,7 @@ class Transaction:
             txn=self.id, attempt=self.attempt, table=table, decision=self.decision, mode=self.mode,
             features=features_label(self.features), deps=sorted(self._deps.transitive),
             markers={t: w.marker.version for t, w in self.tables.items() if w.marker is not None},
-            started=self.started, heartbeat=now, expires=now + self.lake.marker_ttl, gvl_base=self._gvl_base,
+            started=self.started, heartbeat=now, expires=now + self.settings.marker_ttl, gvl_base=self._gvl_base,
         )
 
     @staticmethod
@@ -644,7 +647,7 @@ class Transaction:
         if self._cut is not None and self._gvl_base is None:
             self._gvl_base = self._cut.last_seq  # an abort of ours can only come after this entry
         self._claim(tw)
-        self.lake._watch(self)
+        self.lake.heartbeats.watch(self)
 
     def _claim(self, tw: TableWork, start: int | None = None) -> None:
         """Claim a marker at the tail of ``tw``'s log and learn who precedes us there."""
@@ -697,73 +700,7 @@ class Transaction:
             if done:
                 self._count("waits_ended_by_commit", len(done))
                 out = [(v, p) for v, p in out if p.attempt not in landed]
-        if self.decision == Decision.TABLE:
-            out = self._not_overtakable(tw, out)  # with none running, forgets those that finished
-        return out
-
-    def _not_overtakable(self, tw: TableWork, running: list[tuple[int, MarkerPayload]]) -> list[tuple[int, MarkerPayload]]:
-        """The running predecessors we must wait for. One that published its footprints (it has no
-        statements left) and that our commit, as it stands, cannot invalidate, we commit before:
-        its owner then validates against our commit and finds nothing, so it neither redoes nor
-        aborts because of us, and we need not queue behind it. Only for one-table decisions on
-        both sides (a record or the global log orders multi-table transactions), and at the tail
-        on both sides: an in-place fill lands below commits it never saw, so it must not be
-        overtaken."""
-        before = self._overtaken.get(tw.name, {})
-        skip: dict[int, list[Footprint]] = {}
-        out = []
-        ours = (tw.build_commit({}) if self.mode == CommitMode.TAIL and any(p.footprint is not None for _, p in running)
-                else None)
-        for v, p in running:
-            fps = self._published_footprints(p) if ours is not None else None
-            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
-                if v not in before:
-                    self._count("predecessors_overtaken")
-                skip[v] = fps
-            else:
-                out.append((v, p))
-        self._overtaken[tw.name] = skip
-        return out
-
-    @staticmethod
-    def _published_footprints(p: MarkerPayload) -> list[Footprint] | None:
-        if p.footprint is None or p.decision != Decision.TABLE or p.mode != CommitMode.TAIL:
-            return None
-        try:
-            return [Footprint.from_json(d) for d in p.footprint]
-        except (CorruptLogError, AttributeError):
-            return None  # unreadable: wait for it as for any marker
-
-    def _publish_footprint(self, tws: list[TableWork]) -> None:
-        """We have to wait, and run no more statements: say what we touched (once per marker), so
-        that followers whose commits cannot conflict with it commit without waiting for us."""
-        if self.decision != Decision.TABLE or self.mode != CommitMode.TAIL:
-            return
-        todo = []
-        for tw in tws:
-            h = tw.marker
-            if h is None or h.lost or h.payload.footprint is not None or h.payload.state != RUNNING:
-                continue
-            fps = tw.footprints()
-            if sum(fp.size for fp in fps) > FOOTPRINT_MAX_FILES:
-                continue  # a marker is read by every follower: a large footprint is not worth its bytes
-            todo.append((tw, [fp.to_json() for fp in fps]))
-
-        def publish(item: tuple[TableWork, list[dict]]) -> None:
-            tw, body = item
-            h = tw.marker
-            with h.lock:
-                if h.lost or h.payload.state != RUNNING:
-                    return
-                h.payload.footprint = body
-                try:
-                    rewrite_marker(tw.log, h)
-                except MarkerLost:
-                    self._count("markers_lost")
-                    return
-            self._count("footprints_published")
-        if todo:
-            self.lake.map(publish, todo)
+        return self._overtake.must_wait(tw, out)  # with none running, forgets those that finished
 
     def _publish_deps(self) -> None:
         if not self._deps.needs_publish():
@@ -813,9 +750,9 @@ class Transaction:
         self._publish_deps()
         logs.shifted(self, why)
 
-    def _heartbeat_if_due(self, force: bool = False) -> None:
+    def heartbeat(self, force: bool = False) -> None:
         now = self.lake.now()
-        if not force and now - self._last_beat < self.lake.marker_ttl / 3:
+        if not force and now - self._last_beat < self.settings.marker_ttl / 3:
             return
         if not self._mlock.acquire(blocking=False):
             return
@@ -837,7 +774,7 @@ class Transaction:
                     if h.lost or h.payload.state != RUNNING:
                         continue
                     h.payload.heartbeat = now
-                    h.payload.expires = now + self.lake.marker_ttl
+                    h.payload.expires = now + self.settings.marker_ttl
                     try:
                         rewrite_marker(tw.log, h)
                         self._count("heartbeats")
@@ -860,7 +797,7 @@ class Transaction:
     # -- tables this transaction creates (reservations.py) ------------------------------
     def _reservation(self, tw: TableWork, now: float) -> reservations.Reservation:
         return reservations.Reservation(table=tw.name, holder=self.attempt, txn=self.id, kind="record",
-                                        created=self.started, expires=now + self.lake.marker_ttl)
+                                        created=self.started, expires=now + self.settings.marker_ttl)
 
     def _hold_name(self, tw: TableWork) -> None:
         """Hold (or confirm, under our current attempt) the reservation of a name we create,
@@ -920,14 +857,14 @@ class Transaction:
     def _wait_ctx(self) -> WaitContext:
         lake = self.lake
         return WaitContext(
-            txn_id=self.id, wait_timeout=lake.wait_timeout, poll_max=lake.poll_max,
-            shift_timeout=lake.shift_timeout, max_shifts=lake.max_shifts, now=lake.now,
-            heartbeat=self._heartbeat_if_due, check_held=self._check_markers_held,
+            txn_id=self.id, wait_timeout=lake.settings.wait_limit, poll_max=lake.settings.poll_max,
+            shift_timeout=lake.settings.shift_timeout, max_shifts=lake.settings.max_shifts, now=lake.now,
+            heartbeat=self.heartbeat, check_held=self._check_markers_held,
             predecessors=lambda tws: lake.map(self._running_predecessors, tws),
             recover=lambda table, v: resolve_marker(lake.services(), table, v).outcome,
             count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
             deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
-            publish_deps=self._publish_deps, publish_footprint=self._publish_footprint)
+            publish_deps=self._publish_deps, publish_footprint=self._overtake.publish)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -945,7 +882,7 @@ class Transaction:
 
     def _new_attempt(self) -> None:
         self.attempt_no += 1
-        if self.attempt_no > self.lake.max_retries:
+        if self.attempt_no > self.settings.max_retries:
             raise TransactionAborted("our markers were freed by recovery too often", txn_id=self.id,
                                      reason="preempted")
         self.attempt = attempt_id(self.id, self.attempt_no)
@@ -977,7 +914,7 @@ class Transaction:
 
     def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
         """Check our ops against every commit since we last validated; redo (R) or abort."""
-        for _ in range(self.lake.max_retries + 1):
+        for _ in range(self.settings.max_retries + 1):
             latest = tw.log.newest() if upto is None else upto
             if latest <= tw.validated_upto:
                 return
@@ -1016,7 +953,7 @@ class Transaction:
             self._hold_name(tw)
             return self._intents([tw])
 
-        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.settings.max_retries)
         self._decided = True
         v = publish_create(tw.log, self.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
         self._decided = False  # landed: later tables of an R commit are decided on their own
@@ -1049,7 +986,8 @@ class Transaction:
         self._in_doubt = None
 
     def _commit_one_table(self, tw: TableWork) -> int:
-        for _ in range(self.lake.max_retries + 1):
+        lost = 0
+        for _ in range(self.settings.max_retries + 1):
             self._wait_predecessors([tw])
             if self.mode == CommitMode.IN_PLACE:
                 self._validate_table(tw)
@@ -1059,7 +997,7 @@ class Transaction:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
                                       "lakevilla": self._commit_info(1, marker=tw.marker.version)})
-            if self._invalidates_overtaken(tw, commit):
+            if self._overtake.revoked_by(tw, commit):
                 continue  # a redo changed our commit: wait for that predecessor after all
             latest = tw.validated_upto
             if self.mode == CommitMode.IN_PLACE and self._fill_ok(tw, latest):
@@ -1083,23 +1021,16 @@ class Transaction:
             except VersionExists:
                 self._in_doubt = None
                 self.stats["retries"] += 1
+                self._overtake.lost_race(tw, latest + 1)  # followers overtaking us must not starve us
+                lost += 1
+                if lost >= 2:  # twice in a row: we are behind (others committed while we waited), not
+                    tw.log.latest_version()  # racing; one LIST finds the tail instead of a put per version
                 continue
             self._landed(tw, latest + 1)
             self.lake.background(lambda v=latest + 1: self._after_single_commit(tw, v))
             return latest + 1
-        raise TransactionAborted(f"{tw.name}: lost the commit race {self.lake.max_retries + 1} times",
+        raise TransactionAborted(f"{tw.name}: lost the commit race {self.settings.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
-
-    def _invalidates_overtaken(self, tw: TableWork, commit: Commit) -> bool:
-        skip = self._overtaken.get(tw.name)
-        if not skip:
-            return False
-        for v, fps in list(skip.items()):
-            if first_conflict(fps, [(v, commit)], tw.schema, tw.base.partition_columns) is not None:
-                del skip[v]
-                self._count("overtakes_revoked")
-                return True
-        return False
 
     @staticmethod
     def _peek(tw: TableWork, version: int) -> None:
@@ -1150,7 +1081,7 @@ class Transaction:
         """Wait for every predecessor, then validate (and redo) every written table."""
         created = [tw for tw in written if tw.creating is not None]
         written = [tw for tw in written if tw.creating is None]  # no marker, nothing to validate
-        for _ in range(self.lake.max_retries + 1):
+        for _ in range(self.settings.max_retries + 1):
             self._wait_predecessors(written)
             self.lake.map(self._validate_table, written)  # tables in parallel: latency stays flat
             if not any(tw.marker is not None and tw.marker.lost for tw in written):
@@ -1186,7 +1117,7 @@ class Transaction:
             self._prepare_all(written)
             return self._intents(written)
 
-        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.lake.max_retries)
+        decided = decide_by_record(self.lake.store, _Deciding(self), prepare, self.settings.max_retries)
         self._decided = True
         versions = self._publish_all(decided.tables, written)
         self._post_commit("record", records.finish, self.lake.store, decided)
@@ -1244,9 +1175,9 @@ class Transaction:
             hint = submit(gvl.read_hint)  # meanwhile: one round trip hidden behind the claims
         if unclaimed:
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
-        self.lake._watch(self)
+        self.lake.heartbeats.watch(self)
         written_names = {tw.name for tw in written}
-        for _ in range(self.lake.max_retries * 4 + 1):
+        for _ in range(self.settings.max_retries * 4 + 1):
             self._prepare_all(written)
             intents = self._intents(written)
             if hint is not None:
@@ -1410,12 +1341,12 @@ class Transaction:
         return entry
 
     def _after_announce(self, seq: int) -> None:
-        if self.lake.gvl_keep and seq % max(self.lake.gvl_keep // 10, 1) == 0 and seq > self.lake.gvl_keep:
-            self.lake.gvl.cleanup(self.lake.gvl_keep)
+        if self.settings.gvl_keep and seq % max(self.settings.gvl_keep // 10, 1) == 0 and seq > self.settings.gvl_keep:
+            self.lake.gvl.cleanup(self.settings.gvl_keep)
 
     # -- after commit / abort ---------------------------------------------------------
     def _after_table_commit(self, log, version: int) -> None:
-        self.lake._maybe_checkpoint(log, version)
+        self.lake.checkpoint_if_due(log, version)
 
     def _cleanup_after_commit(self) -> None:
         garbage = [(tw.name, p) for tw in self.tables.values() for p in tw.intermediate_files()]
@@ -1426,7 +1357,7 @@ class Transaction:
         def work() -> None:
             for name, p in garbage:
                 self._delete_files(name, [p])
-            if self.lake.delete_sublogs:
+            if self.settings.delete_sublogs:
                 for k in keys:
                     self.lake.store.delete(k)
 
@@ -1447,7 +1378,7 @@ class Transaction:
         if self.state in ("committed", "aborted", "decided", "in-doubt") or self._decided or self._in_doubt:
             return
         self.state = "aborted"
-        self.lake._forget(self)
+        self.lake.heartbeats.forget(self)
         if not self.features:
             return  # LV[DL]: each operation already committed; nothing can be undone
         try:
@@ -1466,7 +1397,7 @@ class Transaction:
                 files = {a.path for op in tw.ops for a in op.added} | tw.garbage
                 self._delete_files(tw.name, sorted(files))
             self._release_names("aborted")
-            if self.lake.delete_sublogs:
+            if self.settings.delete_sublogs:
                 for k in self._sublog_keys:
                     self.lake.store.delete(k)
         except LakeVillaError:
@@ -1500,7 +1431,7 @@ class _Deciding:
         self._txn._new_attempt()
 
 
-def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, int]) -> None:
+def _settle_earlier_attempts(lake: Client, txn_id: str, first_versions: dict[str, int]) -> None:
     """Before a crashed transaction is resumed, every earlier attempt must be settled: a
     decided one is rolled forward (and nothing is resumed), an undecided one is fenced
     off through its own decision mechanism (ABORTED record, global-log abort, freed
@@ -1547,7 +1478,7 @@ def _settle_earlier_attempts(lake: Lake, txn_id: str, first_versions: dict[str, 
                                     "been rolled forward now: nothing to resume")
 
 
-def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
+def resume_transaction(lake: Client, txn_id: str) -> Transaction:
     """Rebuild a crashed transaction from its sublogs, ready to continue or commit.
 
     Earlier attempts are settled first (``_settle_earlier_attempts``): a decided one is
@@ -1620,6 +1551,6 @@ def resume_transaction(lake: Lake, txn_id: str) -> Transaction:
         if tw.written and (txn.R or txn.CT):
             txn._claim(tw)
     if any(tw.marker for tw in txn.tables.values()):
-        lake._watch(txn)
+        lake.heartbeats.watch(txn)
     txn.stats["resumed"] += 1
     return txn

@@ -61,6 +61,7 @@ NL = "tests/test_nothing_lost.py::"
 OC = "tests/test_one_cut.py::"
 MT = "tests/test_maintenance.py::"
 TX = "lakevilla/transaction.py"
+OVERTAKE = "lakevilla/recovery/overtake.py"
 LK = "lakevilla/lake.py"
 ST = "lakevilla/recovery/stalled.py"
 GV = "lakevilla/isolation/gvl.py"
@@ -91,7 +92,7 @@ MUTATIONS: list[Mutation] = [
       [P + "test_freeing_a_marker_that_moved_fails"],
       "recovery overwrites a marker without its etag (clobbers a heartbeat or a fill)"),
     M("heartbeat-does-not-extend", "markers", TX,
-      "h.payload.expires = now + self.lake.marker_ttl", "h.payload.expires = h.payload.expires",
+      "h.payload.expires = now + self.settings.marker_ttl", "h.payload.expires = h.payload.expires",
       [R + "test_heartbeat_keeps_a_slow_transaction_alive"],
       "the heartbeat rewrites the marker without moving its expiry"),
     M("close-marker-skipped", "markers", TX,
@@ -104,21 +105,31 @@ MUTATIONS: list[Mutation] = [
       "            done = []",
       [R + "test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed"],
       "a follower waits for the close of a marker whose owner's commit has already landed"),
-    M("overtake-ignores-footprint", "markers", TX,
+    M("overtake-ignores-footprint", "markers", OVERTAKE,
       "            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:",
       "            if fps is not None:",
       [R + "test_a_follower_whose_commit_would_conflict_still_waits"],
       "a follower commits before a waiting predecessor whose footprint its commit invalidates"),
-    M("overtake-never", "markers", TX,
-      "            out = self._not_overtakable(tw, out)  # with none running, forgets those that finished",
-      "            pass",
+    M("overtake-never", "markers", OVERTAKE,
+      "    if decision == Decision.TABLE and mode == CommitMode.TAIL:\n        return Overtake(count, pmap)",
+      "    if False:\n        return Overtake(count, pmap)",
       [R + "test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor"],
       "a follower queues behind a waiting predecessor it cannot conflict with"),
     M("overtake-not-rechecked", "markers", TX,
-      "            if self._invalidates_overtaken(tw, commit):",
+      "            if self._overtake.revoked_by(tw, commit):",
       "            if False:",
       [R + "test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all"],
       "a follower whose redo made its commit conflict with an overtaken predecessor still overtakes it"),
+    M("lost-race-no-relist", "markers", TX,
+      "                    tw.log.latest_version()  # racing; one LIST finds the tail instead of a put per version",
+      "                    pass",
+      ["tests/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
+      "a writer that waited while others committed walks up the log one lost race per version and aborts"),
+    M("overtake-no-withdraw", "markers", OVERTAKE,
+      "        self._withdrawn.add(tw.name)\n        with h.lock:",
+      "        return\n        with h.lock:",
+      [R + "test_a_predecessor_that_loses_a_race_is_not_overtaken_again"],
+      "a published transaction that lost a commit race keeps being overtaken (it can starve)"),
     # -- sublogs ------------------------------------------------------------------------------
     M("sublog-not-written", "sublogs", TX,
       "        sublogs.write(self.lake.store, e)\n", "        pass\n",

@@ -273,3 +273,33 @@ def test_compaction_quick_run(tmp_path):
         if r["system"] == "LV[R]":
             assert r["writer_aborts"] == 0 and r["opt_aborts"] == 0 and r["given_up"] == 0
     assert any(r["files_compacted"] > 0 for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")
+
+
+# -- the shared client runner (benchmarks/runner.py) ---------------------------------------------
+
+def _runner_job(job: int, gate, tick) -> int:
+    if job < 0:
+        raise ValueError("setup failed")
+    gate()
+    tick(1)
+    return job * 2
+
+
+@pytest.mark.parametrize("processes", [True, False], ids=["processes", "threads"])
+def test_runner_starts_jobs_together_and_reports_failures(processes):
+    from benchmarks.runner import RunFailed, Workers
+
+    ticks: list[int] = []
+    readied: list[int] = []
+    w = Workers(3, processes=processes)
+    try:
+        assert w.run(_runner_job, [0, 1, 2], ticks.append, 120, on_ready=lambda: readied.append(1)) == [0, 2, 4]
+        assert sum(ticks) == 3 and readied == [1]
+        assert w.run(_runner_job, [5], ticks.append, 120) == [10]  # the processes are reused
+        with pytest.raises(RunFailed, match="never became ready"):
+            w.run(_runner_job, [1, -1], ticks.append, 120)  # a job fails before the gate: the others stop too
+        assert w.run(_runner_job, [3, 4], ticks.append, 120) == [6, 8]  # fresh workers after a failed run
+        with pytest.raises(ValueError):
+            w.run(_runner_job, [1, 2, 3, 4], ticks.append, 120)  # more jobs than workers would never meet
+    finally:
+        w.close()

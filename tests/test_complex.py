@@ -207,7 +207,7 @@ def test_stalled_transaction_before_its_decision_is_rolled_back(local_backend):
     stalled = lake.begin("R,CT")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
     stalled.update("y", set={"balance": "0"}, where="id = 11")
-    lake._forget(stalled)
+    lake.heartbeats.forget(stalled)
     report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
     assert len(report.freed) == 2
     assert records.read(lake.store, stalled.attempt).state == records.ABORTED

@@ -150,7 +150,7 @@ def test_a_resumed_transaction_keeps_the_columns_it_added(local_backend: Backend
     crashed = lake.begin("R")
     crashed.add_columns("t", {"a": pa.string()})
     crashed.insert("t", {"id": [7], "a": ["z"], "n": [1.0]}, schema_mode="merge")
-    lake._forget(crashed)
+    lake.heartbeats.forget(crashed)
     entries = sublogs.read_all(lake.store, crashed.id)
     assert [e.kind for e in entries] == ["physical", "physical"]
     later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + 10_000.0)

@@ -202,7 +202,7 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     first.update("acc", set={"value": "value + 1"}, where="id = 1")
     victim = lake.begin("R")
     victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: it queues behind `first`
-    lake._forget(victim)  # the victim's client is gone
+    lake.heartbeats.forget(victim)  # the victim's client is gone
     [entry] = [e for e in sublogs.read_all(lake.store, victim.id) if e.kind == "logical"]
     raw = json.loads(lake.store.get(sublog_key(victim.id, entry.seq)).data)
     if field == "set":

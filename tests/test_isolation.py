@@ -262,7 +262,7 @@ def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_ba
     lake = _bank(local_backend, marker_ttl=5.0)
     stalled = lake.begin("R,CT,I")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
-    lake._forget(stalled)
+    lake.heartbeats.forget(stalled)
     report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(tables=["x"])
     assert len(report.freed) == 1
     head = lake.gvl.head()

@@ -272,7 +272,7 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     assert [e.kind for e in entries] == ["logical"]
     staged = entries[0].statement["merge"]["source_key"]
     assert staged and staged in local_backend.all_keys()
-    crashed_lake._forget(txn)  # the client dies here: its transaction is never committed nor aborted
+    crashed_lake.heartbeats.forget(txn)  # the client dies here: its transaction is never committed nor aborted
     crashed_lake.close()
     blocker.commit()  # id 7 now exists: the merge's "no match" for 7 is stale
     resumed = local_backend.lake(marker_ttl=5.0, clock=_later).resume(txn.id)

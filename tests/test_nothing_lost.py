@@ -235,7 +235,7 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
         decided.commit()
     gone = local_backend.lake(marker_ttl=0.01).begin("R")
     gone.update("c", set={"value": "4"}, where="id = 22")  # its sublog stays, its marker expires at once
-    gone.lake._forget(gone)
+    gone.lake.heartbeats.forget(gone)
     time.sleep(0.05)  # the 10 ms marker ttl passes: time itself is the condition
     done = local_backend.lake().cleanup(older_than=0, force=True)
     assert done["sublogs"] == 1  # gone's: an expired marker and no decision
@@ -301,7 +301,7 @@ class _BeatOnRelease:
         self._lock.release()
         if self.armed and not self.fired:
             self.fired = True
-            beat = threading.Thread(target=self.txn._heartbeat_if_due, kwargs={"force": True})
+            beat = threading.Thread(target=self.txn.heartbeat, kwargs={"force": True})
             beat.start()
             beat.join(30)
 

@@ -491,7 +491,7 @@ def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_
     lake = _bank(backend, marker_ttl=5.0)
     stalled = lake.begin("R,CT,I")
     stalled.update("x", set={"balance": "0"}, where="id = 1")  # its marker names its start entry
-    lake._forget(stalled)
+    lake.heartbeats.forget(stalled)
     for k in range(4):
         with lake.transaction("I") as t:
             t.update("y", set={"balance": f"{80 + k}"}, where="id = 1")

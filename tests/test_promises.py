@@ -77,7 +77,7 @@ def test_a_marker_is_stalled_only_after_marker_ttl(local_backend):
     lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
     owner = lake.begin("R")
     owner.update("a", set={"value": "1"}, where="id = 1")
-    lake._forget(owner)  # no heartbeat from now on
+    lake.heartbeats.forget(owner)  # no heartbeat from now on
     v = owner.tables["a"].marker.version
     early = local_backend.lake(marker_ttl=TTL, clock=_at(TTL - 1.0)).recover()
     assert [r[:2] for r in early.running] == [("a", v)] and early.freed == []
@@ -96,7 +96,7 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
     v = owner.tables["a"].marker.version
     log = local_backend.lake().log("a")
     seen, etag = log.read_commit_raw(v)
-    owner._heartbeat_if_due(force=True)  # the owner is alive after all: it rewrites its marker
+    owner.heartbeat(force=True)  # the owner is alive after all: it rewrites its marker
     assert not free_stalled(log, v, marker_of(seen), etag, FREED, "expired")
     assert marker_of(log.read_commit_raw(v)[0]).state == RUNNING
     owner.commit()
@@ -113,7 +113,7 @@ def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
     stalled.update("a", set={"value": "value + 0"}, where="id = 1")
     stalled.update("a", set={"value": "value + 1"}, where="id = 1")
     assert [e.kind for e in sublogs.read_all(lake.store, stalled.id)] == ["logical", "physical"]
-    lake._forget(stalled)
+    lake.heartbeats.forget(stalled)
     with local_backend.lake().transaction("") as w:  # ignores markers
         w.update("a", set={"value": "value + 100"}, where="id = 1")
     resumed = local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0)).resume(stalled.id)
@@ -461,7 +461,7 @@ def test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail(local_
     slow = lake.begin("R")
     slow.update("a", set={"value": "value + 1"}, where="id = 1")
     v = slow.tables["a"].marker.version
-    lake._forget(slow)  # its heartbeat stops
+    lake.heartbeats.forget(slow)  # its heartbeat stops
     assert [r[:2] for r in local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0)).recover().freed] == [("a", v)]
     result = slow.commit()
     assert result.versions["a"] != v and slow.stats["fill_lost"] == 1

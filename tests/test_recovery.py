@@ -205,6 +205,39 @@ def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
+def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend):
+    """Overtaking must not starve the overtaken: once a published transaction loses a commit
+    race (here to a follower that went first), it withdraws its footprints, and the next
+    follower, even one that cannot conflict with it, waits for it instead of going first too."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    held_again = threading.Event()
+    p_store = p.lake.store
+    try:
+        q = local_backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")
+        q.commit()  # overtakes P, and takes the version P is about to put
+        assert q.stats["predecessors_overtaken"] == 1
+        p_store.hook, p_store.repeat = (lambda: held_again.wait(30)), True  # hold P's next put too
+        release.set()
+        _until(lambda: p_store.fired >= 2, "P to lose the race and try again", extra=lambda: dict(p.stats))
+        assert p.stats["retries"] >= 1 and p.stats["footprints_withdrawn"] == 1
+        q2 = local_backend.lake(wait_timeout=30.0).begin("R")
+        q2.update("t", set={"value": "value + 7"}, where="id = 7")  # cannot conflict with P either
+        q2_thread = threading.Thread(target=q2.commit)
+        q2_thread.start()
+        _until(lambda: q2.stats["wait_rounds"] >= 1, "Q2 to wait for P", extra=lambda: dict(q2.stats))
+        assert q2.stats["predecessors_overtaken"] == 0
+    finally:
+        release.set()
+        held_again.set()
+        p_thread.join(30)
+    q2_thread.join(30)
+    assert p.state == q2.state == "committed" and q2.result.versions["t"] > p.result.versions["t"]
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[6], got[7]) == (11, 1020, 65, 77)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
 def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all(local_backend):
     """Overtaking is decided on the follower's commit as it stands; a redo changes it. Here the
     follower's update matches nothing when it decides to go first, then a concurrent insert
@@ -236,7 +269,7 @@ def test_expired_marker_is_freed_and_the_late_owner_continues(backend, mode):
     stalled = lake.begin("R")
     stalled.update("t", set={"value": "value + 1"}, where="id = 1")
     stalled_marker = stalled.tables["t"].marker.version
-    lake._forget(stalled)  # its heartbeat stops: the client is stalled
+    lake.heartbeats.forget(stalled)  # its heartbeat stops: the client is stalled
     other = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
     with other.transaction("R") as t2:
         t2.update("t", set={"value": "value + 100"}, where="id = 1")

@@ -1,0 +1,5 @@
+"""``python -m benchmarks.ycsb``."""
+
+from . import main
+
+main()

@@ -1,0 +1,170 @@
+"""Overtaking: a follower commits before a waiting predecessor it cannot conflict with.
+
+Markers order writers, but order matters only between writers that conflict. A one-table
+transaction that has to wait publishes its footprints (files read and removed, read predicate)
+in its marker; a follower whose commit, as it stands, cannot invalidate any of them commits
+first. The predecessor then validates against that commit and finds nothing, so it neither
+redoes nor aborts because of it. The check is made again on the commit actually written (a
+redo may have changed it): if that one conflicts, the follower waits after all. A published
+transaction that loses a commit race to a follower that overtook it withdraws its footprints,
+so that a stream of followers cannot starve it.
+
+Only where both sides decide by their table and commit at the tail: a transaction record or
+the global log orders multi-table transactions, and an in-place fill lands below commits it
+never saw, so neither may be overtaken.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..conflicts import Footprint, first_conflict
+from ..errors import CorruptLogError, LakeVillaError
+from ..markers import RUNNING, MarkerLost
+from ..markers import rewrite as rewrite_marker
+from ..vocab import CommitInfo, CommitMode, Decision
+
+if TYPE_CHECKING:
+    from ..delta.actions import Commit
+    from ..markers import MarkerPayload
+    from ..tablework import TableWork
+
+Running = list[tuple[int, "MarkerPayload"]]  # (marker version, its payload)
+
+FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (every follower reads it)
+
+
+class NeverOvertake:
+    """Multi-table decisions and in-place fills: every running predecessor is waited for, and
+    nothing is published."""
+
+    def must_wait(self, tw: TableWork, running: Running) -> Running:
+        return running
+
+    def publish(self, tws: list[TableWork]) -> None:
+        pass
+
+    def revoked_by(self, tw: TableWork, commit: Commit) -> bool:
+        return False
+
+    def lost_race(self, tw: TableWork, version: int) -> None:
+        pass
+
+
+class Overtake(NeverOvertake):
+    """One transaction's overtakes: per table, the predecessors it commits before."""
+
+    def __init__(self, count: Callable[..., None], pmap: Callable[[Callable, list], list],
+                 max_files: int = FOOTPRINT_MAX_FILES) -> None:
+        self._count = count
+        self._map = pmap
+        self._max_files = max_files
+        # table -> {marker version: its owner's published footprints}
+        self._skipped: dict[str, dict[int, list[Footprint]]] = {}
+        self._withdrawn: set[str] = set()  # tables whose followers must wait for us again
+
+    def must_wait(self, tw: TableWork, running: Running) -> Running:
+        """The running predecessors we must wait for (called each round: one that finished is
+        forgotten, one that published since is considered)."""
+        before = self._skipped.get(tw.name, {})
+        skip: dict[int, list[Footprint]] = {}
+        out = []
+        ours = tw.build_commit({}) if any(p.footprint is not None for _, p in running) else None
+        for v, p in running:
+            fps = published(p) if ours is not None else None
+            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
+                if v not in before:
+                    self._count("predecessors_overtaken")
+                skip[v] = fps
+            else:
+                out.append((v, p))
+        self._skipped[tw.name] = skip
+        return out
+
+    def revoked_by(self, tw: TableWork, commit: Commit) -> bool:
+        """Whether ``commit`` (the one about to be written) invalidates a predecessor we meant to
+        overtake; that one is then waited for (the caller waits again)."""
+        skip = self._skipped.get(tw.name)
+        if not skip:
+            return False
+        for v, fps in list(skip.items()):
+            if first_conflict(fps, [(v, commit)], tw.schema, tw.base.partition_columns) is not None:
+                del skip[v]
+                self._count("overtakes_revoked")
+                return True
+        return False
+
+    def publish(self, tws: list[TableWork]) -> None:
+        """We have to wait and run no more statements: say what we touched (once per marker), so
+        that followers whose commits cannot conflict with it need not wait for us."""
+        todo = []
+        for tw in tws:
+            h = tw.marker
+            if (h is None or h.lost or h.payload.footprint is not None or h.payload.state != RUNNING
+                    or tw.name in self._withdrawn):
+                continue
+            fps = tw.footprints()
+            if sum(fp.size for fp in fps) > self._max_files:
+                continue  # a marker is read by every follower: a large footprint is not worth its bytes
+            todo.append((tw, [fp.to_json() for fp in fps]))
+        if todo:
+            self._map(self._publish_one, todo)
+
+    def lost_race(self, tw: TableWork, version: int) -> None:
+        """Our commit's put at ``version`` lost. If a follower that overtook us took it, more
+        could follow and starve us: withdraw our footprints, so that from now on followers
+        wait for us (one marker rewrite, only then)."""
+        h = tw.marker
+        if h is None or h.payload.footprint is None or tw.name in self._withdrawn:
+            return
+        try:
+            winner = CommitInfo.of(tw.log.read_commit(version).lakevilla)
+        except LakeVillaError:
+            winner = None  # unreadable now: withdraw, to be safe
+        if winner is not None and not (winner.is_commit and winner.marker is not None and winner.marker > h.version):
+            return  # a marker claim, or a predecessor's commit we had not seen: nobody overtook us
+        self._withdrawn.add(tw.name)
+        with h.lock:
+            if h.lost or h.payload.state != RUNNING or h.payload.footprint is None:
+                return
+            h.payload.footprint = None
+            try:
+                rewrite_marker(tw.log, h)
+            except MarkerLost:
+                self._count("markers_lost")
+                return
+        self._count("footprints_withdrawn")
+
+    def _publish_one(self, item: tuple[TableWork, list[dict[str, Any]]]) -> None:
+        tw, body = item
+        h = tw.marker
+        assert h is not None
+        with h.lock:
+            if h.lost or h.payload.state != RUNNING:
+                return
+            h.payload.footprint = body
+            try:
+                rewrite_marker(tw.log, h)
+            except MarkerLost:
+                self._count("markers_lost")
+                return
+        self._count("footprints_published")
+
+
+def published(p: MarkerPayload) -> list[Footprint] | None:
+    """A predecessor's published footprints, if it may be overtaken (None: wait for it)."""
+    if p.footprint is None or p.decision != Decision.TABLE or p.mode != CommitMode.TAIL:
+        return None
+    try:
+        return [Footprint.from_json(d) for d in p.footprint]
+    except (CorruptLogError, AttributeError):
+        return None  # unreadable: wait for it as for any marker
+
+
+def overtake_policy(decision: str, mode: str, count: Callable[..., None],
+                    pmap: Callable[[Callable, list], list]) -> NeverOvertake:
+    """Chosen once per transaction, from its decision and commit mode."""
+    if decision == Decision.TABLE and mode == CommitMode.TAIL:
+        return Overtake(count, pmap)
+    return NeverOvertake()
