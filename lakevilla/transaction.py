@@ -182,7 +182,7 @@ class Transaction:
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
         self._waits = DagWait() if self.dag else MarkerWait()
-        self._overtake = overtake_policy(self.decision, self.mode, self._count, lake.map)
+        self._overtake = overtake_policy(self.decision, self.mode, self._count, lake.map, lake.background)
         self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
                         Decision.TABLE: self._commit_per_table}[self.decision]
         self._redo_ctx = RedoContext(
@@ -1023,7 +1023,7 @@ class Transaction:
                 self.stats["retries"] += 1
                 self._overtake.lost_race(tw, latest + 1)  # followers overtaking us must not starve us
                 lost += 1
-                if lost >= 2:  # twice in a row: we are behind (others committed while we waited), not
+                if lost >= 3:  # again and again: we are behind (others committed while we waited), not
                     tw.log.latest_version()  # racing; one LIST finds the tail instead of a put per version
                 continue
             self._landed(tw, latest + 1)

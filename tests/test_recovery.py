@@ -205,10 +205,14 @@ def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
-def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend):
-    """Overtaking must not starve the overtaken: once a published transaction loses a commit
-    race (here to a follower that went first), it withdraws its footprints, and the next
-    follower, even one that cannot conflict with it, waits for it instead of going first too."""
+def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, monkeypatch):
+    """Overtaking must not starve the overtaken: once a published transaction has lost
+    ``WITHDRAW_AFTER`` commit races to followers that went first (here one, to keep the script
+    short), it withdraws its footprints, and the next follower, even one that cannot conflict
+    with it, waits for it instead of going first too."""
+    from lakevilla.recovery import overtake
+
+    monkeypatch.setattr(overtake, "WITHDRAW_AFTER", 1)
     lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
     held_again = threading.Event()
     p_store = p.lake.store

@@ -6,8 +6,8 @@ in its marker; a follower whose commit, as it stands, cannot invalidate any of t
 first. The predecessor then validates against that commit and finds nothing, so it neither
 redoes nor aborts because of it. The check is made again on the commit actually written (a
 redo may have changed it): if that one conflicts, the follower waits after all. A published
-transaction that loses a commit race to a follower that overtook it withdraws its footprints,
-so that a stream of followers cannot starve it.
+transaction that loses ``WITHDRAW_AFTER`` commit races to followers that overtook it withdraws
+its footprints, so that a stream of followers cannot starve it.
 
 Only where both sides decide by their table and commit at the tail: a transaction record or
 the global log orders multi-table transactions, and an in-place fill lands below commits it
@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 Running = list[tuple[int, "MarkerPayload"]]  # (marker version, its payload)
 
 FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (every follower reads it)
+# Races a published transaction may lose to followers that overtook it before it withdraws its
+# footprints (then later followers wait for it): overtaking pays off while the predecessor still
+# waits, and must not starve it once it is ready.
+WITHDRAW_AFTER = 3
 
 
 class NeverOvertake:
@@ -56,13 +60,17 @@ class Overtake(NeverOvertake):
     """One transaction's overtakes: per table, the predecessors it commits before."""
 
     def __init__(self, count: Callable[..., None], pmap: Callable[[Callable, list], list],
+                 background: Callable[[Callable[[], None]], None] | None = None,
                  max_files: int = FOOTPRINT_MAX_FILES) -> None:
         self._count = count
         self._map = pmap
+        self._background = background
+        self._queued: set[tuple[str, int]] = set()  # (table, marker version) publishes sent off
         self._max_files = max_files
         # table -> {marker version: its owner's published footprints}
         self._skipped: dict[str, dict[int, list[Footprint]]] = {}
         self._withdrawn: set[str] = set()  # tables whose followers must wait for us again
+        self._lost: dict[str, int] = {}  # table -> races lost to followers that overtook us
 
     def must_wait(self, tw: TableWork, running: Running) -> Running:
         """The running predecessors we must wait for (called each round: one that finished is
@@ -108,13 +116,19 @@ class Overtake(NeverOvertake):
             if sum(fp.size for fp in fps) > self._max_files:
                 continue  # a marker is read by every follower: a large footprint is not worth its bytes
             todo.append((tw, [fp.to_json() for fp in fps]))
-        if todo:
+        todo = [(tw, body) for tw, body in todo if (tw.name, tw.marker.version) not in self._queued]
+        if not todo:
+            return
+        self._queued.update((tw.name, tw.marker.version) for tw, _ in todo)
+        if self._background is None:
             self._map(self._publish_one, todo)
+        else:  # off the wait loop: we keep polling our predecessors meanwhile
+            self._background(lambda: self._map(self._publish_one, todo))
 
     def lost_race(self, tw: TableWork, version: int) -> None:
-        """Our commit's put at ``version`` lost. If a follower that overtook us took it, more
-        could follow and starve us: withdraw our footprints, so that from now on followers
-        wait for us (one marker rewrite, only then)."""
+        """Our commit's put at ``version`` lost. If followers that overtook us took it
+        ``WITHDRAW_AFTER`` times, more could follow and starve us: withdraw our footprints, so
+        that from now on followers wait for us (one marker rewrite, only then)."""
         h = tw.marker
         if h is None or h.payload.footprint is None or tw.name in self._withdrawn:
             return
@@ -124,6 +138,9 @@ class Overtake(NeverOvertake):
             winner = None  # unreadable now: withdraw, to be safe
         if winner is not None and not (winner.is_commit and winner.marker is not None and winner.marker > h.version):
             return  # a marker claim, or a predecessor's commit we had not seen: nobody overtook us
+        self._lost[tw.name] = self._lost.get(tw.name, 0) + 1
+        if self._lost[tw.name] < WITHDRAW_AFTER:
+            return
         self._withdrawn.add(tw.name)
         with h.lock:
             if h.lost or h.payload.state != RUNNING or h.payload.footprint is None:
@@ -141,7 +158,7 @@ class Overtake(NeverOvertake):
         h = tw.marker
         assert h is not None
         with h.lock:
-            if h.lost or h.payload.state != RUNNING:
+            if h.lost or h.payload.state != RUNNING or h.payload.footprint is not None or tw.name in self._withdrawn:
                 return
             h.payload.footprint = body
             try:
@@ -163,8 +180,9 @@ def published(p: MarkerPayload) -> list[Footprint] | None:
 
 
 def overtake_policy(decision: str, mode: str, count: Callable[..., None],
-                    pmap: Callable[[Callable, list], list]) -> NeverOvertake:
+                    pmap: Callable[[Callable, list], list],
+                    background: Callable[[Callable[[], None]], None] | None = None) -> NeverOvertake:
     """Chosen once per transaction, from its decision and commit mode."""
     if decision == Decision.TABLE and mode == CommitMode.TAIL:
-        return Overtake(count, pmap)
+        return Overtake(count, pmap, background)
     return NeverOvertake()
