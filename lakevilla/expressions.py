@@ -439,8 +439,12 @@ class _Structure:
             raise self.bad(node, f"{str(cls).lower()} expressions are not supported")
 
     def function(self, node: dict) -> None:
+        # is_legacy_function_call: DuckDB 2.0.1 names it on every function (false for the
+        # forms our grammar allows); a true value is a form we never checked, so it fails closed
         self.keys(node, {"function_name", "schema", "catalog", "filter", "order_bys", "distinct", "is_operator",
-                         "export_state", "arguments", "qualified_name"})
+                         "export_state", "arguments", "qualified_name", "is_legacy_function_call"})
+        if node.get("is_legacy_function_call"):
+            raise self.bad(node, "unsupported syntax (a legacy function call)")
         name = node.get("function_name")
         if not isinstance(name, str):
             raise self.bad(node, "unsupported function")

@@ -236,3 +236,21 @@ def test_merge_conditions_and_assignments_name_target_and_source():
             E.check_where(text, scope)
     with pytest.raises(lv.InvalidExpressionError, match="different aliases"):
         E.Scope.merge(target, source, "t", "T")
+
+
+def test_a_function_node_of_a_form_never_checked_fails_closed():
+    """DuckDB 2.0.1 added ``is_legacy_function_call`` to every function node: false is the form
+    the grammar allows, anything else is refused rather than trusted."""
+    import json
+
+    import duckdb
+
+    import lakevilla as lv
+    from lakevilla.expressions import _Structure
+
+    tree = json.loads(duckdb.connect().execute("SELECT json_serialize_sql('SELECT lower(''A'')')").fetchone()[0])
+    node = tree["statements"][0]["node"]["select_list"][0]
+    assert node["class"] == "FUNCTION"
+    _Structure("lower('A')", "where").function({**node, "is_legacy_function_call": False})  # allowed
+    with pytest.raises(lv.InvalidExpressionError, match="legacy function call"):
+        _Structure("lower('A')", "where").function({**node, "is_legacy_function_call": True})
