@@ -115,22 +115,27 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
             lost = (lv.TransactionAborted,)
         ready.wait()
         go.wait()
-        t0 = time.perf_counter()
-        for bid, ks in work:
-            for _ in range(retries + 1):
-                try:
-                    attempt(ks)
-                    res["applied"].append(bid)
-                    break
-                except lost:
-                    res["aborts"] += 1
-                    time.sleep(random.uniform(0.0, 0.05))  # an application's backoff before it retries
-            else:
-                res["given_up"].append(bid)
-        res["busy_s"] = time.perf_counter() - t0
+        _apply_batches(attempt, lost, work, retries, res)
     except BaseException as e:  # noqa: BLE001 - reported, the run is marked failed
         res["errors"].append(f"{system}: {e!r}"[:500])
     out.put(res)
+
+
+def _apply_batches(attempt: Any, lost: tuple, work: list, retries: int, res: dict[str, Any]) -> None:
+    """Merge each batch, retrying what aborts as an application would; record the outcome."""
+    t0 = time.perf_counter()
+    for bid, ks in work:
+        for _ in range(retries + 1):
+            try:
+                attempt(ks)
+                res["applied"].append(bid)
+                break
+            except lost:
+                res["aborts"] += 1
+                time.sleep(random.uniform(0.0, 0.05))  # an application's backoff before it retries
+        else:
+            res["given_up"].append(bid)
+    res["busy_s"] = time.perf_counter() - t0
 
 
 def _spark_client(system: str, features: str | None, root: str, spark: Any, work: list, retries: int,
@@ -163,19 +168,7 @@ def _spark_client(system: str, features: str | None, root: str, spark: Any, work
                 res["redos"] += txn.stats.get("redos", 0)
             lost = (lv.TransactionAborted,)
         start.wait()
-        t0 = time.perf_counter()
-        for bid, ks in work:
-            for _ in range(retries + 1):
-                try:
-                    attempt(ks)
-                    res["applied"].append(bid)
-                    break
-                except lost:
-                    res["aborts"] += 1
-                    time.sleep(random.uniform(0.0, 0.05))
-            else:
-                res["given_up"].append(bid)
-        res["busy_s"] = time.perf_counter() - t0
+        _apply_batches(attempt, lost, work, retries, res)
         if features is not None:
             lake.close()  # background closes finish before the requests are read
     except BaseException as e:  # noqa: BLE001 - reported, the run is marked failed

@@ -126,8 +126,8 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
       "a writer that waited while others committed walks up the log one lost race per version and aborts"),
     M("overtake-no-withdraw", "markers", OVERTAKE,
-      "        self._withdrawn.add(tw.name)\n        with h.lock:",
-      "        return\n        with h.lock:",
+      "        self._withdrawn.add(tw.name)\n        self._set_footprint(tw, None, \"footprints_withdrawn\")",
+      "        return",
       [R + "test_a_predecessor_that_loses_a_race_is_not_overtaken_again"],
       "a published transaction that lost a commit race keeps being overtaken (it can starve)"),
     # -- sublogs ------------------------------------------------------------------------------

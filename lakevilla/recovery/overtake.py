@@ -142,23 +142,22 @@ class Overtake(NeverOvertake):
         if self._lost[tw.name] < WITHDRAW_AFTER:
             return
         self._withdrawn.add(tw.name)
-        with h.lock:
-            if h.lost or h.payload.state != RUNNING or h.payload.footprint is None:
-                return
-            h.payload.footprint = None
-            try:
-                rewrite_marker(tw.log, h)
-            except MarkerLost:
-                self._count("markers_lost")
-                return
-        self._count("footprints_withdrawn")
+        self._set_footprint(tw, None, "footprints_withdrawn")
 
     def _publish_one(self, item: tuple[TableWork, list[dict[str, Any]]]) -> None:
         tw, body = item
+        if tw.name not in self._withdrawn and tw.marker is not None and tw.marker.payload.footprint is None:
+            self._set_footprint(tw, body, "footprints_published")
+
+    def _set_footprint(self, tw: TableWork, body: list[dict[str, Any]] | None, done: str) -> None:
+        """Rewrite our running marker with ``body`` as its footprint. Advisory: a store failure
+        is counted, never raised (the commit path must not abort over it); the in-memory payload
+        keeps the new value, so the next heartbeat's rewrite carries it (and settles an unknown
+        outcome)."""
         h = tw.marker
         assert h is not None
         with h.lock:
-            if h.lost or h.payload.state != RUNNING or h.payload.footprint is not None or tw.name in self._withdrawn:
+            if h.lost or h.payload.state != RUNNING or h.payload.footprint == body:
                 return
             h.payload.footprint = body
             try:
@@ -166,7 +165,10 @@ class Overtake(NeverOvertake):
             except MarkerLost:
                 self._count("markers_lost")
                 return
-        self._count("footprints_published")
+            except LakeVillaError:
+                self._count("footprint_write_failed")
+                return
+        self._count(done)
 
 
 def published(p: MarkerPayload) -> list[Footprint] | None:
