@@ -396,6 +396,7 @@ def test_attacks_are_refused_on_spark_and_write_nothing(spark, lake, uri, lake_d
     lake.create_table("acc", schema)
     with lake.transaction(features="R") as txn:
         txn.insert("acc", {"id": [1, 2], "s": ["a", "b"], "value": [10, 20]})
+    lake.flush()  # the marker close runs on the background thread: the snapshot waits for it
     disk = files_on_disk(lake_dir, ["acc"])
     log = sorted((lake_dir / "acc" / "_delta_log").iterdir())
     for features in ("", "R"):
