@@ -266,8 +266,8 @@ def maintenance_main(cfg: dict, gen: int) -> None:
     errors: list[str] = []
     last_save = 0.0
     steps = [
-        ("cleanup", lambda: lake.cleanup(older_than=cfg["retention"], force=True,
-                                         keep_global=cfg.get("keep_global"))),
+        ("cleanup", lambda: stats.update({f"cleanup_deleted_{k}": n for k, n in lake.cleanup(
+            older_than=cfg["retention"], force=True, keep_global=cfg.get("keep_global")).items()})),
         ("delete_abandoned_files", lambda: stats.update(
             deleted_files=len(lake.delete_abandoned_files(min_age=cfg["retention"], force=True)))),
         ("checkpoint", lambda: lake.checkpoint(random.choice(tables))),

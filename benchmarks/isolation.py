@@ -96,7 +96,7 @@ def announce_all(store: Any, root: str, features: str, n: int) -> None:
 
 
 class ValidationMeter:
-    """Time and requests spent inside ``Transaction._validate_against_head``.
+    """Time and requests spent inside ``GlobalDecider.entry_for`` (validation against the head).
 
     Instrumentation for this process only: the method is wrapped while the meter is
     active. Only one transaction of the metered store runs at a time, so the store's
@@ -107,24 +107,24 @@ class ValidationMeter:
 
     @contextmanager
     def active(self, store: Any) -> Iterator[ValidationMeter]:
-        from lakevilla.transaction import Transaction
+        from lakevilla.isolation.decide import GlobalDecider
 
-        original = Transaction._validate_against_head
+        original = GlobalDecider.entry_for
         meter = self
 
-        def wrapped(txn: Any, *args: Any, **kw: Any) -> Any:
+        def wrapped(decider: Any, *args: Any, **kw: Any) -> Any:
             before = sum(store.snapshot().values())
             t0 = time.perf_counter()
             try:
-                return original(txn, *args, **kw)
+                return original(decider, *args, **kw)
             finally:
                 meter.calls.append((time.perf_counter() - t0, sum(store.snapshot().values()) - before))
 
-        Transaction._validate_against_head = wrapped  # type: ignore[method-assign]
+        GlobalDecider.entry_for = wrapped  # type: ignore[method-assign]
         try:
             yield self
         finally:
-            Transaction._validate_against_head = original  # type: ignore[method-assign]
+            GlobalDecider.entry_for = original  # type: ignore[method-assign]
 
 
 def read_all(lake: Any, features: str, tables: int, isolation: str = "serializable") -> int:

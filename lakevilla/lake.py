@@ -38,6 +38,7 @@ from .isolation.units import RecordCache
 from .markers import RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
 from .parallel import SHARED, pmap
+from .plain import DeltaTransaction
 from .schemas import table_spec
 from .settings import DEFAULT_MAX_TRANSACTION_AGE, LakeSettings
 from .store import NotFound, ObjectStore, open_store
@@ -377,8 +378,9 @@ class Lake:
     def begin(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable", slack: int = 0,
               commit_mode: str | None = None) -> Transaction:
         """A transaction to drive by hand: ``txn.commit()`` or ``txn.abort()``."""
-        return Transaction(self, parse_features(features), isolation=isolation, slack=slack,
-                           commit_mode=commit_mode)
+        feats = parse_features(features)
+        kind = Transaction if feats else DeltaTransaction  # plain Delta: every statement commits alone
+        return kind(self, feats, isolation=isolation, slack=slack, commit_mode=commit_mode)
 
     def transaction(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable",
                     slack: int = 0, commit_mode: str | None = None) -> Transaction:
@@ -685,7 +687,9 @@ class Lake:
         stalled owner from committing, sublogs are what ``resume`` and abandoned-file deletion
         read). Never a COMMITTING record or the sublogs of its transaction, nor those of a
         transaction holding a live marker. Also global log entries beyond the newest
-        ``keep_global``."""
+        ``keep_global`` that are older than ``max_transaction_age`` (or ``older_than``, if
+        forced below it): an entry that young may be the slot a running transaction is about
+        to contend for, and deleting it would let that transaction fork the log."""
         from .complex_txn import record as records
         from .names import TXN_DIR
 
@@ -729,7 +733,9 @@ class Lake:
                 if old(m) and state(m) in (records.COMMITTED, records.ABORTED):
                     self.store.delete(m.key)
                     done["records"] += 1
-        done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep)
+        # entries younger than max_transaction_age stay (gvl.cleanup says why), unless forced below it
+        done["global_entries"] = self.gvl.cleanup(keep_global if keep_global is not None else self.gvl_keep,
+                                                  min_age=min(older_than, self.max_transaction_age), now=now)
         logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
         return done
 

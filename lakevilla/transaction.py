@@ -41,7 +41,6 @@ from .delta.snapshot import Snapshot
 from .engine_api import TableContext, data_file_key
 from .errors import (
     CommitPendingError,
-    CorruptLogError,
     CreateConflictError,
     InvalidArgumentError,
     LakeVillaError,
@@ -51,11 +50,9 @@ from .errors import (
     TransactionAborted,
     TransactionStateError,
 )
-from .isolation import resolve as gvl_resolve
-from .isolation.closure import Closure
-from .isolation.cut import LONG_TRANSACTION, Cut
-from .isolation.gvl import APPENDED, FORKED, TAKEN, GvlEntry, PendingWrite, first_entry
-from .isolation.validation import r1_stale_reads, r3_unvalidated_write
+from .isolation.cut import Cut
+from .isolation.decide import GlobalDecider
+from .isolation.gvl import PendingWrite
 from .markers import (
     ABORTED,
     COMMITTED,
@@ -70,15 +67,15 @@ from .markers import (
 from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
-from .parallel import submit
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
+from .recovery.journal import Journal, JournalContext, NoJournal
 from .recovery.overtake import overtake_policy
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
 from .schemas import table_spec
-from .store import NotFound, OutcomeUnknown
+from .store import NotFound
 from .tablework import Op, TableWork
 from .vocab import CommitInfo, CommitMode, Decision, InfoKind
 
@@ -160,15 +157,11 @@ class Transaction:
         now = lake.now()
         self.started = now if started is None else started
         self._seq = 0
-        self._sublog_seq = sublog_seq
-        self._unlogged_reads: list[sublogs.ReadRecord] = []
-        self._sublog_keys: list[str] = []
         self._deps = Dependencies(self.attempt)
         # LV[I]: the consistent cut this transaction reads; the first global-log entry an abort
         # of our current attempt can be in (recorded in our markers for recovery)
         self._cut = Cut(lake.gvl, lake.log, lake.records, txn_id=self.id) if self.I else None
-        self._gvl_base: int | None = None
-        self._gvl_seen: int | None = None
+        self._global = GlobalDecider(lake.gvl, lake.log, lake.records, self._cut) if self._cut is not None else None
         self._mlock = threading.RLock()
         self._slock = threading.Lock()  # stats and sublog numbering, touched from parallel table work
         self._last_beat = now
@@ -181,19 +174,30 @@ class Transaction:
         self.result: CommitResult | None = None
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
+        self._journal = (Journal if self.R else NoJournal)(JournalContext(
+            txn_id=self.id, store=lake.store, attempt=lambda: self.attempt, features=features_label(features),
+            isolation=isolation, mode=mode, count=self._count,
+            stage_source=lambda spec, table, seq: merges.stage_source(lake.store, spec, table, self.id, seq)),
+            seq=sublog_seq)
+        self._claim_at_first_write = self.R or self.CT  # LV[I] alone reserves its tables at commit, all at once
+        # a marker recovery freed: claimed again where each table decides alone; where a record
+        # or the global log decides, the attempt may be aborted there, so a new attempt
+        self._on_lost_markers: Callable[[list[TableWork]], None] = (
+            self._reclaim if self.decision == Decision.TABLE else lambda lost: self._new_attempt())
         self._waits = DagWait() if self.dag else MarkerWait()
         self._overtake = overtake_policy(self.decision, self.mode, self._count, lake.map, lake.background)
         self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
                         Decision.TABLE: self._commit_per_table}[self.decision]
         self._redo_ctx = RedoContext(
-            txn_id=self.id, engine=lake.engine, write_sublog=lambda tw, op, redo: self._write_sublog(tw, op, redo),
+            txn_id=self.id, engine=lake.engine, write_sublog=self._journal.write,
             delete_files=self._delete_files, count=self._count,
             redone=lambda table, version, why, ops: logs.redone(self, table, version, why, ops))
 
     # -- public API ------------------------------------------------------------
     @property
     def uses_markers(self) -> bool:
-        return bool(self.features)
+        """Whether a statement waits for others' markers (False only for plain Delta, LV[DL])."""
+        return True
 
     def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
         """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
@@ -259,7 +263,7 @@ class Transaction:
         from .evolution import data_fields
 
         try:  # the view the merge then runs on (cached in self.tables); "" reads the newest, as each statement does
-            current = self._table(table).schema if self.features else self.lake.log(table).snapshot().schema
+            current = self._current_schema(table)
         except StorageError as e:
             self._abort_quietly()
             raise TransactionAborted(f"merge into {table!r} failed because the store did ({e}); transaction "
@@ -268,6 +272,9 @@ class Transaction:
         new = [f for f in data_fields(source) if f.name.lower() not in have]
         if new:
             self.add_columns(table, new)
+
+    def _current_schema(self, table: str) -> Any:
+        return self._table(table).schema  # the view the statement runs on (cached in self.tables)
 
     def overwrite(self, table: str, data: Any, where: str | None = None) -> int:
         """Replace the whole table with ``data``, or (``where``) the rows the predicate selects, as
@@ -319,10 +326,6 @@ class Transaction:
         With ``features=""`` every statement commits when it runs, and so does this one."""
         self._check_active()
         check_table_name(name)
-        if not self.features:
-            snap = self.lake.create_table(name, schema, partition_by, data=data, properties=properties,
-                                          if_not_exists=if_not_exists, description=description)
-            return sum(a.num_records or 0 for a in snap.files.values()) if snap.version == 0 else 0
         if self.I:
             raise InvalidArgumentError(
                 "create_table inside a transaction with feature I is not supported yet: create the table first "
@@ -505,34 +508,24 @@ class Transaction:
 
     def _execute_op(self, op: Op, data: Any = None) -> Any:
         self.heartbeat()
-        if not self.features:
-            return self._execute_dl(op, data)
         tw = self._table(op.table, op)
         self._validate_op(tw, op)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
         # partial writes), so the marker comes after: its data is not reachable before commit anyway.
         result = tw.run(self.lake.engine, op, data)
         tw.ops.append(op)
-        # LV[I] alone reserves its tables at commit instead
-        first = op.is_write and tw.marker is None and tw.creating is None and (self.R or self.CT)
+        first = op.is_write and tw.marker is None and tw.creating is None and self._claim_at_first_write
         if op.kind == "read":
-            if self.R:
-                self._unlogged_reads.append(sublogs.ReadRecord(op.table, tw.base.version, sorted(op.read_files),
-                                                               op.where))
-        elif first and self.R and op.kind in ("insert", "update", "delete"):
-            # The marker and the sublog entry go out together (one round trip, not two). Whether
-            # the marker has running predecessors (which would make the entry logical) is not
-            # known yet, so an update or delete entry carries its statement anyway (a few bytes;
-            # blind appends stay physical). The pipeline statements keep the order: a logical
-            # MERGE stages its source, and their first entries stay physical when nobody precedes.
-            op.logical = op.kind != "insert"
-            self._together(lambda: self._claim_first_marker(tw), lambda: self._write_sublog(tw, op, redo=False))
+            self._journal.read(op.table, tw.base.version, sorted(op.read_files), op.where)
+        elif first and self._journal.together_with_claim(op):
+            # The marker and the sublog entry go out together (one round trip, not two). The
+            # pipeline statements keep the order: a logical MERGE stages its source, and their
+            # first entries stay physical when nobody precedes.
+            self._together(lambda: self._claim_first_marker(tw), lambda: self._journal.statement(tw, op, True))
         else:
             if first:
                 self._claim_first_marker(tw)
-            if self.R:
-                op.logical = tw.logical and op.kind != "insert"
-                self._write_sublog(tw, op, redo=False)
+            self._journal.statement(tw, op, False)
         self.stats[op.kind] += 1
         return result
 
@@ -549,65 +542,12 @@ class Transaction:
                     self._validate_op(TableWork(name, log, newest, self._ctx(name, newest)), op)
             # every table at the versions of one cut of the global order (isolation/cut.py)
             snap = log.snapshot(self._cut.version_of(name), list_log=False)
-            self._gvl_seen = self._cut.last_seq
         else:
             snap = log.snapshot()
         check_readable(name, snap.protocol, snap.metadata)
         tw = TableWork(name, log, snap, self._ctx(name, snap))
         self.tables[name] = tw
         return tw
-
-    # -- LV[DL]: every operation is its own Delta commit ---------------------------
-    def _execute_dl(self, op: Op, data: Any) -> Any:
-        op_started = self.lake.now()
-        log = self.lake.log(op.table)
-        snap = log.snapshot()
-        check_readable(op.table, snap.protocol, snap.metadata)
-        tw = TableWork(op.table, log, snap, self._ctx(op.table, snap))
-        self._validate_op(tw, op)
-        result = tw.run(self.lake.engine, op, data)
-        tw.ops.append(op)
-        self.stats[op.kind] += 1
-        if not op.is_write:
-            return result
-        adds, removes = tw.net_actions()
-        if not adds and not removes and tw.metadata is None:
-            return result
-        commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                  "lakevilla": self._commit_info(1)})
-        v = snap.version + 1
-        for _ in range(self.settings.max_retries + 1):
-            try:
-                self._check_age(op_started)
-            except TransactionAborted:
-                self._delete_files(op.table, [a.path for a in op.added])
-                raise
-            try:
-                log.write_commit(v, commit)  # settled by reading back if the store reports an error
-            except OutcomeUnknown as e:
-                raise CommitPendingError(
-                    f"{op.kind} on {op.table!r}: the outcome of its commit at version {v} could not be learned "
-                    f"({e}); it may or may not have committed. Nothing was undone; read the table to see",
-                    txn_id=self.id, decided=False, committed=dict(self._dl_versions)) from e
-            except VersionExists:
-                self.stats["retries"] += 1
-                latest = log.newest()
-                hit = first_conflict(tw.footprints(), log.commits_between(v - 1, latest), tw.schema,
-                                     tw.base.partition_columns)
-                if hit is not None:
-                    self._delete_files(op.table, [a.path for a in op.added])
-                    raise TransactionAborted(
-                        f"{op.kind} on {op.table!r} conflicts with version {hit[1]}: {hit[2]}",
-                        txn_id=self.id) from None
-                v = latest + 1
-                continue
-            self.tables.setdefault(op.table, tw)
-            self._dl_versions[op.table] = v
-            self._post_commit("checkpoint", self._after_table_commit, log, v)
-            return result
-        self._delete_files(op.table, [a.path for a in op.added])
-        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {self.settings.max_retries + 1} times",
-                                 txn_id=self.id, reason="retries")
 
     def _commit_info(self, ntables: int, **more: Any) -> dict[str, Any]:
         return CommitInfo(txn=self.id, attempt=self.attempt, features=features_label(self.features),
@@ -620,7 +560,8 @@ class Transaction:
             txn=self.id, attempt=self.attempt, table=table, decision=self.decision, mode=self.mode,
             features=features_label(self.features), deps=sorted(self._deps.transitive),
             markers={t: w.marker.version for t, w in self.tables.items() if w.marker is not None},
-            started=self.started, heartbeat=now, expires=now + self.settings.marker_ttl, gvl_base=self._gvl_base,
+            started=self.started, heartbeat=now, expires=now + self.settings.marker_ttl,
+            gvl_base=self._global.base if self._global is not None else None,
         )
 
     @staticmethod
@@ -644,8 +585,8 @@ class Transaction:
             raise failed[0]
 
     def _claim_first_marker(self, tw: TableWork) -> None:
-        if self._cut is not None and self._gvl_base is None:
-            self._gvl_base = self._cut.last_seq  # an abort of ours can only come after this entry
+        if self._global is not None:
+            self._global.note_claim()
         self._claim(tw)
         self.lake.heartbeats.watch(self)
 
@@ -827,27 +768,6 @@ class Transaction:
         with self._slock:
             self.stats[key] += n
 
-    def _write_sublog(self, tw: TableWork, op: Op, redo: bool) -> None:
-        if op.kind == "merge" and op.logical:  # a recovering client must be able to redo it
-            key = merges.stage_source(self.lake.store, op.merge, tw.name, self.id, op.seq)
-            if key is not None:
-                with self._slock:
-                    self._sublog_keys.append(key)  # deleted with the sublogs
-        with self._slock:
-            self._sublog_seq += 1
-            seq = self._sublog_seq
-            reads, self._unlogged_reads = self._unlogged_reads, []
-        e = sublogs.entry_for(self.id, seq, op, logical=op.logical, base_version=tw.base.version,
-                              read_version=tw.read_version, reads=reads, redo=redo,
-                              attempt=self.attempt, features=features_label(self.features),
-                              isolation=self.isolation, mode=self.mode)
-        sublogs.write(self.lake.store, e)
-        from .names import sublog_key
-
-        with self._slock:
-            self._sublog_keys.append(sublog_key(self.id, e.seq))
-            self.stats["sublogs"] += 1
-
     # -- waiting for predecessors ---------------------------------------------------
     def _wait_predecessors(self, tws: list[TableWork]) -> None:
         """Wait until no running marker precedes ours in any of ``tws`` (the wait policy:
@@ -873,12 +793,13 @@ class Transaction:
         if not lost:
             return
         logs.marker_taken(self, [tw.name for tw in lost])
-        if self.decision == Decision.TABLE:
-            for tw in lost:
-                tw.old_markers.append(tw.marker)
-                self._claim(tw)
-            return
-        self._new_attempt()
+        self._on_lost_markers(lost)
+
+    def _reclaim(self, lost: list[TableWork]) -> None:
+        """Each table decides on its own: nothing of ours can have been decided, claim again."""
+        for tw in lost:
+            tw.old_markers.append(tw.marker)
+            self._claim(tw)
 
     def _new_attempt(self) -> None:
         self.attempt_no += 1
@@ -933,9 +854,6 @@ class Transaction:
 
     # -- commit ---------------------------------------------------------------------
     def _commit(self) -> CommitResult:
-        if not self.features:
-            self.state = "committed"
-            return CommitResult(self.id, dict(self._dl_versions), dict(self.stats))
         written = [tw for tw in self.tables.values() if tw.written]
         if not written:
             self._commit_read_only()
@@ -1160,189 +1078,26 @@ class Transaction:
 
         return dict(self.lake.map(one, sorted(intents)))
 
-    # I: the global log decides ------------------------------------------------------
+    # I: the global log decides (isolation/decide.py) -----------------------------
     def _commit_global(self, written: list[TableWork]) -> CommitResult:
-        gvl = self.lake.gvl
         unclaimed = [tw for tw in written if tw.marker is None]
-        hint = None  # read the hint at commit: never build on an entry clean-up removed meanwhile
-        if unclaimed and self._gvl_base is None and (self._cut is None or self._cut.age() > LONG_TRANSACTION):
-            # entries from our first read on may be gone: aborts of ours come after the log as of now
-            head0 = gvl.head()
-            self._gvl_base = head0.seq if head0 is not None else -1
-        else:
-            if self._gvl_base is None:  # an abort of ours can only come after this entry
-                self._gvl_base = self._cut.last_seq
-            hint = submit(gvl.read_hint)  # meanwhile: one round trip hidden behind the claims
+        hint = self._global.start_commit(claims_now=bool(unclaimed))
         if unclaimed:
             self._claim_many(unclaimed)  # LV[I] alone reserves its tables now, all at once
         self.lake.heartbeats.watch(self)
-        written_names = {tw.name for tw in written}
-        for _ in range(self.settings.max_retries * 4 + 1):
+
+        def prepare() -> dict[str, records.TableIntent]:
             self._prepare_all(written)
-            intents = self._intents(written)
-            if hint is not None:
-                hint.result()  # the head below starts at the horizon it read, or later
-                hint = None
-            head = gvl.head(fresh=False)
-            entry = self._validate_against_head(head, written_names, intents)
-            if entry is None:
-                continue  # a table moved while we validated: again
-            outcome = self._announce(entry)
-            if outcome not in (APPENDED, TAKEN, FORKED):
-                outcome = self._settle_announcement(entry)
-            if outcome == APPENDED:
-                self._decided = True
-                self._gvl_seen = entry.seq
-                versions = self._publish_all({n: entry.pending[n] for n in intents}, written)
-                self._post_commit("announce", self._after_announce, entry.seq)
-                self._cleanup_after_commit()
-                return CommitResult(self.id, versions, dict(self.stats), entry.seq)
-            if outcome == TAKEN:
-                self.stats["gvl_races"] += 1
-                continue
-            if outcome == FORKED:
-                raise TransactionAborted(
-                    "clean-up of the global log deleted the slot this commit was announced in while it "
-                    "validated (the announcement is not part of the log); nothing of it is visible, re-run it",
-                    txn_id=self.id, reason="gvl-horizon")
-            self._decided = True  # it may be in the log: only recovery may settle it now
-            raise CommitPendingError(
-                f"transaction {self.id} announced its commit as global-log entry {entry.seq}, but clean-up "
-                "passed that entry at the same time, so whether the log kept it cannot be told here; "
-                "lake.recover() settles it (commit or abort)", txn_id=self.id)
-        raise TransactionAborted("lost the global log race too often", txn_id=self.id, reason="retries")
+            return self._intents(written)
 
-    def _announce(self, entry: GvlEntry) -> str:
-        """The deciding append (``gvl.append`` settles an error from the put by reading the
-        slot back; if even that fails the exception leaves us in doubt: CommitPendingError)."""
-        self._check_age()
-        self._in_doubt = f"its global log announcement {entry.seq}"
-        outcome = self.lake.gvl.append(entry, self.lake.gvl.last_hint)
-        self._in_doubt = None
-        return outcome
-
-    def _settle_announcement(self, entry: GvlEntry) -> str:
-        """Clean-up passed the slot we just took and deleted the entries after it, so the
-        chain cannot show whether we extended it or wrote into a slot it had already freed.
-        An entry built on ours carries our writes until they land, so: named by an entry
-        the log still has, or landed on a table, means ours is in the log; neither means it
-        is a fork nobody reads."""
-        try:
-            state, _, _ = self.lake.gvl.find_decision(self.attempt, entry.seq - 1)
-            if state is None:
-                for name, p in entry.own_writes().items():
-                    if gvl_resolve.find_pending(self.lake.log(name), p) is not None:
-                        state = "committed"
-                        break
-        except Exception:  # noqa: BLE001 - still cannot tell: recovery settles it
-            return "unsure"
-        if state == "committed":
-            return APPENDED
-        return FORKED
-
-    def _resolve_known_pending(self, entry: GvlEntry) -> None:
-        """Pending writes of earlier transactions on tables we touched are resolved by now:
-        replace them with their versions so the log stays small."""
-        for name in list(entry.pending):
-            p = entry.pending[name]
-            if p.attempt == self.attempt:
-                continue
-            log = self.tables[name].log if name in self.tables else self.lake.log(name)
-            v = gvl_resolve.find_pending(log, p)  # one GET per announced write, once
-            if v is not None:
-                entry.tables[name] = v
-                del entry.pending[name]
-
-    def _validate_against_head(self, head: GvlEntry | None, written: set[str],
-                               intents: dict[str, records.TableIntent] | None = None) -> GvlEntry | None:
-        """Module #4.2: validate against ``head`` and build the entry that announces us.
-
-        The entry takes in every commit made since on the tables we touch (written ones up
-        to where our commit goes, read ones up to their newest), whole (isolation/closure.py);
-        serializable reads are checked (R1) against everything between the version read and
-        the entry's; a commit below our write that we did not validate moves us (R3, None:
-        plan again)."""
-        gvl = self.lake.gvl
-        intents = intents or {}
-        scan_from = self._gvl_base if self._gvl_base is not None else -1
-        if head is not None and scan_from < head.seq:
-            gone = TransactionAborted(
-                "the global log was cleaned up past the start of this transaction's commit, so whether a "
-                "recovering client aborted it cannot be checked; re-run it", txn_id=self.id, reason="gvl-horizon")
-            if scan_from < gvl.horizon - 1:
-                raise gone
-            try:
-                after = gvl.entries_after(scan_from, head.seq)
-            except CorruptLogError:
-                raise gone from None
-            for e in after:
-                if self.attempt in e.aborts:
-                    raise TransactionAborted("aborted by a recovering client (our markers had expired)",
-                                             txn_id=self.id, reason="preempted")
-        head_map: dict[str, int | PendingWrite] = dict(head.tables) if head is not None else {}
-        if head is not None:
-            head_map.update(head.pending)
-        resolved: dict[str, int | None] = {}
-
-        def base_of(t: str) -> int | None:
-            if t not in resolved:
-                x = head_map.get(t)
-                if isinstance(x, PendingWrite):
-                    x = gvl_resolve.resolve_write(self.lake.log(t), x)
-                resolved[t] = x
-            return resolved[t]
-
-        moved = r3_unvalidated_write(written, base_of, lambda t: self.tables[t].validated_upto)
-        if moved is not None:
-            self._validate_table(self.tables[moved])  # check (and redo) against it, then plan again
-            return None
-        limits: dict[str, int] = {}
-        for name in written:
-            tw = self.tables[name]
-            it = intents.get(name)
-            hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else tw.validated_upto + 1
-            limits[name] = hint - 1
-        check_reads = self.isolation != "snapshot"
-        targets = set(written) | {n for n in self.tables if check_reads or base_of(n) is None}
-        growth = Closure(self.lake.log, self.lake.records, base_of, limits=limits, pull=True,
-                         below_commit=set(written)).grow(targets)
-        for name in written:
-            if growth.caps.get(name, -1) < limits[name]:
-                self.stats["gvl_not_yet"] += 1  # a commit below ours cannot be taken whole yet
-                time.sleep(0.01)  # protocol backoff: its owner is finishing it
-                return None
-        if check_reads:
-            for name, tw in self.tables.items():
-                hidden = growth.caps.get(name)
-                if name in written or hidden is None or hidden <= tw.validated_upto:
-                    continue
-                commits = [(v, c) for v, c in tw.log.commits_between(tw.validated_upto, hidden)
-                           if marker_of(c) is None and commit_txn(c) != self.attempt]
-                viol = r1_stale_reads(name, tw.footprints(), commits, hidden, self.slack, tw.schema,
-                                      tw.base.partition_columns)
-                if viol is not None:
-                    self.stats["r1"] += 1
-                    raise TransactionAborted(f"stale read: {viol}", txn_id=self.id, reason="R1")
-                tw.validated_upto = max(tw.validated_upto, hidden - self.slack)
-        entry = head.successor(self.attempt) if head is not None else first_entry()
-        entry.txn = self.attempt
-        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
-        for t, v in delta.items():
-            entry.tables[t] = v
-            entry.pending.pop(t, None)  # resolved: the table moved past it
-        entry.grown = delta
-        entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
-        entry.reads = sorted(n for n in self.tables if n not in written) if check_reads else []
-        for name, it in intents.items():
-            entry.pending[name] = PendingWrite(attempt=self.attempt, hint=limits[name] + 1, commit=it.commit,
-                                               marker=it.marker, mode=it.mode)
-        self._resolve_known_pending(entry)
-        self._gvl_seen = head.seq if head is not None else None
-        return entry
-
-    def _after_announce(self, seq: int) -> None:
-        if self.settings.gvl_keep and seq % max(self.settings.gvl_keep // 10, 1) == 0 and seq > self.settings.gvl_keep:
-            self.lake.gvl.cleanup(self.settings.gvl_keep)
+        entry = self._global.decide(_Deciding(self), {tw.name for tw in written}, prepare, hint,
+                                    self.settings.max_retries * 4 + 1)
+        self._decided = True
+        versions = self._publish_all({tw.name: entry.pending[tw.name] for tw in written}, written)
+        self._post_commit("announce", self._global.after_commit, entry.seq, self.settings.gvl_keep,
+                          self.settings.max_transaction_age)
+        self._cleanup_after_commit()
+        return CommitResult(self.id, versions, dict(self.stats), entry.seq)
 
     # -- after commit / abort ---------------------------------------------------------
     def _after_table_commit(self, log, version: int) -> None:
@@ -1350,7 +1105,7 @@ class Transaction:
 
     def _cleanup_after_commit(self) -> None:
         garbage = [(tw.name, p) for tw in self.tables.values() for p in tw.intermediate_files()]
-        keys = list(self._sublog_keys)
+        keys = list(self._journal.keys)
         if not garbage and not keys:
             return
 
@@ -1379,8 +1134,9 @@ class Transaction:
             return
         self.state = "aborted"
         self.lake.heartbeats.forget(self)
-        if not self.features:
-            return  # LV[DL]: each operation already committed; nothing can be undone
+        self._undo()
+
+    def _undo(self) -> None:
         try:
             live = [tw for tw in self.tables.values() if tw.name not in self._committed_tables]
             with self._mlock:
@@ -1398,7 +1154,7 @@ class Transaction:
                 self._delete_files(tw.name, sorted(files))
             self._release_names("aborted")
             if self.settings.delete_sublogs:
-                for k in self._sublog_keys:
+                for k in self._journal.keys:
                     self.lake.store.delete(k)
         except LakeVillaError:
             pass
@@ -1429,6 +1185,28 @@ class _Deciding:
     def preempted(self) -> None:
         self._txn.stats["preempted"] += 1
         self._txn._new_attempt()
+
+    # what the global log's decider needs besides (isolation.decide.Announcing)
+    @property
+    def isolation(self) -> str:
+        return self._txn.isolation
+
+    @property
+    def slack(self) -> int:
+        return self._txn.slack
+
+    @property
+    def tables(self) -> dict[str, TableWork]:
+        return self._txn.tables
+
+    def decided(self) -> None:
+        self._txn._decided = True
+
+    def count(self, key: str, n: int = 1) -> None:
+        self._txn._count(key, n)
+
+    def revalidate(self, table: str) -> None:
+        self._txn._validate_table(self._txn.tables[table])
 
 
 def _settle_earlier_attempts(lake: Client, txn_id: str, first_versions: dict[str, int]) -> None:
@@ -1542,7 +1320,7 @@ def resume_transaction(lake: Client, txn_id: str) -> Transaction:
                     removed=[sublogs.AddFile.from_json(r) for r in e.removed], read_files=set(e.read_files),
                     logical=e.kind == "logical", redoable=e.op == "insert" or e.kind == "logical")
             if op.merge is not None and op.merge.source_key:
-                txn._sublog_keys.append(op.merge.source_key)  # the staged source goes with the sublogs
+                txn._journal.keep(op.merge.source_key)  # the staged source goes with the sublogs
             tw.adopt(op)
         tw.logical = True
         txn.tables[table] = tw

@@ -65,6 +65,7 @@ OVERTAKE = "lakevilla/recovery/overtake.py"
 LK = "lakevilla/lake.py"
 ST = "lakevilla/recovery/stalled.py"
 GV = "lakevilla/isolation/gvl.py"
+GD = "lakevilla/isolation/decide.py"
 
 MUTATIONS: list[Mutation] = [
     # -- markers ------------------------------------------------------------------------------
@@ -131,8 +132,8 @@ MUTATIONS: list[Mutation] = [
       [R + "test_a_predecessor_that_loses_a_race_is_not_overtaken_again"],
       "a published transaction that lost a commit race keeps being overtaken (it can starve)"),
     # -- sublogs ------------------------------------------------------------------------------
-    M("sublog-not-written", "sublogs", TX,
-      "        sublogs.write(self.lake.store, e)\n", "        pass\n",
+    M("sublog-not-written", "sublogs", "lakevilla/recovery/journal.py",
+      "        sublogs.write(self.ctx.store, e)\n", "        pass\n",
       [R + "test_sublogs_physical_then_logical_and_blind_appends_stay_physical",
        R + "test_resume_without_recover_at_every_crash_point[tail]"],
       "operations are not logged to sublogs"),
@@ -292,8 +293,8 @@ MUTATIONS: list[Mutation] = [
       "        except PreconditionFailed:\n            return APPENDED\n        except StorageError as e:",
       [P + "test_an_announcement_that_loses_its_slot_is_validated_again"],
       "an announcement that lost its slot counts as appended"),
-    M("announce-ignores-aborts", "gvl", TX,
-      "                if self.attempt in e.aborts:\n", "                if False:\n",
+    M("announce-ignores-aborts", "gvl", GD,
+      "            if txn.attempt in e.aborts:\n", "            if False:\n",
       [I + "test_recovery_aborts_a_stalled_isolated_transaction_through_the_log"],
       "an I writer commits although recovery appended its abort"),
     M("hint-write-unconditional", "gvl", GV,
@@ -311,7 +312,15 @@ MUTATIONS: list[Mutation] = [
       [OC + "test_cleanup_never_lets_a_long_transaction_fork_the_log[local-True]",
        P + "test_cleanup_keeps_exactly_keep_global_entries_before_the_head"],
       "clean-up does not raise the horizon before deleting",
-      ("int(name[:-5]) < state.horizon", "int(name[:-5]) < cutoff")),
+      ("            if seq < state.horizon:", "            if seq < cutoff:")),
+    M("gvl-cleanup-ignores-age", "gvl", GV,
+      "now - meta.last_modified < min_age:", "now - meta.last_modified < 0:",
+      [OC + "test_a_reader_never_walks_into_a_fork_written_below_the_horizon[False]"],
+      "global-log clean-up deletes entries younger than max_transaction_age (a stale announcer can fork the log)"),
+    M("walk-trusts-its-first-horizon", "gvl", GV,
+      "                if out and after < self.read_hint().horizon - 1:", "                if False:",
+      [OC + "test_a_reader_never_walks_into_a_fork_written_below_the_horizon[True]"],
+      "a reader's walk does not re-read the horizon (takes a fork written under a forced clean-up for the log)"),
     M("hint-skips-announced-head", "gvl", GV,
       "            seq, entry = seq + 1, nxt\n",
       "            return entry\n",
@@ -319,9 +328,9 @@ MUTATIONS: list[Mutation] = [
        I + "test_a_stalled_announcement_is_completed_by_whoever_finds_it"],
       "the head is taken from the hint without probing past it"),
     # -- validation (I) --------------------------------------------------------------------------------
-    M("r1-skipped", "validation", TX,
-      "                if viol is not None:\n                    self.stats[\"r1\"] += 1",
-      "                if False:\n                    self.stats[\"r1\"] += 1",
+    M("r1-skipped", "validation", GD,
+      "            if viol is not None:\n                txn.count(\"r1\")",
+      "            if False:\n                txn.count(\"r1\")",
       [I + "test_write_skew_prevented_when_serializable_occurs_under_snapshot[local-I]"],
       "serializable writers do not validate their reads (R1)"),
     M("slack-disables-validation", "validation", "lakevilla/isolation/validation.py",
@@ -337,8 +346,8 @@ MUTATIONS: list[Mutation] = [
       "        if b is not None and b > validated_upto(name):  # R3", "        if False:  # R3",
       [P + "test_an_isolated_writer_checks_a_commit_the_log_took_in_below_its_write"],
       "R3: a commit below our write that we never validated is not checked"),
-    M("snapshot-validates-reads", "validation", TX,
-      'check_reads = self.isolation != "snapshot"', "check_reads = True",
+    M("snapshot-validates-reads", "validation", GD,
+      'check_reads = txn.isolation != "snapshot"', "check_reads = True",
       [I + "test_write_skew_prevented_when_serializable_occurs_under_snapshot[local-I]"],
       "snapshot isolation validates reads too (aborts what it should commit)"),
     # -- the one cut ------------------------------------------------------------------------------------

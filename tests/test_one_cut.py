@@ -384,9 +384,9 @@ def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend, monkeypatch
     every acknowledged update. A transaction older than LONG_TRANSACTION reads the hint again
     at commit and commits; a younger one appends from what it knows, finds its slot behind
     the horizon and aborts (nothing of it visible)."""
-    import lakevilla.transaction
+    import lakevilla.isolation.decide
 
-    monkeypatch.setattr(lakevilla.transaction, "LONG_TRANSACTION", 0.0 if long else 3600.0)
+    monkeypatch.setattr(lakevilla.isolation.decide, "LONG_TRANSACTION", 0.0 if long else 3600.0)
     shared = {"created": [], "hints": [], "lock": threading.Lock()}
     _bank(backend)
 
@@ -400,7 +400,7 @@ def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend, monkeypatch
     for k in range(5):
         with other.transaction("I") as t:
             t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
-    assert other.cleanup(keep_global=1)["global_entries"] > 0
+    assert other.cleanup(keep_global=1, older_than=0, force=True)["global_entries"] > 0
     if long:
         txn.commit()
     else:
@@ -425,7 +425,7 @@ def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend
         for k in range(4):
             with other.transaction("I") as t:
                 t.update("y", set={"balance": f"{70 + k}"}, where="id = 1")
-        other.cleanup(keep_global=1)
+        other.cleanup(keep_global=1, older_than=0, force=True)  # below max_transaction_age: slots can go
 
     store = HookStore(GvlAudit(backend.store(), shared),
                       lambda kind, key: kind == "put_if_absent" and key.startswith(GVL_DIR + "/0"), race)
@@ -445,6 +445,71 @@ def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend
         got = (_bal(r, "x"), _bal(r, "y"))
     assert got == ((51 if outcome == "committed" else 50), 73)
     assert _bal(backend.lake(), "x") == got[0]  # plain readers agree: no orphaned table commit
+
+
+@pytest.mark.parametrize("forced", [False, True])
+def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backend, forced):
+    """Point 6, the reader's side. A reader walks the log from its cut; between its hint read
+    and its read of the next slot, others append and clean up, and a writer whose head is
+    that reader's puts its announcement into that slot.
+
+    Clean-up keeps every entry younger than max_transaction_age, so the slot is still taken:
+    the writer loses the put, validates again and commits, and nothing forks. Forced below
+    that age, clean-up deletes the slot, the writer's put makes a fork and the writer aborts;
+    the reader must not take the fork for the log (it did: it rolled the aborted writer's
+    commit onto the table, naming a data file the writer had deleted)."""
+    backend = local_backend
+    shared = {"created": [], "hints": [], "lock": threading.Lock()}
+
+    def audited(store=None, **kw):
+        return backend.lake(store=GvlAudit(store or backend.store(), shared), **kw)
+
+    lake0 = _bank(backend, tables=("x", "y", "z"))
+    other = audited()
+    cleaned: list[int] = []
+
+    def others_append_and_clean_up():
+        for k in range(4):
+            with other.transaction("I") as t:
+                t.update("x", set={"balance": f"{70 + k}"}, where="id = 2")
+        opts = {"older_than": 0, "force": True} if forced else {}
+        cleaned.append(other.cleanup(keep_global=1, **opts)["global_entries"])
+
+    stale = audited(HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith(
+        GVL_DIR + "/0"), others_append_and_clean_up)).begin("I")
+    stale.update("z", set={"balance": "balance + 1000"}, where="id = 1")
+    outcome: list[str] = []
+
+    def stale_writer_announces():
+        try:
+            stale.commit()
+            outcome.append("committed")
+        except lv.TransactionAborted:
+            outcome.append("aborted")
+
+    armed = [False]
+    slot = lake0.gvl.head().seq + 1
+    reader_store = HookStore(backend.store(), lambda kind, key: armed[0] and kind == "get"
+                             and key == f"{GVL_DIR}/{slot:020d}.json", stale_writer_announces)
+    r = audited(reader_store).begin("I")
+    assert _sum(r, "x") == 100  # the cut starts at the head, the slot after it still free
+    with lake0.transaction("") as t:  # news on y that no entry took in: the reader walks the log for it
+        t.update("y", set={"balance": "balance + 5"}, where="id = 1")
+    armed[0] = True
+    y_seen = _sum(r, "y")
+    assert reader_store.fired == 1
+    z_seen = _sum(r, "z")
+    r.commit()
+    forks = GvlAudit(backend.store(), shared).forks()
+    if forced:
+        assert cleaned[0] > 0 and outcome == ["aborted"]  # the writer found its slot cleaned up
+        assert z_seen == 100 and _sum(backend.lake(), "z") == 100  # nothing of it seen, nothing landed
+        assert [v for v, c in backend.lake().iter_history("z")
+                if (c.adds or c.removes) and c.lakevilla and c.lakevilla.get("txn") == stale.id] == []
+    else:
+        assert cleaned == [0] and forks == []  # too young to delete: the slot stayed taken, no fork
+        assert outcome == ["committed"] and z_seen in (100, 1100) and _sum(backend.lake(), "z") == 1100
+    assert y_seen in (100, 105)
 
 
 def test_hint_never_moves_backwards(backend):
@@ -477,7 +542,7 @@ def test_long_reader_still_takes_in_commits_after_clean_up(backend):
     for k in range(4):
         with lake.transaction("I") as t:
             t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
-    lake.cleanup(keep_global=1)
+    lake.cleanup(keep_global=1, older_than=0, force=True)
     with lake.transaction("R,CT") as t:  # not announced: the reader must take it in itself
         t.update("z", set={"balance": "balance + 5"}, where="id = 1")
     assert _sum(reader, "z") == 105
@@ -495,7 +560,7 @@ def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_
     for k in range(4):
         with lake.transaction("I") as t:
             t.update("y", set={"balance": f"{80 + k}"}, where="id = 1")
-    lake.cleanup(keep_global=1)
+    lake.cleanup(keep_global=1, older_than=0, force=True)
     later = backend.lake(marker_ttl=5.0, clock=_later_clock)
     with later.transaction("R") as t:  # waits on the stalled marker, finds it expired, decides
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")
@@ -525,7 +590,7 @@ def test_cleanup_in_a_loop_beside_long_isolated_transactions(local_backend):
         lk = audited()
         while not stop.is_set():
             try:
-                cleaned.append(lk.cleanup(keep_global=2)["global_entries"])
+                cleaned.append(lk.cleanup(keep_global=2, older_than=0, force=True)["global_entries"])
             except Exception as e:  # noqa: BLE001 - surfaced below
                 errors.append(e)
 

@@ -10,10 +10,19 @@ import pytest
 
 from lakevilla.complex_txn import record as records
 from lakevilla.complex_txn.decide import decide_by_record
+from lakevilla.delta.log import DeltaLog
 from lakevilla.errors import TransactionAborted
+from lakevilla.isolation.cut import Cut
+from lakevilla.isolation.decide import GlobalDecider
+from lakevilla.isolation.gvl import GlobalVersionLog
+from lakevilla.isolation.units import RecordCache
 from lakevilla.names import attempt_id
+from lakevilla.recovery import sublog as sublogs
+from lakevilla.recovery.journal import Journal, JournalContext, NoJournal
 from lakevilla.recovery.redo import AbortOnConflict, RedoContext
+from lakevilla.recovery.stalled import decide_gvl_abort
 from lakevilla.store.local import LocalStore
+from lakevilla.tablework import Op
 from lakevilla.vocab import CommitInfo, Decision, InfoKind, MarkerState, RecordState
 
 
@@ -67,6 +76,116 @@ def test_record_decider_gives_up_when_preempted_every_time(tmp_path):
         records.abort(store, f"tx3.{n}", "tx3", "stalled marker")
     with pytest.raises(TransactionAborted, match="preempted"):
         decide_by_record(store, FakeTxn("tx3"), intents, max_retries=2)
+
+
+class FakeAnnouncer(FakeTxn):
+    """The narrow view the global-log decider sees: one written table, nothing else read."""
+
+    def __init__(self, txn: str, store: LocalStore, isolation: str = "serializable") -> None:
+        super().__init__(txn)
+        self.isolation = isolation
+        self.slack = 0
+        self.tables = {"t": _Written(DeltaLog(store, "t"))}
+        self.counts: dict[str, int] = {}
+        self.was_decided = False
+
+    def decided(self) -> None:
+        self.was_decided = True
+
+    def count(self, key: str, n: int = 1) -> None:
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def revalidate(self, table: str) -> None:
+        self.calls.append(f"revalidate:{table}")
+
+
+class _Written:
+    def __init__(self, log: DeltaLog) -> None:
+        self.log = log
+        self.validated_upto = -1
+
+
+def _global_decider(store: LocalStore) -> GlobalDecider:
+    gvl = GlobalVersionLog(store)
+    cut = Cut(gvl, lambda t: DeltaLog(store, t), RecordCache(store))
+    cut.start()  # as the transaction's first read does
+    return GlobalDecider(gvl, lambda t: DeltaLog(store, t), RecordCache(store), cut)
+
+
+def _one_intent() -> dict[str, records.TableIntent]:
+    return {"t": records.TableIntent(marker=None, mode="tail", commit="{}\n")}
+
+
+def test_global_decider_appends_one_entry_that_names_our_write(tmp_path):
+    store = LocalStore(str(tmp_path))
+    decider = _global_decider(store)
+    txn = FakeAnnouncer("tx7", store)
+    assert decider.start_commit(claims_now=True) is not None and decider.base == -1
+    entry = decider.decide(txn, {"t"}, _one_intent, None, tries=3)
+    assert decider.gvl.head().seq == entry.seq == 0
+    assert entry.txn == "tx7.0" and set(entry.own_writes()) == {"t"}
+    assert txn.calls == ["age", "doubt:True", "doubt:False"] and not txn.was_decided
+
+
+def test_global_decider_refuses_an_attempt_recovery_aborted_in_the_log(tmp_path):
+    store = LocalStore(str(tmp_path))
+    decider = _global_decider(store)
+    decider.start_commit(claims_now=True)  # our commit starts before the log has an entry
+    assert decide_gvl_abort(decider.gvl, "tx8.0", -1)[0] == "aborted"  # a recovering client, meanwhile
+    with pytest.raises(TransactionAborted) as e:
+        decider.decide(FakeAnnouncer("tx8", store), {"t"}, _one_intent, None, tries=3)
+    assert e.value.reason == "preempted"
+    assert decider.gvl.head().seq == 0  # nothing of ours was announced
+
+
+def test_global_decider_gives_up_after_its_tries(tmp_path):
+    store = LocalStore(str(tmp_path))
+    decider = _global_decider(store)
+    decider.start_commit(claims_now=True)
+    txn = FakeAnnouncer("tx9", store)
+    txn.tables["t"].validated_upto = 5  # a commit at 6 that the log's entry cannot take yet: try again
+    with pytest.raises(TransactionAborted, match="too often"):
+        decider.decide(txn, {"t"}, _one_intent, None, tries=2)
+    assert txn.counts == {"gvl_not_yet": 2} and decider.gvl.head() is None
+
+
+def _journal_ctx(store: LocalStore, counted: list[str]) -> JournalContext:
+    return JournalContext(txn_id="tx10", store=store, attempt=lambda: "tx10.0", features="R", isolation="serializable",
+                          mode="tail", count=counted.append, stage_source=lambda *a: None)
+
+
+class _JTable:
+    name = "t"
+    logical = False
+    base = type("Snap", (), {"version": 4})()
+    read_version = 4
+
+
+def test_the_journal_logs_each_write_statement_with_the_reads_before_it(tmp_path):
+    store = LocalStore(str(tmp_path))
+    counted: list[str] = []
+    journal = Journal(_journal_ctx(store, counted), seq=2)  # a resumed run continues its numbering
+    journal.read("s", 7, ["part-1.parquet"], "k = 1")
+    upd = Op(seq=5, kind="update", table="t", where="k = 1", assignments={"v": "v + 1"})
+    assert journal.together_with_claim(upd)
+    journal.statement(_JTable(), upd, together=True)  # sent with the claim: logical, carries its statement
+    ins = Op(seq=6, kind="insert", table="t")
+    journal.statement(_JTable(), ins, together=False)
+    entries = sublogs.read_all(store, "tx10")
+    assert [(e.seq, e.op, e.kind) for e in entries] == [(3, "update", "logical"), (4, "insert", "physical")]
+    assert entries[0].statement == {"where": "k = 1", "set": {"v": "v + 1"}}
+    assert [r["table"] for r in entries[0].reads] == ["s"] and entries[1].reads == []  # each read once
+    assert len(journal.keys) == 2 and counted == ["sublogs", "sublogs"]
+
+
+def test_without_r_nothing_is_logged(tmp_path):
+    store = LocalStore(str(tmp_path))
+    journal = NoJournal(_journal_ctx(store, []))
+    op = Op(seq=1, kind="update", table="t", where="k = 1", assignments={"v": "1"})
+    journal.read("s", 7, [], None)
+    assert not journal.together_with_claim(op)
+    journal.statement(_JTable(), op, together=False)
+    assert sublogs.read_all(store, "tx10") == [] and journal.keys == [] and not op.logical
 
 
 def test_abort_policy_aborts_on_a_conflict():

@@ -268,7 +268,7 @@ def test_cleanup_keeps_exactly_keep_global_entries_before_the_head(local_backend
         with lake.transaction("I") as t:
             t.update("a", set={"value": str(k)}, where="id = 1")
     head = lake.gvl.head().seq
-    done = lake.cleanup(keep_global=3)
+    done = lake.cleanup(keep_global=3, older_than=0, force=True)
     left = sorted(int(m.key.rsplit("/", 1)[1][:-5]) for m in lake.store.list("_lakevilla/gvl/")
                   if m.key.rsplit("/", 1)[1][:-5].isdigit())
     assert left == list(range(head - 3, head + 1))

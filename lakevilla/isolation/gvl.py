@@ -282,7 +282,10 @@ class GlobalVersionLog:
 
     def walk(self, after: int) -> list[GvlEntry] | None:
         """Every entry after ``after`` up to the head, in order; None if clean-up may have
-        deleted some of them (``after`` is below the horizon), so they cannot be examined."""
+        deleted some of them (``after`` is below the horizon), so they cannot be examined.
+        The horizon is read again after a walk that found entries: a clean-up forced below
+        max_transaction_age may have deleted the slots we read and a stale appender refilled
+        one (a fork) while we walked."""
         h = self.read_hint()
         if after < h.horizon - 1 and h.horizon > 0:
             return None
@@ -293,6 +296,8 @@ class GlobalVersionLog:
             if e is None:
                 if seq < h.seq:  # a gap below the hint: deleted since we read the hint
                     return None
+                if out and after < self.read_hint().horizon - 1:
+                    return None  # clean-up passed us while we read: what we read may be a fork
                 return out
             if out and e.prev is not None and out[-1].v >= 2 and e.prev != out[-1].id:
                 return None  # not the chain we were walking: a fork below the horizon
@@ -365,22 +370,45 @@ class GlobalVersionLog:
                 return "aborted", e, complete
         return None, head, complete
 
-    def cleanup(self, keep: int = 1000) -> int:
-        """Delete entries older than the newest ``keep``; returns how many were deleted. The
-        horizon moves first, so nobody starts at or appends after an entry being deleted."""
+    def cleanup(self, keep: int = 1000, *, min_age: float, now: float | None = None) -> int:
+        """Delete entries older than the newest ``keep`` and, by the store's timestamps, older
+        than ``min_age`` seconds (as of ``now``); returns how many were deleted.
+
+        Why the age: an announcement goes to the slot after the head its writer read, and
+        the writer appends within ``max_transaction_age`` of that read (it refuses to decide
+        later). The entry another client put in that slot meanwhile is younger than that
+        read, so with ``min_age = max_transaction_age`` it is still there: the put-if-absent
+        loses and the log cannot fork (a fork nobody may read, but a reader that walks the
+        log just as clean-up runs could). Only a clean-up forced below that age can delete
+        such a slot; appenders then detect it (``append``). The horizon moves first, so
+        nobody starts at or appends after an entry being deleted."""
         head = self.head()
         if head is None:
             return 0
         cutoff = head.seq - max(keep, 0)
         if cutoff <= 0:
             return 0
+        now = time.time() if now is None else now
+        old: list[tuple[int, str]] = []
+        for meta in self.store.list(f"{GVL_DIR}/"):  # in key order: the oldest entries first
+            name = meta.key.rsplit("/", 1)[-1]
+            if not (name.endswith(".json") and name[:-5].isdigit()):
+                continue
+            seq = int(name[:-5])
+            if seq >= cutoff:
+                break
+            if meta.last_modified is None or now - meta.last_modified < min_age:
+                cutoff = seq  # young: keep it and everything after it
+                break
+            old.append((seq, meta.key))
+        if cutoff <= 0:
+            return 0
         state = self.move_hint(head.seq, cutoff)
         if state is None:
             return 0  # the hint kept changing: clean up another time
         n = 0
-        for meta in list(self.store.list(f"{GVL_DIR}/")):
-            name = meta.key.rsplit("/", 1)[-1]
-            if name.endswith(".json") and name[:-5].isdigit() and int(name[:-5]) < state.horizon:
-                self.store.delete(meta.key)
+        for seq, key in old:
+            if seq < state.horizon:
+                self.store.delete(key)
                 n += 1
         return n

@@ -1,0 +1,99 @@
+"""What a transaction writes to its sublogs before commit, as a part the features choose.
+
+With R every write statement leaves one entry (sublog.py) before any version can
+reference its files, so that a recovering client can finish, undo or redo the
+transaction; the reads since the last entry ride along with the next one (redo needs
+them). Without R nothing is logged: ``NoJournal`` keeps the same surface.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..names import sublog_key
+from ..store import ObjectStore
+from . import sublog as sublogs
+
+# the statements whose first entry can go out together with the marker claim (a MERGE
+# stages its source first, so it keeps the order)
+CLAIM_TOGETHER = ("insert", "update", "delete")
+
+
+@dataclass(frozen=True)
+class JournalContext:
+    """What the journal needs from its transaction: names and the store, nothing else."""
+
+    txn_id: str
+    store: ObjectStore
+    attempt: Callable[[], str]  # the current attempt (it changes when recovery fences one off)
+    features: str
+    isolation: str
+    mode: str
+    count: Callable[[str], None]
+    stage_source: Callable[[Any, str, int], str | None]  # (MERGE spec, table, op seq) -> key staged
+
+
+class Journal:
+    """LV[R]'s sublogs: one entry per write statement; numbering continues a resumed run."""
+
+    def __init__(self, ctx: JournalContext, seq: int = 0) -> None:
+        self.ctx = ctx
+        self.seq = seq
+        self.keys: list[str] = []  # what goes when the transaction ends: entries, staged sources
+        self._reads: list[sublogs.ReadRecord] = []
+        self._lock = threading.Lock()  # tables are written in parallel
+
+    def read(self, table: str, version: int, files: list[str], where: str | None) -> None:
+        with self._lock:
+            self._reads.append(sublogs.ReadRecord(table, version, files, where))
+
+    def together_with_claim(self, op: Any) -> bool:
+        """Can the first write's entry go out with the marker claim (one round trip, not two)?"""
+        return op.kind in CLAIM_TOGETHER
+
+    def statement(self, tw: Any, op: Any, together: bool) -> None:
+        """Log a write statement. Sent with the claim, whether a running predecessor makes the
+        entry logical is not known yet, so an update or delete carries its statement anyway."""
+        op.logical = op.kind != "insert" and (together or tw.logical)
+        self.write(tw, op, redo=False)
+
+    def keep(self, key: str) -> None:
+        """``key`` is deleted with the sublogs."""
+        with self._lock:
+            self.keys.append(key)
+
+    def write(self, tw: Any, op: Any, redo: bool) -> None:
+        if op.kind == "merge" and op.logical:  # a recovering client must be able to redo it
+            key = self.ctx.stage_source(op.merge, tw.name, op.seq)
+            if key is not None:
+                self.keep(key)
+        with self._lock:
+            self.seq += 1
+            seq = self.seq
+            reads, self._reads = self._reads, []
+        e = sublogs.entry_for(self.ctx.txn_id, seq, op, logical=op.logical, base_version=tw.base.version,
+                              read_version=tw.read_version, reads=reads, redo=redo,
+                              attempt=self.ctx.attempt(), features=self.ctx.features,
+                              isolation=self.ctx.isolation, mode=self.ctx.mode)
+        sublogs.write(self.ctx.store, e)
+        self.keep(sublog_key(self.ctx.txn_id, e.seq))
+        self.ctx.count("sublogs")
+
+
+class NoJournal(Journal):
+    """Without R: nothing is logged (recovery can only undo what a marker names)."""
+
+    def read(self, table: str, version: int, files: list[str], where: str | None) -> None:
+        pass
+
+    def together_with_claim(self, op: Any) -> bool:
+        return False
+
+    def statement(self, tw: Any, op: Any, together: bool) -> None:
+        pass
+
+    def write(self, tw: Any, op: Any, redo: bool) -> None:
+        pass
