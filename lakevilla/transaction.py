@@ -180,6 +180,8 @@ class Transaction:
             stage_source=lambda spec, table, seq: merges.stage_source(lake.store, spec, table, self.id, seq)),
             seq=sublog_seq)
         self._claim_at_first_write = self.R or self.CT  # LV[I] alone reserves its tables at commit, all at once
+        # the global log announces table commits; a table it does not know yet has none to announce
+        self._creates_tables = self.decision != Decision.GVL
         # a marker recovery freed: claimed again where each table decides alone; where a record
         # or the global log decides, the attempt may be aborted there, so a new attempt
         self._on_lost_markers: Callable[[list[TableWork]], None] = (
@@ -326,7 +328,7 @@ class Transaction:
         With ``features=""`` every statement commits when it runs, and so does this one."""
         self._check_active()
         check_table_name(name)
-        if self.I:
+        if not self._creates_tables:
             raise InvalidArgumentError(
                 "create_table inside a transaction with feature I is not supported yet: create the table first "
                 "(lake.create_table) or create it in an 'R' or 'R,CT' transaction")
@@ -1326,7 +1328,7 @@ def resume_transaction(lake: Client, txn_id: str) -> Transaction:
         txn.tables[table] = tw
         txn._seq = max(txn._seq, max((e.op_seq for e in ents), default=0))
     for tw in txn.tables.values():
-        if tw.written and (txn.R or txn.CT):
+        if tw.written and txn._claim_at_first_write:
             txn._claim(tw)
     if any(tw.marker for tw in txn.tables.values()):
         lake.heartbeats.watch(txn)

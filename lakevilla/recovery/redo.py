@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import TransactionAborted
-from ..tablework import Op, TableWork
+
+if TYPE_CHECKING:  # the statements' own types, from the layer above (no import at run time)
+    from ..tablework import Op, TableWork
 
 
 @dataclass
