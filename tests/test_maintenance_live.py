@@ -104,9 +104,12 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
 
     def slow_insert():
         w = backend.lake(store=SlowDataWrites(backend.store(), 0.3), max_transaction_age=MAX_AGE, marker_ttl=0.5)
-        with w.transaction("R") as txn:
-            for i in range(3):  # three files, 0.3 s each: written over ~1 s, younger than the retention
-                txn.insert("a", {"id": [9000 + i], "value": [1]})
+        try:
+            with w.transaction("R") as txn:
+                for i in range(3):  # three files, 0.3 s each: written over ~1 s, younger than the retention
+                    txn.insert("a", {"id": [9000 + i], "value": [1]})
+        except lv.TransactionAborted:
+            return  # too old on a loaded machine: not acknowledged, so not checked either way
         with lock:
             acked.extend(("a", 9000 + i) for i in range(3))
 
