@@ -195,10 +195,11 @@ def test_chaos_quick(tmp_path):
     """Kills, store faults and maintenance beside a bank with a ledger: every violation count
     is zero, and the run really did commit, kill, inject faults and run maintenance.
 
-    Every kind of worker takes part, plain R,CT writers beside isolated readers included."""
+    Every kind of worker takes part, plain R,CT writers beside isolated readers included, and
+    clean-up keeps only 5 global-log entries (and none younger than the workers' max age)."""
     from benchmarks import chaos
 
-    payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--out", str(tmp_path)])
+    payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--keep-global", "5", "--out", str(tmp_path)])
     assert (tmp_path / "chaos.json").exists() and (tmp_path / "chaos.png").stat().st_size > 0
     assert payload["violations"].keys() >= chaos._VIOLATION_KINDS
     assert all(n == 0 for n in payload["violations"].values()), (payload["violations"],
@@ -209,6 +210,8 @@ def test_chaos_quick(tmp_path):
     assert payload["faults"].get("transient", 0) > 0 and payload["faults"].get("applied_then_failed", 0) > 0
     for step in ("cleanup", "delete_abandoned_files", "recover"):
         assert payload["maintenance"].get(step, 0) > 0, payload["maintenance"]
+    # clean-up trimmed the global log beside running I transactions (entries older than their max age)
+    assert payload["maintenance"].get("cleanup_deleted_global_entries", 0) > 0, payload["maintenance"]
     assert payload["checks"]["versions_checked"] > 0
 
 
