@@ -17,7 +17,7 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests

@@ -130,3 +130,31 @@ def local_backend(tmp_path) -> Backend:
 
 def rows(table, sort_by: str = "id"):
     return sorted(table.to_pylist(), key=lambda r: r[sort_by])
+
+
+# The suite runs on two workers (`make test`: pytest-xdist). Tests that take longest start
+# first, so that the short ones fill in beside them instead of one long test ending the run
+# alone; the Spark tests share one worker, whose JVM they share (measured: --durations).
+_LONG_FIRST = (
+    "test_randomized_bank_with_a_crashing_process", "test_upserts_quick", "test_mixed_lakevilla_and_delta_rs_writers",
+    "test_isolated_readers_always_see_the_total_during_transfers", "test_crash_at_every_store_call",
+    "test_pruning_never_skips_a_file_with_a_matching_row", "test_contention_r_commits_everything_dl_aborts",
+    "test_quick_run_writes_results_for_every_system_and_client_count", "test_compaction_quick_run",
+    "test_python_pruning_of_small_tables_agrees_with_duckdb", "test_ycsb", "test_chaos_quick",
+    "test_bank_with_ct_writers_and_isolated_auditors_in_processes", "test_reads_quick", "test_fault_matrix",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    if not (getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")):
+        return
+
+    def weight(item) -> int:
+        name = item.name.split("[", 1)[0]
+        long = any(name.startswith(p) for p in _LONG_FIRST)
+        return 0 if long and "[local" not in item.name else 1 if long else 2
+
+    for item in items:
+        if "classic_spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("spark"))
+    items.sort(key=weight)  # stable: within a weight, the files' own order

@@ -301,7 +301,7 @@ def test_randomized_bank_with_a_crashing_process(backend):
     total = 12 * 1000
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    per = 50  # 4 x 50 = 200 transfers
+    per = 50 if backend.kind == "local" else 20  # 4 x 50 transfers; fewer through moto (same crash point range)
     crash_at = random.Random(7).randint(40, 160)
     procs = [ctx.Process(target=_bank_worker, args=(backend.uri, backend.storage_options, w, per,
                                                     crash_at if w == 0 else 0, out)) for w in range(4)]
@@ -325,7 +325,7 @@ def test_randomized_bank_with_a_crashing_process(backend):
     rolled_back = [x for res in results for x in res[1]]
     unknown = [u for res in results for u in res[2]]
     assert len(acked) + len(rolled_back) + len(unknown) == 4 * per
-    assert len(unknown) == 1 and len(acked) > 100  # the crash did happen (its store stays dead after)
+    assert len(unknown) == 1 and len(acked) > 2 * per  # the crash did happen (its store stays dead after)
     for xid, tables in acked:  # acknowledged: in every table it touched
         assert sorted(where.get(xid, [])) == sorted(tables), xid
     for xid in rolled_back:  # rolled back: nowhere
