@@ -149,12 +149,15 @@ def pytest_collection_modifyitems(config, items):
     if not (getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput")):
         return
 
-    def weight(item) -> int:
+    def weight(item) -> tuple[int, int]:
         name = item.name.split("[", 1)[0]
-        long = any(name.startswith(p) for p in _LONG_FIRST)
-        return 0 if long and "[local" not in item.name else 1 if long else 2
+        rank = next((i for i, p in enumerate(_LONG_FIRST) if name.startswith(p)), None)
+        if rank is None:
+            return 2, 0
+        return (1 if "[local" in item.name else 0), rank  # through moto first: the longest
 
+    spark = {"spark", "classic_spark", "connect_spark"}  # `spark` asks for a session by name, at run time
     for item in items:
-        if "classic_spark" in getattr(item, "fixturenames", ()):
+        if item.get_closest_marker("spark") or spark & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("spark"))
     items.sort(key=weight)  # stable: within a weight, the files' own order
