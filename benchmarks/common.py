@@ -197,6 +197,9 @@ def make_env(args: argparse.Namespace) -> Env:
 
         from moto.server import ThreadedMotoServer
 
+        from .moto_server import make_conditional_puts_atomic
+
+        make_conditional_puts_atomic()  # moto's own check-then-store races (moto_server.py)
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         server.start()
@@ -394,7 +397,7 @@ def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while True:  # readiness probe: the server answers HTTP once it is up

@@ -142,6 +142,7 @@ _LONG_FIRST = (
     "test_quick_run_writes_results_for_every_system_and_client_count", "test_compaction_quick_run",
     "test_python_pruning_of_small_tables_agrees_with_duckdb", "test_ycsb", "test_chaos_quick",
     "test_bank_with_ct_writers_and_isolated_auditors_in_processes", "test_reads_quick", "test_fault_matrix",
+    "test_s3_conditional_races_have_one_winner",
 )
 
 
