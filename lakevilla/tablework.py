@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compaction, evolution, overwrite
+from . import compaction, evolution, overwrite, read_results
 from .conflicts import Footprint
 from .delta.actions import AddFile, Commit, RemoveFile
 from .delta.files import FileSet
@@ -47,6 +47,9 @@ class Op:
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
     redoable: bool = True  # False for an operation resumed from a physical sublog entry
     merge: Any = None  # merge: the statement (lakevilla.merge.MergeSpec); where is its pruning predicate
+    # read: the rows it returned when they can be compared (read_results.py); a redo of the read
+    # must return the same rows, else the transaction aborts
+    returned: Any = field(default=None, repr=False, compare=False)
 
     @property
     def is_write(self) -> bool:
@@ -79,6 +82,8 @@ class TableWork:
         self.removed: dict[str, AddFile] = {}  # base files our ops removed
         self.ops: list[Op] = []
         self.validated_upto = snapshot.version
+        self.doom_checked = snapshot.version  # commits up to here cannot doom us (checked while waiting)
+        self.markers_read_at = float("-inf")  # when a wait last re-read every running predecessor
         self.marker: MarkerHandle | None = None
         self.old_markers: list[MarkerHandle] = []
         self.logical = False
@@ -143,7 +148,7 @@ class TableWork:
         self.ops.append(op)
 
     # -- execution -------------------------------------------------------------
-    def run(self, engine: Engine, op: Op, data: Any = None) -> Any:
+    def run(self, engine: Engine, op: Op, data: Any = None, redo: bool = False) -> Any:
         """Execute ``op`` against the current view and record its effects.
 
         Its expressions are checked by the grammar first, on every path that gets here (a
@@ -151,12 +156,12 @@ class TableWork:
         operation leaves the view as it was (its schema too)."""
         saved = (self.metadata, self._schema, self.ctx)
         try:
-            return self._run(engine, op, data)
+            return self._run(engine, op, data, redo)
         except BaseException:
             self.metadata, self._schema, self.ctx = saved
             raise
 
-    def _run(self, engine: Engine, op: Op, data: Any) -> Any:
+    def _run(self, engine: Engine, op: Op, data: Any, redo: bool = False) -> Any:
         if op.kind == "add_columns" or (op.kind == "insert" and (op.options or {}).get("schema_mode") == "merge"
                                          and data is not None):
             fields = op.options.pop("fields", None) if op.kind == "add_columns" else evolution.data_fields(data)
@@ -173,6 +178,10 @@ class TableWork:
             op.read_files = {a.path for a in cands}
             result = engine.scan(self.ctx, cands, op.where, op.columns)
             op.rows = engine.num_rows(result)
+            if not redo:
+                op.returned = read_results.keep(result)
+            elif op.returned is None or not read_results.same_rows(op.returned, result):
+                raise read_results.ReadChanged(f"{self.name}: the read of operation {op.seq} returns other rows now")
         elif op.kind == "insert":
             if data is not None:
                 op.inserted = engine.write(self.ctx, data)
@@ -238,13 +247,26 @@ class TableWork:
         for op in self.ops[:kept]:
             self._apply(op)
 
+    def read_would_change(self, engine: Engine, k: int, snapshot: Snapshot) -> bool:
+        """Whether read ``ops[k]``, run on ``snapshot``, would return other rows than it returned.
+        Only for a read before our first write to the table (it saw the snapshot alone, so the
+        answer needs no redo); False when that cannot be told."""
+        op = self.ops[k]
+        if op.kind != "read" or op.returned is None or any(o.is_write for o in self.ops[:k]):
+            return False
+        if snapshot.schema != self.schema:
+            return True
+        pred = parse_predicate(op.where)
+        cands = snapshot.files.prune(pred, snapshot.schema, snapshot.partition_columns)
+        return not read_results.same_rows(op.returned, engine.scan(self.ctx, cands, op.where, op.columns))
+
     def redo(self, engine: Engine, k: int, snapshot: Snapshot) -> list[Op]:
         """Undo ``ops[k:]``, move onto ``snapshot``, re-execute them in order."""
         undone = self.undo_from(k)
         self.rebase(snapshot, k)
         for op in undone:
             op.added, op.removed, op.read_files = [], [], set()
-            self.run(engine, op)
+            self.run(engine, op, redo=True)  # a read must return what it returned: ReadChanged if not
         return undone
 
     # -- the commit --------------------------------------------------------------

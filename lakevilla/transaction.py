@@ -119,6 +119,9 @@ class CommitResult:
     global_version: int | None = None
 
 
+FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running predecessor's marker
+
+
 class Transaction:
     """One transaction; created by ``Lake.begin`` / ``Lake.transaction``."""
 
@@ -631,11 +634,27 @@ class Transaction:
                 candidates.append(v)
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
+        # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
+        # runs we wait whatever the others do: a round re-reads markers upwards up to that one and
+        # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
+        # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
+        # "running" only makes us wait longer; a commit of theirs is seen by the probe below.
+        now = time.monotonic()
+        full = now - tw.markers_read_at >= min(FULL_READ_EVERY, self.settings.marker_ttl / 8)
+        if full:
+            tw.markers_read_at = now
+        blocked = False
         for v in candidates:
+            if blocked:
+                p = marker_of(tw.log.read_commit(v))
+                if p is not None and p.state == RUNNING:
+                    out.append((v, p))
+                continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
             p = marker_of(c)
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
+                blocked = not full and p.footprint is None
         if out:  # a commit above our marker may be theirs: one GET when nothing is new
             newest = tw.log.probe_versions(max(m, tw.log.known_latest()))
             landed.update(a for _, c in tw.log.commits_between(m, newest) if (a := commit_txn(c)) is not None)
@@ -786,7 +805,8 @@ class Transaction:
             recover=lambda table, v: resolve_marker(lake.services(), table, v).outcome,
             count=self._count, waited=lambda who, secs: logs.waited(self, who, secs),
             deps=lambda: self._deps, attempt=lambda: self.attempt, shift=self._shift_markers,
-            publish_deps=self._publish_deps, publish_footprint=self._overtake.publish)
+            publish_deps=self._publish_deps, publish_footprint=self._overtake.publish,
+            abort_if_doomed=self._abort_if_doomed)
 
     def _check_markers_held(self, tws: list[TableWork]) -> None:
         """If a recovering client freed one of our markers, claim a new one (and, when a
@@ -834,6 +854,52 @@ class Transaction:
                 continue
             out.append((v, c))
         return out
+
+    def _abort_if_doomed(self, tws: list[TableWork]) -> None:
+        """While we wait: a commit that landed since we validated and that conflicts beyond what
+        a redo can fix (without R any conflict; with R a read whose rows the client holds and
+        that returns other rows now, or one that cannot be compared) aborts us now, not after
+        the wait; our markers close sooner and hold up nobody. Redoable conflicts wait for the
+        full validation after the wait, so a redo runs once against all predecessors. The
+        commits were just read by the wait round; only a kept read's re-run costs requests."""
+        for tw in tws:
+            upto = tw.log.known_latest()
+            lo = max(tw.validated_upto, tw.doom_checked)
+            if upto <= lo:
+                continue
+            own = self._own_versions(tw)
+            landed = [(v, c) for v, c in tw.log.commits_between(lo, upto)
+                      if v not in own and commit_txn(c) != self.attempt and marker_of(c) is None]
+            tw.doom_checked = upto
+            fps = tw.footprints()
+            hit = first_conflict(fps, landed, tw.schema, tw.base.partition_columns)
+            if hit is None:
+                continue
+            k, version, why = hit
+            if self._conflicts.doomed(tw, k):
+                self._count("conflicts", 1)
+                self._count("aborted_while_waiting", 1)
+                self._conflicts.on_conflict(self._redo_ctx, tw, k, version, why, upto)  # raises
+                raise AssertionError("a doomed conflict did not abort")  # pragma: no cover
+            if self.R and self._read_changed(tw, k, fps, landed, upto):
+                self._count("conflicts", 1)
+                self._count("aborted_while_waiting", 1)
+                raise TransactionAborted(f"{tw.name}: a commit up to version {upto} invalidates a read whose result "
+                                         "this transaction already returned (its rows differ now); re-run it "
+                                         "(lake.run does)", txn_id=self.id, reason="consumed-read")
+
+    def _read_changed(self, tw: TableWork, k: int, fps: list, landed: list[tuple[int, Commit]], upto: int) -> bool:
+        """A kept read at or after ``ops[k]`` that a landed commit conflicts with and that would
+        return other rows at ``upto``: its redo after the wait would abort, so abort now."""
+        snap = None
+        for i in range(k, len(tw.ops)):
+            if tw.ops[i].kind != "read" or first_conflict([fps[i]], landed, tw.schema,
+                                                          tw.base.partition_columns) is None:
+                continue
+            snap = snap or tw.log.snapshot(upto)
+            if tw.read_would_change(self.lake.engine, i, snap):
+                return True
+        return False
 
     def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
         """Check our ops against every commit since we last validated; redo (R) or abort."""

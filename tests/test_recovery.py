@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lakevilla as lv
+from lakevilla import read_results
 from lakevilla.markers import marker_of
 from lakevilla.recovery import sublog as sublogs
 from tests.conftest import rows
@@ -265,6 +266,110 @@ def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_af
     assert sorted(r["value"] for r in rows(lake.read("t")) if r["id"] == 2) == [1025, 3005]
     key = lambda r: (r["id"], r["value"])  # noqa: E731 - two rows have id 2
     assert sorted(lake.read("t").to_pylist(), key=key) == sorted(local_backend.delta_rows("t"), key=key)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_read_whose_rows_a_conflicting_commit_left_unchanged_is_redone_not_aborted(backend, mode):
+    """Issue 13, validation by value: T updates a row and reads other columns of it (TPC-C's
+    Payment: add to w_ytd, read w_name); a concurrent writer adds to the same row, so T's
+    update and read both conflict with its commit. The read, run again on the newer snapshot,
+    returns the same rows, so the client computed with what that snapshot holds: T redoes and
+    commits instead of aborting, and neither increment is lost."""
+    lake = backend.lake(commit_mode=mode)
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()), ("ytd", pa.int64())]))
+    with lake.transaction("") as x:
+        x.insert("w", {"id": [1, 2], "name": ["north", "south"], "ytd": [0, 0]})
+    t = lake.begin("R")
+    t.update("w", set={"ytd": "ytd + 5"}, where="id = 1")
+    assert rows(t.read("w", where="id = 1", columns=["id", "name"])) == [{"id": 1, "name": "north"}]
+    with backend.lake(commit_mode=mode).transaction("") as other:  # a plain Delta writer: T runs
+        other.update("w", set={"ytd": "ytd + 7"}, where="id = 1")
+    t.commit()
+    assert t.stats["redos"] == 2  # the update and the read
+    assert rows(lake.read("w")) == [{"id": 1, "name": "north", "ytd": 12}, {"id": 2, "name": "south", "ytd": 0}]
+    assert rows(lake.read("w")) == backend.delta_rows("w")
+
+
+def test_a_read_whose_rows_changed_still_aborts_with_its_redo(local_backend):
+    """The other side: the concurrent writer changes a column the read returned; the redone
+    read returns other rows, so T aborts (lake.run re-runs it) and nothing of T is left."""
+    lake = local_backend.lake()
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()), ("ytd", pa.int64())]))
+    with lake.transaction("") as x:
+        x.insert("w", {"id": [1], "name": ["north"], "ytd": [0]})
+    t = lake.begin("R")
+    t.update("w", set={"ytd": "ytd + 5"}, where="id = 1")
+    assert rows(t.read("w", columns=["id", "name"])) == [{"id": 1, "name": "north"}]
+    with lake.transaction("") as other:
+        other.update("w", set={"name": "'east'"}, where="id = 1")
+    with pytest.raises(lv.TransactionAborted, match="invalidates a read") as err:
+        t.commit()
+    assert err.value.reason == "consumed-read"
+    assert rows(lake.read("w")) == [{"id": 1, "name": "east", "ytd": 0}]
+    assert open_markers(lake, "w") == []
+
+
+def _behind_a_running_writer(backend, mode):
+    """P holds a running marker on the file of ids 5-8 (and has published no footprint, so
+    nobody may overtake it); returns the lake, P, and a client that waits up to 20 s."""
+    _two_files(backend)
+    lake = backend.lake(commit_mode=mode)
+    p = lake.begin("R")
+    p.update("t", set={"value": "value + 1"}, where="id = 5")
+    return lake, p, backend.lake(commit_mode=mode, wait_timeout=20.0)
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["rows-kept", "rows-not-kept"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_finishing_its_wait(
+        local_backend, mode, kept, monkeypatch):
+    """Issue 13: a writer queued behind a running marker that sees, in a commit landed meanwhile,
+    a conflict no redo can fix (a read it already returned, whose rows changed) aborts at once:
+    waiting out its predecessor would end in the same abort, and its own marker would hold up
+    the writers behind it all that time. Here the predecessor runs on, and the wait limit is
+    20 s. Rows kept: the read is run again to see that they changed; not kept (a result too
+    large to keep): the conflict alone decides."""
+    if not kept:
+        monkeypatch.setattr(read_results, "KEEP_MAX_ROWS", 0)
+    lake, p, client = _behind_a_running_writer(local_backend, mode)
+    t = client.begin("R")
+    assert rows(t.read("t", where="id = 1")) == [{"id": 1, "value": 10}]  # returned: consumed
+    t.update("t", set={"value": "value + 100"}, where="id = 2")  # its marker is behind P's
+    with lake.transaction("") as x:  # a plain Delta writer rewrites the file T read
+        x.update("t", set={"value": "value + 1000"}, where="id = 1")
+    with pytest.raises(lv.TransactionAborted) as err:
+        t.commit()
+    assert err.value.reason == "consumed-read", err.value
+    assert t.stats["aborted_while_waiting"] == 1
+    assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P still runs; T's marker closed
+    p.commit()
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[5]) == (1010, 20, 51)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once(local_backend, mode):
+    """The other side: a conflict that a redo fixes does not abort the waiting writer; it waits
+    for its predecessor and redoes once, against everything committed by then."""
+    lake, p, client = _behind_a_running_writer(local_backend, mode)
+    t = client.begin("R")
+    t.update("t", set={"value": "value + 100"}, where="id = 1")  # declarative: redoable
+    with lake.transaction("") as x:
+        x.update("t", set={"value": "value + 1000"}, where="id = 1")
+    t_thread = threading.Thread(target=t.commit)
+    t_thread.start()
+    try:
+        _until(lambda: t.stats["wait_rounds"] >= 2, "T to wait for P (and see X's commit)", extra=lambda: dict(t.stats))
+        assert t.state == "committing"
+    finally:
+        p.commit()
+        t_thread.join(30)
+    assert t.state == "committed", dict(t.stats)
+    assert t.stats["aborted_while_waiting"] == 0 and t.stats["redos"] == 1
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[5]) == (1110, 51)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -63,11 +63,13 @@ def test_sequential_runs_never_abort_for_conflicts(quick_run):
 
 def test_concurrent_runs_of_guaranteeing_feature_sets_record_their_aborts(quick_run):
     """With several clients on one warehouse, conflicts are certain; they must show up as
-    aborts and retries (never as violations) for the feature sets that guarantee consistency."""
+    aborts and retries or as redos (never as violations) for the feature sets that guarantee
+    consistency. Redos, since a read that returns the same rows again is redone (validation by
+    value): a Payment beside another Payment redoes instead of aborting."""
     payload, _ = quick_run
     for r in payload["runs"]:
         if r["system"] in GUARANTEED and r["clients"] > 1:
-            assert r["aborts"] > 0 and r["retries"] > 0, r["system"]
+            assert r["aborts"] + r["redos"] > 0, r["system"]
 
 
 def test_checker_passes_a_fresh_database_and_catches_broken_ones(tmp_path):

@@ -3,9 +3,10 @@
 Without R a conflict aborts (``AbortOnConflict``). With R (``RedoOnConflict``) the
 operations from the first conflicting one on are undone and re-executed on the new
 snapshot, and each redone operation is logged again before anything it replaced is
-deleted, unless a read among them already returned its rows to the client, or one of
-them was resumed from a physical sublog entry: then nothing can be redone and the
-transaction aborts. The policies see a ``RedoContext``, never the transaction.
+deleted. A read among them that already returned its rows to the client must return the
+same rows again (``read_results.py``: validation by value), else the transaction aborts;
+so does one whose rows could not be kept for that comparison, and one resumed from a
+physical sublog entry. The policies see a ``RedoContext``, never the transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import TransactionAborted
+from ..read_results import ReadChanged
 
 if TYPE_CHECKING:  # the statements' own types, from the layer above (no import at run time)
     from ..tablework import Op, TableWork
@@ -37,15 +39,27 @@ class ConflictPolicy(Protocol):
         """``tw.ops[k]`` conflicts with ``version`` (``why``); return once ``tw`` is valid
         up to ``latest``, or raise ``TransactionAborted``."""
 
+    def doomed(self, tw: TableWork, k: int) -> bool:
+        """Whether a conflict at ``tw.ops[k]`` can only end in an abort, whatever else
+        commits: then a waiting transaction aborts at once instead of after its wait."""
+
 
 class AbortOnConflict:
     def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
         raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=ctx.txn_id)
 
+    def doomed(self, tw: TableWork, k: int) -> bool:
+        return True
+
 
 class RedoOnConflict:
+    def doomed(self, tw: TableWork, k: int) -> bool:
+        # a redo replaces ops[k:] only; an op before k keeps its footprint, so its conflict
+        # stays, and a read at or after k has returned rows a redo would change
+        return any(_consumed(op) or not op.redoable for op in tw.ops[k:])
+
     def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
-        consumed = [op for op in tw.ops[k:] if op.kind == "read"]
+        consumed = [op for op in tw.ops[k:] if _consumed(op)]
         stuck = [op for op in tw.ops[k:] if not op.redoable]
         if stuck and not consumed:
             raise TransactionAborted(
@@ -56,8 +70,16 @@ class RedoOnConflict:
                 f"{tw.name}: version {version} invalidates a read whose result this transaction already "
                 f"returned ({why}); re-run it (lake.run does)", txn_id=ctx.txn_id, reason="consumed-read")
         snap = tw.log.snapshot(latest)
-        redone = tw.redo(ctx.engine, k, snap)
+        try:
+            redone = tw.redo(ctx.engine, k, snap)
+        except ReadChanged as e:  # the rows the client consumed are not there any more
+            raise TransactionAborted(
+                f"{tw.name}: version {version} invalidates a read whose result this transaction already "
+                f"returned ({why}; {e}); re-run it (lake.run does)", txn_id=ctx.txn_id,
+                reason="consumed-read") from None
         for op in redone:  # the new entries first: a crash in between must not leave entries naming
+            if op.kind == "read":  # it returned the same rows: nothing to log (a resumed run still
+                continue  # validates it from its first version, and aborts where it cannot tell)
             op.logical = True  # deleted files as the operation's latest state
             ctx.write_sublog(tw, op, True)
         ctx.delete_files(tw.name, sorted(tw.garbage))
@@ -65,6 +87,11 @@ class RedoOnConflict:
         ctx.count("redos", len(redone))
         ctx.redone(tw.name, version, why, redone)
         tw.validated_upto = latest
+
+
+def _consumed(op: Op) -> bool:
+    """A read whose rows the client holds and that cannot be compared with a redo's."""
+    return op.kind == "read" and op.returned is None
 
 
 def conflict_policy(redo: bool) -> ConflictPolicy:

@@ -43,6 +43,8 @@ class WaitContext:
     waited: Callable[[set[str], float], None]  # the log event once the wait is over
     # tell followers what we touched, so that those that cannot conflict need not wait for us
     publish_footprint: Callable[[list[TableWork]], None] = field(default=lambda tws: None)
+    # abort now if a commit that landed while we wait conflicts beyond what a redo can fix
+    abort_if_doomed: Callable[[list[TableWork]], None] = field(default=lambda tws: None)
     # DAG only (complex_txn/wait.py)
     deps: Callable[[], Any] = field(default=lambda: None)  # the current attempt's Dependencies
     attempt: Callable[[], str] = field(default=lambda: "")
@@ -79,6 +81,7 @@ class MarkerWait:
                 ctx.waited(waited_for, time.monotonic() - waited_since)
                 return
             waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
+            ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate
             ctx.publish_footprint(tws)  # once per marker: we have to wait, others need not wait for us
             now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
             if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
