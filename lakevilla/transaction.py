@@ -119,6 +119,8 @@ class CommitResult:
     global_version: int | None = None
 
 
+# why a transaction shifted its markers, by the first word of the reason (stats "shifts_<kind>")
+_SHIFT_KINDS = {"cycle": "cycle", "no": "no_progress", "wait": "timeout", "new": "new_attempt"}
 FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running predecessor's marker
 
 
@@ -686,6 +688,7 @@ class Transaction:
     def _shift_markers(self, why: str) -> None:
         """Rule IV: free every marker and claim new ones at the tails; read versions stay."""
         self.stats["shifts"] += 1
+        self.stats["shifts_" + _SHIFT_KINDS.get(why.split(" ", 1)[0], "other")] += 1
         with self._mlock:
             old = {t: tw.marker for t, tw in self.tables.items() if tw.marker is not None}
             for t, h in old.items():

@@ -84,6 +84,7 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     assert t1.stats["shifts"] + t2.stats["shifts"] >= 1  # the cycle was broken by a marker shift
     young = t2 if t2.attempt > t1.attempt else t1  # ids are time-ordered; same-ms ties go by the random part
     assert young.stats["shifts"] >= 1  # by the younger one
+    assert young.stats["shifts_cycle"] >= 1  # because of the cycle (rule III), not a timeout
     b = _balances(lake)
     assert b["x"][1] == 1000 - 50 + 70 and b["y"][11] == 1000 - 70 + 50
     assert sum(sum(v.values()) for v in b.values()) == 4000
