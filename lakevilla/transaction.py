@@ -119,8 +119,6 @@ class CommitResult:
     global_version: int | None = None
 
 
-# why a transaction shifted its markers, by the first word of the reason (stats "shifts_<kind>")
-_SHIFT_KINDS = {"cycle": "cycle", "no": "no_progress", "wait": "timeout", "new": "new_attempt"}
 FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running predecessor's marker
 
 
@@ -628,12 +626,12 @@ class Transaction:
         m = tw.marker.version
         lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
         out = []
-        candidates = []
+        candidates: list[tuple[int, MarkerPayload]] = []  # running as we last read them
         landed: set[str] = set()
         for v, c in tw.log.commits_between(lo, m - 1):
             p = marker_of(c)
             if p is not None and p.state == RUNNING and p.attempt != self.attempt and p.txn != self.id:
-                candidates.append(v)
+                candidates.append((v, p))
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
@@ -646,11 +644,9 @@ class Transaction:
         if full:
             tw.markers_read_at = now
         blocked = False
-        for v in candidates:
+        for v, cached in candidates:
             if blocked:
-                p = marker_of(tw.log.read_commit(v))
-                if p is not None and p.state == RUNNING:
-                    out.append((v, p))
+                out.append((v, cached))
                 continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
             p = marker_of(c)
@@ -685,10 +681,11 @@ class Transaction:
 
             self.lake.map(one, held)  # each marker has its own etag: rewrites are independent
 
-    def _shift_markers(self, why: str) -> None:
-        """Rule IV: free every marker and claim new ones at the tails; read versions stay."""
+    def _shift_markers(self, why: str, kind: str) -> None:
+        """Rule IV: free every marker and claim new ones at the tails; read versions stay.
+        ``kind`` (cycle, no_progress, timeout, new_attempt) is counted as ``shifts_<kind>``."""
         self.stats["shifts"] += 1
-        self.stats["shifts_" + _SHIFT_KINDS.get(why.split(" ", 1)[0], "other")] += 1
+        self.stats["shifts_" + kind] += 1
         with self._mlock:
             old = {t: tw.marker for t, tw in self.tables.items() if tw.marker is not None}
             for t, h in old.items():
@@ -834,7 +831,7 @@ class Transaction:
         self.attempt = attempt_id(self.id, self.attempt_no)
         self._deps = Dependencies(self.attempt)
         self.stats["attempts"] += 1
-        self._shift_markers("new attempt after our markers were freed")
+        self._shift_markers("new attempt after our markers were freed", "new_attempt")
 
     # -- validation and redo -------------------------------------------------------
     def _foreign_commits(self, tw: TableWork, upto: int) -> list[tuple[int, Commit]]:
@@ -850,13 +847,12 @@ class Transaction:
                 tw.recheck.discard(v)
             elif m.state != RUNNING:
                 tw.recheck.discard(v)
-        for v, c in tw.log.commits_between(tw.validated_upto, upto):
-            if v in own or commit_txn(c) == self.attempt:
-                continue
-            if marker_of(c) is not None:
-                continue
-            out.append((v, c))
-        return out
+        return out + self._landed_since(tw, tw.validated_upto, upto, own)
+
+    def _landed_since(self, tw: TableWork, lo: int, upto: int, own: set[int]) -> list[tuple[int, Commit]]:
+        """Other transactions' commits in (lo, upto] (markers and our own versions left out)."""
+        return [(v, c) for v, c in tw.log.commits_between(lo, upto)
+                if v not in own and commit_txn(c) != self.attempt and marker_of(c) is None]
 
     def _abort_if_doomed(self, tws: list[TableWork]) -> None:
         """While we wait: a commit that landed since we validated and that conflicts beyond what
@@ -870,26 +866,23 @@ class Transaction:
             lo = max(tw.validated_upto, tw.doom_checked)
             if upto <= lo:
                 continue
-            own = self._own_versions(tw)
-            landed = [(v, c) for v, c in tw.log.commits_between(lo, upto)
-                      if v not in own and commit_txn(c) != self.attempt and marker_of(c) is None]
+            landed = self._landed_since(tw, lo, upto, self._own_versions(tw))
             tw.doom_checked = upto
             fps = tw.footprints()
             hit = first_conflict(fps, landed, tw.schema, tw.base.partition_columns)
             if hit is None:
                 continue
             k, version, why = hit
-            if self._conflicts.doomed(tw, k):
-                self._count("conflicts", 1)
-                self._count("aborted_while_waiting", 1)
+            doomed = self._conflicts.doomed(tw, k)
+            if not doomed and not (self.R and self._read_changed(tw, k, fps, landed, upto)):
+                continue
+            self._count("conflicts", 1)
+            self._count("aborted_while_waiting", 1)
+            if doomed:
                 self._conflicts.on_conflict(self._redo_ctx, tw, k, version, why, upto)  # raises
-                raise AssertionError("a doomed conflict did not abort")  # pragma: no cover
-            if self.R and self._read_changed(tw, k, fps, landed, upto):
-                self._count("conflicts", 1)
-                self._count("aborted_while_waiting", 1)
-                raise TransactionAborted(f"{tw.name}: a commit up to version {upto} invalidates a read whose result "
-                                         "this transaction already returned (its rows differ now); re-run it "
-                                         "(lake.run does)", txn_id=self.id, reason="consumed-read")
+            raise TransactionAborted(f"{tw.name}: a commit up to version {upto} invalidates a read whose result "
+                                     "this transaction already returned (its rows differ now); re-run it "
+                                     "(lake.run does)", txn_id=self.id, reason="consumed-read")
 
     def _read_changed(self, tw: TableWork, k: int, fps: list, landed: list[tuple[int, Commit]], upto: int) -> bool:
         """A kept read at or after ``ops[k]`` that a landed commit conflicts with and that would

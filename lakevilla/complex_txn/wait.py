@@ -31,7 +31,7 @@ class DagWait(MarkerWait):
             cyc += [p for _, p in preds if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
         if cyc:
             deps.yield_to(cyc)
-            ctx.shift(f"cycle with {cyc[0].attempt}")
+            ctx.shift(f"cycle with {cyc[0].attempt}", "cycle")
             return
         ctx.publish_deps()
 
@@ -42,7 +42,7 @@ class DagWait(MarkerWait):
         cyc = [p for _, _, p in pending if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
         if cyc:
             deps.yield_to(cyc)
-            ctx.shift(f"cycle with {cyc[0].attempt}")
+            ctx.shift(f"cycle with {cyc[0].attempt}", "cycle")
             st.shifts += 1
             st.deadline = time.monotonic() + ctx.wait_timeout
             return True
@@ -52,7 +52,7 @@ class DagWait(MarkerWait):
         queue = len({p.attempt for _, _, p in pending})
         limit = ctx.shift_timeout * queue * (2 ** st.shifts)
         if time.monotonic() - st.stuck_since > limit and st.shifts < ctx.max_shifts:
-            ctx.shift("no progress while waiting (rule IV)")
+            ctx.shift("no progress while waiting (rule IV)", "no_progress")
             st.shifts += 1
             st.stuck_since = time.monotonic()
             return True
@@ -61,7 +61,7 @@ class DagWait(MarkerWait):
     def shift_on_timeout(self, ctx: WaitContext, st: WaitState) -> bool:
         if st.shifts >= ctx.max_shifts:
             return False
-        ctx.shift("wait timed out")
+        ctx.shift("wait timed out", "timeout")
         st.shifts += 1
         st.deadline = time.monotonic() + ctx.wait_timeout
         return True

@@ -48,7 +48,7 @@ class WaitContext:
     # DAG only (complex_txn/wait.py)
     deps: Callable[[], Any] = field(default=lambda: None)  # the current attempt's Dependencies
     attempt: Callable[[], str] = field(default=lambda: "")
-    shift: Callable[[str], None] = field(default=lambda why: None)  # rule IV: free and re-claim our markers
+    shift: Callable[[str, str], None] = field(default=lambda why, kind: None)  # rule IV: free, re-claim our markers
     publish_deps: Callable[[], None] = field(default=lambda: None)
 
 
