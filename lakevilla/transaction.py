@@ -10,8 +10,9 @@ at commit:
   operations are logged to sublogs; on a conflict we undo back to the first
   conflicting operation and redo it on the new snapshot. Each table commits on
   its own (single-table atomicity).
-* CT: markers carry dependency lists; cycles and long waits shift markers; a
-  multi-table commit is decided by one put-if-absent of the transaction record.
+* CT: markers are claimed at commit, all at once, and carry dependency lists;
+  cycles and long waits shift markers; a multi-table commit is decided by one
+  put-if-absent of the transaction record.
 * I: table versions come from the global version log; the announcement (one
   put-if-absent of the next entry) validates and decides.
 """
@@ -182,7 +183,13 @@ class Transaction:
             isolation=isolation, mode=mode, count=self._count,
             stage_source=lambda spec, table, seq: merges.stage_source(lake.store, spec, table, self.id, seq)),
             seq=sublog_seq)
-        self._claim_at_first_write = self.R or self.CT  # LV[I] alone reserves its tables at commit, all at once
+        # Where the DAG orders the markers (CT, I) a transaction claims them at commit, all at once:
+        # claimed statement by statement, two transactions that write two tables meet in opposite
+        # orders whenever the gap between their statements differs (a cycle, one of them shifts),
+        # and a marker held while statements run holds every follower up for all that time. R
+        # alone claims at its first write: the marker names the running transaction early, and
+        # with one table there is no cycle to form.
+        self._claim_at_first_write = self.R and not self.dag
         # the global log announces table commits; a table it does not know yet has none to announce
         self._creates_tables = self.decision != Decision.GVL
         # a marker recovery freed: claimed again where each table decides alone; where a record
@@ -530,7 +537,8 @@ class Transaction:
         else:
             if first:
                 self._claim_first_marker(tw)
-            self._journal.statement(tw, op, False)
+            # claimed at commit: whether a predecessor will make the entry logical is not known yet
+            self._journal.statement(tw, op, not self._claim_at_first_write and self._journal.together_with_claim(op))
         self.stats[op.kind] += 1
         return result
 
@@ -926,6 +934,10 @@ class Transaction:
 
     def _commit_record_or_table(self, written: list[TableWork]) -> CommitResult:
         """CT: several tables decide by one record; a single table by its own commit."""
+        unclaimed = [tw for tw in written if tw.marker is None and tw.creating is None]
+        if unclaimed:
+            self._claim_many(unclaimed)  # all at once: the window in which a cycle can form is one round trip
+            self.lake.heartbeats.watch(self)
         return self._commit_record(written) if len(written) > 1 else self._commit_per_table(written)
 
     def _commit_create(self, tw: TableWork) -> int:

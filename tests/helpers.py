@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from lakevilla.store import (
@@ -76,6 +77,28 @@ class HookStore(StoreWrapper):
     def get(self, key):
         self._maybe("get", key)
         return self.inner.get(key)
+
+
+def holds_marker(lake, table: str, txn) -> bool:
+    """Whether transaction ``txn`` has claimed a marker in ``table`` (in any state)."""
+    from lakevilla.markers import marker_of
+
+    log = lake.log(table)
+    return any((m := marker_of(c)) is not None and m.txn == txn.id
+               for _, c in log.commits_between(-1, log.latest_version()))
+
+
+def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout: float = 30.0) -> HookStore:
+    """``store``, whose first marker claim (put-if-absent) in ``table`` waits until ``cond()``.
+    CT and I claim their markers at commit, all at once: this lines up two commits' claims."""
+    def wait() -> None:
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, f"the claim in {table} waited {timeout}s in vain"
+            time.sleep(0.005)  # polling the condition we wait for
+
+    return HookStore(store, lambda kind, key: kind == "put_if_absent" and key.startswith(f"{table}/_delta_log/"),
+                     wait)
 
 
 def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object], action: Callable[[object], None],

@@ -13,12 +13,15 @@ import pytest
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.markers import marker_of
+from lakevilla.names import TXN_DIR
 from tests.conftest import rows
 from tests.helpers import (
     HookStore,
+    claim_when,
     count_calls,
     crash_plans,
     crash_stride,
+    holds_marker,
     open_markers,
     run_crashing,
 )
@@ -73,12 +76,22 @@ def _await(cond, timeout=30.0):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
+    """CT claims its markers at commit, all at once; two commits whose claims interleave in
+    opposite orders on x and y still form figure 5's cycle, and the younger breaks it."""
     lake = _bank(backend, mode=mode, wait_timeout=30)
-    t1, t2 = lake.begin("R,CT"), lake.begin("R,CT")
+    watch = backend.lake()
+    box = {}
+    # T2 claims y at once and x only behind T1; T1 claims x at once and y only behind T2
+    lake1 = backend.lake(commit_mode=mode, wait_timeout=30, store=claim_when(
+        backend.store(), "y", lambda: holds_marker(watch, "y", box["t2"]) and holds_marker(watch, "x", box["t2"])))
+    lake2 = backend.lake(commit_mode=mode, wait_timeout=30, store=claim_when(
+        backend.store(), "x", lambda: holds_marker(watch, "x", box["t1"])))
+    t1, t2 = box["t1"], box["t2"] = lake1.begin("R,CT"), lake2.begin("R,CT")
     t1.update("x", set={"balance": "balance - 50"}, where="id = 1")  # T1: withdraw in bank x
     t2.update("y", set={"balance": "balance - 70"}, where="id = 11")  # T2: withdraw in bank y
     t2.update("x", set={"balance": "balance + 70"}, where="id = 1")  # T2: deposit in x, behind T1: T2 -> T1
     t1.update("y", set={"balance": "balance + 50"}, where="id = 11")  # T1: deposit in y, behind T2: a cycle
+    assert not any(holds_marker(watch, t, txn) for t in ("x", "y") for txn in (t1, t2))  # none before commit
     errors = _commit_all(t1, t2)
     assert errors == []
     assert t1.stats["shifts"] + t2.stats["shifts"] >= 1  # the cycle was broken by a marker shift
@@ -128,7 +141,10 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         t1.update(d, set={"balance": "1"}, where="id = 11")  # behind T2 in d
         th = threading.Thread(target=t1.commit)
         th.start()
-        _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)  # T1 is now waiting for T2 in d
+        if features == "R":  # T2's marker in d is claimed at its first write
+            _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)  # T1 committed c and now waits for T2 in d
+        else:  # CT claims at commit: T2 holds no marker yet, and T1 commits both tables at once
+            th.join(60)
         x = t2.read(c, where="id = 1").column("balance")[0].as_py()  # does T2 see T1's write to c?
         t2.commit()
         th.join(60)
@@ -136,7 +152,7 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         seen[features] = (x, y)
     # R alone: T1 committed c before waiting; T2 read it (T1 -> T2), then T1 overwrote T2's d (T2 -> T1)
     assert seen["R"] == (1, 1)
-    assert seen["R,CT"] == (1000, 1)  # R,CT: nothing of T1 visible before all of it: T2 < T1 only
+    assert seen["R,CT"] == (1, 2)  # R,CT: T2 saw all of T1 and wrote d after it: T1 < T2 only
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -204,17 +220,28 @@ def test_recovery_rolls_a_committing_record_forward(local_backend):
 
 
 def test_stalled_transaction_before_its_decision_is_rolled_back(local_backend):
+    """The owner stalls at commit with its markers claimed and its record not yet written: a
+    recovering client frees the markers and decides ABORTED, and the late owner cannot commit."""
     lake = _bank(local_backend, marker_ttl=5.0)
-    stalled = lake.begin("R,CT")
+    seen = {}
+
+    def recover_first():  # while the owner is about to write its COMMITTING record
+        seen["report"] = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
+
+    def is_record(kind, key):
+        return kind == "put_if_absent" and key.startswith(TXN_DIR + "/") and "/" not in key[len(TXN_DIR) + 1:]
+
+    owner = local_backend.lake(marker_ttl=5.0, store=HookStore(local_backend.store(), is_record, recover_first))
+    stalled = owner.begin("R,CT")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
     stalled.update("y", set={"balance": "0"}, where="id = 11")
-    lake.heartbeats.forget(stalled)
-    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
-    assert len(report.freed) == 2
-    assert records.read(lake.store, stalled.attempt).state == records.ABORTED
-    with pytest.raises(lv.TransactionAborted):  # the late owner can no longer decide COMMITTING...
-        stalled.lake.max_retries = 0
+    first = stalled.attempt
+    owner.max_retries = 0
+    with pytest.raises(lv.TransactionAborted) as aborted:  # the late owner can no longer decide COMMITTING
         stalled.commit()
+    assert aborted.value.reason == "preempted"
+    assert len(seen["report"].freed) == 2
+    assert records.read(lake.store, first).state == records.ABORTED
     assert _balances(lake) == {"x": {1: 1000, 2: 1000}, "y": {11: 1000, 12: 1000}}
 
 

@@ -15,7 +15,7 @@ import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY, entry_key
 from lakevilla.store import CountingStore
 from tests.conftest import rows
-from tests.helpers import CrashSweep, crash_stride, open_markers, run_crashing
+from tests.helpers import CrashSweep, HookStore, crash_stride, open_markers, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -259,17 +259,31 @@ def test_a_stalled_announcement_is_completed_by_whoever_finds_it(local_backend):
 
 
 def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_backend):
+    """The owner stalls at commit with its marker claimed and its announcement not yet appended:
+    a recovering client frees the marker and appends the attempt's abort to the global log."""
     lake = _bank(local_backend, marker_ttl=5.0)
-    stalled = lake.begin("R,CT,I")
+    seen = {}
+
+    def recover_first():  # while the owner is about to append its announcement
+        seen["report"] = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(tables=["x"])
+
+    armed = threading.Event()  # the statements may append to the log too (taking x in): not those
+
+    def is_entry(kind, key):
+        return (armed.is_set() and kind == "put_if_absent" and key != HINT_KEY
+                and key.startswith(entry_key(0).rsplit("/", 1)[0] + "/"))
+
+    owner = local_backend.lake(marker_ttl=5.0, store=HookStore(local_backend.store(), is_entry, recover_first))
+    stalled = owner.begin("R,CT,I")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
-    lake.heartbeats.forget(stalled)
-    report = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(tables=["x"])
-    assert len(report.freed) == 1
-    head = lake.gvl.head()
-    assert stalled.attempt in head.aborts
-    with pytest.raises(lv.TransactionAborted):
-        stalled.lake.max_retries = 0
+    first = stalled.attempt
+    owner.max_retries = 1  # its announcement loses the slot to the abort once, then it reads the abort
+    armed.set()
+    with pytest.raises(lv.TransactionAborted) as aborted:
         stalled.commit()
+    assert aborted.value.reason == "preempted"
+    assert len(seen["report"].freed) == 1
+    assert first in lake.gvl.head().aborts
     assert _bal(lake, "x") == 50
 
 

@@ -91,7 +91,7 @@ def test_a_redo_is_logged(lake, caplog):
 
 def test_a_marker_shift_is_logged(local_backend, lake, caplog):
     caplog.set_level(logging.INFO, logger="lakevilla")
-    holder = lake.begin("R,CT")
+    holder = lake.begin("R")  # R claims at its first write (CT at commit)
     holder.update("a", set={"value": "1"}, where="id = 1")  # holds a@v and never commits here
     impatient = local_backend.lake(wait_timeout=0.3, shift_timeout=0.02, max_shifts=1)
     txn = impatient.begin("R,CT")

@@ -292,10 +292,11 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
 
 # -- concurrency with real processes --------------------------------------------------------
 
-def _merge_worker(uri, opts, features, wid, batches, out):
+def _merge_worker(uri, opts, features, wid, batches, out, ready):
     try:
         lake = lv.Lake(uri, storage_options=opts or None)
         applied, aborted, redos = [], 0, 0
+        ready.wait(120)  # all workers merge at the same time, however long each took to start
         for b, keys in batches:
             try:
                 with lake.transaction(features) as txn:
@@ -322,7 +323,8 @@ def _run(features, backend, n_workers=3, per=6):
             batches[b] = list(range(start, start + 6))
             mine.append((b, batches[b]))
         args.append(mine)
-    procs = [ctx.Process(target=_merge_worker, args=(backend.uri, backend.storage_options, features, w, a, out))
+    ready = ctx.Barrier(n_workers)
+    procs = [ctx.Process(target=_merge_worker, args=(backend.uri, backend.storage_options, features, w, a, out, ready))
              for w, a in enumerate(args)]
     for p in procs:
         p.start()

@@ -168,9 +168,9 @@ def test_the_journal_logs_each_write_statement_with_the_reads_before_it(tmp_path
     journal.read("s", 7, ["part-1.parquet"], "k = 1")
     upd = Op(seq=5, kind="update", table="t", where="k = 1", assignments={"v": "v + 1"})
     assert journal.together_with_claim(upd)
-    journal.statement(_JTable(), upd, together=True)  # sent with the claim: logical, carries its statement
+    journal.statement(_JTable(), upd, preds_unknown=True)  # with the claim: logical, carries its statement
     ins = Op(seq=6, kind="insert", table="t")
-    journal.statement(_JTable(), ins, together=False)
+    journal.statement(_JTable(), ins, preds_unknown=False)
     entries = sublogs.read_all(store, "tx10")
     assert [(e.seq, e.op, e.kind) for e in entries] == [(3, "update", "logical"), (4, "insert", "physical")]
     assert entries[0].statement == {"where": "k = 1", "set": {"v": "v + 1"}}
@@ -184,7 +184,7 @@ def test_without_r_nothing_is_logged(tmp_path):
     op = Op(seq=1, kind="update", table="t", where="k = 1", assignments={"v": "1"})
     journal.read("s", 7, [], None)
     assert not journal.together_with_claim(op)
-    journal.statement(_JTable(), op, together=False)
+    journal.statement(_JTable(), op, preds_unknown=False)
     assert sublogs.read_all(store, "tx10") == [] and journal.keys == [] and not op.logical
 
 

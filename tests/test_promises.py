@@ -23,7 +23,7 @@ from lakevilla.markers import FREED, RUNNING, free_stalled, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
-from tests.helpers import HalfPublished, open_markers
+from tests.helpers import HalfPublished, claim_when, holds_marker, open_markers
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
@@ -129,7 +129,16 @@ def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
     lists (rule II) show the cycle; a shift breaks it as a cycle, not through the
     no-progress fallback (rule IV)."""
     lake = _setup(local_backend, tables=("a", "b", "c"), shift_timeout=15.0, wait_timeout=60.0)
-    t1, t2, t3 = lake.begin("R,CT"), lake.begin("R,CT"), lake.begin("R,CT")
+    watch = local_backend.lake()
+    box: dict[str, lv.Transaction] = {}
+
+    def owns_all() -> bool:
+        return all(holds_marker(watch, own, box[n]) for n, own in (("t1", "a"), ("t2", "b"), ("t3", "c")))
+
+    # markers are claimed at commit: each claims its other table only once all three own theirs
+    lakes = [local_backend.lake(shift_timeout=15.0, wait_timeout=60.0,
+                                store=claim_when(local_backend.store(), other, owns_all)) for other in ("b", "c", "a")]
+    t1, t2, t3 = box["t1"], box["t2"], box["t3"] = [lk.begin("R,CT") for lk in lakes]
     for t, own in ((t1, "a"), (t2, "b"), (t3, "c")):
         t.update(own, set={"value": "value + 1"}, where="id = 1")
     for t, other in ((t1, "b"), (t2, "c"), (t3, "a")):

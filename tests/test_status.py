@@ -34,10 +34,15 @@ def busy_lake(backend):
     live.update("a", set={"value": "1"}, where="id = 1")
     queued = lake.begin("R")
     queued.update("a", set={"value": "2"}, where="id = 1")  # its marker lies above `live`'s
-    past = backend.lake(clock=lambda: time.time() - 3600)  # a client whose markers expired an hour ago
+    # a client whose markers expired an hour ago, dead at commit: markers claimed, record not written
+    before_record = FaultPlan(crash_before=1, kinds=("put_if_absent",),
+                              predicate=lambda kind, key: key.startswith("_lakevilla/txns/") and key.count("/") == 2)
+    past = backend.lake(clock=lambda: time.time() - 3600, store=FaultInjectingStore(backend.store(), before_record))
     stalled = past.begin("R,CT")
     stalled.update("b", set={"value": "3"}, where="id = 1")
     stalled.update("c", set={"value": "3"}, where="id = 1")
+    with pytest.raises(SimulatedCrash):
+        stalled.commit()
     past.close()  # its heartbeats stop: the client is gone
     ct = _dies_after_deciding(backend, "_lakevilla/txns/").begin("R,CT")
     ct.update("d", set={"value": "4"}, where="id = 1")

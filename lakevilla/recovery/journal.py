@@ -54,10 +54,11 @@ class Journal:
         """Can the first write's entry go out with the marker claim (one round trip, not two)?"""
         return op.kind in CLAIM_TOGETHER
 
-    def statement(self, tw: Any, op: Any, together: bool) -> None:
-        """Log a write statement. Sent with the claim, whether a running predecessor makes the
-        entry logical is not known yet, so an update or delete carries its statement anyway."""
-        op.logical = op.kind != "insert" and (together or tw.logical)
+    def statement(self, tw: Any, op: Any, preds_unknown: bool) -> None:
+        """Log a write statement. Sent with the claim, or before a marker claimed at commit,
+        whether a running predecessor makes the entry logical is not known yet
+        (``preds_unknown``), so an update or delete carries its statement anyway."""
+        op.logical = op.kind != "insert" and (preds_unknown or tw.logical)
         self.write(tw, op, redo=False)
 
     def keep(self, key: str) -> None:
@@ -92,7 +93,7 @@ class NoJournal(Journal):
     def together_with_claim(self, op: Any) -> bool:
         return False
 
-    def statement(self, tw: Any, op: Any, together: bool) -> None:
+    def statement(self, tw: Any, op: Any, preds_unknown: bool) -> None:
         pass
 
     def write(self, tw: Any, op: Any, redo: bool) -> None:
