@@ -905,6 +905,23 @@ class Transaction:
                 return True
         return False
 
+    def _reads_hold(self, tw: TableWork, commits: list[tuple[int, Commit]], version: int) -> bool:
+        """R1 by value, for a table we only read: every read that ``commits`` conflict with
+        returns the same rows at ``version`` (as a redo's read must, ``read_results.py``), so
+        we may be serialized after those commits. A read whose rows were not kept cannot be
+        told: False."""
+        fps = tw.footprints()
+        snap = None
+        for i, op in enumerate(tw.ops):
+            if first_conflict([fps[i]], commits, tw.schema, tw.base.partition_columns) is None:
+                continue
+            if op.kind != "read" or op.returned is None or any(o.is_write for o in tw.ops):
+                return False
+            snap = snap or tw.log.snapshot(version)
+            if tw.read_would_change(self.lake.engine, i, snap):
+                return False
+        return True
+
     def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
         """Check our ops against every commit since we last validated; redo (R) or abort."""
         for _ in range(self.settings.max_retries + 1):
@@ -1283,6 +1300,9 @@ class _Deciding:
 
     def revalidate(self, table: str) -> None:
         self._txn._validate_table(self._txn.tables[table])
+
+    def reads_hold(self, table: str, commits: list[tuple[int, Commit]], version: int) -> bool:
+        return self._txn._reads_hold(self._txn.tables[table], commits, version)
 
 
 def _settle_earlier_attempts(lake: Client, txn_id: str, first_versions: dict[str, int]) -> None:
