@@ -6,6 +6,7 @@ import multiprocessing as mp
 import random
 import threading
 import time
+from collections import Counter
 
 import pyarrow as pa
 import pytest
@@ -106,6 +107,38 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     assert any(r and r.startswith("shift") for r in freed)
     assert open_markers(lake, "x") == [] and open_markers(lake, "y") == []
     assert rows(lake.read("x")) == backend.delta_rows("x")
+
+
+def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):
+    """While a predecessor still runs on one table a commit waits whatever the other tables
+    show: a wait round reads that table's log alone (here the same transaction precedes us on
+    both), and every table again once it clears."""
+    _bank(local_backend)
+    holder = local_backend.lake().begin("R")  # R claims at its first write: ahead of T on x and y
+    holder.update("x", set={"balance": "balance + 1"}, where="id = 2")
+    holder.update("y", set={"balance": "balance + 1"}, where="id = 12")
+    gets: Counter[str] = Counter()
+
+    def count(kind, key):
+        if kind == "get" and "/_delta_log/" in key:
+            gets[key.split("/", 1)[0]] += 1
+        return False
+
+    lake = local_backend.lake(store=HookStore(local_backend.store(), count, lambda: None, repeat=True))
+    t = lake.begin("R,CT")
+    t.update("x", set={"balance": "balance - 5"}, where="id = 1")
+    t.update("y", set={"balance": "balance + 5"}, where="id = 11")
+    th = threading.Thread(target=t.commit)
+    th.start()
+    _await(lambda: t.stats["wait_rounds"] >= 3)
+    before = Counter(gets)
+    _await(lambda: t.stats["wait_rounds"] >= 13)
+    during = sorted(gets[k] - before[k] for k in ("x", "y"))
+    holder.commit()
+    th.join(60)
+    assert t.state == "committed" and not th.is_alive()
+    assert during[0] == 0 and during[1] >= 10, during  # ten rounds: one table read, the other not
+    assert _balances(lake) == {"x": {1: 995, 2: 1001}, "y": {11: 1005, 12: 1001}}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -39,7 +39,10 @@ class DagWait(MarkerWait):
         deps = ctx.deps()
         for tw in tws:
             deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
-        cyc = [p for _, _, p in pending if deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
+        # only lists read this round: a cached one stays as it was when we yielded to it, and
+        # would look like a new cycle once the cool-down passed
+        cyc = [p for t, _, p in pending
+               if t.name in st.fresh and deps.cycle_with(p) and younger(ctx.attempt(), p.attempt)]
         if cyc:
             deps.yield_to(cyc)
             ctx.shift(f"cycle with {cyc[0].attempt}", "cycle")

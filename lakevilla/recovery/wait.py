@@ -59,6 +59,7 @@ class WaitState:
     deadline: float
     stuck_since: float
     shifts: int = 0
+    fresh: frozenset[str] = frozenset()  # tables whose markers this round read (the others: as cached)
 
 
 class MarkerWait:
@@ -70,13 +71,25 @@ class MarkerWait:
         delay = 0.002
         waiting_on: frozenset = frozenset()
         waited_since, waited_for = start, set()
+        known: dict[str, list[tuple[int, MarkerPayload]]] = {}  # table -> running predecessors, as last read
+        held: tuple = ()
         while True:
             ctx.heartbeat()
             ctx.check_held(tws)
-            pending: Pending = []
-            for tw, preds in zip(tws, ctx.predecessors(tws)):
-                for v, p in preds:
-                    pending.append((tw, v, p))
+            # While one table still has a predecessor running we wait whatever the others show, so
+            # a round reads that table alone (often the same transaction precedes us everywhere);
+            # all tables once it clears, and after our markers moved (a shift, a re-claim).
+            now_held = tuple(tw.marker.version if tw.marker is not None else None for tw in tws)
+            blocked = [tw for tw in tws if known.get(tw.name)]
+            polled = blocked[:1] if blocked and now_held == held else tws
+            held = now_held
+            known.update(zip((tw.name for tw in polled), ctx.predecessors(polled)))
+            if len(polled) < len(tws) and not known[polled[0].name]:
+                rest = [tw for tw in tws if tw is not polled[0]]  # the first one cleared: look at all
+                known.update(zip((tw.name for tw in rest), ctx.predecessors(rest)))
+                polled = tws
+            st.fresh = fresh = frozenset(tw.name for tw in polled)
+            pending: Pending = [(tw, v, p) for tw in tws for v, p in known.get(tw.name, [])]
             if not pending:
                 ctx.waited(waited_for, time.monotonic() - waited_since)
                 return
@@ -89,7 +102,7 @@ class MarkerWait:
             ctx.count("wait_rounds", 1)
             now = ctx.now()
             for tw, v, p in pending:
-                if p.expired(now):
+                if tw.name in fresh and p.expired(now):  # a state read this round: others may be old
                     outcome = ctx.recover(tw.name, v)
                     ctx.count("recovered_" + outcome, 1)
             if self.resolve_round(ctx, tws, pending, st):
