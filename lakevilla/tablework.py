@@ -247,13 +247,13 @@ class TableWork:
         for op in self.ops[:kept]:
             self._apply(op)
 
-    def read_would_change(self, engine: Engine, k: int, snapshot: Snapshot) -> bool:
+    def read_would_change(self, engine: Engine, k: int, snapshot: Snapshot) -> bool | None:
         """Whether read ``ops[k]``, run on ``snapshot``, would return other rows than it returned.
-        Only for a read before our first write to the table (it saw the snapshot alone, so the
-        answer needs no redo); False when that cannot be told."""
+        Only for a kept read before our first write to the table (it saw the snapshot alone, so
+        the answer needs no redo); None when that cannot be told (not such a read)."""
         op = self.ops[k]
         if op.kind != "read" or op.returned is None or any(o.is_write for o in self.ops[:k]):
-            return False
+            return None
         if snapshot.schema != self.schema:
             return True
         pred = parse_predicate(op.where)

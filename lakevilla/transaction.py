@@ -23,7 +23,7 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -892,35 +892,33 @@ class Transaction:
                                      "this transaction already returned (its rows differ now); re-run it "
                                      "(lake.run does)", txn_id=self.id, reason="consumed-read")
 
+    def _reread(self, tw: TableWork, k: int, fps: list, commits: list[tuple[int, Commit]],
+                upto: int) -> Iterator[bool | None]:
+        """For each op at or after ``ops[k]`` that ``commits`` conflict with: whether it is a
+        kept read that returns other rows at ``upto`` (None: it cannot be told). Lazy, so a
+        caller that has its answer stops re-running reads."""
+        snap = None
+        for i in range(k, len(tw.ops)):
+            if first_conflict([fps[i]], commits, tw.schema, tw.base.partition_columns) is None:
+                continue
+            if tw.ops[i].kind != "read" or tw.ops[i].returned is None:
+                yield None
+                continue
+            snap = snap or tw.log.snapshot(upto)
+            yield tw.read_would_change(self.lake.engine, i, snap)
+
     def _read_changed(self, tw: TableWork, k: int, fps: list, landed: list[tuple[int, Commit]], upto: int) -> bool:
         """A kept read at or after ``ops[k]`` that a landed commit conflicts with and that would
         return other rows at ``upto``: its redo after the wait would abort, so abort now."""
-        snap = None
-        for i in range(k, len(tw.ops)):
-            if tw.ops[i].kind != "read" or first_conflict([fps[i]], landed, tw.schema,
-                                                          tw.base.partition_columns) is None:
-                continue
-            snap = snap or tw.log.snapshot(upto)
-            if tw.read_would_change(self.lake.engine, i, snap):
-                return True
-        return False
+        return any(changed is True for changed in self._reread(tw, k, fps, landed, upto))
 
     def _reads_hold(self, tw: TableWork, commits: list[tuple[int, Commit]], version: int) -> bool:
-        """R1 by value, for a table we only read: every read that ``commits`` conflict with
-        returns the same rows at ``version`` (as a redo's read must, ``read_results.py``), so
-        we may be serialized after those commits. A read whose rows were not kept cannot be
-        told: False."""
-        fps = tw.footprints()
-        snap = None
-        for i, op in enumerate(tw.ops):
-            if first_conflict([fps[i]], commits, tw.schema, tw.base.partition_columns) is None:
-                continue
-            if op.kind != "read" or op.returned is None or any(o.is_write for o in tw.ops):
-                return False
-            snap = snap or tw.log.snapshot(version)
-            if tw.read_would_change(self.lake.engine, i, snap):
-                return False
-        return True
+        """R1 by value, for a table we only read: every op that ``commits`` conflict with is a
+        kept read that returns the same rows at ``version`` (as a redo's read must,
+        ``read_results.py``), so we may be serialized after those commits."""
+        if any(o.is_write for o in tw.ops):
+            return False
+        return all(changed is False for changed in self._reread(tw, 0, tw.footprints(), commits, version))
 
     def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
         """Check our ops against every commit since we last validated; redo (R) or abort."""
