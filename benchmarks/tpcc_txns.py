@@ -211,10 +211,12 @@ def order_status(txn: lv.Transaction, inp: OrderStatusInput) -> dict[str, Any]:
 
 def delivery(txn: lv.Transaction, inp: DeliveryInput) -> dict[str, Any]:
     """All ten districts in one transaction (the spec allows up to ten)."""
-    new = txn.read("new_order", where=f"no_w_id = {W_ID}", columns=["no_d_id", "no_o_id"]).to_pylist()
     oldest: dict[int, int] = {}
-    for r in new:
-        oldest[r["no_d_id"]] = min(r["no_o_id"], oldest.get(r["no_d_id"], r["no_o_id"]))
+    for d in range(1, DISTRICTS + 1):  # the spec's query per district: its oldest undelivered order
+        first = txn.read("new_order", where=f"no_w_id = {W_ID} AND no_d_id = {d}", columns=["no_o_id"],
+                         order_by="no_o_id", limit=1).to_pylist()
+        if first:
+            oldest[d] = first[0]["no_o_id"]
     if not oldest:
         return {"delivered": 0, "skipped": DISTRICTS}
     pick = " OR ".join(f"({{d}} = {d} AND {{o}} = {o})" for d, o in sorted(oldest.items()))

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from .delta.actions import AddFile
 from .errors import SchemaMismatchError
+from .ordering import Ordering
 from .store import ObjectStore
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -57,8 +58,10 @@ class Engine(Protocol):
     def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
         """Write ``data`` as new data files of the table; nothing is committed."""
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> Any:
-        """Rows of ``files`` satisfying ``where`` (pyarrow.Table, or the engine's DataFrame)."""
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
+             order: Ordering | None = None) -> Any:
+        """Rows of ``files`` satisfying ``where`` (pyarrow.Table, or the engine's DataFrame),
+        the first ``order.limit`` of them in ``order`` when given (``ordering.py``)."""
 
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
                 assignments: dict[str, str] | None) -> RewriteResult:

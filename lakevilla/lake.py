@@ -37,6 +37,7 @@ from .isolation.gvl import GlobalVersionLog
 from .isolation.units import RecordCache
 from .markers import RUNNING, is_final, marker_of
 from .names import LV_DIR, check_table_name
+from .ordering import Ordering
 from .parallel import SHARED, pmap
 from .plain import DeltaTransaction
 from .schemas import table_spec
@@ -352,15 +353,18 @@ class Lake:
         return self.snapshot(name).schema
 
     def read(self, name: str, where: str | None = None, *, version: int | None = None,
-             columns: list[str] | None = None) -> Any:
-        """Rows of one table at one version (newest by default), outside any transaction."""
+             columns: list[str] | None = None, order_by: str | list[str] | None = None,
+             limit: int | None = None) -> Any:
+        """Rows of one table at one version (newest by default), outside any transaction;
+        ``order_by``/``limit`` as in ``Transaction.read``."""
         from .engine_api import TableContext
 
+        order = Ordering.parse(order_by, limit)
         snap = self.snapshot(name, version)
         ctx = TableContext(name, self.store, self.root_uri, snap.schema, tuple(snap.partition_columns))
         if where is not None:
             self.engine.validate_where(ctx, where)
-        return self.engine.scan(ctx, snap.candidates(where), where, columns)
+        return self.engine.scan(ctx, snap.candidates(where), where, columns, order)
 
     def tables(self) -> list[str]:
         """Every Delta table under the root (found by listing; maintenance use)."""

@@ -26,6 +26,7 @@ from .engine_api import Engine, TableContext
 from .expr import parse_predicate, prune
 from .expressions import check_update
 from .markers import MarkerHandle
+from .ordering import Ordering
 
 
 @dataclass
@@ -47,6 +48,7 @@ class Op:
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
     redoable: bool = True  # False for an operation resumed from a physical sublog entry
     merge: Any = None  # merge: the statement (lakevilla.merge.MergeSpec); where is its pruning predicate
+    order: Ordering | None = None  # read: ORDER BY ... LIMIT (its footprint is still ``where``)
     # read: the rows it returned when they can be compared (read_results.py); a redo of the read
     # must return the same rows, else the transaction aborts
     returned: Any = field(default=None, repr=False, compare=False)
@@ -176,7 +178,7 @@ class TableWork:
         if op.kind == "read":
             cands = self.candidates(op.where)
             op.read_files = {a.path for a in cands}
-            result = engine.scan(self.ctx, cands, op.where, op.columns)
+            result = engine.scan(self.ctx, cands, op.where, op.columns, op.order)
             op.rows = engine.num_rows(result)
             if not redo:
                 op.returned = read_results.keep(result)
@@ -258,7 +260,7 @@ class TableWork:
             return True
         pred = parse_predicate(op.where)
         cands = snapshot.files.prune(pred, snapshot.schema, snapshot.partition_columns)
-        return not read_results.same_rows(op.returned, engine.scan(self.ctx, cands, op.where, op.columns))
+        return not read_results.same_rows(op.returned, engine.scan(self.ctx, cands, op.where, op.columns, op.order))
 
     def redo(self, engine: Engine, k: int, snapshot: Snapshot) -> list[Op]:
         """Undo ``ops[k:]``, move onto ``snapshot``, re-execute them in order."""

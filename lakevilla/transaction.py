@@ -68,6 +68,7 @@ from .markers import (
 from .markers import claim as claim_marker
 from .markers import rewrite as rewrite_marker
 from .names import attempt_id, check_table_name, new_txn_id
+from .ordering import Ordering
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.journal import Journal, JournalContext, NoJournal
@@ -211,12 +212,16 @@ class Transaction:
         """Whether a statement waits for others' markers (False only for plain Delta, LV[DL])."""
         return True
 
-    def read(self, table: str, where: str | None = None, columns: list[str] | None = None) -> Any:
-        """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark)."""
+    def read(self, table: str, where: str | None = None, columns: list[str] | None = None, *,
+             order_by: str | list[str] | None = None, limit: int | None = None) -> Any:
+        """Rows of ``table`` matching ``where``: pyarrow.Table (embedded) or DataFrame (Spark).
+        ``order_by`` ("col", "col DESC" or a list) with ``limit``: only the first rows, so a
+        conflict that leaves them as they were is redone, not aborted (``ordering.py``)."""
         self._check_active()
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise InvalidArgumentError("columns must be a list of column names")
-        op = self._new_op("read", table, where=where, columns=list(columns) if columns else None)
+        order = Ordering.parse(order_by, limit)
+        op = self._new_op("read", table, where=where, columns=list(columns) if columns else None, order=order)
         return self._execute(op)
 
     def insert(self, table: str, data: Any, schema_mode: str | None = None) -> int:
@@ -486,6 +491,8 @@ class Transaction:
         if op.kind == "read":
             if op.where is not None:
                 eng.validate_where(tw.ctx, op.where)
+            if op.order is not None:
+                op.order.check(tw.schema.names, tw.name)
         elif op.kind == "update":
             eng.validate_set(tw.ctx, op.assignments or {}, op.where)
         elif op.kind in ("delete", "overwrite") and op.where is not None:

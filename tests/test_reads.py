@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import hashlib
 import math
 import shutil
@@ -354,3 +355,76 @@ def local_backend_ctx(lake, name):
 
 def _rows_of(lake, add):
     return lake.engine._read(local_backend_ctx(lake, "t"), [add], ["id"]).to_pylist()
+
+
+# -- ORDER BY ... LIMIT --------------------------------------------------------------------------
+
+ORDERED = pa.schema([("d", pa.int64()), ("o", pa.int64()), ("s", pa.string())])
+ORDERED_ROWS = {"d": [1, 1, 2, 2, 1, None, 2, 1], "o": [5, 3, 9, None, 3, 1, 9, 7],
+                "s": ["e", "c", "i", "n", "b", "a", "h", "g"]}
+
+
+def ordered_reference(order: list[tuple[str, bool]], limit: int | None, where=lambda r: True) -> list[dict]:
+    """Python's answer: the keys, then the other columns ascending as tie-breaks; nulls last."""
+    keys = order + [(c, False) for c in ORDERED.names if c not in [k for k, _ in order]]
+
+    def cmp(a: dict, b: dict) -> int:
+        for c, desc in keys:
+            x, y = a[c], b[c]
+            if x == y:
+                continue
+            if x is None or y is None:
+                return 1 if x is None else -1
+            return (1 if x > y else -1) * (-1 if desc else 1)
+        return 0
+
+    data = [dict(zip(ORDERED_ROWS, vals)) for vals in zip(*ORDERED_ROWS.values())]
+    out = sorted((r for r in data if where(r)), key=functools.cmp_to_key(cmp))
+    return out if limit is None else out[:limit]
+
+
+def _ordered_lake(backend, files: int = 3):
+    lake = backend.lake()
+    lake.create_table("no", ORDERED)
+    n = len(ORDERED_ROWS["d"])
+    bounds = [n * k // files for k in range(files + 1)]
+    for lo, hi in zip(bounds, bounds[1:]):  # several files, so the order is not the files' own
+        with lake.transaction("") as t:
+            t.insert("no", {c: v[lo:hi] for c, v in ORDERED_ROWS.items()})
+    return lake
+
+
+@pytest.mark.parametrize(("order_by", "limit", "where"), [
+    ("o", 3, None), ("o DESC", 2, None), (["d", "o desc"], 4, None), ("o", None, None), ("o", 0, None),
+    ("o asc", 1, "d = 1"), (["s DESC"], 3, "o >= 3")])
+def test_order_by_and_limit_return_the_first_rows_with_nulls_last_and_ties_broken_by_the_other_columns(
+        local_backend, order_by, limit, where):
+    lake = _ordered_lake(local_backend)
+    items = [order_by] if isinstance(order_by, str) else order_by
+    order = [(i.split()[0], len(i.split()) == 2 and i.split()[1].lower() == "desc") for i in items]
+    pred = {None: lambda r: True, "d = 1": lambda r: r["d"] == 1,
+            "o >= 3": lambda r: r["o"] is not None and r["o"] >= 3}[where]
+    want = ordered_reference(order, limit, pred)
+    got = lake.read("no", where=where, order_by=order_by, limit=limit).to_pylist()
+    assert got == want
+    with lake.transaction("R") as t:  # the same inside a transaction, with fewer columns
+        assert t.read("no", where=where, columns=["s"], order_by=order_by, limit=limit).to_pylist() == \
+            [{"s": r["s"]} for r in want]
+
+
+@pytest.mark.parametrize(("kw", "error", "match"), [
+    ({"limit": 2}, lv.InvalidArgumentError, "limit needs order_by"),
+    ({"order_by": "nope", "limit": 1}, lv.InvalidExpressionError, "no column.*nope.*order by"),
+    ({"order_by": "o sideways"}, lv.InvalidArgumentError, "'column DESC'"),
+    ({"order_by": "o", "limit": -1}, lv.InvalidArgumentError, "non-negative integer"),
+    ({"order_by": "o", "limit": True}, lv.InvalidArgumentError, "non-negative integer"),
+    ({"order_by": []}, lv.InvalidArgumentError, "non-empty list"),
+    ({"order_by": [3]}, lv.InvalidArgumentError, "non-empty list")])
+def test_bad_order_by_or_limit_is_refused_before_anything_is_read(local_backend, kw, error, match):
+    lake = _ordered_lake(local_backend, files=1)
+    with pytest.raises(error, match=match):
+        lake.read("no", **kw)
+    t = lake.begin("R")
+    with pytest.raises(error, match=match):
+        t.read("no", **kw)
+    t.abort()

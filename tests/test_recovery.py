@@ -309,6 +309,34 @@ def test_a_read_whose_rows_changed_still_aborts_with_its_redo(local_backend):
     assert open_markers(lake, "w") == []
 
 
+@pytest.mark.parametrize(("o", "aborts"), [(100, False), (1, True)], ids=["newer-order", "older-order"])
+def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(local_backend, o, aborts):
+    """TPC-C's Delivery: T reads the oldest new order of district 1 (order_by, limit 1) and
+    deletes it; meanwhile NewOrder inserts another order of district 1. That insert matches
+    T's read predicate, so it conflicts; but the first row is unchanged by a newer order, so
+    T's redone read returns what the client consumed and T commits. An older order changes
+    the first row: T aborts, and the order it picked stays."""
+    lake = local_backend.lake()
+    lake.create_table("no", pa.schema([("d", pa.int64()), ("o", pa.int64())]))
+    with lake.transaction("") as x:
+        x.insert("no", {"d": [1, 1, 2], "o": [3, 4, 2]})
+    t = lake.begin("R")
+    assert t.read("no", where="d = 1", order_by="o", limit=1).to_pylist() == [{"d": 1, "o": 3}]
+    t.delete("no", where="d = 1 AND o = 3")
+    with lake.transaction("") as other:
+        other.insert("no", {"d": [1], "o": [o]})
+    if aborts:
+        with pytest.raises(lv.TransactionAborted, match="other rows") as err:
+            t.commit()
+        assert err.value.reason == "consumed-read"
+        assert lake.read("no", where="d = 1", order_by="o").column("o").to_pylist() == [1, 3, 4]
+        return
+    t.commit()
+    assert t.stats["redos"] == 2  # the read, and the delete after it (a redo runs on from the conflict)
+    assert lake.read("no", where="d = 1", order_by="o").column("o").to_pylist() == [4, 100]
+    assert rows(lake.read("no"), "o") == local_backend.delta_rows("no", sort_by="o")
+
+
 def _behind_a_running_writer(backend, mode):
     """P holds a running marker on the file of ids 5-8 (and has published no footprint, so
     nobody may overtake it); returns the lake, P, and a client that waits up to 20 s."""

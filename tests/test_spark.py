@@ -615,3 +615,20 @@ def test_upserts_benchmark_spark_section(classic_spark, tmp_path):
         assert r["applied"] + r["given_up"] == r["batches"] == 2 * 2
     assert next(r for r in spark_runs if r["system"] == "LV[R] on Spark")["aborts"] == 0
     assert (tmp_path / "upserts.png").stat().st_size > 0
+
+
+def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake, uri):
+    """Nulls last in both directions and ties broken by the returned columns, as the embedded
+    engine does (tests/test_reads.py holds the reference): a redo on either engine compares
+    the same first rows."""
+    from tests.test_reads import ORDERED, ORDERED_ROWS
+
+    lake.create_table("no", ORDERED)
+    with lake.transaction(features="R") as txn:
+        txn.insert("no", pa.table(ORDERED_ROWS, schema=ORDERED))
+    with lv.Lake(uri) as embedded:
+        for kw in [{"order_by": "o", "limit": 3}, {"order_by": ["d DESC", "o"], "limit": 4},
+                   {"order_by": "s desc", "where": "o >= 3"}, {"order_by": "o", "limit": 2, "columns": ["s"]}]:
+            want = embedded.read("no", **kw).to_pylist()
+            got = [r.asDict() for r in lake.read("no", **kw).collect()]
+            assert got == want, kw

@@ -40,6 +40,7 @@ from ..engine_api import (
 )
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..expr import partition_value
+from ..ordering import Ordering
 from ..parallel import pmap
 from ..schemas import rows_to_table
 from . import ranged
@@ -260,13 +261,18 @@ class EmbeddedEngine:
         want = set(columns) | (where.columns() if where is not None else set())
         return [n for n in ctx.schema.names if n in want]
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> pa.Table:
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
+             order: Ordering | None = None) -> pa.Table:
         checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
         out = list(columns) if columns is not None else list(ctx.schema.names)
+        if order is not None:
+            order.check(ctx.schema.names, ctx.name)
+            wanted = out + [c for c in order.columns if c not in out]
+            return order.apply(self.scan(ctx, files, where, wanted), out)
         pushed, exact = pushdown(where, ctx.schema) if where is not None else (None, False)
         if exact:  # the scan's filter is the predicate: nothing left for DuckDB to decide
             return self._read(ctx, files, out, pushed, checked.columns())

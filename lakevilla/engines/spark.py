@@ -60,6 +60,7 @@ from ..errors import (
     StorageError,
 )
 from ..expr import coerce
+from ..ordering import Ordering
 from ..parallel import pmap
 from . import spark_expr
 from .embedded import conform, to_arrow_table
@@ -408,11 +409,21 @@ class SparkEngine:
         m = self.spark.createDataFrame(rows, T.StructType(fields))
         return m.select(FILE_COL, *[_typed_partition(_col(c), types[c]).alias(c) for c in ctx.partition_columns])
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None) -> DataFrame:
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
+             order: Ordering | None = None) -> DataFrame:
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
                 raise InvalidExpressionError(f"{ctx.name!r} has no column(s) {unknown}")
+        if order is not None:
+            order.check(ctx.schema.names, ctx.name)
+            out = list(columns) if columns is not None else list(ctx.schema.names)
+            df = self.scan(ctx, files, where, None)
+            df = df.orderBy(*[_col(c).desc_nulls_last() if d else _col(c).asc_nulls_last()
+                              for c, d in order.tie_breaks(out)])
+            if order.limit is not None:
+                df = df.limit(order.limit)
+            return df.select(*[_col(c) for c in out])
         checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
         df = self._frame(ctx, files)
         with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
