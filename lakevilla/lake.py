@@ -169,7 +169,7 @@ class Lake:
     shift_timeout = _setting("shift_timeout", "rule IV's patience (seconds)")
     max_retries = _setting("max_retries", "lost commit races before an abort")
     max_shifts = _setting("max_shifts", "rule IV shifts before an abort")
-    poll_max = _setting("poll_max", "longest pause between two looks at a predecessor")
+    poll_max = _setting("poll_max", "longest pause between two looks at a predecessor, per transaction queued ahead")
     gvl_keep = _setting("gvl_keep", "global-log entries clean-up keeps")
     delete_sublogs = _setting("delete_sublogs", "remove a finished transaction's sublogs right away")
     max_transaction_age = _setting("max_transaction_age", "seconds after its start a transaction may commit")

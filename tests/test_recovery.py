@@ -337,6 +337,33 @@ def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(lo
     assert rows(lake.read("no"), "o") == local_backend.delta_rows("no", sort_by="o")
 
 
+@pytest.mark.parametrize(("ahead", "longest"), [(1, 0.05), (5, 0.25), (40, 1.0)])
+def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ahead, longest):
+    """Issue 13: n transactions queued ahead of a commit hand over no sooner than n times, so
+    the pause between its wait rounds grows to poll_max (0.05 s) per transaction ahead, at most
+    1 s; a waiter behind one transaction still looks every 0.05 s. The wait policy alone, on a
+    stub context and a fake clock: the queue stays for 60 rounds, then clears."""
+    from types import SimpleNamespace
+
+    from lakevilla.recovery import wait as w
+
+    pauses: list[float] = []
+    clock = SimpleNamespace(t=0.0)
+    monkeypatch.setattr(w, "time", SimpleNamespace(
+        monotonic=lambda: clock.t, sleep=lambda d: (pauses.append(d), setattr(clock, "t", clock.t + d))))
+    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", rev=0, expired=lambda now: False)) for v in range(ahead)]
+    rounds = iter(range(61))
+    ctx = w.WaitContext(
+        txn_id="me", wait_timeout=1e6, poll_max=0.05, shift_timeout=1e6, max_shifts=0, now=lambda: clock.t,
+        heartbeat=lambda: None, check_held=lambda tws: None, recover=lambda t, v: "running",
+        count=lambda k, n: None, waited=lambda who, s: None,
+        predecessors=lambda tws: [queue if next(rounds) < 60 else [] for _ in tws])
+    w.MarkerWait().wait(ctx, [SimpleNamespace(name="t", marker=SimpleNamespace(version=ahead))])
+    assert len(pauses) == 60
+    assert max(pauses) == pytest.approx(longest)
+    assert pauses == sorted(pauses)  # it backs off from 2 ms, never faster again while nothing moves
+
+
 def _behind_a_running_writer(backend, mode):
     """P holds a running marker on the file of ids 5-8 (and has published no footprint, so
     nobody may overtake it); returns the lake, P, and a client that waits up to 20 s."""

@@ -4,9 +4,10 @@ Markers order writers (R): before it validates and commits, a transaction waits 
 every running marker below one of its own. A predecessor whose marker expired is
 recovered on the spot (``recovery/stalled.py``), so a crashed client never blocks
 anyone for longer than its marker's ttl; waiting polls with a bounded backoff and
-ends in an abort at ``wait_timeout``. With a DAG (CT, I) the waiter also breaks
-cycles and shifts its markers instead (``complex_txn/wait.py``). The policies see a
-``WaitContext``, never the transaction.
+ends in an abort at ``wait_timeout``; the pause between rounds grows up to ``poll_max``
+per transaction queued ahead of us (at most ``POLL_CAP``). With a DAG (CT, I) the waiter
+also breaks cycles and shifts its markers instead (``complex_txn/wait.py``). The policies
+see a ``WaitContext``, never the transaction.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ..errors import TransactionAborted
 if TYPE_CHECKING:
     from ..markers import MarkerPayload
     from ..tablework import TableWork
+
+POLL_CAP = 1.0  # seconds: the longest pause a queue's length stretches polling to
 
 Pending = list[tuple["TableWork", int, "MarkerPayload"]]  # (our table, version of the marker, its payload)
 
@@ -114,7 +117,11 @@ class MarkerWait:
                 raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s waiting for {who}",
                                          txn_id=ctx.txn_id, reason="timeout")
             time.sleep(delay)  # bounded polling of the predecessors' markers
-            delay = min(delay * 1.5, ctx.poll_max)
+            # n transactions queued ahead of us hand over no sooner than n times: the pause grows
+            # with the queue, so a long queue's waiters do not poll it flat out (and eat the CPU
+            # and requests its head needs)
+            queue = len({p.attempt for _, _, p in pending})
+            delay = min(delay * 1.5, max(ctx.poll_max, min(ctx.poll_max * queue, POLL_CAP)))
 
     def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Markers were just claimed on ``tws``, with these running predecessors each."""
