@@ -202,8 +202,7 @@ class Transaction:
         self._decide = {Decision.GVL: self._commit_global, Decision.RECORD: self._commit_record_or_table,
                         Decision.TABLE: self._commit_per_table}[self.decision]
         self._redo_ctx = RedoContext(
-            txn_id=self.id, engine=lake.engine, write_sublog=self._journal.write,
-            delete_files=self._delete_files, count=self._count,
+            txn_id=self.id, engine=lake.engine, write_sublog=self._journal.write, count=self._count,
             redone=lambda table, version, why, ops: logs.redone(self, table, version, why, ops))
 
     # -- public API ------------------------------------------------------------
@@ -585,24 +584,29 @@ class Transaction:
         )
 
     @staticmethod
-    def _together(first: Callable[[], None], second: Callable[[], None]) -> None:
-        """Run two independent writes at once; the first error (of either) is raised once both ended."""
+    def _together(*calls: Callable[[], None]) -> None:
+        """Run independent requests at once (the last on this thread); once all ended, the first
+        error is raised (a process death, which the fault tests model as a BaseException,
+        before any other)."""
         failed: list[BaseException] = []
 
-        def run_first() -> None:
+        def run(fn: Callable[[], None]) -> None:
             try:
-                first()
+                fn()
             except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
                 failed.append(e)
 
-        t = threading.Thread(target=run_first, name="lakevilla-together", daemon=True)
-        t.start()
+        threads = [threading.Thread(target=run, args=(fn,), name="lakevilla-together", daemon=True)
+                   for fn in calls[:-1]]
+        for t in threads:
+            t.start()
         try:
-            second()
+            calls[-1]()
         finally:
-            t.join()
+            for t in threads:
+                t.join()
         if failed:
-            raise failed[0]
+            raise next((e for e in failed if not isinstance(e, Exception)), failed[0])
 
     def _claim_first_marker(self, tw: TableWork) -> None:
         if self._global is not None:
@@ -1008,7 +1012,8 @@ class Transaction:
             if self.mode == CommitMode.IN_PLACE:
                 self._validate_table(tw)
             else:  # no probe first: the commit's put-if-absent right after what we know is the probe
-                self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version))
+                with self._journal.deferred():  # a redo's entries go out beside the put below
+                    self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version))
             if tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
@@ -1033,7 +1038,8 @@ class Transaction:
             self._in_doubt = f"the commit to {tw.name}@{latest + 1}"
             try:
                 v, c = latest + 1, commit
-                self._together(lambda: self._peek(tw, v), lambda: tw.log.write_commit(v, c))  # noqa: B023
+                self._together(lambda: self._peek(tw, v), self._journal.flush,  # noqa: B023
+                               lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 self._in_doubt = None
                 self.stats["retries"] += 1

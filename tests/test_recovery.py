@@ -98,6 +98,46 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
+def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it(local_backend):
+    """Issue 13: a redo before a one-table commit at the tail costs two round trips less. Its
+    new sublog entry goes out beside the commit's put-if-absent (held here until that put has
+    started: logged first, the commit would never start), and the file the undone update wrote
+    is deleted after the decision (it still exists when the commit is put, so the entry not yet
+    replaced names a file that is there), then is gone."""
+    lake = _setup(local_backend)
+    base = local_backend.store()
+    armed, commit_started = threading.Event(), threading.Event()
+    seen: dict[str, bool] = {}
+
+    def at_entry() -> None:
+        seen["entry_waited_for_the_commit"] = commit_started.wait(10)
+
+    def at_commit() -> None:
+        seen["replaced_file_there_at_the_commit"] = base.exists(replaced)
+        commit_started.set()
+
+    redone = lambda: t2.stats["redos"] > 0  # noqa: E731 - the put after the redo (not a first, lost one)
+    store = HookStore(HookStore(base, lambda kind, key: armed.is_set() and kind == "put" and "/txns/" in key,
+                                at_entry),
+                      lambda kind, key: redone() and kind == "put_if_absent" and key.startswith("t/_delta_log/"),
+                      at_commit)
+    t1 = lake.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 2")
+    before = set(local_backend.all_keys())
+    t2 = local_backend.lake(store=store).begin("R")
+    t2.update("t", set={"value": "value * 10"}, where="id = 2")
+    (replaced,) = [k for k in set(local_backend.all_keys()) - before if k.endswith(".parquet")]
+    t1.commit()
+    armed.set()
+    t2.commit()
+    assert t2.stats["redos"] == 1
+    assert seen == {"entry_waited_for_the_commit": True, "replaced_file_there_at_the_commit": True}
+    lv.Lake.flush_all()
+    assert not base.exists(replaced)
+    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[2] == 210
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
 def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(local_backend):
     """A one-table commit is its own decision; its marker closes afterwards. A follower that
     finds the owner's commit in the log goes on at once instead of waiting for the close (here

@@ -138,9 +138,11 @@ class EmbeddedEngine:
             expr = e if expr is None else expr & e
         return expr
 
-    def _sources(self, ctx: TableContext, files: list[AddFile]) -> list[ranged.Source]:
-        return [ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri), int(a.size or 0),
-                              self._partition_expr(ctx, a)) for a in files]
+    def _sources(self, ctx: TableContext, files: list[AddFile],
+                 fetched: dict[str, ranged.Source] | None = None) -> list[ranged.Source]:
+        return [(fetched or {}).get(a.path) or ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri),
+                                                             int(a.size or 0), self._partition_expr(ctx, a))
+                for a in files]
 
     def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any,
                    dictionary: tuple[str, ...] = ()) -> tuple[list, tuple[str, ...]]:
@@ -163,16 +165,17 @@ class EmbeddedEngine:
                                   f"({_first_line(e)})") from None
 
     def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None,
-              filter_columns: set[str] | frozenset[str] = frozenset()) -> pa.Table:
+              filter_columns: set[str] | frozenset[str] = frozenset(),
+              fetched: dict[str, ranged.Source] | None = None) -> pa.Table:
         """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads.
         ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries: its
-        constants have the table's types)."""
+        constants have the table's types). ``fetched``: files an earlier scan holds whole, by path."""
         schema = pa.schema([ctx.schema.field(c) for c in columns])
         fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
         strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
                         and c not in filter_columns and c not in ctx.partition_columns)
         out = []
-        batches = ranged.batches(self._sources(ctx, files))
+        batches = ranged.batches(self._sources(ctx, files, fetched))
         # batch i+1 is fetched while batch i decodes (on a thread of its own: the fetch fans out
         # over the store's pool, which a task already in that pool could not do)
         ahead = ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1 else None
@@ -204,8 +207,10 @@ class EmbeddedEngine:
         t = self._decode(ctx, lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
         return [t if t.schema.equals(schema) else t.cast(schema)]
 
-    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table:
-        return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names)
+    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None,
+                   fetched: dict[str, ranged.Source] | None = None) -> pa.Table:
+        return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names,
+                          fetched=fetched)
 
     def _write_partition(self, ctx: TableContext, part: pa.Table, values: dict[str, str | None]) -> AddFile:
         body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
@@ -282,13 +287,17 @@ class EmbeddedEngine:
             table = table.filter(self._mask(ctx, table, checked))
         return table.select(out)
 
-    def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked) -> list[AddFile]:
-        """The files holding a row ``where`` selects, from the predicate's columns alone."""
+    def _hit_files(self, ctx: TableContext, files: list[AddFile], where: E.Checked,
+                   fetched: dict[str, ranged.Source]) -> list[AddFile]:
+        """The files holding a row ``where`` selects, from the predicate's columns alone. Small
+        files are fetched whole for that: they go into ``fetched`` (by path), so that reading
+        them whole next costs no second round trip."""
         cols = self._needed(ctx, [], where)
         pushed, exact = pushdown(where.text, ctx.schema)
         tables = []
         sources = self._sources(ctx, files)
         index = {id(s): i for i, s in enumerate(sources)}
+        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True) if s.size <= ranged.WHOLE_FILE_BYTES)
         for batch in ranged.batches(sources):
             self._fragments(ctx, batch, cols, pushed)  # decoded per file below
             for src in batch:
@@ -314,9 +323,10 @@ class EmbeddedEngine:
         return [a for i, a in enumerate(files) if i in hit]
 
     def _rewrite_one(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
-                     assignments: dict[str, E.Checked] | None) -> tuple[AddFile, pa.Table, int] | None:
+                     assignments: dict[str, E.Checked] | None,
+                     fetched: dict[str, ranged.Source]) -> tuple[AddFile, pa.Table, int] | None:
         """The new contents of one file, computed in memory (nothing written yet)."""
-        table = self._read_file(ctx, add, None)
+        table = self._read_file(ctx, add, None, fetched)
         mask = self._mask(ctx, table, where)
         hits = pc.sum(mask).as_py() or 0
         if hits == 0:
@@ -351,10 +361,11 @@ class EmbeddedEngine:
                 assignments: dict[str, str] | None) -> RewriteResult:
         # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
         w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
+        fetched: dict[str, ranged.Source] = {}
         if w is not None:
-            files = self._hit_files(ctx, files, w)  # the rest is never read whole
+            files = self._hit_files(ctx, files, w, fetched)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
-        computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, w, sets), files) if r]
+        computed = [r for r in self._map(lambda a: self._rewrite_one(ctx, a, w, sets, fetched), files) if r]
         res = RewriteResult()
         jobs = []
         for add, new, hits in computed:

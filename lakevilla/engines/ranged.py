@@ -103,7 +103,10 @@ def _get(store: ObjectStore, key: str, start: int, length: int | None = None) ->
 
 
 def _open(store: ObjectStore, src: Source) -> None:
-    """Fetch the footer (or the whole small file) into a buffer of the file's size."""
+    """Fetch the footer (or the whole small file) into a buffer of the file's size; nothing
+    when an earlier scan of the same file left it whole."""
+    if src.complete:
+        return
     if src.size <= WHOLE_FILE_BYTES:
         data = _get(store, src.key, 0)
         src.buffer, src.complete = pa.py_buffer(data), True

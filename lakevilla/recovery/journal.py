@@ -9,10 +9,12 @@ them). Without R nothing is logged: ``NoJournal`` keeps the same surface.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import LakeVillaError
 from ..names import sublog_key
 from ..store import ObjectStore
 from . import sublog as sublogs
@@ -45,6 +47,8 @@ class Journal:
         self.keys: list[str] = []  # what goes when the transaction ends: entries, staged sources
         self._reads: list[sublogs.ReadRecord] = []
         self._lock = threading.Lock()  # tables are written in parallel
+        self._deferring = False
+        self._deferred: list[sublogs.SublogEntry] = []
 
     def read(self, table: str, version: int, files: list[str], where: str | None) -> None:
         with self._lock:
@@ -79,9 +83,44 @@ class Journal:
                               read_version=tw.read_version, reads=reads, redo=redo,
                               attempt=self.ctx.attempt(), features=self.ctx.features,
                               isolation=self.ctx.isolation, mode=self.ctx.mode)
+        with self._lock:
+            if self._deferring:
+                self._deferred.append(e)
+                return
+        self._put(e)
+
+    def _put(self, e: sublogs.SublogEntry) -> None:
         sublogs.write(self.ctx.store, e)
         self.keep(sublog_key(self.ctx.txn_id, e.seq))
         self.ctx.count("sublogs")
+
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Redo entries written meanwhile wait for ``flush``: a one-table commit at the tail is
+        its own decision and needs none of them, so they go out beside its put. Safe because
+        the files the entries they replace name are deleted only after the decision: until
+        the new entries land, the old ones still describe files that exist (a resumed run
+        redoes from them, an undo deletes them; the redo's own files are left to abandoned-
+        file deletion, as after a crash between a redo's data and its entry)."""
+        with self._lock:
+            self._deferring = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._deferring = False
+
+    def flush(self) -> None:
+        """Write the deferred entries; one that fails waits for the next flush (see ``deferred``)."""
+        with self._lock:
+            pending, self._deferred = self._deferred, []
+        for i, e in enumerate(pending):
+            try:
+                self._put(e)
+            except LakeVillaError:
+                with self._lock:
+                    self._deferred[:0] = pending[i:]
+                return
 
 
 class NoJournal(Journal):

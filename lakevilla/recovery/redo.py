@@ -2,8 +2,8 @@
 
 Without R a conflict aborts (``AbortOnConflict``). With R (``RedoOnConflict``) the
 operations from the first conflicting one on are undone and re-executed on the new
-snapshot, and each redone operation is logged again before anything it replaced is
-deleted. A read among them that already returned its rows to the client must return the
+snapshot, and each redone operation is logged again; the files it replaced are deleted
+once the transaction is decided. A read among them that already returned its rows to the client must return the
 same rows again (``read_results.py``: validation by value), else the transaction aborts;
 so does one whose rows could not be kept for that comparison, and one resumed from a
 physical sublog entry. The policies see a ``RedoContext``, never the transaction.
@@ -29,7 +29,6 @@ class RedoContext:
     txn_id: str
     engine: Any
     write_sublog: Callable[[TableWork, Op, bool], None]  # (table work, op, redo)
-    delete_files: Callable[[str, list[str]], None]
     count: Callable[[str, int], None]
     redone: Callable[[str, int, str, list[Op]], None]  # (table, version, why, ops): the log event
 
@@ -77,13 +76,14 @@ class RedoOnConflict:
                 f"{tw.name}: version {version} invalidates a read whose result this transaction already "
                 f"returned ({why}; {e}); re-run it (lake.run does)", txn_id=ctx.txn_id,
                 reason="consumed-read") from None
-        for op in redone:  # the new entries first: a crash in between must not leave entries naming
+        for op in redone:
             if op.kind == "read":  # it returned the same rows: nothing to log (a resumed run still
                 continue  # validates it from its first version, and aborts where it cannot tell)
-            op.logical = True  # deleted files as the operation's latest state
+            op.logical = True
             ctx.write_sublog(tw, op, True)
-        ctx.delete_files(tw.name, sorted(tw.garbage))
-        tw.garbage.clear()
+        # the files the undone operations wrote (tw.garbage) are deleted after the decision, off
+        # the commit's path (commit clean-up or abort), never before the entries above replace
+        # the ones naming them
         ctx.count("redos", len(redone))
         ctx.redone(tw.name, version, why, redone)
         tw.validated_upto = latest
