@@ -12,7 +12,6 @@ something. Nulls sort last in both directions, on every engine.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,13 +45,6 @@ class Ordering:
             else:
                 raise InvalidArgumentError(f"order_by item {item!r}: expected 'column', 'column ASC' or 'column DESC'")
         return cls(tuple(keys), limit)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"order_by": [f"{c} {'DESC' if d else 'ASC'}" for c, d in self.keys], "limit": self.limit}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any] | None) -> Ordering | None:
-        return None if not d else cls.parse(d["order_by"], d.get("limit"))
 
     @property
     def columns(self) -> list[str]:
