@@ -192,7 +192,7 @@ def test_abort_policy_aborts_on_a_conflict():
     class TW:
         name = "t"
 
-    ctx = RedoContext(txn_id="tx4", engine=None, write_sublog=lambda *a: None, delete_files=lambda *a: None,
+    ctx = RedoContext(txn_id="tx4", engine=None, write_sublog=lambda *a: None,
                       count=lambda *a: None, redone=lambda *a: None)
     with pytest.raises(TransactionAborted, match="conflict with version 7"):
         AbortOnConflict().on_conflict(ctx, TW(), 0, 7, "removed a file we read", 7)
