@@ -1038,8 +1038,8 @@ class Transaction:
             self._in_doubt = f"the commit to {tw.name}@{latest + 1}"
             try:
                 v, c = latest + 1, commit
-                self._together(lambda: self._peek(tw, v), self._journal.flush,  # noqa: B023
-                               lambda: tw.log.write_commit(v, c))  # noqa: B023
+                flush = [self._journal.flush] if self._journal.has_deferred else []  # a redo's entries
+                self._together(lambda: self._peek(tw, v), *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 self._in_doubt = None
                 self.stats["retries"] += 1

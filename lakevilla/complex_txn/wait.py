@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..recovery.wait import MarkerWait, Pending, WaitContext, WaitState
+from ..recovery.wait import MarkerWait, Pending, WaitContext, WaitState, queue_length
 from .dag import younger
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class DagWait(MarkerWait):
         ctx.publish_deps()
         # rule IV; a queue of n transactions ahead of us is not a deadlock, so the timeout
         # scales with it and doubles with every shift we already made
-        queue = len({p.attempt for _, _, p in pending})
+        queue = queue_length(pending)
         limit = ctx.shift_timeout * queue * (2 ** st.shifts)
         if time.monotonic() - st.stuck_since > limit and st.shifts < ctx.max_shifts:
             ctx.shift("no progress while waiting (rule IV)", "no_progress")

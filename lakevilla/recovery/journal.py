@@ -110,6 +110,11 @@ class Journal:
             with self._lock:
                 self._deferring = False
 
+    @property
+    def has_deferred(self) -> bool:
+        with self._lock:
+            return bool(self._deferred)
+
     def flush(self) -> None:
         """Write the deferred entries; one that fails waits for the next flush (see ``deferred``)."""
         with self._lock:

@@ -28,6 +28,11 @@ POLL_CAP = 1.0  # seconds: the longest pause a queue's length stretches polling 
 Pending = list[tuple["TableWork", int, "MarkerPayload"]]  # (our table, version of the marker, its payload)
 
 
+def queue_length(pending: Pending) -> int:
+    """How many transactions are queued ahead of us (one may precede us on several tables)."""
+    return len({p.attempt for _, _, p in pending})
+
+
 @dataclass
 class WaitContext:
     """What a wait policy may use: the transaction's settings and hooks, nothing else."""
@@ -120,7 +125,7 @@ class MarkerWait:
             # n transactions queued ahead of us hand over no sooner than n times: the pause grows
             # with the queue, so a long queue's waiters do not poll it flat out (and eat the CPU
             # and requests its head needs)
-            queue = len({p.attempt for _, _, p in pending})
+            queue = queue_length(pending)
             delay = min(delay * 1.5, max(ctx.poll_max, min(ctx.poll_max * queue, POLL_CAP)))
 
     def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
