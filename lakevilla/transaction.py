@@ -37,7 +37,7 @@ from .conflicts import first_conflict
 from .creation import creation_commit, new_metadata
 from .delta.actions import Commit
 from .delta.features import check_readable, check_writable, is_append_only, protocol_for
-from .delta.log import VersionExists
+from .delta.log import DeltaLog, VersionExists
 from .delta.snapshot import Snapshot
 from .engine_api import TableContext, data_file_key
 from .errors import (
@@ -72,7 +72,7 @@ from .ordering import Ordering
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.journal import Journal, JournalContext, NoJournal
-from .recovery.overtake import overtake_policy
+from .recovery.overtake import QUEUE_AFTER_LOST, overtake_policy
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
@@ -188,9 +188,10 @@ class Transaction:
         # claimed statement by statement, two transactions that write two tables meet in opposite
         # orders whenever the gap between their statements differs (a cycle, one of them shifts),
         # and a marker held while statements run holds every follower up for all that time. R
-        # alone claims at its first write: the marker names the running transaction early, and
-        # with one table there is no cycle to form.
-        self._claim_at_first_write = self.R and not self.dag
+        # alone in place claims at its first write: the fill goes into the marker's version. R
+        # alone at the tail is optimistic: it claims only when it has to queue (_queue_if_needed).
+        self._optimistic = self.R and not self.dag and self.mode == CommitMode.TAIL
+        self._claim_at_first_write = self.R and not self.dag and not self._optimistic
         # the global log announces table commits; a table it does not know yet has none to announce
         self._creates_tables = self.decision != Decision.GVL
         # a marker recovery freed: claimed again where each table decides alone; where a record
@@ -608,22 +609,25 @@ class Transaction:
         if failed:
             raise next((e for e in failed if not isinstance(e, Exception)), failed[0])
 
-    def _claim_first_marker(self, tw: TableWork) -> None:
+    def _claim_first_marker(self, tw: TableWork, publish: bool = False) -> None:
         if self._global is not None:
             self._global.note_claim()
-        self._claim(tw)
+        self._claim(tw, publish=publish)
         self.lake.heartbeats.watch(self)
 
-    def _claim(self, tw: TableWork, start: int | None = None) -> None:
+    def _claim(self, tw: TableWork, start: int | None = None, publish: bool = False) -> None:
         """Claim a marker at the tail of ``tw``'s log and learn who precedes us there."""
-        self._claim_many([tw], start)
+        self._claim_many([tw], start, publish)
 
-    def _claim_many(self, tws: list[TableWork], start: int | None = None) -> None:
-        """Claim markers on several tables at once (in parallel), then apply rules II/III once."""
+    def _claim_many(self, tws: list[TableWork], start: int | None = None, publish: bool = False) -> None:
+        """Claim markers on several tables at once (in parallel), then apply rules II/III once.
+        ``publish``: our statements there are done, the markers carry our footprints at once."""
 
         def one(tw: TableWork) -> list[tuple[int, MarkerPayload]]:
             with self._mlock:
                 payload = self._payload(tw.name)
+                if publish:
+                    payload.footprint = self._overtake.claim_footprint(tw)
             first = start if start is not None else max(tw.log.known_latest(), tw.base.version) + 1
             h = claim_marker(tw.log, first, payload)  # collisions move us forward
             with self._mlock:
@@ -638,11 +642,11 @@ class Transaction:
         self._waits.claimed(self._wait_ctx(), tws, found)  # with a DAG: rules II/III now
 
     def _running_predecessors(self, tw: TableWork) -> list[tuple[int, MarkerPayload]]:
-        """Running markers below ours (fresh state), excluding our own, and excluding those whose
-        owner's commit to this table has landed: that commit is the owner's decision here (its
-        marker closes after it, off the owner's latency path), and we validate against it."""
-        assert tw.marker is not None
-        m = tw.marker.version
+        """Running markers below ours (without one: below the tail we know), excluding our own,
+        and excluding those whose owner's commit to this table has landed: that commit is the
+        owner's decision here (its marker closes after it, off the owner's latency path), and
+        we validate against it."""
+        m = tw.marker.version if tw.marker is not None else tw.log.known_latest() + 1
         lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
         out = []
         candidates: list[tuple[int, MarkerPayload]] = []  # running as we last read them
@@ -672,9 +676,10 @@ class Transaction:
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
                 blocked = not full and p.footprint is None
-        if out:  # a commit above our marker may be theirs: one GET when nothing is new
-            newest = tw.log.probe_versions(max(m, tw.log.known_latest()))
-            landed.update(a for _, c in tw.log.commits_between(m, newest) if (a := commit_txn(c)) is not None)
+        if out:  # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
+            top = m if tw.marker is not None else m - 1
+            newest = tw.log.probe_versions(max(top, tw.log.known_latest()))
+            landed.update(a for _, c in tw.log.commits_between(top, newest) if (a := commit_txn(c)) is not None)
             done = [(v, p) for v, p in out if p.attempt in landed]
             if done:
                 self._count("waits_ended_by_commit", len(done))
@@ -1008,16 +1013,18 @@ class Transaction:
     def _commit_one_table(self, tw: TableWork) -> int:
         lost = 0
         for _ in range(self.settings.max_retries + 1):
+            if tw.marker is None and lost >= QUEUE_AFTER_LOST:
+                self._queue(tw)
             self._wait_predecessors([tw])
             if self.mode == CommitMode.IN_PLACE:
                 self._validate_table(tw)
             else:  # no probe first: the commit's put-if-absent right after what we know is the probe
                 with self._journal.deferred():  # a redo's entries go out beside the put below
-                    self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version))
-            if tw.marker.lost:
+                    self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version if tw.marker else -1))
+            if tw.marker is not None and tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
-                                      "lakevilla": self._commit_info(1, marker=tw.marker.version)})
+                                      "lakevilla": self._commit_info(1, marker=tw.marker and tw.marker.version)})
             if self._overtake.revoked_by(tw, commit):
                 continue  # a redo changed our commit: wait for that predecessor after all
             latest = tw.validated_upto
@@ -1053,6 +1060,15 @@ class Transaction:
             return latest + 1
         raise TransactionAborted(f"{tw.name}: lost the commit race {self.settings.max_retries + 1} times",
                                  txn_id=self.id, reason="retries")
+
+    def _queue(self, tw: TableWork) -> None:
+        """Optimistic commit (R alone, at the tail) holds no marker: it waits for the running
+        markers it cannot overtake, then races for the tail. Having lost ``QUEUE_AFTER_LOST``
+        races it claims one: from then on followers that would conflict with it wait for it, so
+        it cannot starve. Its statements are done, so the claim carries its footprints at once
+        and followers that cannot conflict overtake it without a rewrite."""
+        self._count("queued_at_commit")
+        self._claim_first_marker(tw, publish=True)
 
     @staticmethod
     def _peek(tw: TableWork, version: int) -> None:
@@ -1363,6 +1379,19 @@ def _settle_earlier_attempts(lake: Client, txn_id: str, first_versions: dict[str
                                     "been rolled forward now: nothing to resume")
 
 
+def _filled_in_place(log: DeltaLog, upto: int) -> set[int]:
+    """Versions <= ``upto`` filled in place: the crashed client may have read any of them as an
+    empty marker, so the resumed one validates against them (a fill it had seen only costs a
+    redo; one it had not, missed, would let its statements stand on rows they never saw)."""
+    lo = max(-1, upto - MARKER_SCAN_WINDOW, log.last_checkpoint_version() - 1)
+    out = set()
+    for v, c in log.commits_between(lo, upto):
+        info = CommitInfo.of(c.lakevilla)
+        if info is not None and info.is_commit and info.marker == v:
+            out.add(v)
+    return out
+
+
 def resume_transaction(lake: Client, txn_id: str) -> Transaction:
     """Rebuild a crashed transaction from its sublogs, ready to continue or commit.
 
@@ -1403,6 +1432,7 @@ def resume_transaction(lake: Client, txn_id: str) -> Transaction:
         base_v = max([e.base_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
         snap = log.snapshot(base_v)
         tw = TableWork(table, log, snap, txn._ctx(table, snap))
+        tw.recheck |= _filled_in_place(log, base_v)
         tw.read_version = min([e.read_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
         tw.validated_upto = min([e.base_version for e in ents] + [r["version"] for r in reads_by_table.get(table, [])])
         for r in reads_by_table.get(table, []):

@@ -88,6 +88,15 @@ def holds_marker(lake, table: str, txn) -> bool:
                for _, c in log.commits_between(-1, log.latest_version()))
 
 
+def claim_now(txn, table: str) -> None:
+    """Have LV[R] transaction ``txn`` hold a marker on ``table`` from now on, as it does once it
+    queues (after ``QUEUE_AFTER_LOST`` lost commit races); in place it claimed at its first write.
+    For tests of what a marker held while statements run does to others."""
+    tw = txn.tables[table]
+    if tw.marker is None:
+        txn._claim_first_marker(tw)
+
+
 def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout: float = 30.0) -> HookStore:
     """``store``, whose first marker claim (put-if-absent) in ``table`` waits until ``cond()``.
     CT and I claim their markers at commit, all at once: this lines up two commits' claims."""
@@ -244,15 +253,18 @@ class ConnectGate:
                 pass
 
 
-def r_transaction_on(steps: list[Callable], holder: dict) -> Callable[[str], Callable]:
+def r_transaction_on(steps: list[Callable], holder: dict, queued: bool = False) -> Callable[[str], Callable]:
     """A crash-sweep action: one R transaction running ``steps`` on a table, its id kept in
-    ``holder`` so that the sweep can resume it."""
+    ``holder`` so that the sweep can resume it; ``queued``: it claims its marker before its
+    commit (``claim_now``)."""
     def action_on(name: str) -> Callable:
         def action(lake) -> None:
             txn = lake.begin("R")
             holder["id"] = txn.id
             for step in steps:
                 step(txn, name)
+            if queued:
+                claim_now(txn, name)
             txn.commit()
         return action
     return action_on

@@ -114,7 +114,7 @@ def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):
     show: a wait round reads that table's log alone (here the same transaction precedes us on
     both), and every table again once it clears."""
     _bank(local_backend)
-    holder = local_backend.lake().begin("R")  # R claims at its first write: ahead of T on x and y
+    holder = local_backend.lake(commit_mode="in_place").begin("R")  # claims at its first write: ahead of T
     holder.update("x", set={"balance": "balance + 1"}, where="id = 2")
     holder.update("y", set={"balance": "balance + 1"}, where="id = 12")
     gets: Counter[str] = Counter()
@@ -141,6 +141,14 @@ def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):
     assert _balances(lake) == {"x": {1: 995, 2: 1001}, "y": {11: 1005, 12: 1001}}
 
 
+def _held_before_commit_to(backend, mode, table):
+    """A client whose commit put in ``table``'s log waits for the gate it returns."""
+    gate = threading.Event()
+    store = HookStore(backend.store(), lambda kind, key: kind == "put_if_absent"
+                      and key.startswith(f"{table}/_delta_log/"), lambda: gate.wait(30))
+    return gate, backend.lake(commit_mode=mode, store=store)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_g0_write_cycle_across_tables(backend, mode):
     final = {}
@@ -148,12 +156,24 @@ def test_g0_write_cycle_across_tables(backend, mode):
         tables = (f"a{len(features)}", f"b{len(features)}")
         lake = _bank(backend, tables=tables, mode=mode)
         a, b = tables
-        t1, t2 = lake.begin(features), lake.begin(features)
+        hold = features == "R" and mode == "tail"  # optimistic: no marker orders the two, the commits do
+        gate, l1 = _held_before_commit_to(backend, mode, b) if hold else (None, lake)
+        t1, t2 = l1.begin(features), lake.begin(features)
         t1.update(a, set={"balance": "1"}, where="id = 1")
         t2.update(b, set={"balance": "2"}, where="id = 11")
         t2.update(a, set={"balance": "2"}, where="id = 1")
         t1.update(b, set={"balance": "1"}, where="id = 11")
-        assert _commit_all(t1, t2) == []
+        if hold:  # table by table: T1 lands in a, T2 in a and b, then T1 in b
+            v = lake.version(a)
+            th = threading.Thread(target=t1.commit)
+            th.start()
+            _await(lambda a=a, v=v, lake=lake: lake.version(a) > v)
+            t2.commit()
+            gate.set()
+            th.join(60)
+            assert t1.state == t2.state == "committed"
+        else:
+            assert _commit_all(t1, t2) == []
         bal = _balances(lake, tables)
         final[features] = (bal[a][1], bal[b][11])
     assert final["R"] == (2, 1)  # R alone: T1 before T2 in a, T2 before T1 in b: a write cycle
@@ -167,19 +187,26 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         tables = (f"c{len(features)}", f"d{len(features)}")
         c, d = tables
         lake = _bank(backend, tables=tables, mode=mode)
+        hold = features == "R" and mode == "tail"  # optimistic: no marker orders the two, the commits do
+        gate, l1 = _held_before_commit_to(backend, mode, d) if hold else (None, lake)
         t2 = lake.begin(features)
-        t2.update(d, set={"balance": "2"}, where="id = 11")  # T2 reserves d first
-        t1 = lake.begin(features)
+        t2.update(d, set={"balance": "2"}, where="id = 11")  # T2 reserves d first (in place: its marker)
+        t1 = l1.begin(features)
         t1.update(c, set={"balance": "1"}, where="id = 1")
         t1.update(d, set={"balance": "1"}, where="id = 11")  # behind T2 in d
+        v = lake.version(c)
         th = threading.Thread(target=t1.commit)
         th.start()
-        if features == "R":  # T2's marker in d is claimed at its first write
+        if hold:  # T1 committed c; its put in d waits until T2 committed
+            _await(lambda c=c, v=v, lake=lake: lake.version(c) > v)
+        elif features == "R":  # in place T2's marker in d is claimed at its first write
             _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)  # T1 committed c and now waits for T2 in d
         else:  # CT claims at commit: T2 holds no marker yet, and T1 commits both tables at once
             th.join(60)
         x = t2.read(c, where="id = 1").column("balance")[0].as_py()  # does T2 see T1's write to c?
         t2.commit()
+        if gate is not None:
+            gate.set()
         th.join(60)
         y = _balances(lake, tables)[d][11]
         seen[features] = (x, y)

@@ -14,6 +14,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+from tests.helpers import claim_now
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -44,7 +45,7 @@ first.update("a", set={"v": "v + 1"})
 second.update("a", set={"v": "v + 1"})
 first.commit(); second.commit()
 assert second.stats["redos"] == 1
-past = lv.Lake(lake.root_uri, clock=lambda: time.time() - 3600)
+past = lv.Lake(lake.root_uri, clock=lambda: time.time() - 3600, commit_mode="in_place")  # claims at its write
 t = past.begin("R"); t.update("a", set={"v": "0"}); past.close()
 assert lake.recover().acted == 1
 print("ok")
@@ -58,8 +59,9 @@ def test_a_wait_is_logged_with_whom_and_how_long(lake, caplog):
     caplog.set_level(logging.INFO, logger="lakevilla")
     first = lake.begin("R")
     first.update("a", set={"value": "1"}, where="id = 1")
+    claim_now(first, "a")
     second = lake.begin("R")
-    second.update("a", set={"value": "2"}, where="id = 2")  # queued behind first's marker
+    second.update("a", set={"value": "2"}, where="id = 2")  # its commit waits for first's marker
     done = threading.Thread(target=second.commit)
     done.start()
     deadline = time.monotonic() + 30
@@ -91,8 +93,9 @@ def test_a_redo_is_logged(lake, caplog):
 
 def test_a_marker_shift_is_logged(local_backend, lake, caplog):
     caplog.set_level(logging.INFO, logger="lakevilla")
-    holder = lake.begin("R")  # R claims at its first write (CT at commit)
-    holder.update("a", set={"value": "1"}, where="id = 1")  # holds a@v and never commits here
+    holder = lake.begin("R")
+    holder.update("a", set={"value": "1"}, where="id = 1")
+    claim_now(holder, "a")  # holds a@v and never commits here
     impatient = local_backend.lake(wait_timeout=0.3, shift_timeout=0.02, max_shifts=1)
     txn = impatient.begin("R,CT")
     txn.update("a", set={"value": "2"}, where="id = 2")
@@ -114,7 +117,8 @@ def test_recoveries_are_logged(local_backend, lake, caplog):
     decided.update("b", set={"value": "6"}, where="id = 2")
     with pytest.raises(SimulatedCrash):
         decided.commit()  # decided (record COMMITTING), died before writing its table commits
-    past = local_backend.lake(clock=lambda: time.time() - 3600)  # its markers expired an hour ago
+    past = local_backend.lake(clock=lambda: time.time() - 3600, commit_mode="in_place")  # its markers expired
+    # an hour ago (in place, R claims its marker at its first write)
     stalled = past.begin("R")
     stalled.update("a", set={"value": "5"}, where="id = 1")
     past.close()

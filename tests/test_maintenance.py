@@ -12,6 +12,7 @@ import lakevilla as lv
 from lakevilla.cli import main as cli
 from lakevilla.complex_txn import record as records
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
+from tests.helpers import claim_now
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -73,6 +74,7 @@ def test_checkpoint_is_refused_above_an_open_marker(backend):
     lake = _lake(backend)
     txn = lake.begin("R")
     txn.update("a", set={"value": "2"}, where="id = 1")
+    claim_now(txn, "a")
     with pytest.raises(lv.InvalidArgumentError, match="open marker"):
         lake.checkpoint("a")
     txn.commit()

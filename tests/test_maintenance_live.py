@@ -54,8 +54,10 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         known.read("e2")
     orphan = backend.lake(store=FaultInjectingStore(backend.store(), FaultPlan(
         crash_before=1, predicate=lambda k, key: "_delta_log" in key and k == "put_if_absent")))
-    with pytest.raises(SimulatedCrash):  # writes its data file, dies claiming its marker: an orphan
-        orphan.begin("R").insert("c", {"id": [6000], "value": [1]})
+    dead = orphan.begin("R")
+    dead.insert("c", {"id": [6000], "value": [1]})
+    with pytest.raises(SimulatedCrash):  # wrote its data file and sublog, dies at its commit: an orphan
+        dead.commit()
     stop = threading.Event()
     runs: Counter = Counter()
     errors: list[BaseException] = []

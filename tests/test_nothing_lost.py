@@ -26,7 +26,7 @@ from lakevilla.store import (
 )
 from lakevilla.store.s3 import S3Store
 from tests.conftest import make_bucket, rows, s3_options
-from tests.helpers import ConnectGate, HookStore, open_markers
+from tests.helpers import ConnectGate, HookStore, claim_now, open_markers
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 LATER = 10_000.0
@@ -78,6 +78,7 @@ def test_a_failed_checkpoint_after_the_commit_landed_is_counted_not_undone(local
         txn.insert("t", {"id": [200], "value": [0]})  # version 8
     txn = full.begin("R")
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(txn, "t")  # queued: its commit lands above its marker
     assert txn.tables["t"].marker.version == 9
     res = txn.commit()  # lands at 10, where a checkpoint is due: the disk is full
     assert res.versions == {"t": 10}
@@ -100,7 +101,7 @@ def test_an_r_commit_whose_outcome_is_unknown_deletes_nothing(local_backend, mod
     """The table commit (or fill) was applied, then the store stayed unreachable for that key:
     the client cannot learn the outcome, reports CommitPendingError, and undoes nothing."""
     _setup(local_backend, commit_mode=mode)
-    target = "00000000000000000003.json" if mode == "tail" else "00000000000000000002.json"
+    target = "00000000000000000002.json"  # the tail commit (R holds no marker) or the fill of the marker
     kind = "put_if_absent" if mode == "tail" else "put_if_match"
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         exhaust_after={1}, predicate=_only(kind, target))), commit_mode=mode, marker_ttl=5.0)
@@ -225,7 +226,8 @@ def test_a_transaction_older_than_max_transaction_age_cannot_commit(local_backen
 def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     _setup(local_backend, tables=("a", "b", "c"))
     live = local_backend.lake().begin("R")
-    live.update("c", set={"value": "1"}, where="id = 21")  # holds a live marker and a sublog
+    live.update("c", set={"value": "1"}, where="id = 21")
+    claim_now(live, "c")  # holds a live marker and a sublog
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
     decided = dying.begin("R,CT")
@@ -234,7 +236,8 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     with pytest.raises(SimulatedCrash):
         decided.commit()
     gone = local_backend.lake(marker_ttl=0.01).begin("R")
-    gone.update("c", set={"value": "4"}, where="id = 22")  # its sublog stays, its marker expires at once
+    gone.update("c", set={"value": "4"}, where="id = 22")
+    claim_now(gone, "c")  # its sublog stays, its marker expires at once
     gone.lake.heartbeats.forget(gone)
     time.sleep(0.05)  # the 10 ms marker ttl passes: time itself is the condition
     done = local_backend.lake().cleanup(older_than=0, force=True)
@@ -277,6 +280,7 @@ def test_resume_refuses_while_the_owners_marker_is_alive(local_backend):
     lake = _setup(local_backend, marker_ttl=30.0)
     owner = lake.begin("R")
     owner.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(owner, "t")
     with pytest.raises(lv.TransactionStateError, match="live marker"):
         local_backend.lake(marker_ttl=30.0).resume(owner.id)
     owner.commit()  # the owner was only slow: its marker is still its own
@@ -471,6 +475,7 @@ def test_the_heartbeat_keeps_beating_after_a_failed_beat(local_backend):
     lake = local_backend.lake(store=failing, marker_ttl=2.0)
     txn = lake.begin("R")
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(txn, "t")
     h = txn.tables["t"].marker
     log = local_backend.lake().log("t")
     first = marker_of(log.read_commit_raw(h.version)[0]).expires

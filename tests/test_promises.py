@@ -19,11 +19,11 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import FREED, RUNNING, free_stalled, marker_of
+from lakevilla.markers import FREED, RUNNING, commit_txn, free_stalled, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
-from tests.helpers import HalfPublished, claim_when, holds_marker, open_markers
+from tests.helpers import HalfPublished, claim_now, claim_when, holds_marker, open_markers
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
@@ -77,6 +77,7 @@ def test_a_marker_is_stalled_only_after_marker_ttl(local_backend):
     lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
     owner = lake.begin("R")
     owner.update("a", set={"value": "1"}, where="id = 1")
+    claim_now(owner, "a")
     lake.heartbeats.forget(owner)  # no heartbeat from now on
     v = owner.tables["a"].marker.version
     early = local_backend.lake(marker_ttl=TTL, clock=_at(TTL - 1.0)).recover()
@@ -93,6 +94,7 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
     lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
     owner = lake.begin("R")
     owner.update("a", set={"value": "1"}, where="id = 1")
+    claim_now(owner, "a")
     v = owner.tables["a"].marker.version
     log = local_backend.lake().log("a")
     seen, etag = log.read_commit_raw(v)
@@ -106,10 +108,10 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
 def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
     """A physical sublog entry names files, not a statement: if a newer commit conflicts with
     it, resume cannot redo it and must abort, keeping the newer commit."""
-    lake = _setup(local_backend, tables=("a",), marker_ttl=TTL)
+    lake = _setup(local_backend, tables=("a",), marker_ttl=TTL, commit_mode="in_place")
     stalled = lake.begin("R")
-    # the first write's entry goes out with the marker claim and carries its statement; the
-    # second, with no marker before ours, is physical
+    # in place R claims at its first write: that entry goes out with the claim and carries its
+    # statement; the second, with no marker before ours, is physical
     stalled.update("a", set={"value": "value + 0"}, where="id = 1")
     stalled.update("a", set={"value": "value + 1"}, where="id = 1")
     assert [e.kind for e in sublogs.read_all(lake.store, stalled.id)] == ["logical", "physical"]
@@ -295,6 +297,7 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
     lake.create_table("a", T, properties={"delta.checkpointInterval": "2"})
     holder = lake.begin("R")
     holder.insert("a", {"id": [1], "value": [1]})
+    claim_now(holder, "a")
     marker = holder.tables["a"].marker.version
     for k in range(4):  # plain commits reach versions where a checkpoint is due
         with lake.transaction("") as t:
@@ -450,7 +453,7 @@ def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend
 
     _setup(local_backend, tables=("t",))
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        exhaust_after={1}, predicate=_only("put_if_absent", "00000000000000000003.json"))), marker_ttl=TTL)
+        exhaust_after={1}, predicate=_only("put_if_absent", "00000000000000000002.json"))), marker_ttl=TTL)
     with pytest.raises(lv.CommitPendingError):
         with dying.transaction("R") as txn:
             txn.update("t", set={"value": "value + 1"}, where="id = 1")
@@ -459,7 +462,7 @@ def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend
     dying.flush()
     _every_version_has_its_files(local_backend, "t")
     assert _value(local_backend.lake(), "t") == 1
-    assert marker_of(local_backend.lake().log("t").read_commit_raw(2)[0]).state == RUNNING  # not aborted
+    assert commit_txn(local_backend.lake().log("t").read_commit(2)) == txn.attempt  # its commit stands
 
 
 def test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail(local_backend):

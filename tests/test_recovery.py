@@ -15,9 +15,11 @@ import lakevilla as lv
 from lakevilla import read_results
 from lakevilla.markers import marker_of
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.vocab import CommitInfo
 from tests.conftest import rows
 from tests.helpers import (
     HookStore,
+    claim_now,
     count_calls,
     crash_plans,
     open_markers,
@@ -46,6 +48,7 @@ def test_markers_are_empty_versions_for_delta_rs(backend):
     lake = _setup(backend)
     t1 = lake.begin("R")
     t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
     marker_v = t1.tables["t"].marker.version
     dt = backend.delta("t")
     assert dt.version() == marker_v
@@ -138,6 +141,92 @@ def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_fi
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
+def test_an_r_writer_nobody_precedes_commits_without_a_marker(backend):
+    """Issue 13: LV[R] at the tail is optimistic. With no running marker to wait for, its commit
+    is one put-if-absent right after its snapshot: no marker claimed, none closed, one version
+    per transaction, as with plain Delta (a marker is claimed only to queue)."""
+    _setup(backend)
+    counting = lv.store.CountingStore(backend.store())
+    lake = backend.lake(store=counting)
+    txn = lake.begin("R")
+    txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    assert txn.tables["t"].marker is None
+    counting.reset()
+    txn.commit()
+    lake.flush()
+    assert txn.result.versions == {"t": 2} and txn.stats["markers"] == 0
+    log = lake.log("t")
+    assert log.latest_version() == 2 and marker_of(log.read_commit(2)) is None
+    assert CommitInfo.of(log.read_commit(2).lakevilla).marker is None
+    assert counting.snapshot()["put_if_absent"] == 1 and counting.snapshot()["put_if_match"] == 0
+    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 11
+    assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprints(local_backend):
+    """Racing for the tail guarantees no turn: an optimistic writer that lost
+    ``QUEUE_AFTER_LOST`` races claims a marker, so that from then on followers that would
+    conflict with it wait for it. Its statements are done, so the claim carries its footprints
+    at once: a follower on another file overtakes it without waiting, though the queued writer
+    never waited (and so never published in a wait round). Here a blind append beats each of
+    T's first puts; T's commit after the claim is held while the follower runs."""
+    from lakevilla.recovery.overtake import QUEUE_AFTER_LOST
+
+    lake = _two_files(local_backend)
+    other = local_backend.lake()
+    release = threading.Event()
+    puts = {"n": 0}
+
+    def before_put():
+        puts["n"] += 1
+        if puts["n"] <= QUEUE_AFTER_LOST:  # another writer takes the version T is about to put
+            with other.transaction("") as x:
+                x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
+        elif puts["n"] == QUEUE_AFTER_LOST + 2:  # the claim went through; hold the commit after it
+            release.wait(30)
+
+    t_lake = local_backend.lake(store=HookStore(
+        local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
+        and key.endswith(".json"), before_put, repeat=True))
+    t = t_lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    t_thread = threading.Thread(target=t.commit)
+    t_thread.start()
+    try:
+        _until(lambda: puts["n"] >= QUEUE_AFTER_LOST + 2, "T to queue and reach its commit", extra=lambda: dict(t.stats))
+        assert t.stats["retries"] == QUEUE_AFTER_LOST and t.stats["queued_at_commit"] == 1
+        h = t.tables["t"].marker
+        claimed = marker_of(lake.log("t").read_commit(h.version))
+        assert claimed.state == "running" and claimed.footprint == h.payload.footprint is not None
+        q = local_backend.lake(wait_timeout=20.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
+        q.commit()  # while T is held: it did not wait for T
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+    finally:
+        release.set()
+        t_thread.join(30)
+    assert t.state == "committed" and t.stats["redos"] == 0  # nothing it lost to touched its file
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[6]) == (11, 65) and len(got) == 8 + QUEUE_AFTER_LOST
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races(local_backend):
+    """A writer whose snapshot is many versions old (others committed while it ran) does not walk
+    up the log one lost put per version, nor queue for it: after three lost races it LISTs the
+    log once and puts right after the tail."""
+    lake = _setup(local_backend)
+    t = lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    other = local_backend.lake()
+    for i in range(12):
+        with other.transaction("") as x:
+            x.insert("t", {"id": [100 + i], "value": [0]})
+    t.commit()
+    assert t.stats["retries"] == 3 and t.stats["markers"] == 0 and t.result.versions == {"t": 14}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
 def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(local_backend):
     """A one-table commit is its own decision; its marker closes afterwards. A follower that
     finds the owner's commit in the log goes on at once instead of waiting for the close (here
@@ -148,6 +237,7 @@ def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(
     owner = local_backend.lake(store=no_close, marker_ttl=60.0)
     t1 = owner.begin("R")
     t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
     t1.commit()
     owner.flush()
     assert t1.stats["post_commit_failures_close_marker"] == 1
@@ -193,10 +283,12 @@ def _queued_behind_a_publisher(backend):
     lake = _two_files(backend)
     o = lake.begin("R")
     o.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(o, "t")
     holder: dict = {}
     p_lake, release = _held_at_commit(backend, holder)
     holder["txn"] = p = p_lake.begin("R")
     p.update("t", set={"value": "value + 1000"}, where="id = 2")
+    claim_now(p, "t")
     p_thread = threading.Thread(target=p.commit)
     p_thread.start()
     _until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
@@ -411,6 +503,7 @@ def _behind_a_running_writer(backend, mode):
     lake = backend.lake(commit_mode=mode)
     p = lake.begin("R")
     p.update("t", set={"value": "value + 1"}, where="id = 5")
+    claim_now(p, "t")
     return lake, p, backend.lake(commit_mode=mode, wait_timeout=20.0)
 
 
@@ -472,6 +565,7 @@ def test_expired_marker_is_freed_and_the_late_owner_continues(backend, mode):
     lake = _setup(backend, commit_mode=mode, marker_ttl=5.0)
     stalled = lake.begin("R")
     stalled.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(stalled, "t")
     stalled_marker = stalled.tables["t"].marker.version
     lake.heartbeats.forget(stalled)  # its heartbeat stops: the client is stalled
     other = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
@@ -494,6 +588,7 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
     lake = _setup(local_backend, marker_ttl=0.6)
     t1 = lake.begin("R")
     t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
     h = t1.tables["t"].marker
     first_expiry = h.payload.expires
     deadline = time.monotonic() + 10
@@ -510,6 +605,17 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
 def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
     """After a crash anywhere, recovery leaves all or nothing, frees every marker past its
     expiry, and the crashed client can resume from its sublogs and finish."""
+    _sweep_r_transaction(backend, mode, queued=False)
+
+
+def test_crash_at_every_store_call_of_a_queued_r_transaction(local_backend):
+    """The same for an R transaction at the tail that queued (as after lost commit races): its
+    marker is claimed before its commit and closed after it, so a crash between the two leaves a
+    running marker whose commit landed, which recovery must close, not free."""
+    _sweep_r_transaction(local_backend, "tail", queued=True)
+
+
+def _sweep_r_transaction(backend, mode, queued):
     base = backend.store()
     steps = [
         lambda t, name: t.update(name, set={"value": "value + 1"}, where="id = 1"),
@@ -517,7 +623,7 @@ def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
         lambda t, name: t.delete(name, where="id = 3"),
     ]
     holder: dict = {}
-    action_on = r_transaction_on(steps, holder)
+    action_on = r_transaction_on(steps, holder, queued=queued)
 
     def make(store):
         return backend.lake(store=store, commit_mode=mode, marker_ttl=5.0)
@@ -630,9 +736,12 @@ def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_ba
         crash_before=1, kinds=("put_if_absent",), predicate=lambda k, key: key.endswith(".json") and "_delta_log" in key
         and not key.endswith("000001.json"))))
     txn = dying.begin("R")
+    txn.insert("t", {"id": [50], "value": [1]})
     with pytest.raises(SimulatedCrash):
-        txn.insert("t", {"id": [50], "value": [1]})  # data file written, then the marker claim dies
+        txn.commit()  # data file and sublog written, then the commit's put dies
     lake = local_backend.lake()
+    assert lake.abandoned_files(min_age=0, force=True) == []  # its sublog names them: it may be resumed
+    assert lake.cleanup(older_than=0, force=True)["sublogs"] == 1  # no marker, no decision
     assert lake.abandoned_files(min_age=60, force=True) == []  # too young: might belong to a live writer
     found = lake.abandoned_files(min_age=0, force=True)
     assert len(found) >= 1 and all(k.endswith(".parquet") for _, k in found)

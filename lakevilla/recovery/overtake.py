@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..conflicts import Footprint, first_conflict
 from ..errors import CorruptLogError, LakeVillaError
-from ..markers import RUNNING, MarkerLost
+from ..markers import RUNNING, MarkerLost, marker_of
 from ..markers import rewrite as rewrite_marker
 from ..vocab import CommitInfo, CommitMode, Decision
 
@@ -37,6 +37,9 @@ FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (ever
 # footprints (then later followers wait for it): overtaking pays off while the predecessor still
 # waits, and must not starve it once it is ready.
 WITHDRAW_AFTER = 3
+# Commit races an optimistic transaction (no marker yet) may lose before it claims one and queues:
+# racing costs a redo per lost race against a conflicting winner, and nothing guarantees a turn.
+QUEUE_AFTER_LOST = 5
 
 
 class NeverOvertake:
@@ -48,6 +51,9 @@ class NeverOvertake:
 
     def publish(self, tws: list[TableWork]) -> None:
         pass
+
+    def claim_footprint(self, tw: TableWork) -> list[dict[str, Any]] | None:
+        return None
 
     def revoked_by(self, tw: TableWork, commit: Commit) -> bool:
         return False
@@ -103,6 +109,14 @@ class Overtake(NeverOvertake):
                 return True
         return False
 
+    def claim_footprint(self, tw: TableWork) -> list[dict[str, Any]] | None:
+        """The footprints a marker claimed after our last statement carries from the start
+        (None: too large to be worth every follower's read)."""
+        fps = tw.footprints()
+        if tw.name in self._withdrawn or sum(fp.size for fp in fps) > self._max_files:
+            return None
+        return [fp.to_json() for fp in fps]
+
     def publish(self, tws: list[TableWork]) -> None:
         """We have to wait and run no more statements: say what we touched (once per marker), so
         that followers whose commits cannot conflict with it need not wait for us."""
@@ -133,11 +147,15 @@ class Overtake(NeverOvertake):
         if h is None or h.payload.footprint is None or tw.name in self._withdrawn:
             return
         try:
-            winner = CommitInfo.of(tw.log.read_commit(version).lakevilla)
+            c = tw.log.read_commit(version)
         except LakeVillaError:
-            winner = None  # unreadable now: withdraw, to be safe
-        if winner is not None and not (winner.is_commit and winner.marker is not None and winner.marker > h.version):
-            return  # a marker claim, or a predecessor's commit we had not seen: nobody overtook us
+            c = None  # unreadable now: withdraw, to be safe
+        if c is not None and marker_of(c) is not None:
+            return  # a marker claim: nobody overtook us
+        winner = CommitInfo.of(c.lakevilla) if c is not None else None
+        if winner is not None and not (winner.is_commit and (winner.marker is None or winner.marker > h.version)):
+            return  # a predecessor's commit we had not seen: nobody overtook us
+        # (a commit without a marker came from a follower that committed optimistically past us)
         self._lost[tw.name] = self._lost.get(tw.name, 0) + 1
         if self._lost[tw.name] < WITHDRAW_AFTER:
             return
