@@ -259,7 +259,7 @@ def test_spark_and_embedded_transactions_on_the_same_rows_serialize(spark, lake,
     before = set(lake.snapshot("acc").files)
     with lv.Lake(uri) as embedded:
         first = embedded.begin(features="R")
-        first.update("acc", set={"value": "value * 2"}, where="id < 4")  # claims the lower marker
+        first.update("acc", set={"value": "value * 2"}, where="id < 4")  # commits first
         second = lake.begin(features="R")
         second.update("acc", set={"value": "value + 1"}, where="id < 4")  # on the old snapshot
         first.commit()
@@ -426,7 +426,7 @@ def test_attacks_are_refused_on_spark_and_write_nothing(spark, lake, uri, lake_d
     lake.create_table("acc", schema)
     with lake.transaction(features="R") as txn:
         txn.insert("acc", {"id": [1, 2], "s": ["a", "b"], "value": [10, 20]})
-    lake.flush()  # the marker close runs on the background thread: the snapshot waits for it
+    lake.flush()  # post-commit work runs on the background thread: the snapshot waits for it
     disk = files_on_disk(lake_dir, ["acc"])
     log = sorted((lake_dir / "acc" / "_delta_log").iterdir())
     for features in ("", "R"):
