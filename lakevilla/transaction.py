@@ -179,19 +179,19 @@ class Transaction:
         self.result: CommitResult | None = None
         # the parts the features select; after construction the core asks them, not the flags
         self._conflicts = conflict_policy(self.R)
+        # R alone at the tail is optimistic: it claims a marker only when it has to queue
+        # (_queue); in place it claims at its first write, since the fill goes into the marker's
+        # version. Where the DAG orders the markers (CT, I) a transaction claims them at commit,
+        # all at once: claimed statement by statement, two transactions that write two tables meet
+        # in opposite orders whenever the gap between their statements differs (a cycle, one of
+        # them shifts), and a marker held while statements run holds every follower up.
+        self._optimistic = self.R and not self.dag and self.mode == CommitMode.TAIL
+        self._claim_at_first_write = self.R and not self.dag and not self._optimistic
         self._journal = (Journal if self.R else NoJournal)(JournalContext(
             txn_id=self.id, store=lake.store, attempt=lambda: self.attempt, features=features_label(features),
             isolation=isolation, mode=mode, count=self._count,
             stage_source=lambda spec, table, seq: merges.stage_source(lake.store, spec, table, self.id, seq)),
-            seq=sublog_seq)
-        # Where the DAG orders the markers (CT, I) a transaction claims them at commit, all at once:
-        # claimed statement by statement, two transactions that write two tables meet in opposite
-        # orders whenever the gap between their statements differs (a cycle, one of them shifts),
-        # and a marker held while statements run holds every follower up for all that time. R
-        # alone in place claims at its first write: the fill goes into the marker's version. R
-        # alone at the tail is optimistic: it claims only when it has to queue (_queue_if_needed).
-        self._optimistic = self.R and not self.dag and self.mode == CommitMode.TAIL
-        self._claim_at_first_write = self.R and not self.dag and not self._optimistic
+            seq=sublog_seq, behind=self._optimistic)  # its commit needs no entry: they go out behind
         # the global log announces table commits; a table it does not know yet has none to announce
         self._creates_tables = self.decision != Decision.GVL
         # a marker recovery freed: claimed again where each table decides alone; where a record
@@ -999,6 +999,7 @@ class Transaction:
         # a failure after an earlier table committed becomes a PartialCommitError in commit()
         for tw in sorted(written, key=lambda w: w.name):
             if tw.creating is not None:
+                self._journal.flush()  # a record decides a creation: every entry lands before it
                 self._commit_create(tw)
             else:
                 self._commit_one_table(tw)
@@ -1273,6 +1274,7 @@ class Transaction:
                 files = {a.path for op in tw.ops for a in op.added} | tw.garbage
                 self._delete_files(tw.name, sorted(files))
             self._release_names("aborted")
+            self._journal.settle()  # an entry still on its way would outlive the delete below
             if self.settings.delete_sublogs:
                 for k in self._journal.keys:
                     self.lake.store.delete(k)

@@ -97,6 +97,14 @@ def claim_now(txn, table: str) -> None:
         txn._claim_first_marker(tw)
 
 
+def entries_landed(*txns) -> None:
+    """Wait until the sublog entries of these transactions have landed: R at the tail writes a
+    statement's entry behind it, on a thread of its own (a client that died meanwhile would have
+    left a prefix of them)."""
+    for txn in txns:
+        txn._journal.settle()
+
+
 def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout: float = 30.0) -> HookStore:
     """``store``, whose first marker claim (put-if-absent) in ``table`` waits until ``cond()``.
     CT and I claim their markers at commit, all at once: this lines up two commits' claims."""

@@ -12,6 +12,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.recovery import sublog as sublogs
 from tests.conftest import Backend
+from tests.helpers import entries_landed
 
 T = pa.schema([("id", pa.int64()), ("x", pa.int64())])
 FEATURES = ["", "R", "R,CT", "R,CT,I"]
@@ -151,6 +152,7 @@ def test_a_resumed_transaction_keeps_the_columns_it_added(local_backend: Backend
     crashed.add_columns("t", {"a": pa.string()})
     crashed.insert("t", {"id": [7], "a": ["z"], "n": [1.0]}, schema_mode="merge")
     lake.heartbeats.forget(crashed)
+    entries_landed(crashed)
     entries = sublogs.read_all(lake.store, crashed.id)
     assert [e.kind for e in entries] == ["physical", "physical"]
     later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + 10_000.0)

@@ -20,6 +20,7 @@ from lakevilla.names import sublog_key
 from lakevilla.recovery import sublog as sublogs
 from tests.conftest import rows
 from tests.expression_cases import ATTACKS_SET, ATTACKS_WHERE, SCHEMA, VALUES, WHERE, same, table
+from tests.helpers import entries_landed
 
 ACC = pa.schema([("id", pa.int64()), ("s", pa.string()), ("value", pa.int64())])
 SECRET = "secret-7f3a9c"
@@ -201,8 +202,9 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     first = lake.begin("R")
     first.update("acc", set={"value": "value + 1"}, where="id = 1")
     victim = lake.begin("R")
-    victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: it queues behind `first`
+    victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: an update's entry at the tail
     lake.heartbeats.forget(victim)  # the victim's client is gone
+    entries_landed(victim)
     [entry] = [e for e in sublogs.read_all(lake.store, victim.id) if e.kind == "logical"]
     raw = json.loads(lake.store.get(sublog_key(victim.id, entry.seq)).data)
     if field == "set":

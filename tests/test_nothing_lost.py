@@ -26,7 +26,7 @@ from lakevilla.store import (
 )
 from lakevilla.store.s3 import S3Store
 from tests.conftest import make_bucket, rows, s3_options
-from tests.helpers import ConnectGate, HookStore, claim_now, open_markers
+from tests.helpers import ConnectGate, HookStore, claim_now, entries_landed, open_markers
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 LATER = 10_000.0
@@ -199,6 +199,7 @@ def test_forced_deletion_still_keeps_files_that_live_transactions_name(local_bac
         txn.insert(tables[1], {"id": [7], "value": [7]})
         with pytest.raises(SimulatedCrash):
             txn.commit()
+    entries_landed(running)  # its entry names its file (at the tail it goes out behind the statement)
     maint = local_backend.lake(max_transaction_age=1.0)
     assert maint.delete_abandoned_files(min_age=0, force=True) == []
     running.commit()
@@ -240,6 +241,7 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     claim_now(gone, "c")  # its sublog stays, its marker expires at once
     gone.lake.heartbeats.forget(gone)
     time.sleep(0.05)  # the 10 ms marker ttl passes: time itself is the condition
+    entries_landed(live, gone)
     done = local_backend.lake().cleanup(older_than=0, force=True)
     assert done["sublogs"] == 1  # gone's: an expired marker and no decision
     store = local_backend.store()

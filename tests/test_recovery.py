@@ -22,6 +22,7 @@ from tests.helpers import (
     claim_now,
     count_calls,
     crash_plans,
+    entries_landed,
     open_markers,
     r_transaction_on,
     run_crashing,
@@ -68,6 +69,7 @@ def test_sublogs_physical_then_logical_and_blind_appends_stay_physical(local_bac
     t2.insert("t", {"id": [9], "value": [90]})  # a blind append, after a running marker
     t2.update("t", set={"value": "value * 2"}, where="id = 2")
     t2.delete("t", where="id = 3")
+    entries_landed(t1, t2)
     e1 = sublogs.read_all(lake.store, t1.id)
     e2 = sublogs.read_all(lake.store, t2.id)
     # the first write's entry goes out with the marker claim, before it is known whether a marker
@@ -101,7 +103,8 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
-def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it(local_backend):
+@pytest.mark.parametrize("features", ["R", "R,CT"])  # R writes every entry behind its statement anyway
+def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it(local_backend, features):
     """Issue 13: a redo before a one-table commit at the tail costs two round trips less. Its
     new sublog entry goes out beside the commit's put-if-absent (held here until that put has
     started: logged first, the commit would never start), and the file the undone update wrote
@@ -124,10 +127,10 @@ def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_fi
                                 at_entry),
                       lambda kind, key: redone() and kind == "put_if_absent" and key.startswith("t/_delta_log/"),
                       at_commit)
-    t1 = lake.begin("R")
+    t1 = lake.begin(features)
     t1.update("t", set={"value": "value + 1"}, where="id = 2")
     before = set(local_backend.all_keys())
-    t2 = local_backend.lake(store=store).begin("R")
+    t2 = local_backend.lake(store=store).begin(features)
     t2.update("t", set={"value": "value * 10"}, where="id = 2")
     (replaced,) = [k for k in set(local_backend.all_keys()) - before if k.endswith(".parquet")]
     t1.commit()
@@ -224,6 +227,57 @@ def test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races(local
             x.insert("t", {"id": [100 + i], "value": [0]})
     t.commit()
     assert t.stats["retries"] == 3 and t.stats["markers"] == 0 and t.result.versions == {"t": 14}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+class _EntriesHeldUntilCommit(lv.store.StoreWrapper):
+    """Holds every sublog PUT until a commit's put-if-absent to a Delta log has started; records
+    the order in which the entries went out and how many were held at once."""
+
+    def __init__(self, inner) -> None:
+        super().__init__(inner)
+        self.committing = threading.Event()
+        self.entries: list[str] = []
+        self._lock = threading.Lock()
+        self.held = self.most_held = 0
+
+    def put(self, key, data):
+        if key.startswith("_lakevilla/txns/"):
+            with self._lock:
+                self.held += 1
+                self.most_held = max(self.most_held, self.held)
+            assert self.committing.wait(10), "a statement waited for its own sublog entry"
+            with self._lock:
+                self.held -= 1
+                self.entries.append(key)
+        return self.inner.put(key, data)
+
+    def put_if_absent(self, key, data):
+        if "/_delta_log/" in key:
+            self.committing.set()
+        return self.inner.put_if_absent(key, data)
+
+
+def test_an_r_writers_sublog_entries_go_out_behind_its_statements(local_backend):
+    """Issue 13: R alone at the tail needs no entry to commit (its commit is its decision), so a
+    statement's entry goes out on a thread of its own while the client goes on, and the commit's
+    put-if-absent waits for the entries beside it. Here every entry is held until that put has
+    started: the statements return all the same, and the entries land in statement order (what
+    a crash leaves is a prefix, as a resumed run needs)."""
+    _setup(local_backend)
+    gate = _EntriesHeldUntilCommit(local_backend.store())
+    lake = local_backend.lake(store=gate, delete_sublogs=False)
+    txn = lake.begin("R")
+    txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    txn.insert("t", {"id": [8], "value": [80]})
+    txn.delete("t", where="id = 3")
+    assert gate.entries == []  # every statement returned with its entry still held
+    txn.commit()
+    assert len(gate.entries) == 3 and gate.entries == sorted(gate.entries)
+    assert gate.most_held == 1  # one after another: the next goes out once the one before landed
+    assert [e.op for e in sublogs.read_all(lake.store, txn.id)] == ["update", "insert", "delete"]
+    assert rows(lake.read("t")) == [{"id": 1, "value": 11}, {"id": 2, "value": 20}, {"id": 4, "value": 40},
+                                    {"id": 8, "value": 80}]
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
@@ -737,6 +791,7 @@ def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_ba
         and not key.endswith("000001.json"))))
     txn = dying.begin("R")
     txn.insert("t", {"id": [50], "value": [1]})
+    entries_landed(txn)
     with pytest.raises(SimulatedCrash):
         txn.commit()  # data file and sublog written, then the commit's put dies
     lake = local_backend.lake()

@@ -39,9 +39,15 @@ class JournalContext:
 
 
 class Journal:
-    """LV[R]'s sublogs: one entry per write statement; numbering continues a resumed run."""
+    """LV[R]'s sublogs: one entry per write statement; numbering continues a resumed run.
 
-    def __init__(self, ctx: JournalContext, seq: int = 0) -> None:
+    ``behind``: a statement's entry goes out behind it, on a thread of its own, while the client
+    goes on (R alone at the tail, whose every commit is its own decision and needs no entry).
+    The entries land one after another, in statement order, so that what a crash leaves is a
+    prefix, as when each was written before its statement returned: a resumed run continues
+    from the last that landed. The commit's put waits for them beside it (``flush``)."""
+
+    def __init__(self, ctx: JournalContext, seq: int = 0, behind: bool = False) -> None:
         self.ctx = ctx
         self.seq = seq
         self.keys: list[str] = []  # what goes when the transaction ends: entries, staged sources
@@ -49,6 +55,10 @@ class Journal:
         self._lock = threading.Lock()  # tables are written in parallel
         self._deferring = False
         self._deferred: list[sublogs.SublogEntry] = []
+        self._behind = behind
+        self._last: threading.Thread | None = None  # the newest entry on its way
+        self._held = False  # an entry behind failed: later ones wait for the flush, in order
+        self._death: BaseException | None = None  # the process died under an entry (fault tests)
 
     def read(self, table: str, version: int, files: list[str], where: str | None) -> None:
         with self._lock:
@@ -84,10 +94,40 @@ class Journal:
                               attempt=self.ctx.attempt(), features=self.ctx.features,
                               isolation=self.ctx.isolation, mode=self.ctx.mode)
         with self._lock:
-            if self._deferring:
+            if self._deferring or self._held or self._death is not None:
                 self._deferred.append(e)
                 return
+            if self._behind:
+                t = threading.Thread(target=self._put_behind, args=(self._last, e), name="lakevilla-sublog",
+                                     daemon=True)
+                self._last = t
+                t.start()
+                return
         self._put(e)
+
+    def _put_behind(self, before: threading.Thread | None, e: sublogs.SublogEntry) -> None:
+        if before is not None:
+            before.join()  # in statement order
+        with self._lock:
+            if self._held or self._death is not None:
+                self._deferred.append(e)
+                return
+        try:
+            self._put(e)
+        except LakeVillaError:
+            with self._lock:
+                self._held = True
+                self._deferred.append(e)
+        except BaseException as death:  # noqa: BLE001 - re-raised by the flush, on the committing thread
+            with self._lock:
+                self._death = death
+
+    def settle(self) -> None:
+        """Wait until the entries on their way have landed or failed (before an undo deletes them)."""
+        with self._lock:
+            last = self._last
+        if last is not None:
+            last.join()
 
     def _put(self, e: sublogs.SublogEntry) -> None:
         sublogs.write(self.ctx.store, e)
@@ -113,18 +153,25 @@ class Journal:
     @property
     def has_deferred(self) -> bool:
         with self._lock:
-            return bool(self._deferred)
+            return bool(self._deferred) or self._death is not None or (
+                self._last is not None and self._last.is_alive())
 
     def flush(self) -> None:
-        """Write the deferred entries; one that fails waits for the next flush (see ``deferred``)."""
+        """Wait for the entries on their way, then write the deferred ones; one that fails waits
+        for the next flush (see ``deferred``)."""
+        self.settle()
         with self._lock:
+            if self._death is not None:
+                raise self._death
             pending, self._deferred = self._deferred, []
+            self._held = False
         for i, e in enumerate(pending):
             try:
                 self._put(e)
             except LakeVillaError:
                 with self._lock:
                     self._deferred[:0] = pending[i:]
+                    self._held = True
                 return
 
 
