@@ -1,9 +1,11 @@
 """What a transaction writes to its sublogs before commit, as a part the features choose.
 
-With R every write statement leaves one entry (sublog.py) before any version can
-reference its files, so that a recovering client can finish, undo or redo the
-transaction; the reads since the last entry ride along with the next one (redo needs
-them). Without R nothing is logged: ``NoJournal`` keeps the same surface.
+With R every write statement leaves one entry (sublog.py), so that a recovering client
+can finish, undo or redo the transaction; the reads since the last entry ride along with
+the next one (redo needs them). Where a record, the global log or an in-place fill decides,
+the entries land before the decision; a one-table commit at the tail is its own decision
+and needs none, so there they may land beside it (``deferred``, ``behind``). Without R
+nothing is logged: ``NoJournal`` keeps the same surface.
 """
 
 from __future__ import annotations
