@@ -854,8 +854,23 @@ def _clock_names(node: dict, scope: Scope) -> None:
                       "is_operator": False, "export_state": False, "arguments": []})
 
 
-@lru_cache(maxsize=4096)
 def _check(text: str, scope: Scope, what: str) -> Checked:
+    """Checked once per text and scope: a statement's where is checked when it is validated,
+    planned and pruned, and each caller names it its own way in errors (``what``), which an
+    error alone needs: a failure is checked again under the caller's name."""
+    try:
+        return _checked(text, scope)
+    except InvalidExpressionError:
+        pass
+    return _check_as(text, scope, what)
+
+
+@lru_cache(maxsize=4096)
+def _checked(text: str, scope: Scope) -> Checked:
+    return _check_as(text, scope, f"expression {text!r}")
+
+
+def _check_as(text: str, scope: Scope, what: str) -> Checked:
     node = json.loads(json.dumps(parse(text, what)))  # our own copy: the parse is cached and shared
     binder = _Binder(text, scope, what)
     _clock_names(node, scope)

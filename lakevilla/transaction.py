@@ -24,10 +24,11 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import logs, reservations
+from . import logs, parallel, reservations
 from . import merge as merges
 from .complex_txn import record as records
 from .complex_txn.dag import Dependencies
@@ -586,26 +587,16 @@ class Transaction:
 
     @staticmethod
     def _together(*calls: Callable[[], None]) -> None:
-        """Run independent requests at once (the last on this thread); once all ended, the first
-        error is raised (a process death, which the fault tests model as a BaseException,
-        before any other)."""
-        failed: list[BaseException] = []
-
-        def run(fn: Callable[[], None]) -> None:
-            try:
-                fn()
-            except BaseException as e:  # noqa: BLE001 - raised on the caller's thread below
-                failed.append(e)
-
-        threads = [threading.Thread(target=run, args=(fn,), name="lakevilla-together", daemon=True)
-                   for fn in calls[:-1]]
-        for t in threads:
-            t.start()
+        """Run independent requests at once (the last on this thread, the others in the I/O pool:
+        a thread each per commit attempt cost the CPU that contended commits need); once all
+        ended, the first error is raised (a process death, which the fault tests model as a
+        BaseException, before any other)."""
+        futures = [parallel.submit(fn) for fn in calls[:-1]]
         try:
             calls[-1]()
         finally:
-            for t in threads:
-                t.join()
+            wait_futures(futures)
+        failed = [e for f in futures if (e := f.exception()) is not None]
         if failed:
             raise next((e for e in failed if not isinstance(e, Exception)), failed[0])
 
@@ -668,7 +659,10 @@ class Transaction:
             tw.markers_read_at = now
         blocked = False
         for v, cached in candidates:
-            if blocked:
+            if blocked or (not full and cached.footprint is not None):
+                # one that may be overtaken stays so until it withdraws (seen by the next full
+                # read); its commit is found by the probe below, and an overtake is only ever
+                # an order between writers that validate against each other
                 out.append((v, cached))
                 continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it

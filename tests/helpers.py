@@ -284,12 +284,22 @@ def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable
     """``steps`` as one R transaction, crashed at every ``every``-th store call (each on a fresh
     table ``setup`` makes identical): after ``recover()`` lakevilla and delta-rs read the table
     entirely before or entirely after it, and an uncommitted one is resumed from its sublogs and
-    finished. Returns (rows before, rows after, outcomes counted)."""
+    finished. Returns (rows before, rows after, outcomes counted). Each statement's sublog entry
+    lands before the next statement runs (at the tail it goes out behind it, on its own thread),
+    so that the n-th store call is the same one in every run and a sample of the crash points
+    (``every``) always holds some between the entries and the commit."""
     import lakevilla as lv
 
     base = backend.store()
     holder: dict = {}
-    action_on = r_transaction_on(steps, holder)
+
+    def settled(step: Callable) -> Callable:
+        def run(txn, name: str) -> None:
+            step(txn, name)
+            entries_landed(txn)
+        return run
+
+    action_on = r_transaction_on([settled(s) for s in steps], holder)
 
     def make(store):
         return backend.lake(store=store, marker_ttl=5.0)

@@ -107,6 +107,25 @@ def test_what_runs_is_the_tree_that_was_checked():
         assert _shape(again) == _shape(node), text
 
 
+def test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_callers_name(monkeypatch):
+    """A statement's where is checked when it is validated, planned and pruned, each caller
+    naming it its own way: DuckDB binds it once (it was most of a contended update's CPU), and
+    a bad expression still fails under the name of the caller that checked it."""
+    described: list[list[str]] = []
+    real = E._Binder.describe
+    monkeypatch.setattr(E._Binder, "describe", lambda self, items: described.append(items) or real(self, items))
+    text = f"id = {time.time_ns()}"  # never checked before in this process
+    first = E.check_where(text, ACC)
+    bound = len(described)
+    assert bound >= 1
+    assert E.check_where(text, ACC, "update of 't'") is first
+    assert E.check_where(text, pa.schema(list(ACC))) is first  # an equal schema, another object
+    assert len(described) == bound
+    for what in ("where of read", "update of 't'"):
+        with pytest.raises(lv.InvalidExpressionError, match=f"^{re.escape(what)}: .*nope"):
+            E.check_where("nope = 1", ACC, what)
+
+
 def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
     """Rendering is faithful: each ordinary expression, evaluated from our rendering, gives what
     plain DuckDB gives for the user's text."""
