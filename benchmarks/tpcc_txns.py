@@ -146,7 +146,7 @@ def new_order(txn: lv.Transaction, inp: NewOrderInput) -> dict[str, Any]:
         raise NewOrderRollback(f"item {inp.items[-1]} does not exist")
     dist_col = f"s_dist_{d:02d}"
     stock = {r["s_i_id"]: r for r in txn.read("stock", where=f"s_i_id IN {_in(list(inp.items))}",
-                                              columns=["s_i_id", "s_quantity", dist_col, "s_data"]).to_pylist()}
+                                              columns=["s_i_id", dist_col, "s_data"]).to_pylist()}
     qty = dict(zip(inp.items, inp.quantities))
     new_q = " ".join(f"WHEN {i} THEN (CASE WHEN s_quantity - {q} >= 10 THEN s_quantity - {q} "
                      f"ELSE s_quantity - {q} + 91 END)" for i, q in qty.items())
