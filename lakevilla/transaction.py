@@ -659,10 +659,7 @@ class Transaction:
             tw.markers_read_at = now
         blocked = False
         for v, cached in candidates:
-            if blocked or (not full and cached.footprint is not None):
-                # one that may be overtaken stays so until it withdraws (seen by the next full
-                # read); its commit is found by the probe below, and an overtake is only ever
-                # an order between writers that validate against each other
+            if blocked:
                 out.append((v, cached))
                 continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it

@@ -392,48 +392,6 @@ def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
-def test_a_follower_reads_an_overtakable_predecessors_marker_again_only_in_a_full_round(local_backend,
-                                                                                         monkeypatch):
-    """A predecessor a follower may overtake stays overtakable until it withdraws its
-    footprints, which the follower sees at its next full read of the markers (every
-    ``FULL_READ_EVERY``): a commit attempt in between (here Q's second, after a blind append
-    beat its first put) decides on the marker it read and does not GET it again."""
-    import lakevilla.transaction as transaction
-
-    monkeypatch.setattr(transaction, "FULL_READ_EVERY", 600.0)  # one full read: Q's first attempt
-    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
-    p_key = lake.log("t").commit_key(p.tables["t"].marker.version)
-    other = local_backend.lake()
-    seen = {"gets": 0, "at_loss": None, "beaten": False}
-
-    def when(kind: str, key: str) -> bool:
-        seen["gets"] += kind == "get" and key == p_key
-        if kind == "put_if_absent" and key.startswith("t/_delta_log/") and not seen["beaten"]:
-            seen["beaten"] = True
-            return True
-        return False
-
-    def beat_q() -> None:
-        with other.transaction("") as x:
-            x.insert("t", {"id": [200], "value": [0]})
-        seen["at_loss"] = seen["gets"]
-
-    q_lake = local_backend.lake(wait_timeout=5.0, store=HookStore(local_backend.store(), when, beat_q, repeat=True))
-    try:
-        q = q_lake.begin("R")
-        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
-        q.commit()
-        assert q.stats["retries"] == 1 and q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
-        assert seen["at_loss"] >= 1 and seen["gets"] == seen["at_loss"]  # read before the loss, not after
-    finally:
-        release.set()
-        p_thread.join(30)
-    assert p.state == "committed"
-    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
-    assert (got[1], got[2], got[6], got[200]) == (11, 1020, 65, 0)
-    assert rows(lake.read("t")) == local_backend.delta_rows("t")
-
-
 def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, monkeypatch):
     """Overtaking must not starve the overtaken: once a published transaction has lost
     ``WITHDRAW_AFTER`` commit races to followers that went first (here one, to keep the script
