@@ -1003,10 +1003,13 @@ class Transaction:
         self._in_doubt = None
 
     def _commit_one_table(self, tw: TableWork) -> int:
-        lost = 0
-        for _ in range(self.settings.max_retries + 1):
+        lost, tries = 0, 0
+        while tries <= self.settings.max_retries:
+            tries += 1
             if tw.marker is None and lost >= QUEUE_AFTER_LOST:
                 self._queue(tw)
+                tries = 1  # the queue's turn gets the whole budget: the races lost before it were
+                # spent racing, and a writer that ignores markers can still take its versions
             self._wait_predecessors([tw])
             if self.mode == CommitMode.IN_PLACE:
                 self._validate_table(tw)
@@ -1050,7 +1053,7 @@ class Transaction:
             self._landed(tw, latest + 1)
             self.lake.background(lambda v=latest + 1: self._after_single_commit(tw, v))
             return latest + 1
-        raise TransactionAborted(f"{tw.name}: lost the commit race {self.settings.max_retries + 1} times",
+        raise TransactionAborted(f"{tw.name}: lost the commit race {lost} times",
                                  txn_id=self.id, reason="retries")
 
     def _queue(self, tw: TableWork) -> None:

@@ -91,32 +91,32 @@ def test_list_prefix_start_after_and_pages(backend):
     assert counting.counts["list"] == 3  # 25 keys, 10 per page
 
 
-def _race_put_if_absent(root: str, key: str, me: int, barrier, out) -> None:
+def _race_put_if_absent(root: str, keys: list[str], me: int, barrier, out) -> None:
     s = LocalStore(root)
-    barrier.wait()
-    try:
-        s.put_if_absent(key, f"writer {me}".encode())
-        out.put(me)
-    except PreconditionFailed:
-        out.put(-1)
+    for key in keys:
+        barrier.wait()  # every round starts together, so the puts really race
+        try:
+            s.put_if_absent(key, f"writer {me}".encode())
+            out.put((key, me))
+        except PreconditionFailed:
+            out.put((key, -1))
 
 
 def test_local_put_if_absent_one_winner_across_processes(tmp_path):
     ctx = mp.get_context("spawn")
     root = str(tmp_path / "lake")
     LocalStore(root)
-    n = 6
-    for rnd in range(5):
-        barrier, out = ctx.Barrier(n), ctx.Queue()
-        key = f"race/{rnd}.json"
-        procs = [ctx.Process(target=_race_put_if_absent, args=(root, key, i, barrier, out)) for i in range(n)]
-        for p in procs:
-            p.start()
-        results = [out.get(timeout=60) for _ in procs]
-        for p in procs:
-            p.join(60)
-        winners = [r for r in results if r >= 0]
-        assert len(winners) == 1, results
+    n, keys = 6, [f"race/{rnd}.json" for rnd in range(5)]
+    barrier, out = ctx.Barrier(n), ctx.Queue()
+    procs = [ctx.Process(target=_race_put_if_absent, args=(root, keys, i, barrier, out)) for i in range(n)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=60) for _ in range(n * len(keys))]
+    for p in procs:
+        p.join(60)
+    for key in keys:
+        winners = [me for k, me in results if k == key and me >= 0]
+        assert len(winners) == 1, (key, results)
         assert LocalStore(root).get(key).data == f"writer {winners[0]}".encode()
 
 

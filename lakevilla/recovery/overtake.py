@@ -39,6 +39,7 @@ FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (ever
 WITHDRAW_AFTER = 3
 # Commit races an optimistic transaction (no marker yet) may lose before it claims one and queues:
 # racing costs a redo per lost race against a conflicting winner, and nothing guarantees a turn.
+# The queued turn then gets the whole ``max_retries`` budget of its own.
 QUEUE_AFTER_LOST = 5
 
 
