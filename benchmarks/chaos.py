@@ -124,6 +124,11 @@ def _chaos_store_class():
         def delete(self, key):
             return self._around("delete", key, lambda: self.inner.delete(key))
 
+        def delete_many(self, keys):
+            if not keys:
+                return None
+            return self._around("delete", keys[0], lambda: self.inner.delete_many(keys))
+
         def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
             return self._around("list", prefix, lambda: self.inner.list_page(
                 prefix, start_after=start_after, token=token, max_keys=max_keys))

@@ -444,13 +444,28 @@ def make_counted_env(args: argparse.Namespace) -> CountedEnv:
     return CountedEnv(env, proxy, direct)
 
 
-def request_area(key: str) -> str:
-    """Which layer a key belongs to: the Delta log, lakevilla's own folders, or table data."""
+def request_area(key: str, detail: bool = False) -> str:
+    """Which layer a key belongs to: the Delta log, lakevilla's own folders, or table data.
+    ``detail`` splits the first two by what the request is for (where a benchmark's requests
+    go): log commits and markers, checkpoints, the checkpoint hint; sublogs, transaction
+    records, the global log, other lakevilla objects."""
     k = "/" + key
     if "/_delta_log/" in k or k.endswith("/_delta_log"):
-        return "log"
+        if not detail:
+            return "log"
+        name = k.rsplit("/", 1)[-1]
+        if name == "_last_checkpoint":
+            return "log:hint"
+        return "log:checkpoint" if ".checkpoint" in name else "log:commit"
     if "/_lakevilla/" in k or k.endswith("/_lakevilla") or key.startswith("_lakevilla"):
-        return "lakevilla"
+        if not detail:
+            return "lakevilla"
+        if "/_lakevilla/gvl/" in k:
+            return "lakevilla:gvl"
+        if "/_lakevilla/txns/" in k:  # txns/<attempt>.json is a record, txns/<txn>/<seq>.json a sublog
+            rest = k.split("/_lakevilla/txns/", 1)[1]
+            return "lakevilla:sublog" if "/" in rest else "lakevilla:record"
+        return "lakevilla:other"
     return "data"
 
 
@@ -458,15 +473,16 @@ class AreaCountingStore(CountingStore):
     """``CountingStore`` that also counts by (kind, area): the paper's Figure 14 counts only
     metadata requests (log + lakevilla), not data-file reads and writes."""
 
-    def __init__(self, inner: ObjectStore) -> None:
+    def __init__(self, inner: ObjectStore, detail: bool = False) -> None:
         super().__init__(inner)
         from collections import Counter
 
         self.by_area: Counter[tuple[str, str]] = Counter()
+        self._detail = detail
 
     def _area(self, kind: str, key: str) -> None:
         with self._lock:
-            self.by_area[(kind, request_area(key))] += 1
+            self.by_area[(kind, request_area(key, self._detail))] += 1
 
     def reset(self):
         with self._lock:
@@ -480,6 +496,10 @@ class AreaCountingStore(CountingStore):
     def get(self, key):
         self._area("get", key)
         return super().get(key)
+
+    def get_range(self, key, start, length=None):
+        self._area("get", key)
+        return super().get_range(key, start, length)
 
     def head(self, key):
         self._area("head", key)
@@ -500,6 +520,11 @@ class AreaCountingStore(CountingStore):
     def delete(self, key):
         self._area("delete", key)
         return super().delete(key)
+
+    def delete_many(self, keys):
+        for i in range(0, len(keys), 1000):
+            self._area("delete", keys[i])
+        return super().delete_many(keys)
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         self._area("list", prefix)

@@ -19,6 +19,7 @@ at commit:
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import warnings
@@ -1224,21 +1225,19 @@ class Transaction:
         if not garbage and not keys:
             return
 
-        def work() -> None:
-            for name, p in garbage:
-                self._delete_files(name, [p])
-            if self.settings.delete_sublogs:
-                for k in keys:
-                    self.lake.store.delete(k)
+        def work() -> None:  # one request (S3's DeleteObjects) for the redone files and the sublogs
+            doomed = [data_file_key(name, p, self.lake.root_uri) for name, p in garbage]
+            self._delete_keys(doomed + (keys if self.settings.delete_sublogs else []))
 
         self.lake.background(work)
 
     def _delete_files(self, table: str, paths: list[str]) -> None:
-        for p in paths:
-            try:
-                self.lake.store.delete(data_file_key(table, p, self.lake.root_uri))
-            except LakeVillaError:
-                pass
+        self._delete_keys([data_file_key(table, p, self.lake.root_uri) for p in paths])
+
+    def _delete_keys(self, keys: list[str]) -> None:
+        if keys:
+            with contextlib.suppress(LakeVillaError):  # what is left, abandoned-file deletion and cleanup find
+                self.lake.store.delete_many(keys)
 
     def _abort_quietly(self) -> None:
         """Undo: release markers, delete the data files we wrote. Never raises a LakeVillaError.
@@ -1264,14 +1263,12 @@ class Transaction:
                         rewrite_marker(tw.log, h)
                     except MarkerLost:
                         pass
-            for tw in live:
-                files = {a.path for op in tw.ops for a in op.added} | tw.garbage
-                self._delete_files(tw.name, sorted(files))
-            self._release_names("aborted")
+            doomed = [data_file_key(tw.name, p, self.lake.root_uri) for tw in live
+                      for p in sorted({a.path for op in tw.ops for a in op.added} | tw.garbage)]
+            with contextlib.suppress(LakeVillaError):  # a name left reserved still lets the files go
+                self._release_names("aborted")
             self._journal.settle()  # an entry still on its way would outlive the delete below
-            if self.settings.delete_sublogs:
-                for k in self._journal.keys:
-                    self.lake.store.delete(k)
+            self._delete_keys(doomed + (list(self._journal.keys) if self.settings.delete_sublogs else []))
         except LakeVillaError:
             pass
         except Exception:

@@ -165,14 +165,15 @@ def pytest_collection_modifyitems(config, items):
 
     spark = {"spark", "classic_spark", "connect_spark"}  # `spark` asks for a session by name, at run time
     together: dict[str, list] = {}  # a module fixture's tests, on one worker and one after the other
+    weights = {id(item): weight(item) for item in items}
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("spark") or spark & names:
             item.add_marker(pytest.mark.xdist_group("spark"))
+            weights[id(item)] = (-1, 0)  # the largest unit of all (~8 min on one worker): first, not last
         elif shared := sorted(_SHARED_RUNS & names):
             item.add_marker(pytest.mark.xdist_group(shared[0]))
             together.setdefault(shared[0], []).append(item)
-    weights = {id(item): weight(item) for item in items}
     for group in together.values():
         first = min(weights[id(item)] for item in group)
         weights.update((id(item), first) for item in group)

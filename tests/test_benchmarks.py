@@ -54,6 +54,19 @@ def ycsb_payload(tmp_path_factory):
     return ycsb.main(["--quick", "--out", str(out)]), out
 
 
+def test_request_areas_name_what_each_key_is_for():
+    from benchmarks.common import request_area
+    from lakevilla import names
+
+    want = {"t/_delta_log/00000000000000000007.json": "log:commit",
+            "t/_delta_log/00000000000000000010.checkpoint.parquet": "log:checkpoint",
+            "t/_delta_log/_last_checkpoint": "log:hint",
+            names.sublog_key("abc", 3): "lakevilla:sublog", names.record_key("abc.1"): "lakevilla:record",
+            f"{names.GVL_DIR}/00000000000000000004.json": "lakevilla:gvl", "t/part-0001.parquet": "data"}
+    assert {k: request_area(k, detail=True) for k in want} == want
+    assert {request_area(k) for k in want} == {"log", "lakevilla", "data"}
+
+
 def test_ycsb_output_shape(ycsb_payload):
     payload, out = ycsb_payload
     saved = json.loads((out / "ycsb.json").read_text())
@@ -73,6 +86,7 @@ def test_ycsb_output_shape(ycsb_payload):
             assert r["requests_source"] in ("proxy", "n/a")
         else:
             assert r["requests_source"] == "store" and sum(r["requests"].values()) > 0
+            assert sum(r["requests_by_area"].values()) == sum(r["requests"].values())  # every request placed
             assert _finite_nonneg(r["requests_per_op"])
         assert r["vs_delta_rs"] is not None and r["vs_LV_DL"] is not None
 

@@ -13,6 +13,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla import read_results
+from lakevilla.engine_api import data_file_key
 from lakevilla.markers import marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.vocab import CommitInfo
@@ -164,6 +165,34 @@ def test_an_r_writer_nobody_precedes_commits_without_a_marker(backend):
     assert CommitInfo.of(log.read_commit(2).lakevilla).marker is None
     assert counting.snapshot()["put_if_absent"] == 1 and counting.snapshot()["put_if_match"] == 0
     assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 11
+    assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+def test_a_committed_r_writer_deletes_its_sublogs_and_redone_files_in_one_request(backend):
+    """After the commit, what only the transaction needed (its sublog entries, the file its
+    first run of a redone statement wrote) goes in one delete request, not one per object."""
+    from lakevilla.names import sublog_prefix
+    from lakevilla.store import NotFound
+
+    _setup(backend)
+    counting = lv.store.CountingStore(backend.store())
+    lake = backend.lake(store=counting)
+    t = lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    entries_landed(t)
+    first = [data_file_key("t", a.path, backend.uri) for op in t.tables["t"].ops for a in op.added]
+    with backend.lake().transaction("") as x:  # rewrites the file T read: T's update is redone
+        x.update("t", set={"value": "value + 100"}, where="id = 2")
+    counting.reset()
+    t.commit()
+    lake.flush()
+    assert t.stats["redos"] == 1 and t.stats["sublogs"] == 2 and len(first) == 1
+    assert counting.snapshot()["delete"] == 1
+    assert list(backend.store().list(sublog_prefix(t.id))) == []
+    with pytest.raises(NotFound):
+        backend.store().head(first[0])
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2]) == (11, 120)
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 

@@ -72,6 +72,41 @@ def test_ranged_reads_are_one_counted_get(backend):
         dying.get_range("r/f.parquet", -8)
 
 
+def test_delete_many_is_one_request_per_batch_through_every_wrapper(backend, monkeypatch):
+    """What a transaction leaves behind (sublogs, redone files) goes in one request: S3's
+    DeleteObjects, up to 1,000 keys each (3 here). Counted, fault-injected and retried as one
+    call; missing keys are not an error."""
+    import lakevilla.store.s3 as s3_module
+    import lakevilla.store.wrappers as wrappers
+
+    monkeypatch.setattr(wrappers, "DELETE_BATCH", 3)
+    monkeypatch.setattr(s3_module, "DELETE_BATCH", 3)
+    inner = backend.store()
+    bottom = inner
+    while hasattr(bottom, "inner"):
+        bottom = bottom.inner
+    if backend.kind == "s3":  # the batch must be one DeleteObjects, never a DELETE per key
+        def no_single_deletes(**kw):
+            raise AssertionError(f"DeleteObject {kw.get('Key')}")
+        monkeypatch.setattr(bottom.client, "delete_object", no_single_deletes)
+    faults = FaultInjectingStore(inner)
+    s = CountingStore(RetryingStore(faults))
+    keys = [f"d/{i}" for i in range(7)]
+    for k in keys:
+        s.put(k, b"x")
+    dying = FaultInjectingStore(inner, FaultPlan(crash_before=1))
+    with pytest.raises(SimulatedCrash):
+        dying.delete_many(keys)
+    assert len(list(s.list("d/"))) == 7  # one call, one fate: a crash before it deletes nothing
+    s.reset()
+    before = faults.calls
+    s.delete_many(keys + ["d/missing"])
+    assert s.counts == {"delete": 3} and faults.calls - before == 1  # 8 keys, batches of 3; one call
+    assert list(s.list("d/")) == []
+    s.delete_many([])
+    assert s.counts["delete"] == 3  # nothing to delete: no request
+
+
 def test_list_prefix_start_after_and_pages(backend):
     s = backend.store()
     keys = [f"t/_delta_log/{i:020d}.json" for i in range(25)] + ["t/data/x.parquet", "tt/y", "u/z"]

@@ -28,6 +28,7 @@ class ClientResult:
     errors: list[str] = field(default_factory=list)         # anything that is not an abort
     stats: Counter = field(default_factory=Counter)
     requests: dict[str, int] = field(default_factory=dict)
+    requests_by_area: dict[str, int] = field(default_factory=dict)  # lakevilla clients only
     start: float = 0.0
     end: float = 0.0
     committed_updates: list[tuple[int, str, str]] = field(default_factory=list)  # (key, field, token)
@@ -168,6 +169,7 @@ def run_batch(specs: list[ClientSpec], gate: Gate, tick: Callable[[int], None]) 
             continue
         try:
             res.requests = sess.finish()
+            res.requests_by_area = sess.areas() if hasattr(sess, "areas") else {}
         except Exception as e:  # noqa: BLE001
             res.errors.append(f"finish: {type(e).__name__}: {e}"[:500])
         res.stats = Counter(sess.stats)

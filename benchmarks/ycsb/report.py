@@ -18,6 +18,7 @@ def summarize(system: str, workload: str, n_clients: int, mode: str, clients: li
     stats = Counter()
     lat: dict[str, list[float]] = {}
     reqs = Counter()
+    areas = Counter()
     reasons = Counter()
     errors: list[str] = []
     for c in clients:
@@ -25,6 +26,7 @@ def summarize(system: str, workload: str, n_clients: int, mode: str, clients: li
         failed.update(c["failed"])
         stats.update(c["stats"])
         reqs.update(c["requests"])
+        areas.update(c.get("requests_by_area") or {})
         reasons.update(c["abort_reasons"])
         errors.extend(c["errors"])
         for k, v in c["latency"].items():
@@ -48,6 +50,7 @@ def summarize(system: str, workload: str, n_clients: int, mode: str, clients: li
         "requests": own, "requests_source": ("store" if is_lv else "proxy") if own is not None else "n/a",
         "requests_per_op": (total_req / committed) if total_req is not None and committed else None,
         "proxy_requests": proxy_counts,
+        "requests_by_area": dict(sorted(areas.items())) if is_lv else None,
         "errors": errors[:10], "error_count": len(errors),
         "reads_found": sum(c["reads_found"] for c in clients),
         "reads_missing": sum(c["reads_missing"] for c in clients),

@@ -37,9 +37,9 @@ class LvSession:
 
     def __init__(self, spec: ClientSpec) -> None:
         import lakevilla as lv
-        from lakevilla.store import CountingStore, LatencyStore, open_store
+        from lakevilla.store import LatencyStore, open_store
 
-        from ..common import latency_profile
+        from ..common import AreaCountingStore, latency_profile
 
         self.lv = lv
         self.aborts: tuple[type[BaseException], ...] = (lv.TransactionAborted,)
@@ -47,7 +47,7 @@ class LvSession:
         profile = latency_profile(spec.latency)
         if spec.store_kind == "local" and profile is not None:
             inner = LatencyStore(inner, profile, seed=spec.client)
-        self.store = CountingStore(inner)
+        self.store = AreaCountingStore(inner, detail=True)
         self.lake = lv.Lake(spec.root, storage_options=spec.storage_options or None, store=self.store,
                             commit_mode=spec.commit_mode)
         self.features = spec.features or ""
@@ -102,6 +102,10 @@ class LvSession:
         counts = dict(self.store.snapshot())
         self.lake.close()
         return counts
+
+    def areas(self) -> dict[str, int]:
+        """Requests by kind and area ("get log:commit"): where they went, for the report."""
+        return {f"{kind} {area}": n for (kind, area), n in sorted(self.store.area_snapshot().items())}
 
 
 class DeltaRsSession:

@@ -2,7 +2,8 @@
 
 Keys are ``/``-separated and relative to the store's root (the lake root). The
 seven primitives are exactly what S3 offers, so that the local backend cannot
-quietly provide something S3 lacks.
+quietly provide something S3 lacks; ``delete_many`` is S3's DeleteObjects (a
+``delete`` request that names up to 1,000 keys), a loop of deletes elsewhere.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def slice_range(data: bytes, start: int, length: int | None) -> bytes:
     return data[start:] if length is None else data[start:start + length]
 
 
+DELETE_BATCH = 1000  # keys per delete_many request: S3's limit for one DeleteObjects
+
+
 class ObjectStore(ABC):
     """Abstract store; see module docstring. Implementations must be thread-safe."""
 
@@ -86,6 +90,13 @@ class ObjectStore(ABC):
     @abstractmethod
     def delete(self, key: str) -> None:
         """Delete ``key``; deleting a missing key is not an error (as on S3)."""
+
+    def delete_many(self, keys: list[str]) -> None:
+        """Delete every key, in as few requests as the store allows (S3: one DeleteObjects per
+        1,000 keys); missing keys are not an error. Here, and in a wrapper that does not pass
+        it on as one request, one ``delete`` per key."""
+        for key in keys:
+            self.delete(key)
 
     @abstractmethod
     def list_page(

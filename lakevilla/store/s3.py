@@ -22,6 +22,7 @@ from urllib.parse import urlparse
 
 from ..errors import ConditionalWritesUnsupportedError, InvalidArgumentError, StorageError
 from .base import (
+    DELETE_BATCH,
     GetResult,
     ListPage,
     NotFound,
@@ -256,6 +257,16 @@ class S3Store(ObjectStore):
 
     def delete(self, key: str) -> None:
         self._call(self.client.delete_object, key, Bucket=self.bucket, Key=self._key(key))
+
+    def delete_many(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), DELETE_BATCH):
+            batch = keys[i:i + DELETE_BATCH]
+            r = self._call(self.client.delete_objects, batch[0], Bucket=self.bucket,
+                           Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True})
+            if errors := r.get("Errors"):
+                e = errors[0]
+                raise StorageError(f"S3 error {e.get('Code')} deleting {e.get('Key')} "
+                                   f"({len(errors)} of {len(batch)} keys not deleted): {e.get('Message')}")
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         kwargs = {"Bucket": self.bucket, "Prefix": self._key(prefix), "MaxKeys": max_keys}

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ..errors import StorageError
 from .base import (
+    DELETE_BATCH,
     GetResult,
     ListPage,
     NotFound,
@@ -84,6 +85,9 @@ class RetryingStore(StoreWrapper):
 
     def delete(self, key):
         return self._retry(self.inner.delete, key)
+
+    def delete_many(self, keys):
+        return self._retry(self.inner.delete_many, keys)  # idempotent: a retry deletes what is left
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         return self._retry(lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys))
@@ -163,6 +167,11 @@ class CountingStore(StoreWrapper):
     def delete(self, key):
         self._count("delete")
         return self.inner.delete(key)
+
+    def delete_many(self, keys):
+        for _ in range(0, len(keys), DELETE_BATCH):  # one request per batch, as S3 sends them
+            self._count("delete")
+        return self.inner.delete_many(keys)
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         self._count("list")
@@ -291,6 +300,11 @@ class FaultInjectingStore(StoreWrapper):
     def delete(self, key):
         return self._around("delete", key, lambda: self.inner.delete(key))
 
+    def delete_many(self, keys):
+        if not keys:
+            return None
+        return self._around("delete", keys[0], lambda: self.inner.delete_many(keys))  # one call, one fate
+
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         return self._around(
             "list", prefix,
@@ -380,6 +394,11 @@ class LatencyStore(StoreWrapper):
     def delete(self, key):
         self._wait("delete")
         return self.inner.delete(key)
+
+    def delete_many(self, keys):
+        if keys:
+            self._wait("delete")
+        return self.inner.delete_many(keys)
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         self._wait("list")
