@@ -103,11 +103,16 @@ class CountingStore(StoreWrapper):
         self.bytes_written = 0
         self._lock = threading.Lock()
 
-    def _count(self, kind: str, rd: int = 0, wr: int = 0) -> None:
+    def _count(self, kind: str, key: str, rd: int = 0, wr: int = 0) -> None:
         with self._lock:
             self.counts[kind] += 1
             self.bytes_read += rd
             self.bytes_written += wr
+            self._tally(kind, key)
+
+    def _tally(self, kind: str, key: str) -> None:
+        """Called under the lock once per request counted (a LIST: its prefix; a batch delete:
+        its first key): where a subclass counts more than the kind."""
 
     def reset(self) -> Counter[str]:
         with self._lock:
@@ -134,47 +139,47 @@ class CountingStore(StoreWrapper):
         try:
             r = self.inner.get(key)
         except BaseException:
-            self._count("get")
+            self._count("get", key)
             raise
-        self._count("get", rd=len(r.data))
+        self._count("get", key, rd=len(r.data))
         return r
 
     def get_range(self, key, start, length=None):
         try:
             data = self.inner.get_range(key, start, length)
         except BaseException:
-            self._count("get")
+            self._count("get", key)
             raise
-        self._count("get", rd=len(data))
+        self._count("get", key, rd=len(data))
         return data
 
     def head(self, key):
-        self._count("head")
+        self._count("head", key)
         return self.inner.head(key)
 
     def put(self, key, data):
-        self._count("put", wr=len(data))
+        self._count("put", key, wr=len(data))
         return self.inner.put(key, data)
 
     def put_if_absent(self, key, data):
-        self._count("put_if_absent", wr=len(data))
+        self._count("put_if_absent", key, wr=len(data))
         return self.inner.put_if_absent(key, data)
 
     def put_if_match(self, key, data, etag):
-        self._count("put_if_match", wr=len(data))
+        self._count("put_if_match", key, wr=len(data))
         return self.inner.put_if_match(key, data, etag)
 
     def delete(self, key):
-        self._count("delete")
+        self._count("delete", key)
         return self.inner.delete(key)
 
     def delete_many(self, keys):
-        for _ in range(0, len(keys), DELETE_BATCH):  # one request per batch, as S3 sends them
-            self._count("delete")
+        for i in range(0, len(keys), DELETE_BATCH):  # one request per batch, as S3 sends them
+            self._count("delete", keys[i])
         return self.inner.delete_many(keys)
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
-        self._count("list")
+        self._count("list", prefix)
         return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)
 
 
