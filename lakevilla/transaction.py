@@ -74,7 +74,7 @@ from .ordering import Ordering
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.journal import Journal, JournalContext, NoJournal
-from .recovery.overtake import QUEUE_AFTER_LOST, overtake_policy
+from .recovery.overtake import QUEUE_AFTER_CONFLICTS, overtake_policy
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
@@ -928,23 +928,26 @@ class Transaction:
             return False
         return all(changed is False for changed in self._reread(tw, 0, tw.footprints(), commits, version))
 
-    def _validate_table(self, tw: TableWork, upto: int | None = None) -> None:
-        """Check our ops against every commit since we last validated; redo (R) or abort."""
+    def _validate_table(self, tw: TableWork, upto: int | None = None) -> bool:
+        """Check our ops against every commit since we last validated; redo (R) or abort.
+        True if a commit conflicted (and we redid)."""
+        conflicted = False
         for _ in range(self.settings.max_retries + 1):
             latest = tw.log.newest() if upto is None else upto
             if latest <= tw.validated_upto:
-                return
+                return conflicted
             hit = first_conflict(tw.footprints(), self._foreign_commits(tw, latest), tw.schema,
                                  tw.base.partition_columns)
             if hit is None:
                 tw.validated_upto = latest
-                return
+                return conflicted
             k, version, why = hit
             self._count("conflicts", 1)
             self._conflicts.on_conflict(self._redo_ctx, tw, k, version, why, latest)  # redo (R) or abort
+            conflicted = True
             if upto is None:
                 continue
-            return
+            return conflicted
         raise TransactionAborted(f"{tw.name}: conflicts kept recurring", txn_id=self.id, reason="retries")
 
     # -- commit ---------------------------------------------------------------------
@@ -1004,11 +1007,15 @@ class Transaction:
         self._in_doubt = None
 
     def _commit_one_table(self, tw: TableWork) -> int:
-        lost, tries = 0, 0
-        while tries <= self.settings.max_retries:
+        lost, tries, conflicted = 0, 0, 0
+        while True:
             tries += 1
-            if tw.marker is None and lost >= QUEUE_AFTER_LOST:
-                self._queue(tw)
+            spent = tries > self.settings.max_retries + 1
+            if spent and tw.marker is not None:
+                raise TransactionAborted(f"{tw.name}: lost the commit race {lost} times",
+                                         txn_id=self.id, reason="retries")
+            if spent and tw.marker is None:
+                self._queue(tw, "budget")
                 tries = 1  # the queue's turn gets the whole budget: the races lost before it were
                 # spent racing, and a writer that ignores markers can still take its versions
             self._wait_predecessors([tw])
@@ -1016,7 +1023,13 @@ class Transaction:
                 self._validate_table(tw)
             else:  # no probe first: the commit's put-if-absent right after what we know is the probe
                 with self._journal.deferred():  # a redo's entries go out beside the put below
-                    self._validate_table(tw, upto=max(tw.log.known_latest(), tw.marker.version if tw.marker else -1))
+                    redone = self._validate_table(
+                        tw, upto=max(tw.log.known_latest(), tw.marker.version if tw.marker else -1))
+                conflicted += bool(lost and redone)  # the race we lost went to a commit that conflicted
+                if tw.marker is None and conflicted >= QUEUE_AFTER_CONFLICTS:
+                    self._queue(tw, "conflicts")
+                    tries = 0  # as above; then wait for what precedes the marker, as any holder
+                    continue
             if tw.marker is not None and tw.marker.lost:
                 continue  # a recovering client freed it: _wait_predecessors claims a new one
             commit = tw.build_commit({"timestamp": int(time.time() * 1000), "engineInfo": ENGINE_INFO,
@@ -1054,16 +1067,16 @@ class Transaction:
             self._landed(tw, latest + 1)
             self.lake.background(lambda v=latest + 1: self._after_single_commit(tw, v))
             return latest + 1
-        raise TransactionAborted(f"{tw.name}: lost the commit race {lost} times",
-                                 txn_id=self.id, reason="retries")
 
-    def _queue(self, tw: TableWork) -> None:
+    def _queue(self, tw: TableWork, why: str) -> None:
         """Optimistic commit (R alone, at the tail) holds no marker: it waits for the running
-        markers it cannot overtake, then races for the tail. Having lost ``QUEUE_AFTER_LOST``
-        races it claims one: from then on followers that would conflict with it wait for it, so
-        it cannot starve. Its statements are done, so the claim carries its footprints at once
-        and followers that cannot conflict overtake it without a rewrite."""
+        markers it cannot overtake, then races for the tail. Having lost
+        ``QUEUE_AFTER_CONFLICTS`` races to conflicting commits, or its whole retry budget, it
+        claims one: from then on followers that would conflict with it wait for it, so it cannot
+        starve. Its statements are done, so the claim carries its footprints at once and
+        followers that cannot conflict overtake it without a rewrite."""
         self._count("queued_at_commit")
+        self._count(f"queued_for_{why}")
         self._claim_first_marker(tw, publish=True)
 
     @staticmethod

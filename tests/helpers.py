@@ -90,7 +90,7 @@ def holds_marker(lake, table: str, txn) -> bool:
 
 def claim_now(txn, table: str) -> None:
     """Have LV[R] transaction ``txn`` hold a marker on ``table`` from now on, as it does once it
-    queues (after ``QUEUE_AFTER_LOST`` lost commit races); in place it claimed at its first write.
+    queues (after ``QUEUE_AFTER_CONFLICTS`` races lost to conflicting commits, or its retry budget); in place it claimed at its first write.
     For tests of what a marker held while statements run does to others."""
     tw = txn.tables[table]
     if tw.marker is None:

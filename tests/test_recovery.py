@@ -197,14 +197,13 @@ def test_a_committed_r_writer_deletes_its_sublogs_and_redone_files_in_one_reques
 
 
 def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprints(local_backend):
-    """Racing for the tail guarantees no turn: an optimistic writer that lost
-    ``QUEUE_AFTER_LOST`` races claims a marker, so that from then on followers that would
+    """Racing for the tail guarantees no turn: an optimistic writer that lost its whole retry
+    budget claims a marker instead of aborting, so that from then on followers that would
     conflict with it wait for it. Its statements are done, so the claim carries its footprints
     at once: a follower on another file overtakes it without waiting, though the queued writer
     never waited (and so never published in a wait round). Here a blind append beats each of
-    T's first puts; T's commit after the claim is held while the follower runs."""
-    from lakevilla.recovery.overtake import QUEUE_AFTER_LOST
-
+    T's first ``max_retries`` + 1 puts; T's commit after the claim is held while the follower runs."""
+    retries = 3
     lake = _two_files(local_backend)
     other = local_backend.lake()
     release = threading.Event()
@@ -212,13 +211,13 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
 
     def before_put():
         puts["n"] += 1
-        if puts["n"] <= QUEUE_AFTER_LOST:  # another writer takes the version T is about to put
+        if puts["n"] <= retries + 1:  # another writer takes the version T is about to put
             with other.transaction("") as x:
                 x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
-        elif puts["n"] == QUEUE_AFTER_LOST + 2:  # the claim went through; hold the commit after it
+        elif puts["n"] == retries + 3:  # the claim went through; hold the commit after it
             release.wait(30)
 
-    t_lake = local_backend.lake(store=HookStore(
+    t_lake = local_backend.lake(max_retries=retries, store=HookStore(
         local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
         and key.endswith(".json"), before_put, repeat=True))
     t = t_lake.begin("R")
@@ -226,8 +225,9 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
     t_thread = threading.Thread(target=t.commit)
     t_thread.start()
     try:
-        _until(lambda: puts["n"] >= QUEUE_AFTER_LOST + 2, "T to queue and reach its commit", extra=lambda: dict(t.stats))
-        assert t.stats["retries"] == QUEUE_AFTER_LOST and t.stats["queued_at_commit"] == 1
+        _until(lambda: puts["n"] >= retries + 3, "T to queue and reach its commit", extra=lambda: dict(t.stats))
+        assert t.stats["retries"] == retries + 1 and t.stats["queued_at_commit"] == 1
+        assert t.stats["queued_for_budget"] == 1 and t.stats["redos"] == 0
         h = t.tables["t"].marker
         claimed = marker_of(lake.log("t").read_commit(h.version))
         assert claimed.state == "running" and claimed.footprint == h.payload.footprint is not None
@@ -240,7 +240,40 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
         t_thread.join(30)
     assert t.state == "committed" and t.stats["redos"] == 0  # nothing it lost to touched its file
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
-    assert (got[1], got[6]) == (11, 65) and len(got) == 8 + QUEUE_AFTER_LOST
+    assert (got[1], got[6]) == (11, 65) and len(got) == 8 + retries + 1
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("winners", ["conflicting", "blind"])
+def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(local_backend, winners):
+    """A race lost to a commit that conflicted cost a redo, and the next may cost another: after
+    ``QUEUE_AFTER_CONFLICTS`` of them the writer queues at once (conflicting followers then wait
+    for it). A race lost to a commit that did not conflict cost one put, less than a queue's
+    marker costs everyone: the writer races on, holding no marker, within its budget. Here the
+    winners commit after T's statement, before its commit: T meets them one lost race each."""
+    from lakevilla.recovery.overtake import QUEUE_AFTER_CONFLICTS
+
+    lake = _two_files(local_backend)
+    t = local_backend.lake().begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    other = local_backend.lake()
+    n = QUEUE_AFTER_CONFLICTS if winners == "conflicting" else 2 * QUEUE_AFTER_CONFLICTS + 1
+    for i in range(n):
+        with other.transaction("") as x:
+            if winners == "conflicting":
+                x.update("t", set={"value": "value + 100"}, where="id = 1")  # T's row: T redoes
+            else:
+                x.insert("t", {"id": [100 + i], "value": [0]})
+    t.commit()
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    if winners == "conflicting":
+        assert t.stats["retries"] == t.stats["redos"] == n, str(dict(t.stats))
+        assert t.stats["queued_at_commit"] == t.stats["queued_for_conflicts"] == t.stats["markers"] == 1
+        assert got[1] == 10 + 100 * n + 1
+    else:  # three lost races, then one LIST finds the tail
+        assert t.stats["retries"] == 3 and t.stats["redos"] == 0
+        assert t.stats["queued_at_commit"] == t.stats["markers"] == 0
+        assert got[1] == 11 and len(got) == 8 + n
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
@@ -248,22 +281,20 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
 def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_backend, losses):
     """The races an optimistic writer lost before it queued were spent racing; its queued turn
     must not inherit what is left of them, since a writer that ignores markers can still take
-    its versions. A blind append takes each of T's first puts: T survives ``QUEUE_AFTER_LOST``
-    losses, queues, survives ``max_retries`` more and commits; one loss more and it aborts (the
-    budget is still a bound)."""
-    from lakevilla.recovery.overtake import QUEUE_AFTER_LOST
-
-    retries = QUEUE_AFTER_LOST + 2  # more tries than it takes to queue
-    n_lost = QUEUE_AFTER_LOST + retries + (losses == "budget+1")
+    its versions. A blind append takes each of T's first puts: T survives ``max_retries`` + 1
+    losses, queues, survives ``max_retries`` + 1 more and commits; one loss more and it aborts
+    (the budget is still a bound)."""
+    retries = 3
+    n_lost = 2 * (retries + 1) - 1 + (losses == "budget+1")
     lake = _two_files(local_backend)
     other = local_backend.lake()
     puts = {"n": 0}
 
     def before_put():
         puts["n"] += 1
-        if puts["n"] == QUEUE_AFTER_LOST + 1:
+        if puts["n"] == retries + 2:
             return  # the marker's claim
-        if puts["n"] - (puts["n"] > QUEUE_AFTER_LOST) <= n_lost:  # another writer takes T's version
+        if puts["n"] - (puts["n"] > retries + 2) <= n_lost:  # another writer takes T's version
             with other.transaction("") as x:
                 x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
 

@@ -37,10 +37,13 @@ FOOTPRINT_MAX_FILES = 256  # files named in a published footprint, at most (ever
 # footprints (then later followers wait for it): overtaking pays off while the predecessor still
 # waits, and must not starve it once it is ready.
 WITHDRAW_AFTER = 3
-# Commit races an optimistic transaction (no marker yet) may lose before it claims one and queues:
-# racing costs a redo per lost race against a conflicting winner, and nothing guarantees a turn.
-# The queued turn then gets the whole ``max_retries`` budget of its own.
-QUEUE_AFTER_LOST = 5
+# Races an optimistic transaction (no marker yet) may lose to commits that conflicted with it (each
+# cost a redo) before it claims a marker and queues. A race lost to a commit that did not conflict
+# costs one put, and a queue's marker costs more (a claim, a close, and a GET of it in every commit
+# attempt of every other writer while it runs): those losses queue only once ``max_retries`` is
+# spent, so that the race still ends in a turn, not an abort. The queued turn then gets the whole
+# ``max_retries`` budget of its own.
+QUEUE_AFTER_CONFLICTS = 3
 
 
 class NeverOvertake:
