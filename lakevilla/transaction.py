@@ -74,7 +74,7 @@ from .ordering import Ordering
 from .publish import fill_is_safe, publish, publish_create
 from .recovery import sublog as sublogs
 from .recovery.journal import Journal, JournalContext, NoJournal
-from .recovery.overtake import QUEUE_AFTER_CONFLICTS, overtake_policy
+from .recovery.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST, overtake_policy
 from .recovery.redo import RedoContext, conflict_policy
 from .recovery.stalled import resolve_marker
 from .recovery.wait import MarkerWait, WaitContext
@@ -1055,14 +1055,19 @@ class Transaction:
             try:
                 v, c = latest + 1, commit
                 flush = [self._journal.flush] if self._journal.has_deferred else []  # a redo's entries
-                self._together(lambda: self._peek(tw, v), *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
+                # once a LIST has found the tail, look one version past ours as well: taken too, we
+                # are behind again (LIST); free, we lost a race at the tail (put again, no LIST)
+                ahead = lost >= RELIST_AFTER_LOST
+                peeks = [lambda: self._peek(tw, v)] + ([lambda: self._peek(tw, v + 1)] if ahead else [])  # noqa: B023
+                self._together(*peeks, *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 self._in_doubt = None
                 self.stats["retries"] += 1
                 self._overtake.lost_race(tw, latest + 1)  # followers overtaking us must not starve us
                 lost += 1
-                if lost >= 3:  # again and again: we are behind (others committed while we waited), not
-                    tw.log.latest_version()  # racing; one LIST finds the tail instead of a put per version
+                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):  # again and again: we
+                    tw.log.latest_version()  # are behind (others committed while we waited), not racing; one LIST
+                    # finds the tail instead of a put per version
                 continue
             self._landed(tw, latest + 1)
             self.lake.background(lambda v=latest + 1: self._after_single_commit(tw, v))

@@ -209,12 +209,16 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
     release = threading.Event()
     puts = {"n": 0}
 
+    held = threading.Event()
+
     def before_put():
         puts["n"] += 1
         if puts["n"] <= retries + 1:  # another writer takes the version T is about to put
             with other.transaction("") as x:
                 x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
-        elif puts["n"] == retries + 3:  # the claim went through; hold the commit after it
+            _seen_by(t_lake)
+        elif t.tables["t"].marker is not None and not held.is_set():  # the claim went through; hold
+            held.set()  # the commit after it
             release.wait(30)
 
     t_lake = local_backend.lake(max_retries=retries, store=HookStore(
@@ -225,7 +229,7 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
     t_thread = threading.Thread(target=t.commit)
     t_thread.start()
     try:
-        _until(lambda: puts["n"] >= retries + 3, "T to queue and reach its commit", extra=lambda: dict(t.stats))
+        _until(held.is_set, "T to queue and reach its commit", extra=lambda: dict(t.stats))
         assert t.stats["retries"] == retries + 1 and t.stats["queued_at_commit"] == 1
         assert t.stats["queued_for_budget"] == 1 and t.stats["redos"] == 0
         h = t.tables["t"].marker
@@ -297,6 +301,7 @@ def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_bac
         if puts["n"] - (puts["n"] > retries + 2) <= n_lost:  # another writer takes T's version
             with other.transaction("") as x:
                 x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
+            _seen_by(t_lake)
 
     t_lake = local_backend.lake(max_retries=retries, store=HookStore(
         local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
@@ -329,6 +334,61 @@ def test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races(local
             x.insert("t", {"id": [100 + i], "value": [0]})
     t.commit()
     assert t.stats["retries"] == 3 and t.stats["markers"] == 0 and t.result.versions == {"t": 14}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("fourth_loss", ["at-the-tail", "behind"])
+def test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken(
+        local_backend, fourth_loss):
+    """The third lost race LISTs the log; from then on each attempt also reads the version past
+    the one it puts. A fourth race lost at the tail (that version free) puts again without a
+    LIST, a serial round trip; one lost while others committed past it (that version taken too)
+    LISTs again, and the next put lands right after the tail instead of walking up to it. Another
+    writer takes T's version in the middle of each attempt (when T reads it, before T's put)."""
+    from lakevilla.store import CountingStore
+
+    lake = _two_files(local_backend)
+    base = lake.log("t").latest_version()
+    other = local_backend.lake()
+    planned = {base + 1: 1, base + 2: 1, base + 3: 1, base + 4: 1 if fourth_loss == "at-the-tail" else 3}
+    taken = {v: threading.Event() for v in planned}
+    lock = threading.Lock()
+
+    def version_of(key: str) -> int | None:
+        name = key.rsplit("/", 1)[-1]
+        return int(name[:-5]) if key.startswith("t/_delta_log/") and name[:-5].isdigit() else None
+
+    class Race(HookStore):
+        def _maybe(self, kind, key):
+            v = version_of(key)
+            if v is None:
+                return
+            if kind == "get":
+                with lock:
+                    first = v in planned and not taken[v].is_set()
+                    if first:
+                        for i in range(planned[v]):  # others commit here, then T's read finds it
+                            with other.transaction("") as x:
+                                x.insert("t", {"id": [100 * v + i], "value": [0]})
+                        taken[v].set()
+                if not first and v - 1 in taken:  # the read past T's version: after T's was taken
+                    assert taken[v - 1].wait(10)
+            elif kind == "put_if_absent" and v in taken:  # T's put: after the others took the version
+                assert taken[v].wait(10)
+
+    counting = CountingStore(local_backend.store())
+    t = local_backend.lake(store=Race(counting, lambda k, key: False, lambda: None)).begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    lists = counting.counts["list"]
+    t.commit()
+    relisted = counting.counts["list"] - lists
+    assert t.stats["retries"] == 4 and t.stats["queued_at_commit"] == 0
+    if fourth_loss == "at-the-tail":
+        assert relisted == 1 and t.result.versions == {"t": base + 5}
+    else:
+        assert relisted == 2 and t.result.versions == {"t": base + 7}
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert got[1] == 11 and len(got) == 8 + sum(planned.values())
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
@@ -404,6 +464,14 @@ def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(
     assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0  # it never waited
     assert {r["id"]: r["value"] for r in rows(follower.read("t"))}[1] == 111
     assert rows(follower.read("t")) == local_backend.delta_rows("t")
+
+
+def _seen_by(lake) -> None:
+    """``lake``'s log of t learns the versions another writer just committed, as the read beside
+    a commit's put learns the winner when the winner lands first (a hook that commits inside
+    that put lands after the read may have missed it: one lost race more, unplanned)."""
+    log = lake.log("t")
+    log.probe_versions(log.known_latest())
 
 
 def _two_files(backend):

@@ -44,6 +44,10 @@ WITHDRAW_AFTER = 3
 # spent, so that the race still ends in a turn, not an abort. The queued turn then gets the whole
 # ``max_retries`` budget of its own.
 QUEUE_AFTER_CONFLICTS = 3
+# Races a commit loses in a row before it LISTs the log: it is behind (others committed while it
+# waited), not racing. After that LIST each attempt also reads the version past its own, and LISTs
+# again only when that one is taken too (a LIST is a serial round trip; the read goes beside the put).
+RELIST_AFTER_LOST = 3
 
 
 class NeverOvertake:
