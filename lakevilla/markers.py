@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .delta.actions import Commit
@@ -47,6 +47,9 @@ class MarkerPayload:
     # no more statements and must wait: a follower whose commit cannot invalidate any of them
     # commits before it instead of queueing (older clients ignore the field and wait).
     footprint: list[dict[str, Any]] | None = None
+    # How often the owner has shifted its markers (rule IV): dependency lists name owners with it,
+    # so a list written before a shift does not look like a cycle with the markers after it.
+    epoch: int = 0
     v: int = 1
     kind: str = InfoKind.MARKER
 
@@ -77,13 +80,20 @@ class MarkerPayload:
 
 
 def marker_of(c: Commit) -> MarkerPayload | None:
-    lv = c.lakevilla
-    if lv is None or lv.get("kind") != InfoKind.MARKER or not c.is_empty:
-        return None
+    """The marker a commit holds, parsed once per commit read: callers must not change it."""
     try:
-        return MarkerPayload.from_json(lv)
-    except (TypeError, CorruptLogError):
-        return None
+        return c.derived["marker"]
+    except KeyError:
+        pass
+    lv = c.lakevilla
+    m = None
+    if lv is not None and lv.get("kind") == InfoKind.MARKER and c.is_empty:
+        try:
+            m = MarkerPayload.from_json(lv)
+        except (TypeError, CorruptLogError):
+            m = None
+    c.derived["marker"] = m
+    return m
 
 
 def commit_txn(c: Commit) -> str | None:
@@ -175,10 +185,7 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
 def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str, reason: str,
                  commit_version: int | None = None) -> bool:
     """Resolve someone else's marker by conditional overwrite; False if it moved meanwhile."""
-    payload.state = state
-    payload.reason = reason
-    payload.commit_version = commit_version
-    payload.rev += 1
+    payload = replace(payload, state=state, reason=reason, commit_version=commit_version, rev=payload.rev + 1)
     try:
         log.rewrite_commit(version, payload.to_commit(), etag)
         return True

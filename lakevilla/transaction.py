@@ -580,7 +580,7 @@ class Transaction:
         now = self.lake.now()
         return MarkerPayload(
             txn=self.id, attempt=self.attempt, table=table, decision=self.decision, mode=self.mode,
-            features=features_label(self.features), deps=sorted(self._deps.transitive),
+            features=features_label(self.features), deps=sorted(self._deps.transitive), epoch=self._deps.epoch,
             markers={t: w.marker.version for t, w in self.tables.items() if w.marker is not None},
             started=self.started, heartbeat=now, expires=now + self.settings.marker_ttl,
             gvl_base=self._global.base if self._global is not None else None,
@@ -702,6 +702,7 @@ class Transaction:
         ``kind`` (cycle, no_progress, timeout, new_attempt) is counted as ``shifts_<kind>``."""
         self.stats["shifts"] += 1
         self.stats["shifts_" + kind] += 1
+        self._deps.shifted()  # the new markers carry the new epoch and no dependencies yet
         with self._mlock:
             old = {t: tw.marker for t, tw in self.tables.items() if tw.marker is not None}
             for t, h in old.items():
@@ -717,7 +718,6 @@ class Transaction:
                         rewrite_marker(tw.log, h)
                     except MarkerLost:
                         pass
-        self._deps.preds = {}
         for tw in self.tables.values():
             if tw.marker is None:
                 continue

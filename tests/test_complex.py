@@ -12,8 +12,10 @@ import pyarrow as pa
 import pytest
 
 import lakevilla as lv
+from lakevilla.complex_txn import dag
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import marker_of
+from lakevilla.markers import MarkerPayload, claim, marker_of
+from lakevilla.markers import rewrite as rewrite_marker
 from lakevilla.names import TXN_DIR
 from tests.conftest import rows
 from tests.helpers import (
@@ -107,6 +109,42 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     assert any(r and r.startswith("shift") for r in freed)
     assert open_markers(lake, "x") == [] and open_markers(lake, "y") == []
     assert rows(lake.read("x")) == backend.delta_rows("x")
+
+
+def test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle(local_backend, monkeypatch):
+    """Rule III names transactions with their shift epoch. Q, older and running, waits by its
+    published list for T's first markers: T's claim meets that list and shifts (a cycle then).
+    Q has not republished since, so its list still names T's freed markers: that is no cycle
+    any more, and T waits for Q instead of shifting again each round (the storm that stale
+    lists, passed on transitively, caused under load)."""
+    monkeypatch.setattr(dag, "YIELD_COOLDOWN", 0.0)  # a stale list counts at once, not after 0.5 s
+    lake = _bank(local_backend, wait_timeout=30)
+    t = lake.begin("R,CT")
+    t.update("x", set={"balance": "balance - 5"}, where="id = 1")
+    t.update("y", set={"balance": "balance + 5"}, where="id = 11")
+    log = lake.log("x")
+    now = time.time()
+    q = claim(log, lake.version("x") + 1, MarkerPayload(
+        txn="0000000000000-q", attempt="0000000000000-q.1", table="x", decision="record", mode="tail",
+        deps=[dag.tag(t.attempt, 0)], started=now, heartbeat=now, expires=now + 600))
+    errors: list[BaseException] = []
+
+    def go():
+        errors.extend(_commit_all(t))
+
+    th = threading.Thread(target=go)
+    th.start()
+    deadline = time.monotonic() + 30
+    while not (t.stats["shifts"] >= 1 and t.stats["wait_rounds"] >= 8) and time.monotonic() < deadline:
+        time.sleep(0.005)  # polling a condition we wait for
+    shifts = t.stats["shifts"]
+    q.payload.state = "freed"
+    rewrite_marker(log, q)  # Q ends: T's wait ends with it
+    th.join(60)
+    assert not th.is_alive() and errors == []
+    assert shifts == 1 and t.stats["shifts"] == t.stats["shifts_cycle"] == 1, dict(t.stats)
+    assert t.stats["wait_rounds"] >= 8  # T saw Q's stale list round after round
+    assert _balances(lake) == {"x": {1: 995, 2: 1000}, "y": {11: 1005, 12: 1000}}
 
 
 def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):

@@ -101,6 +101,7 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
     owner.heartbeat(force=True)  # the owner is alive after all: it rewrites its marker
     assert not free_stalled(log, v, marker_of(seen), etag, FREED, "expired")
     assert marker_of(log.read_commit_raw(v)[0]).state == RUNNING
+    assert marker_of(seen).state == RUNNING  # nor the marker as it was read (parsed once, shared)
     owner.commit()
     assert _value(lake, "a") == 1 and open_markers(lake, "a") == []
 

@@ -6,10 +6,15 @@ published in their markers (rule II). A cycle exists when a predecessor depends
 on us (rule III). Both ends may see it; the younger one (larger id: ids are
 time-ordered) shifts its markers (rule IV), so two transactions never shift
 against each other. Lists are recomputed from the predecessors still running,
-so they shrink as transactions finish. A partner's list can lag behind our
-shift (it has not republished yet); we remember the revision of its marker we
+so they shrink as transactions finish. Lists name a transaction with its shift
+epoch: a shift frees every marker, so a list naming an older epoch of ours (the
+partner's, or one passed on transitively by a third transaction that has not
+republished yet) describes waits that no longer exist and is no cycle; without
+the epoch such stale lists kept shifting the same transaction again and again
+under load. A partner's list can still lag behind in another way (we yielded to
+it and it has not republished); we remember the revision of its marker we
 yielded to and ignore that list until the partner rewrites the marker or a short
-cool-down passes (a stale list and a new, real cycle can look identical).
+cool-down passes.
 A wait that makes no progress for ``shift_timeout`` also shifts: that breaks
 cycles too large or too stale for the lists to show.
 """
@@ -21,19 +26,41 @@ from dataclasses import dataclass, field
 
 from ..markers import MarkerPayload
 
+EPOCH_SEP = "#"  # attempt ids never contain it
 YIELD_COOLDOWN = 0.5  # seconds a yielded-to partner's unchanged list is presumed stale
+
+
+def tag(attempt: str, epoch: int) -> str:
+    """How dependency lists name a transaction: its attempt and how often it has shifted."""
+    return f"{attempt}{EPOCH_SEP}{epoch}"
+
+
+def tag_of(p: MarkerPayload) -> str:
+    return tag(p.attempt, p.epoch)
 
 
 @dataclass
 class Dependencies:
     me: str  # our attempt id
-    preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # table -> pred -> its deps
+    epoch: int = 0  # our shifts so far: a list naming an older epoch of ours predates our last shift
+    preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # table -> pred tag -> its deps
     yielded: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)  # -> (rev, when)
     published: frozenset[str] = frozenset()
 
+    @property
+    def tag(self) -> str:
+        return tag(self.me, self.epoch)
+
+    def shifted(self) -> None:
+        """Our markers moved to the tails: nothing precedes us yet, and every list that names
+        our old markers is stale (their owners waited for markers we freed)."""
+        self.epoch += 1
+        self.preds = {}
+        self.published = frozenset()  # the new markers are claimed with an empty list
+
     def observe(self, table: str, preds: list[MarkerPayload]) -> None:
         """The running predecessors of our marker in ``table``, as just read."""
-        self.preds[table] = {p.attempt: frozenset(p.deps) for p in preds}
+        self.preds[table] = {tag_of(p): frozenset(p.deps) for p in preds}
 
     @property
     def transitive(self) -> set[str]:
@@ -42,8 +69,8 @@ class Dependencies:
             for pred, deps in by_pred.items():
                 out.add(pred)
                 out.update(deps)
-        out.discard(self.me)
-        return out
+        own = self.me + EPOCH_SEP
+        return {d for d in out if d != self.me and not d.startswith(own)}
 
     def needs_publish(self) -> bool:
         return frozenset(self.transitive) != self.published
@@ -53,8 +80,9 @@ class Dependencies:
         return sorted(self.published)
 
     def cycle_with(self, pred: MarkerPayload) -> bool:
-        """Rule III: the predecessor (or something it waits for) waits for us."""
-        if self.me not in pred.deps:
+        """Rule III: the predecessor (or something it waits for) waits for our current markers
+        (a bare attempt id, from a client that does not tag epochs, counts as current)."""
+        if self.tag not in pred.deps and self.me not in pred.deps:
             return False
         seen = self.yielded.get((pred.attempt, pred.table))
         if seen is None:

@@ -211,6 +211,9 @@ class Commit:
     txns: list[TxnAction] = field(default_factory=list)
     commit_info: dict[str, Any] | None = None
     other: list[dict[str, Any]] = field(default_factory=list)  # cdc, domainMetadata, unknown
+    # What upper layers derived from this commit once read (a marker's parsed payload): a commit
+    # read from storage is never changed, and waiters re-examine the same cached commits often.
+    derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def is_empty(self) -> bool:

@@ -131,11 +131,17 @@ class DeltaLog:
     def commits_between(self, lo: int, hi: int) -> list[tuple[int, Commit]]:
         """Commits in (lo, hi], fetched in parallel where not cached."""
         versions = list(range(lo + 1, hi + 1))
+        with self._lock:  # waiters scan the same window every round: serve what is cached inline
+            got = {v: c for v in versions
+                   if (c := self._commits.get(v)) is not None and v not in self._unstable}
+            for v in got:
+                self._commits.move_to_end(v)
+        missing = [v for v in versions if v not in got]
         try:
-            commits = self._map(self.read_commit, versions)
+            got.update(zip(missing, self._map(self.read_commit, missing)))
         except NotFound as e:
             raise CorruptLogError(f"table {self.table!r}: commit missing between {lo} and {hi} ({e})") from None
-        return list(zip(versions, commits))
+        return [(v, got[v]) for v in versions]
 
     def list_log(self, after: int | None = None) -> LogListing:
         start = self.commit_key(after) if after is not None and after >= 0 else None
