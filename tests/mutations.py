@@ -602,6 +602,11 @@ MUTATIONS: list[Mutation] = [
       "            if self.fsync:\n", "            if False:\n",
       [P + "test_local_store_fsync_syncs_every_write"],
       "LocalStore(fsync=True) does not sync"),
+    M("duckdb-settings-per-session", "store", "lakevilla/duck.py",
+      "SESSION = (\"SET GLOBAL TimeZone='UTC'\", \"SET GLOBAL threads=1\",",
+      "SESSION = (\"SET TimeZone='UTC'\", \"SET threads=1\",",
+      ["tests/test_expressions.py::test_duckdb_runs_locked_down[another]"],
+      "the DuckDB time zone is set for the first connection only: other threads' cursors use the machine's"),
     # -- MERGE (issue 14) ------------------------------------------------------------------------------
     M("merge-footprint-blind", "merge", "lakevilla/tablework.py",
       'if self.kind == "insert":\n            return Footprint(blind=True)',

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -155,10 +156,20 @@ def test_ordinary_expressions_work_through_the_api(local_backend):
         assert sorted(lake.read("t", where=where).column("id").to_pylist()) == want, where
 
 
-def test_duckdb_runs_locked_down():
+@pytest.mark.parametrize("thread", ["this", "another"])
+def test_duckdb_runs_locked_down(thread):
     """Defence in depth: even SQL that got past the grammar could not reach a file, the
-    network or an extension, nor switch that back on."""
-    con = duck.connection()
+    network or an extension, nor switch that back on; in every thread (each has its own
+    connection to the process's one database, and must inherit the settings and the lock)."""
+    if thread == "another":
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(duck.connection()))
+        t.start()
+        t.join()
+        con = got[0]
+        assert con is not duck.connection()
+    else:
+        con = duck.connection()
     for sql in ["SELECT * FROM read_text('/etc/hostname')", "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
                 "COPY (SELECT 1) TO '/tmp/lakevilla-should-not-exist.csv'", "ATTACH '/tmp/lakevilla-x.db'",
                 "INSTALL httpfs", "LOAD httpfs", "SET enable_external_access = true",
