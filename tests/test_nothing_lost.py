@@ -283,6 +283,7 @@ def test_resume_refuses_while_the_owners_marker_is_alive(local_backend):
     owner = lake.begin("R")
     owner.update("t", set={"value": "value + 1"}, where="id = 1")
     claim_now(owner, "t")
+    entries_landed(owner)  # at the tail its entry goes out behind the statement: resume needs it
     with pytest.raises(lv.TransactionStateError, match="live marker"):
         local_backend.lake(marker_ttl=30.0).resume(owner.id)
     owner.commit()  # the owner was only slow: its marker is still its own
