@@ -106,13 +106,18 @@ class DeltaLog:
         self._remember(version, commit)
         return commit, got.etag
 
+    def _cached(self, version: int) -> Commit | None:
+        """A cached commit that can no longer change (final), freshened in the LRU; call under the lock."""
+        c = self._commits.get(version)
+        if c is None or version in self._unstable:
+            return None
+        self._commits.move_to_end(version)
+        return c
+
     def read_commit(self, version: int) -> Commit:
         with self._lock:
-            c = self._commits.get(version)
-            if c is not None and version not in self._unstable:
-                self._commits.move_to_end(version)
-                return c
-        return self.read_commit_raw(version)[0]
+            c = self._cached(version)
+        return c if c is not None else self.read_commit_raw(version)[0]
 
     def _remember(self, version: int, commit: Commit) -> None:
         with self._lock:
@@ -132,10 +137,7 @@ class DeltaLog:
         """Commits in (lo, hi], fetched in parallel where not cached."""
         versions = list(range(lo + 1, hi + 1))
         with self._lock:  # waiters scan the same window every round: serve what is cached inline
-            got = {v: c for v in versions
-                   if (c := self._commits.get(v)) is not None and v not in self._unstable}
-            for v in got:
-                self._commits.move_to_end(v)
+            got = {v: c for v in versions if (c := self._cached(v)) is not None}
         missing = [v for v in versions if v not in got]
         try:
             got.update(zip(missing, self._map(self.read_commit, missing)))
