@@ -18,7 +18,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .delta.actions import Commit
+from .delta.actions import AddFile, Commit
+from .delta.files import ActionTable
 from .errors import CorruptLogError
 from .expr import parse_predicate, prune
 
@@ -69,11 +70,22 @@ class Footprint:
                 if a.num_records != 0 and a.data_change:
                     return f"new file {a.path} adds rows to a full scan"
         elif self.predicate is not None:
-            adds = [a for a in c.adds if a.num_records != 0 and a.data_change]
-            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns) if adds else []
+            adds, table = _new_rows(c)
+            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns, table) if adds else []
             if hits:
                 return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"
         return None
+
+
+def _new_rows(c: Commit) -> tuple[list[AddFile], ActionTable]:
+    """The files of ``c`` that may add rows, as an ActionTable kept on the commit: every
+    footprint a commit is checked against (each statement of each waiting transaction, while
+    it waits and when it validates) prunes the same table, whose statistics are parsed once."""
+    got = c.derived.get("new_rows")
+    if got is None:
+        adds = [a for a in c.adds if a.num_records != 0 and a.data_change]
+        got = c.derived["new_rows"] = (adds, ActionTable.from_actions(adds, AddFile))
+    return got
 
 
 def first_conflict(

@@ -421,12 +421,15 @@ def num_records(table: ActionTable) -> pa.Array:
     return statcols.row_counts(table)
 
 
-def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_columns: list[str]) -> list[AddFile]:
-    """The files some row of which may satisfy ``pred`` (all of them when unsure)."""
+def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_columns: list[str],
+          table: ActionTable | None = None) -> list[AddFile]:
+    """The files some row of which may satisfy ``pred`` (all of them when unsure). ``table``:
+    ``files`` as an ActionTable already, whose parsed statistics callers share."""
     files = list(files)
     if pred.node is None or not files:
         return files
-    keep = prune_mask(pred, ActionTable.from_actions(files, AddFile), schema, partition_columns)
+    table = table if table is not None else ActionTable.from_actions(files, AddFile)
+    keep = prune_mask(pred, table, schema, partition_columns)
     if keep is None:
         return files
     return [a for a, k in zip(files, keep.tolist(), strict=True) if k]

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -659,17 +661,16 @@ class _Binder:
 
     def __init__(self, text: str, scope: Scope, what: str) -> None:
         self.text, self.scope, self.what = text, scope, what
-        self.tables = {f"__lv_rel{i}": r.schema.empty_table() for i, r in enumerate(scope.relations)}
-        self.from_sql = ", ".join(
-            f"__lv_rel{i}" + (f" AS {quote_ident(r.alias)}" if r.alias else "")
-            for i, r in enumerate(scope.relations))
 
     def describe(self, items: list[str]) -> list[str]:
         if not items:
             return []
-        sql = "DESCRIBE SELECT " + ", ".join(f"{s} AS c{i}" for i, s in enumerate(items)) + " FROM " + self.from_sql
+        rels = self.scope.relations
+        from_sql = ", ".join(f"__lv_rel{i}" + (f" AS {quote_ident(r.alias)}" if r.alias else "")
+                             for i, r in enumerate(rels))
+        sql = "DESCRIBE SELECT " + ", ".join(f"{s} AS c{i}" for i, s in enumerate(items)) + " FROM " + from_sql
         try:
-            got = duck.rows(sql, self.tables)
+            got = duck.rows(sql, _empty_tables(self.scope))
         except Exception as e:  # noqa: BLE001 - binder errors: unknown column, bad types
             raise _fail(self.what, _duck_message(e)) from None
         return [row[1] for row in got]
@@ -703,6 +704,12 @@ class _Binder:
             out.append(f.name)
             t = f.type
         return tuple(out)
+
+
+@lru_cache(maxsize=256)
+def _empty_tables(scope: Scope) -> dict[str, pa.Table]:
+    """The scope's relations as empty tables, to bind against (immutable, so shared)."""
+    return {f"__lv_rel{i}": r.schema.empty_table() for i, r in enumerate(scope.relations)}
 
 
 def _field(schema: pa.Schema, name: str) -> pa.Field | None:
@@ -854,6 +861,72 @@ def _clock_names(node: dict, scope: Scope) -> None:
                       "is_operator": False, "export_state": False, "arguments": []})
 
 
+# -- typing by shape ---------------------------------------------------------------------------
+# DuckDB types a number literal by its layout alone: an integer by the ranges its value fits
+# (INTEGER_LITERAL), a decimal by its digits before and after the point, an exponent as DOUBLE;
+# binding folds no constant. So texts that differ only in such literals bind to the same types,
+# and statements that embed their values (``c_id = 4711``) are described once per shape. Literals
+# under a function (``round(x, 2)``, ``date_part('epoch', ts)``) and every string keep their value.
+
+_TYPINGS: OrderedDict[tuple[Scope, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
+_TYPINGS_SIZE = 4096
+_typings_lock = threading.Lock()
+
+
+_UNSIGNED_BITS = (7, 8, 15, 16, 31, 32, 63, 64, 127, 128)  # value bits of the integer types, signed and not
+_SIGNED_BITS = (7, 15, 31, 63, 127)
+
+
+def _representative(lit: dict) -> dict:
+    """A literal that DuckDB types exactly as ``lit``: for an integer the largest one that fits
+    the same integer types (their ranges are all DuckDB asks of it), for a decimal the same layout."""
+    text = lit["text"].replace("_", "")
+    if lit["kind"] == "INTEGER":
+        v = int(text)
+        if v >= 0:
+            n = next((n for n in _UNSIGNED_BITS if v.bit_length() <= n), None)
+            return lit if n is None else {"kind": "INTEGER", "text": str((1 << n) - 1)}
+        n = next((n for n in _SIGNED_BITS if (~v).bit_length() <= n), None)
+        return lit if n is None else {"kind": "INTEGER", "text": str(-(1 << n))}
+    return {"kind": "NUMERIC", "text": re.sub(r"[0-9]", "9", text)}
+
+
+def _typing_shape(node: dict, under_function: bool = False) -> dict:
+    """A copy of the tree with each number literal outside a function replaced by its representative."""
+    if node.get("class") == "CONSTANT":
+        if under_function or node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
+            return node
+        return {**node, "literal": _representative(node["literal"])}
+    if node.get("class") == "FUNCTION":
+        under_function = under_function or node["function_name"].lower() not in OPERATORS
+    out = {}
+    for k, v in node.items():
+        if k == "type_expr":  # a CAST's type: its numbers are the type (DECIMAL(10, 2))
+            out[k] = v
+        elif isinstance(v, dict):
+            out[k] = _typing_shape(v, under_function)
+        elif isinstance(v, list):
+            out[k] = [_typing_shape(x, under_function) if isinstance(x, dict) else x for x in v]
+        else:
+            out[k] = v
+    return out
+
+
+def _typed(scope: Scope, shape: str, bind) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(types of the nodes, common types of their operands) for a shape, bound on first use."""
+    with _typings_lock:
+        got = _TYPINGS.get((scope, shape))
+        if got is not None:
+            _TYPINGS.move_to_end((scope, shape))
+            return got
+    got = bind()  # outside the lock: a bad expression raises here and nothing is remembered
+    with _typings_lock:
+        _TYPINGS[(scope, shape)] = got
+        while len(_TYPINGS) > _TYPINGS_SIZE:
+            _TYPINGS.popitem(last=False)
+    return got
+
+
 def _check(text: str, scope: Scope, what: str) -> Checked:
     """Checked once per text and scope: a statement's where is checked when it is validated,
     planned and pruned, and each caller names it its own way in errors (``what``), which an
@@ -881,20 +954,30 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
 
     nodes = list(walk(node))
     sql = render(node, column)
-    types = binder.describe([render(n, column) for n in nodes])
+
+    def multi_of(by_id: dict[int, str]) -> list[tuple[dict, list[dict]]]:
+        # the type operands are compared or combined in: DuckDB's CASE over them, where a string
+        # literal next to a typed operand takes that operand's type (as in a comparison)
+        out = []
+        for n in nodes:
+            ops = operands(n)
+            if ops:
+                typed = [o for o in ops if not is_string_literal(o) and family(by_id[id(o)]) != "null"]
+                if any(family(by_id[id(o)]) != "string" for o in typed):
+                    ops = typed
+                out.append((n, ops))
+        return out
+
+    def bind() -> tuple[tuple[str, ...], tuple[str, ...]]:
+        types = binder.describe([render(n, column) for n in nodes])
+        by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
+        common = binder.describe(["CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END"
+                                  for _, ops in multi_of(by_id)])
+        return tuple(types), tuple(common)
+
+    types, common = _typed(scope, render(_typing_shape(node), column), bind)
     by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
-    # the type operands are compared or combined in: DuckDB's CASE over them, where a string
-    # literal next to a typed operand takes that operand's type (as in a comparison)
-    multi = []
-    for n in nodes:
-        ops = operands(n)
-        if ops:
-            typed = [o for o in ops if not is_string_literal(o) and family(by_id[id(o)]) != "null"]
-            if any(family(by_id[id(o)]) != "string" for o in typed):
-                ops = typed
-            multi.append((n, ops))
-    common = binder.describe(["CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END"
-                              for _, ops in multi])
+    multi = multi_of(by_id)
     chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs, types=by_id,
                   common={id(n): t for (n, _), t in zip(multi, common, strict=True)},
                   volatile=any(n.get("class") == "FUNCTION" and

@@ -13,6 +13,8 @@ from pathlib import Path
 import duckdb
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lakevilla as lv
 from lakevilla import duck
@@ -125,6 +127,94 @@ def test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_calle
     for what in ("where of read", "update of 't'"):
         with pytest.raises(lv.InvalidExpressionError, match=f"^{re.escape(what)}: .*nope"):
             E.check_where("nope = 1", ACC, what)
+
+
+NUMBERS = pa.schema([("t8", pa.int8()), ("u16", pa.int16()), ("n", pa.int32()), ("i", pa.int64()),
+                     ("dec", pa.decimal128(10, 2)), ("f", pa.float64()), ("s", pa.string())])
+
+
+def _typing(chk: E.Checked) -> tuple[list[str], list[str]]:
+    nodes = list(E.walk(chk.node))
+    return [chk.types[id(n)] for n in nodes], [chk.common[id(n)] for n in nodes if id(n) in chk.common]
+
+
+def _bound_afresh(text: str, scope: E.Scope) -> E.Checked:
+    saved = dict(E._TYPINGS)
+    E._TYPINGS.clear()
+    try:
+        return E._check_as(text, scope, "afresh")
+    finally:
+        E._TYPINGS.clear()
+        E._TYPINGS.update(saved)
+
+
+def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkeypatch):
+    """Statements embed their values (``c_id = 4711``), so nearly every text is new; DuckDB
+    types a number literal by the integer ranges it fits or its decimal layout, so it binds
+    each shape once. A number that DuckDB types otherwise, or one under a function
+    (``round(x, 2)``), is bound again and gets its own types."""
+    described: list[list[str]] = []
+    real = E._Binder.describe
+    monkeypatch.setattr(E._Binder, "describe", lambda self, items: described.append(items) or real(self, items))
+    scope = E.Scope.table(NUMBERS)
+    E._TYPINGS.clear()
+
+    def bound(text: str) -> tuple[bool, tuple[list[str], list[str]]]:
+        before = len(described)
+        chk = E.check_expression(text, scope)
+        new = len(described) > before
+        assert _typing(chk) == _typing(_bound_afresh(text, scope)), text
+        return new, _typing(chk)
+
+    shared = [("t8 + 5", "t8 + 100"), ("n = 7 AND i IN (1, -2, 3)", "n = 120 AND i IN (9, -128, 127)"),
+              ("dec * 1.5", "dec * 7.0"), ("CASE WHEN n > 3 THEN dec + 0.25 ELSE 1 END",
+                                           "CASE WHEN n > 90 THEN dec + 9.75 ELSE 2 END")]
+    for first, second in shared:
+        assert bound(first)[0], first
+        assert not bound(second)[0], second  # same shape: no DuckDB call
+    apart = [("t8 + 5", "t8 + 1000"),  # 1000 does not fit TINYINT
+             ("u16 + 30000", "u16 + 40000"),  # 40000 fits only from USMALLINT up
+             ("n + 2147483647", "n + 2147483648"),  # beyond INTEGER
+             ("-5 + t8", "-129 + t8"),
+             ("dec * 1.5", "dec * 10.255"), ("round(dec, 1)", "round(dec, 2)")]
+    for first, second in apart:
+        new1, types1 = bound(first)
+        new2, types2 = bound(second)
+        assert new2, second
+        assert types1 != types2, (first, second)
+
+
+_INTS = st.one_of(st.integers(-2**70, 2**70),
+                  st.sampled_from([b + d for e in (7, 8, 15, 16, 31, 32, 63, 64, 127, 128)
+                                   for b in (2**e, -(2**e)) for d in (-1, 0, 1)]))
+_DECIMALS = st.builds(lambda a, b, neg: ("-" if neg else "") + a + "." + b,
+                      st.from_regex(r"[0-9]{1,20}", fullmatch=True), st.from_regex(r"[0-9]{0,20}", fullmatch=True),
+                      st.booleans())
+_TEMPLATES = ["t8 + {0} > u16 - {1}", "CASE WHEN n > {0} THEN {1} ELSE i END", "dec * {0} + {1}",
+              "coalesce(t8, {0}) BETWEEN {1} AND u16", "n IN ({0}, {1}, 3)", "f + {0} * {1}",
+              "greatest(t8, {0}) = {1}", "round(dec, 2) * {0} < {1}",
+              "CAST({0} AS DECIMAL(10, 2)) + {1} > dec"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(template=st.sampled_from(_TEMPLATES), a=st.one_of(_INTS.map(str), _DECIMALS),
+       b=st.one_of(_INTS.map(str), _DECIMALS), c=st.one_of(_INTS.map(str), _DECIMALS))
+def test_a_shape_bound_before_types_each_text_as_duckdb_would(template, a, b, c):
+    """Whatever text of the shape bound it first, another text gets DuckDB's own types for it."""
+    scope = E.Scope.table(NUMBERS)
+    E._TYPINGS.clear()
+    try:
+        E.check_expression(template.format(a, b), scope)
+    except lv.InvalidExpressionError:
+        return
+    text = template.format(c, b)
+    try:
+        cached = E._check_as(text, scope, "cached")
+    except lv.InvalidExpressionError:
+        with pytest.raises(lv.InvalidExpressionError):
+            _bound_afresh(text, scope)
+        return
+    assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
 
 
 def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():

@@ -221,3 +221,24 @@ def test_small_tables_prune_without_duckdb(monkeypatch):
                         ("NOT (i BETWEEN 1 AND 3)", {0, 4}), ("p = 'y' OR i IS NULL", set())]:
         got = {int(a.path[1:-8]) for a in prune(parse_predicate(where), adds, SCHEMA, PARTITION)}
         assert got == kept, where
+
+
+def test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against(monkeypatch):
+    """Every statement of every waiting transaction checks each landed commit for phantoms,
+    while it waits and when it validates: each column's statistics in the commit are parsed
+    once, and each footprint still gets its own answer."""
+    from lakevilla.conflicts import Footprint, first_conflict
+    from lakevilla.delta.actions import Commit
+
+    parsed: list[int] = []
+    real = statcols._py_parse
+    monkeypatch.setattr(statcols, "_py_parse", lambda t, d: parsed.append(t.num_rows) or real(t, d))
+    c = Commit(adds=[_add([_row(k, i=k, s=f"s{k}", p="x", q=k)], f"f{k}") for k in range(3)])
+    fps = [Footprint(predicate=w) for w in ("i = 7", "i = 9", "i > 2 AND i < 1", "i = 1")]
+    assert [fp.conflicts_with(c, SCHEMA, PARTITION) for fp in fps[:3]] == [None, None, None]
+    assert "may hold rows matching 'i = 1'" in fps[3].conflicts_with(c, SCHEMA, PARTITION)
+    assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION) == (3, 4, fps[3].conflicts_with(c, SCHEMA, PARTITION))
+    assert len(parsed) == 1
+    assert Footprint(predicate="s = 's5'").conflicts_with(c, SCHEMA, PARTITION) is None  # a column not parsed yet
+    assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION)[0] == 3
+    assert len(parsed) == 2
