@@ -255,6 +255,14 @@ class EmbeddedEngine:
         """Which rows ``where`` selects (NULL counts as no), as one boolean array."""
         if where is None:
             return pa.array([True] * table.num_rows, pa.bool_())
+        pushed, exact = pushdown(where.text, ctx.schema)
+        if exact:  # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms
+            cols = [n for n in table.column_names if n in where.columns()]
+            rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
+            kept = table.select(cols).append_column("__lv_row", rows).filter(pushed).column("__lv_row")
+            mask = np.zeros(table.num_rows, dtype=bool)
+            mask[kept.to_numpy()] = True
+            return pa.array(mask)
         try:
             out = _query(table, f"coalesce(({where.sql}), false) AS __m")
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
