@@ -254,19 +254,19 @@ def test_assignments_that_do_not_fit_raise_and_write_nothing(local_backend, set_
 
 
 def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment(local_backend, monkeypatch):
-    """Each DuckDB query costs ~3 ms whatever it computes, and a contended update is redone
-    many times: all SET values of a file come from one query. SQL's semantics hold (every value
-    from the row as it was), and when one value fails the error names that assignment and
-    nothing is written."""
+    """Each DuckDB query costs ~3-10 ms whatever it computes, and a contended update is redone
+    many times: all SET values of a statement, over every file it rewrites, come from one query.
+    SQL's semantics hold (every value from the row as it was), and when one value fails the
+    error names that assignment and nothing is written."""
     from lakevilla.engines import embedded
 
     queries: list[str] = []
     real = embedded._query
     monkeypatch.setattr(embedded, "_query", lambda t, select: queries.append(select) or real(t, select))
-    lake = _lake_with_files(local_backend, SETS, [SET_ROWS])
+    lake = _lake_with_files(local_backend, SETS, [SET_ROWS[:1], SET_ROWS[1:]])
     with lake.transaction(features="R") as txn:
         txn.update("t", set={"n": "n * 2", "k": "n + k", "s": "upper(s) || CAST(n AS VARCHAR)"}, where="true")
-    assert len([q for q in queries if "AS __v" in q]) == 1
+    assert len([q for q in queries if "AS __v" in q]) == 1  # two files, three columns
     assert rows(lake.read("t")) == _duckdb_update(
         SETS, SET_ROWS, "n = n * 2, k = n + k, s = upper(s) || CAST(n AS VARCHAR)", "true")
     lake.flush()
