@@ -865,8 +865,8 @@ def _clock_names(node: dict, scope: Scope) -> None:
 # DuckDB types a number literal by its layout alone: an integer by the ranges its value fits
 # (INTEGER_LITERAL), a decimal by its digits before and after the point, an exponent as DOUBLE;
 # binding folds no constant. So texts that differ only in such literals bind to the same types,
-# and statements that embed their values (``c_id = 4711``) are described once per shape. Literals
-# under a function (``round(x, 2)``, ``date_part('epoch', ts)``) and every string keep their value.
+# and statements that embed their values (``c_id = 4711``) are described once per shape. Numbers
+# under a function (``round(x, 2)``) and every string (``date_trunc('month', d)``) keep their value.
 
 _TYPINGS: OrderedDict[tuple[Scope, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
 _TYPINGS_SIZE = 4096

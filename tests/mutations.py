@@ -204,13 +204,13 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
       "round(dec, 2) is given the types bound for round(dec, 1)"),
     M("set-one-query-per-column", "expressions", "lakevilla/engines/embedded.py",
-      "        values = self._assigned_all(ctx, matched, assignments)",
-      "        values = {n: self._assigned(ctx, matched, n, c, ctx.schema.field(n)) for n, c in assignments.items()}",
+      "            values = self._assigned_all(ctx, matched, assignments)",
+      "            values = {n: self._assigned(ctx, matched, n, c, ctx.schema.field(n)) for n, c in assignments.items()}",
       ["tests/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
       "an update computes each SET column in its own DuckDB query (~3 ms each, paid again on every redo)"),
     M("set-one-query-per-file", "expressions", "lakevilla/engines/embedded.py",
-      "        values = self._assigned_all(ctx, matched, assignments)",
-      "        values = {n: pa.concat_arrays([self._assigned_all(ctx, t.filter(m), assignments)[n]\n"
+      "            values = self._assigned_all(ctx, matched, assignments)",
+      "            values = {n: pa.concat_arrays([self._assigned_all(ctx, t.filter(m), assignments)[n]\n"
       "                                       for _, t, m, _ in selected]) for n in assignments}",
       ["tests/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
       "an update computes its SET values in one DuckDB query per file it rewrites (NewOrder's stock update: ~10 files, ~10 ms each)"),

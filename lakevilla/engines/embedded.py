@@ -342,13 +342,19 @@ class EmbeddedEngine:
                    assignments: dict[str, E.Checked] | None) -> list[tuple[AddFile, pa.Table, int]]:
         """The new contents of the selected files, computed in memory (nothing written yet). SET
         is evaluated on the matching rows only, as SQL says, those of every file in one query:
-        a query costs DuckDB ~3-10 ms whatever its rows, and a statement touches many files."""
-        if assignments is None:
-            return [(add, table.filter(pc.invert(mask)), hits) for add, table, mask, hits in selected]
-        matched = pa.concat_tables([table.filter(mask) for _, table, mask, _ in selected])
-        values = self._assigned_all(ctx, matched, assignments)
+        a query costs DuckDB ~3-10 ms whatever its rows, and a statement touches many files.
+        Consumes ``selected``: a file's old rows are let go once its new ones are built."""
+        values: dict[str, pa.Array] = {}
+        if assignments is not None:
+            matched = pa.concat_tables([table.filter(mask) for _, table, mask, _ in selected])
+            values = self._assigned_all(ctx, matched, assignments)
         out, at = [], 0
-        for add, table, mask, hits in selected:
+        selected.reverse()
+        while selected:
+            add, table, mask, hits = selected.pop()
+            if assignments is None:
+                out.append((add, table.filter(pc.invert(mask)), hits))
+                continue
             cols = {f.name: table.column(f.name).combine_chunks() for f in ctx.schema}
             for name, v in values.items():
                 cols[name] = pc.replace_with_mask(cols[name], mask, v.slice(at, hits))
