@@ -1,9 +1,10 @@
-"""Running benchmark clients side by side: spawned processes (reused across runs) or threads.
+"""Running benchmark clients side by side: spawned processes or threads.
 
 Every benchmark that measures concurrent clients runs them through ``Workers``: each job is
 one client (or a batch of clients a worker runs as threads), all jobs start together, and the
 parent may act in between (e.g. reset a request counter) once every job is set up. Processes
-are spawned, never forked: delta-rs does not survive ``fork``.
+are spawned, never forked: delta-rs does not survive ``fork``. A pool's processes keep what
+they cached between runs, so a benchmark gives each system compared its own pool.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parent: one run per system, workload, client count and mode, on shared workers."""
+"""The parent: one run per system, workload, client count and mode, in processes of its own per system."""
 
 from __future__ import annotations
 
@@ -94,18 +94,25 @@ def run_all(plan: Plan, ce: Any, seed: int) -> list[dict[str, Any]]:
     try:
         for n_clients in plan.clients:
             label, workers = concurrency_label(n_clients, plan.procs)
-            pool = Workers(workers, processes=plan.procs > 0)
-            try:
-                for wl in plan.workloads:
-                    for mode in plan.modes:
-                        for system in plan.systems:
+            for system in plan.systems:
+                # processes of each system's own: one that ran another system's clients keeps its
+                # caches warm (every seed replays the same keys and texts), which flattered
+                # whichever system ran later; every system now meets the same history
+                pool = Workers(workers, processes=plan.procs > 0)
+                try:
+                    for wl in plan.workloads:
+                        for mode in plan.modes:
                             bar.set_description(f"ycsb {wl} {n_clients}c {mode} {system}")
-                            row, failure = run_one(plan, ce, pool, system, wl, n_clients, mode, seed, label, bar)
+                            row, _ = run_one(plan, ce, pool, system, wl, n_clients, mode, seed, label, bar)
                             rows.append(row)
                             # a hung or dead worker: Workers killed the processes, the next run starts fresh ones
-            finally:
-                pool.close()
+                finally:
+                    pool.close()
     finally:
         bar.close()
+    order = {k: i for i, k in enumerate(plan.systems)}
+    wls, modes = list(plan.workloads), list(plan.modes)
+    rows.sort(key=lambda r: (plan.clients.index(r["clients"]), wls.index(r["workload"]),
+                             modes.index(r["mode"]), order[r["system"]]))
     add_ratios(rows)
     return rows
