@@ -54,6 +54,12 @@ def _query(table: pa.Table, select: str) -> pa.Table:
     return duck.query(f"SELECT {select} FROM __lv_rel0", {"__lv_rel0": table})
 
 
+def _cast(sql: str | None, field: pa.Field) -> str:
+    """SQL's assignment cast of a value (NULL for None) to a column's type: every path that
+    writes a computed value into a column (SET, MERGE's update and insert) converts alike."""
+    return f"CAST({'NULL' if sql is None else f'({sql})'} AS {E.duckdb_type(field.type)})"
+
+
 def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
@@ -370,8 +376,7 @@ class EmbeddedEngine:
         names = list(assignments)
         used = set().union(*(c.columns() for c in assignments.values()))
         matched = matched.select([n for n in matched.column_names if n in used] or matched.column_names[:1])
-        select = ", ".join(f"CAST(({assignments[n].sql}) AS {E.duckdb_type(ctx.schema.field(n).type)}) AS __v{i}"
-                           for i, n in enumerate(names))
+        select = ", ".join(f"{_cast(assignments[n].sql, ctx.schema.field(n))} AS __v{i}" for i, n in enumerate(names))
         try:
             out = _query(matched, select)
         except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
@@ -387,7 +392,7 @@ class EmbeddedEngine:
         (``CAST(value AS column type)``: rounds to integers, parses strings, fails on overflow)."""
         what = f"set {name}={value.text!r} on {ctx.name!r}"
         try:
-            out = _query(matched, f"CAST(({value.sql}) AS {E.duckdb_type(field.type)}) AS __v")
+            out = _query(matched, f"{_cast(value.sql, field)} AS __v")
         except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
             raise InvalidExpressionError(f"{what}: {_first_line(e)}") from None
         return self._conformed(ctx, name, value, out.column("__v").combine_chunks(), field)
@@ -482,11 +487,10 @@ class EmbeddedEngine:
             cols.append(cases(matched, str, "-1") + " AS __lv_clause")
             for k, f in enumerate(ctx.schema):
                 own = f"{ta}.{E.quote_ident(f.name)}"
-                typ = E.duckdb_type(f.type)
 
-                def val(i: int, f=f, own=own, typ=typ) -> str:
+                def val(i: int, f=f, own=own) -> str:
                     v = (cm.values[i] or {}).get(f.name)
-                    return own if v is None else f"CAST(({v.sql}) AS {typ})"
+                    return own if v is None else _cast(v.sql, f)
                 cols.append(cases(matched, val, own) + f" AS __lv_c{k}")
         joined = run(f"SELECT {', '.join(cols)} {frm}", "on/when_matched")
         rows = joined.column("__lv_row").to_numpy()
@@ -542,12 +546,11 @@ class EmbeddedEngine:
             tables["__lv_src"] = src.filter(pa.array(~hit))
             icols = [cases(inserts, str, "-1") + " AS __lv_clause"]
             for k, f in enumerate(ctx.schema):
-                typ = E.duckdb_type(f.type)
 
-                def ival(i: int, f=f, typ=typ) -> str:
+                def ival(i: int, f=f) -> str:
                     v = (cm.values[i] or {}).get(f.name)
-                    return f"CAST(NULL AS {typ})" if v is None else f"CAST(({v.sql}) AS {typ})"
-                icols.append(cases(inserts, ival, f"CAST(NULL AS {typ})") + f" AS __lv_c{k}")
+                    return _cast(None if v is None else v.sql, f)
+                icols.append(cases(inserts, ival, _cast(None, f)) + f" AS __lv_c{k}")
             got = run(f"SELECT {', '.join(icols)} FROM __lv_src AS {sa}", "when_not_matched_insert")
             got = got.filter(pc.greater_equal(got.column("__lv_clause"), 0))
             if got.num_rows:
