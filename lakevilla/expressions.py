@@ -21,6 +21,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -867,6 +868,7 @@ def _clock_names(node: dict, scope: Scope) -> None:
 # binding folds no constant. So texts that differ only in such literals bind to the same types,
 # and statements that embed their values (``c_id = 4711``) are described once per shape. Numbers
 # under a function (``round(x, 2)``) and every string (``date_trunc('month', d)``) keep their value.
+# An integer compared with an INTEGER or BIGINT column needs only to fit INTEGER (``_against_wide``).
 
 _TYPINGS: OrderedDict[tuple[Scope, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
 _TYPINGS_SIZE = 4096
@@ -891,22 +893,59 @@ def _representative(lit: dict) -> dict:
     return {"kind": "NUMERIC", "text": re.sub(r"[0-9]", "9", text)}
 
 
-def _typing_shape(node: dict, under_function: bool = False) -> dict:
-    """A copy of the tree with each number literal outside a function replaced by its representative."""
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _against_wide(node: dict) -> dict:
+    """An integer literal compared with a column of type INTEGER or BIGINT: any value that fits
+    INTEGER gets INTEGER alone and the column's type in common with it, so one of its sign stands
+    for all (``s_i_id IN (5, 500)``: one shape per list length, not one per mix of sizes)."""
+    lit = node["literal"]
+    if lit["kind"] != "INTEGER":
+        return {**node, "literal": _representative(lit)}
+    v = int(lit["text"].replace("_", ""))
+    if not _INT32[0] <= v <= _INT32[1]:
+        return {**node, "literal": _representative(lit)}
+    return {**node, "literal": {"kind": "INTEGER", "text": str(_INT32[v >= 0])}}
+
+
+def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
+    """The literals of a comparison or IN whose other side is a wide integer column."""
+    if node.get("class") == "COMPARISON" and node.get("type") in COMPARISONS:
+        left, right = node["left"], node["right"]
+        if wide(left) and right.get("class") == "CONSTANT":
+            return [right]
+        if wide(right) and left.get("class") == "CONSTANT":
+            return [left]
+    elif node.get("class") == "OPERATOR" and node.get("type") in ("COMPARE_IN", "COMPARE_NOT_IN"):
+        first, *rest = node["children"]
+        if wide(first):
+            return [c for c in rest if c.get("class") == "CONSTANT"]
+    return []
+
+
+def _typing_shape(node: dict, wide: Callable[[dict], bool] = lambda n: False, under_function: bool = False,
+                  compared: frozenset[int] = frozenset()) -> dict:
+    """A copy of the tree with each number literal outside a function replaced by its
+    representative. ``wide(node)``: whether a node is a column of type INTEGER or BIGINT."""
     if node.get("class") == "CONSTANT":
         if under_function or node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
             return node
+        if id(node) in compared:
+            return _against_wide(node)
         return {**node, "literal": _representative(node["literal"])}
     if node.get("class") == "FUNCTION":
         under_function = under_function or node["function_name"].lower() not in OPERATORS
+    if not under_function:
+        compared = frozenset(id(c) for c in _compared_with_wide(node, wide))
     out = {}
     for k, v in node.items():
         if k == "type_expr":  # a CAST's type: its numbers are the type (DECIMAL(10, 2))
             out[k] = v
         elif isinstance(v, dict):
-            out[k] = _typing_shape(v, under_function)
+            out[k] = _typing_shape(v, wide, under_function, compared)
         elif isinstance(v, list):
-            out[k] = [_typing_shape(x, under_function) if isinstance(x, dict) else x for x in v]
+            out[k] = [_typing_shape(x, wide, under_function, compared) if isinstance(x, dict) else x for x in v]
         else:
             out[k] = v
     return out
@@ -975,7 +1014,13 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
                                   for _, ops in multi_of(by_id)])
         return tuple(types), tuple(common)
 
-    types, common = _typed(scope, render(_typing_shape(node), column), bind)
+    def wide(n: dict) -> bool:
+        ref = refs.get(id(n))
+        if ref is None or ref.fields:
+            return False
+        return scope.relations[ref.relation].schema.field(ref.column).type in (pa.int32(), pa.int64())
+
+    types, common = _typed(scope, render(_typing_shape(node, wide), column), bind)
     by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
     multi = multi_of(by_id)
     chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs, types=by_id,

@@ -168,7 +168,11 @@ def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkey
 
     shared = [("t8 + 5", "t8 + 100"), ("n = 7 AND i IN (1, -2, 3)", "n = 120 AND i IN (9, -128, 127)"),
               ("dec * 1.5", "dec * 7.0"), ("CASE WHEN n > 3 THEN dec + 0.25 ELSE 1 END",
-                                           "CASE WHEN n > 90 THEN dec + 9.75 ELSE 2 END")]
+                                           "CASE WHEN n > 90 THEN dec + 9.75 ELSE 2 END"),
+              # compared with an INTEGER or BIGINT column, every value that fits INTEGER is one
+              ("i IN (5, 500, -7)", "i IN (100000, 3, -70000)"),
+              ("CASE n WHEN 5 THEN 1 ELSE 0 END", "CASE n WHEN 40000 THEN 1 ELSE 0 END"),
+              ("2147483647 >= i", "12 >= i")]
     for first, second in shared:
         assert bound(first)[0], first
         assert not bound(second)[0], second  # same shape: no DuckDB call
@@ -176,7 +180,9 @@ def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkey
              ("u16 + 30000", "u16 + 40000"),  # 40000 fits only from USMALLINT up
              ("n + 2147483647", "n + 2147483648"),  # beyond INTEGER
              ("-5 + t8", "-129 + t8"),
-             ("dec * 1.5", "dec * 10.255"), ("round(dec, 1)", "round(dec, 2)")]
+             ("dec * 1.5", "dec * 10.255"), ("round(dec, 1)", "round(dec, 2)"),
+             ("t8 IN (5, 6)", "t8 IN (5, 600)"),  # a narrow column: 600 does not fit its type
+             ("n = 5", "n = 3000000000"), ("i + 5 = 1", "i + 5 = 3000000000")]
     for first, second in apart:
         new1, types1 = bound(first)
         new2, types2 = bound(second)
@@ -193,7 +199,8 @@ _DECIMALS = st.builds(lambda a, b, neg: ("-" if neg else "") + a + "." + b,
 _TEMPLATES = ["t8 + {0} > u16 - {1}", "CASE WHEN n > {0} THEN {1} ELSE i END", "dec * {0} + {1}",
               "coalesce(t8, {0}) BETWEEN {1} AND u16", "n IN ({0}, {1}, 3)", "f + {0} * {1}",
               "greatest(t8, {0}) = {1}", "round(dec, 2) * {0} < {1}",
-              "CAST({0} AS DECIMAL(10, 2)) + {1} > dec"]
+              "CAST({0} AS DECIMAL(10, 2)) + {1} > dec", "CASE i WHEN {0} THEN {1} ELSE 0 END",
+              "{0} <= n AND t8 <> {1}", "i NOT IN ({0}, {1}) OR u16 IN ({1}, {0})", "n + {0} = {1}"]
 
 
 @settings(max_examples=60, deadline=None)
