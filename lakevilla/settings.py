@@ -38,7 +38,7 @@ class LakeSettings:
     ``commit_mode``: ``"tail"`` or ``"in_place"``. ``wait_timeout``: how long a commit waits
     for earlier markers before aborting (None: ``2 * marker_ttl``). ``shift_timeout`` /
     ``max_shifts``: rule IV's patience and its limit. ``poll_max``: the longest pause between
-    two looks at a predecessor, per transaction queued ahead (at most 1 s in all).
+    two looks at a predecessor, per transaction queued ahead (at most 0.2 s in all).
     ``max_retries``: lost commit races (and redos) before an abort. ``gvl_keep``: global-log entries clean-up keeps. ``delete_sublogs``: remove a
     finished transaction's sublogs right away. ``max_transaction_age``: seconds after its start
     a transaction may still commit (maintenance keeps what a transaction needs that long)."""

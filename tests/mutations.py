@@ -262,7 +262,7 @@ MUTATIONS: list[Mutation] = [
       "entries written behind their statements land in any order (a crash can leave a gap, not a prefix)"),
     M("poll-ignores-queue", "markers", "lakevilla/recovery/wait.py",
       "min(ctx.poll_max * queue, POLL_CAP)", "ctx.poll_max",
-      [R + "test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it[5-0.25]"],
+      [R + "test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it[3-0.15]"],
       "a waiter polls a long queue as often as a single predecessor"),
     M("waiting-ignores-doom", "markers", "lakevilla/recovery/wait.py",
       "            ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate",

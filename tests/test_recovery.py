@@ -693,11 +693,11 @@ def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(lo
     assert rows(lake.read("no"), "o") == local_backend.delta_rows("no", sort_by="o")
 
 
-@pytest.mark.parametrize(("ahead", "longest"), [(1, 0.05), (5, 0.25), (40, 1.0)])
+@pytest.mark.parametrize(("ahead", "longest"), [(1, 0.05), (3, 0.15), (40, 0.2)])
 def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ahead, longest):
     """Issue 13: n transactions queued ahead of a commit hand over no sooner than n times, so
     the pause between its wait rounds grows to poll_max (0.05 s) per transaction ahead, at most
-    1 s; a waiter behind one transaction still looks every 0.05 s. The wait policy alone, on a
+    0.2 s; a waiter behind one transaction still looks every 0.05 s. The wait policy alone, on a
     stub context and a fake clock: the queue stays for 60 rounds, then clears."""
     from types import SimpleNamespace
 
