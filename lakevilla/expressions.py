@@ -901,12 +901,10 @@ def _against_wide(node: dict) -> dict:
     INTEGER gets INTEGER alone and the column's type in common with it, so one of its sign stands
     for all (``s_i_id IN (5, 500)``: one shape per list length, not one per mix of sizes)."""
     lit = node["literal"]
-    if lit["kind"] != "INTEGER":
-        return {**node, "literal": _representative(lit)}
-    v = int(lit["text"].replace("_", ""))
-    if not _INT32[0] <= v <= _INT32[1]:
-        return {**node, "literal": _representative(lit)}
-    return {**node, "literal": {"kind": "INTEGER", "text": str(_INT32[v >= 0])}}
+    v = int(lit["text"].replace("_", "")) if lit["kind"] == "INTEGER" else None
+    if v is not None and _INT32[0] <= v <= _INT32[1]:
+        return {**node, "literal": {"kind": "INTEGER", "text": str(_INT32[v >= 0])}}
+    return {**node, "literal": _representative(lit)}
 
 
 def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
@@ -924,10 +922,9 @@ def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
     return []
 
 
-def _typing_shape(node: dict, wide: Callable[[dict], bool] = lambda n: False, under_function: bool = False,
-                  compared: frozenset[int] = frozenset()) -> dict:
+def _typing_shape(node: dict, compared: frozenset[int] = frozenset(), under_function: bool = False) -> dict:
     """A copy of the tree with each number literal outside a function replaced by its
-    representative. ``wide(node)``: whether a node is a column of type INTEGER or BIGINT."""
+    representative; ``compared``: the ids of literals compared with an INTEGER or BIGINT column."""
     if node.get("class") == "CONSTANT":
         if under_function or node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
             return node
@@ -936,16 +933,14 @@ def _typing_shape(node: dict, wide: Callable[[dict], bool] = lambda n: False, un
         return {**node, "literal": _representative(node["literal"])}
     if node.get("class") == "FUNCTION":
         under_function = under_function or node["function_name"].lower() not in OPERATORS
-    if not under_function:
-        compared = frozenset(id(c) for c in _compared_with_wide(node, wide))
     out = {}
     for k, v in node.items():
         if k == "type_expr":  # a CAST's type: its numbers are the type (DECIMAL(10, 2))
             out[k] = v
         elif isinstance(v, dict):
-            out[k] = _typing_shape(v, wide, under_function, compared)
+            out[k] = _typing_shape(v, compared, under_function)
         elif isinstance(v, list):
-            out[k] = [_typing_shape(x, wide, under_function, compared) if isinstance(x, dict) else x for x in v]
+            out[k] = [_typing_shape(x, compared, under_function) if isinstance(x, dict) else x for x in v]
         else:
             out[k] = v
     return out
@@ -1020,7 +1015,8 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
             return False
         return scope.relations[ref.relation].schema.field(ref.column).type in (pa.int32(), pa.int64())
 
-    types, common = _typed(scope, render(_typing_shape(node, wide), column), bind)
+    compared = frozenset(id(c) for n in nodes for c in _compared_with_wide(n, wide))
+    types, common = _typed(scope, render(_typing_shape(node, compared), column), bind)
     by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
     multi = multi_of(by_id)
     chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs, types=by_id,
