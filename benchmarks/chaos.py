@@ -14,7 +14,10 @@ shared banks to show exactly that (duplicated accounts, a total not conserved). 
 faults at random: transient errors, writes applied and then reported failed, writes
 applied after which the key stays unreachable beyond the client's retries, and latency
 spikes. A supervisor SIGKILLs random workers (and now and then the maintenance process)
-and restarts them. Maintenance runs ``cleanup`` and ``delete_abandoned_files`` with a short
+and restarts them; after ``--minutes`` the run goes on without kills until every kind of
+worker has committed and every reader has read (for at most as long again). A process
+that exits on its own, or that has not stopped well after the end (its stacks are printed
+first), is a violation. Maintenance runs ``cleanup`` and ``delete_abandoned_files`` with a short
 forced retention (the workers' ``max_transaction_age`` is shorter still, which is what
 makes it safe), ``checkpoint`` and ``recover`` throughout. Isolated readers (I) check the
 total of all accounts continuously.
@@ -30,6 +33,7 @@ kind. Every violation count must be 0; the exit status says whether they are.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import multiprocessing as mp
 import os
@@ -163,7 +167,15 @@ def _save(path: Path, payload: dict) -> None:
 
 # -- the processes -------------------------------------------------------------------------------
 
+def _diagnosable() -> None:
+    """A child that crashes prints where; SIGUSR1 prints every thread's stack (the
+    supervisor sends it to a process that did not end, before killing it)."""
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
+    _diagnosable()
     import lakevilla as lv
 
     run_dir = Path(cfg["run_dir"])
@@ -176,6 +188,8 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
     errors: list[str] = []
     banks, accounts = cfg["banks"], cfg["accounts"]
     last_save, i = 0.0, 0
+    _save(run_dir / f"stats-w{wid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors,
+                                                 "features": features})  # listed even if killed at once
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         i += 1
         tid = f"{wid}-{gen}-{i}"
@@ -221,6 +235,7 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
 
 
 def reader_main(cfg: dict, rid: int, gen: int) -> None:
+    _diagnosable()
     import lakevilla as lv
 
     run_dir = Path(cfg["run_dir"])
@@ -262,6 +277,7 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
 
 
 def maintenance_main(cfg: dict, gen: int) -> None:
+    _diagnosable()
     import lakevilla as lv
 
     run_dir = Path(cfg["run_dir"])
@@ -393,6 +409,23 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     return v, info
 
 
+def _starved(run_dir: Path, feature_sets: list[str], readers: int) -> list[str]:
+    """The kinds of worker that have not committed yet, and ``I reads`` if no reader has read."""
+    committed: Counter[str] = Counter()
+    reads = 0
+    for f in run_dir.glob("stats-*.json"):
+        try:
+            d = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue  # replaced as we read it: next look
+        if f.name.startswith("stats-w"):
+            committed[d["features"]] += d["stats"].get("committed", 0)
+        elif f.name.startswith("stats-r"):
+            reads += d["stats"].get("reads", 0)
+    out = [k for k in dict.fromkeys(feature_sets) if committed[k] == 0]
+    return out + (["I reads"] if readers and reads == 0 else [])
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from benchmarks.common import plot, print_table, start_moto_process, write_json
 
@@ -426,9 +459,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     started = time.time()
     try:
         _setup(cfg)
-        cfg["deadline"] = time.time() + duration
+        t0 = time.time()
+        # the run lasts ``duration``, then, without kills, until every kind of worker committed and
+        # every reader read (a worker killed twice while it started may have done neither), for at
+        # most ``duration`` again; the children stop at the stop file, or at this hard deadline
+        end_min, cfg["deadline"] = t0 + duration, t0 + 2 * duration
         gens: Counter[str] = Counter()
         procs: dict[str, Any] = {}
+        exited: list[dict[str, Any]] = []
 
         def spawn(name: str) -> None:
             gen = gens[name]
@@ -450,12 +488,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             spawn(f"r{r}")
         spawn("m")
         next_kill = time.time() + rng.uniform(0.5, 1.5) * args.kill_every
-        while time.time() < cfg["deadline"]:
+        last_look = 0.0
+        while time.time() < cfg["deadline"] - 1:
             time.sleep(0.1)  # the supervisor's polling interval
+            if time.time() >= end_min and time.time() - last_look > 0.5:
+                last_look = time.time()
+                if not _starved(run_dir, feature_sets, args.readers):
+                    break
             for name, p in list(procs.items()):
-                if not p.is_alive() and time.time() < cfg["deadline"] - 1:
-                    spawn(name)  # a process that ended early (it should not): start it again
-            if args.kill_every > 0 and time.time() >= next_kill and time.time() < cfg["deadline"] - 2:
+                if not p.is_alive():  # a process that ended before the stop (it should not): say so, restart it
+                    exited.append({"process": name, "exitcode": p.exitcode, "at_s": round(time.time() - t0, 1)})
+                    print(f"chaos: {name} exited with code {p.exitcode} after {time.time() - t0:.1f}s", flush=True)
+                    spawn(name)
+            if args.kill_every > 0 and time.time() >= next_kill and time.time() < end_min - 2:
                 victim = rng.choice([n for n in procs if n.startswith("w")] + (["m"] if rng.random() < 0.2 else []))
                 os.kill(procs[victim].pid, signal.SIGKILL)
                 procs[victim].join(10)
@@ -465,10 +510,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             elapsed = time.time() - started
             if args.progress and int(elapsed) % 30 == 0 and elapsed - int(elapsed) < 0.1:
                 print(f"  chaos: {elapsed:.0f}s, {sum(kills.values())} kills", flush=True)
+        ran_s = time.time() - t0
         (run_dir / "stop").touch()
-        for p in procs.values():
-            p.join(120)
+        # a transaction in flight ends within its max age, retries included: one that has not after
+        # a generous grace is hung; its stacks go to stderr before it is killed
+        grace_end = time.time() + max(60.0, 4 * args.max_age + 30)
+        hung: list[str] = []
+        for name, p in procs.items():
+            p.join(max(0.0, grace_end - time.time()))
             if p.is_alive():
+                hung.append(name)
+                print(f"chaos: {name} did not stop; its stacks follow on stderr", flush=True)
+                os.kill(p.pid, signal.SIGUSR1)
+                time.sleep(2)  # the dump is written by the child itself: give it a moment
                 p.kill()
                 p.join(10)
         acked: set[str] = set()
@@ -498,6 +552,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 errors += d.get("errors", [])
         violations["unexpected_errors"] = stats["unexpected_errors"] + sum(1 for e in errors if "maintenance" in e)
         violations["isolated_total_mismatch"] = stats["isolated_total_mismatch"]
+        violations["process_exited"] = len(exited)
+        violations["process_hung"] = len(hung)
         checked, info = _verify(cfg, acked)
         violations.update(checked)
         payload = {
@@ -519,6 +575,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                  if k.startswith("read_aborted_")},
             "isolated_read_abort_examples": reader_notes[:5],
             "isolated_mismatch_examples": mismatches[:5],
+            "ran_s": round(ran_s, 1), "starved": _starved(run_dir, feature_sets, args.readers),
+            "exited": exited, "hung": hung,
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
             "violations": {k: int(violations[k]) for k in sorted(set(violations) | _VIOLATION_KINDS)},
             "errors": errors[:20], "checks": info,
@@ -528,6 +586,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                   "n": " / ".join(str(c[k]) for k in ("committed", "aborted", "partial", "pending"))}
                  for f, c in sorted(by_features.items())]
         rows += [{"what": "isolated reads (total checked)", "n": stats["reads"]}]
+        rows += [{"what": "seconds of chaos (kinds that never committed)",
+                  "n": f"{ran_s:.0f} ({', '.join(payload['starved']) or 'none'})"}]
         rows += [{"what": f"kills: {k}", "n": n} for k, n in sorted(kills.items())]
         rows += [{"what": f"faults: {k}", "n": n} for k, n in sorted(faults.items())]
         rows += [{"what": f"maintenance: {k}", "n": n} for k, n in sorted(maint.items())]
@@ -560,7 +620,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"kept {tmp}")
 
 
-_VIOLATION_KINDS = {"total_not_conserved", "duplicate_account", "duplicate_transfer", "acknowledged_transfer_missing",
+_VIOLATION_KINDS = {"process_exited", "process_hung", "total_not_conserved", "duplicate_account", "duplicate_transfer", "acknowledged_transfer_missing",
                     "version_references_missing_file", "delta_rs_version_names_missing_file",
                     "delta_rs_unreadable_version", "lakevilla_differs_from_delta_rs", "stalled_marker",
                     "stalled_record", "stalled_announcement", "isolated_total_mismatch", "unexpected_errors"}

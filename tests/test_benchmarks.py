@@ -209,8 +209,10 @@ def test_chaos_quick(tmp_path):
     """Kills, store faults and maintenance beside a bank with a ledger: every violation count
     is zero, and the run really did commit, kill, inject faults and run maintenance.
 
-    Every kind of worker takes part, plain R,CT writers beside isolated readers included, and
-    clean-up keeps only 5 global-log entries (and none younger than the workers' max age)."""
+    Every kind of worker commits, plain R,CT writers beside isolated readers included (the
+    run goes on until each has, so a worker killed while it starts cannot starve its kind),
+    no process exits on its own or hangs, and clean-up keeps only 5 global-log entries (and
+    none younger than the workers' max age)."""
     from benchmarks import chaos
 
     payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--keep-global", "5", "--out", str(tmp_path)])
@@ -219,6 +221,8 @@ def test_chaos_quick(tmp_path):
     assert all(n == 0 for n in payload["violations"].values()), (payload["violations"],
                                                                  payload["isolated_mismatch_examples"])
     assert set(payload["by_features"]) == {"R+CT+I", "R+CT", "I", "R", "DL"}
+    assert payload["starved"] == [], payload["by_features"]
+    assert all(f["committed"] > 0 for f in payload["by_features"].values()), payload["by_features"]
     assert payload["committed"] > 0 and payload["isolated_reads"] > 0
     assert sum(payload["kills"].values()) > 0
     assert payload["faults"].get("transient", 0) > 0 and payload["faults"].get("applied_then_failed", 0) > 0

@@ -172,6 +172,24 @@ def test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does
     assert _isolated_totals(lake) == [90, 110]
 
 
+@pytest.mark.timeout(120)  # the bug this names looped for ever
+@pytest.mark.parametrize("record", ["kept", "cleaned-up"])
+def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half(backend, record):
+    """Point 1, checkpointed: the cut knows x, a R,CT transfer then moved x and y, and y was
+    checkpointed above it. y joins the cut at its checkpoint, which holds the transfer's y
+    half, so the x half is taken too: a reader neither loops looking for a y commit above the
+    checkpoint (the record kept) nor leaves the x half out (the record cleaned up)."""
+    lake = _bank(backend, known=False)
+    with lake.transaction("I") as t:  # the global log knows x only
+        t.update("x", set={"balance": "balance + 0"}, where="id = 1")
+    _transfer(lake, "R,CT")
+    lake.checkpoint("y")
+    if record == "cleaned-up":
+        assert lake.cleanup(older_than=0, force=True)["records"] == 1
+    assert _isolated_totals(backend.lake()) == [90, 110]
+    assert _isolated_totals(lake) == [90, 110]
+
+
 def test_fresh_isolated_reader_sees_every_acknowledged_commit(backend):
     """Point 2: record-decided commits, single-table CT and R commits, plain Delta and
     delta-rs commits are all visible to an I transaction that starts after them."""

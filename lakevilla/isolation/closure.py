@@ -14,7 +14,8 @@ each table's log), so it is allowed only if each of those commits can be taken w
   it (then its owner must fall back to the tail).
 
 The result is the greatest such set of commits (caps only ever move down while we look,
-so the search ends), with the groups of tables that multi-table commits tie together.
+and a table is reloaded at most once per commit written or found on it, so the search
+ends), with the groups of tables that multi-table commits tie together.
 """
 
 from __future__ import annotations
@@ -72,6 +73,7 @@ class Closure:
         self.below_commit = below_commit  # tables our own commit will land on above the limit
         self.scans: dict[str, Scan] = {}
         self._below: dict[tuple[str, str], bool] = {}
+        self._finished: set[tuple[str, str]] = set()
         self.rolled = 0
 
     # -- loading a table's commits after the cut -------------------------------------------
@@ -159,11 +161,14 @@ class Closure:
         at = sw.attempts.get(attempt)
         if at is not None:
             return _OK if at <= sw.cap else _CAP
-        if self._landed_by(w, attempt, sw.base):
+        # at or below where w's scan starts is taken whatever the cap: the cut's own version of w
+        # or, for a table new to the cut, its newest checkpoint
+        if self._landed_by(w, attempt, sw.start):
             return _OK
         if self._beyond(sw, attempt):
             return _CAP  # it landed above what we may take of w
-        if self.roll_forward and self._finish(w, attempt):
+        if self.roll_forward and (w, attempt) not in self._finished and self._finish(w, attempt):
+            self._finished.add((w, attempt))  # reloaded once per commit: the search ends
             self._load(w)
             return _AGAIN
         return _CAP
