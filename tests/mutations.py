@@ -571,21 +571,32 @@ MUTATIONS: list[Mutation] = [
       [OC + "test_half_published_transfer_is_seen_whole_or_not_at_all[local-R,CT]",
        OC + "test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_not_know[local-x]"],
       "a multi-table commit is taken on one table without its other half"),
+    M("closure-new-table-from-checkpoint", "one-cut", "lakevilla/isolation/closure.py",
+      "            start = newest\n            while start in present:\n                start -= 1\n",
+      "            start = max(checkpoints, default=-1)\n",
+      [OC + "test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_table_was_read[local]"],
+      "a table new to the cut is examined from its newest checkpoint on: the half of a transfer the "
+      "checkpoint holds is taken although the other table, already read, cannot take its half"),
     M("closure-new-table-starts-nowhere", "one-cut", "lakevilla/isolation/closure.py",
       "        if self._landed_by(w, attempt, sw.start):", "        if self._landed_by(w, attempt, sw.base):",
-      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-kept]",
-       OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-cleaned-up]"],
-      "a table new to the cut joins at its checkpoint, but the other half of a transfer that checkpoint "
-      "holds is not counted as taken (kept record: the x half is capped out; cleaned up: left out)"),
+      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half"
+            "[local-cleaned-up-log-too]"],
+      "a table new to the cut whose older commits were cleaned up: the half of a transfer below "
+      "where its scan starts is not counted as taken, so the other half is left out"),
+    M("closure-reads-below-its-floor", "one-cut", "lakevilla/isolation/closure.py",
+      "        caps = {t: s.cap for t, s in self.scans.items() if s.cap >= s.floor}",
+      "        caps = {t: s.cap for t, s in self.scans.items()}",
+      [OC + "test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_cut[local]"],
+      "a table new to the cut joins below the oldest version its cleaned log can be read at"),
     M("closure-reloads-for-ever", "one-cut", "lakevilla/isolation/closure.py",
       "        if self.roll_forward and (w, attempt) not in self._finished and self._finish(w, attempt):",
       "        if self.roll_forward and self._finish(w, attempt):",
       [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-kept]"],
       "a table is reloaded again and again for one commit written or found on it",
-      equivalent="with the scan's start counted as taken, a commit found on w after a reload is in the "
-      "reloaded range, at or below its start, or above its cap (which _beyond sees): nothing reloads "
-      "twice. The guard bounds the search should a store ever show otherwise; the kept-record test "
-      "looped for ever without both"),
+      equivalent="a commit found on w after a reload is in the reloaded range, at or below where its scan "
+      "starts (counted as taken), or above its cap (which _beyond sees): nothing reloads twice. The "
+      "guard bounds the search should a store ever show otherwise (the kept-record test looped for "
+      "ever when a table new to the cut was examined from its checkpoint and that was not counted)"),
     M("closure-takes-announced-commits", "one-cut", "lakevilla/isolation/closure.py",
       "            return _CAP  # only its global-log entry takes it in",
       "            return _OK",

@@ -20,6 +20,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY
+from lakevilla.markers import commit_txn
 from lakevilla.names import GVL_DIR
 from lakevilla.store import StoreWrapper
 from tests.helpers import HalfPublished, HookStore, open_markers
@@ -172,22 +173,71 @@ def test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does
     assert _isolated_totals(lake) == [90, 110]
 
 
-@pytest.mark.timeout(120)  # the bug this names looped for ever
-@pytest.mark.parametrize("record", ["kept", "cleaned-up"])
+def _forget_log_below(lake, table, version):
+    """What Spark's or delta-rs' log clean-up leaves: the commits below ``version`` gone (a
+    checkpoint at ``version`` holds them)."""
+    for v in range(version):
+        lake.store.delete(f"{table}/_delta_log/{v:020d}.json")
+
+
+@pytest.mark.timeout(120)  # the first bug this names looped for ever
+@pytest.mark.parametrize("record", ["kept", "cleaned-up", "cleaned-up-log-too"])
 def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half(backend, record):
     """Point 1, checkpointed: the cut knows x, a R,CT transfer then moved x and y, and y was
-    checkpointed above it. y joins the cut at its checkpoint, which holds the transfer's y
-    half, so the x half is taken too: a reader neither loops looking for a y commit above the
-    checkpoint (the record kept) nor leaves the x half out (the record cleaned up)."""
+    checkpointed above it (one more commit up). y joins the cut with the transfer's y half, so the x half is
+    taken too: a reader neither loops looking for a y commit above the checkpoint (the record
+    kept) nor leaves the x half out (the record cleaned up; and y's commits below the
+    checkpoint cleaned up too, as Spark or delta-rs would after their log retention)."""
     lake = _bank(backend, known=False)
     with lake.transaction("I") as t:  # the global log knows x only
         t.update("x", set={"balance": "balance + 0"}, where="id = 1")
     _transfer(lake, "R,CT")
-    lake.checkpoint("y")
-    if record == "cleaned-up":
+    with lake.transaction("") as t:  # y moves on: its checkpoint lies above the transfer
+        t.update("y", set={"balance": "balance + 0"}, where="id = 2")
+    at = lake.checkpoint("y")
+    if record != "kept":
         assert lake.cleanup(older_than=0, force=True)["records"] == 1
+    if record == "cleaned-up-log-too":
+        _forget_log_below(lake, "y", at)
     assert _isolated_totals(backend.lake()) == [90, 110]
     assert _isolated_totals(lake) == [90, 110]
+
+
+def test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_table_was_read(backend):
+    """Point 1, from the other side: a reader read x, then a R,CT transfer moved x and y and
+    y was checkpointed; y, new to the cut, joins without the transfer (x cannot take it), even
+    though its newest checkpoint holds it."""
+    lake = _bank(backend, known=False)
+    with lake.transaction("I") as t:  # the global log knows x only
+        t.update("x", set={"balance": "balance + 0"}, where="id = 1")
+    reader = backend.lake()
+    with reader.transaction("I") as r:
+        seen_x = _sum(r, "x")
+        _transfer(lake, "R,CT")
+        lake.checkpoint("y")
+        assert (seen_x, _sum(r, "y")) == (100, 100)
+    assert _isolated_totals(reader) == [90, 110]
+
+
+def test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_cut(backend):
+    """Point 1, log cleaned up: as above, but y's only readable versions hold the transfer
+    (its older commits are gone, the checkpoint is at the transfer's version). y cannot join
+    this reader's cut: the read aborts (``gvl-cut``), and a new transaction sees the whole
+    transfer."""
+    lake = _bank(backend, known=False)
+    with lake.transaction("I") as t:  # the global log knows x only
+        t.update("x", set={"balance": "balance + 0"}, where="id = 1")
+    reader = backend.lake()
+    with pytest.raises(lv.TransactionAborted) as e:
+        with reader.transaction("I") as r:
+            _sum(r, "x")
+            _transfer(lake, "R,CT")
+            at = lake.checkpoint("y")
+            assert commit_txn(lake.log("y").read_commit(at)) is not None  # the checkpoint is at the transfer
+            _forget_log_below(lake, "y", at)
+            _sum(r, "y")
+    assert e.value.reason == "gvl-cut"
+    assert _isolated_totals(reader) == [90, 110]
 
 
 def test_fresh_isolated_reader_sees_every_acknowledged_commit(backend):

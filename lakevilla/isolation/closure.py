@@ -44,6 +44,7 @@ class Scan:
     newest: int
     commits: list[tuple[int, Commit]]
     attempts: dict[str, int] = field(default_factory=dict)  # attempt -> version of its commit here
+    floor: int = -1  # the oldest version it can be read at (a table new to the cut whose log was cleaned)
 
 
 @dataclass
@@ -83,9 +84,20 @@ class Closure:
     def _scan(self, t: str) -> Scan:
         log = self.log_for(t)
         base = self.base_of(t)
-        if base is None:  # new to the cut: from its newest checkpoint (older commits are complete)
-            newest = log.latest_version()
-            start = max(log.last_checkpoint_version(), -1)
+        floor = -1
+        if base is None:
+            # new to the cut: every commit it still has is examined, not only those after its newest
+            # checkpoint, which may hold one half of a multi-table commit whose other half the cut
+            # lacks (a reader that read that other table already would see half of it)
+            listing = log.list_log()
+            present = set(listing.commits)
+            checkpoints = listing.complete_checkpoints()
+            newest = max(listing.commits + checkpoints, default=-1)
+            start = newest
+            while start in present:
+                start -= 1
+            if start >= 0:  # older commits were cleaned up: readable from a checkpoint at or above
+                floor = min((c for c in checkpoints if c >= start), default=newest)
         else:
             known = log.known_latest()
             limit = self.limits.get(t)
@@ -96,7 +108,7 @@ class Closure:
         limit = self.limits.get(t)
         cap = newest if limit is None else min(newest, max(limit, start))
         commits = log.commits_between(start, cap) if cap > start else []
-        scan = Scan(t, base, start, cap, newest, commits)
+        scan = Scan(t, base, start, cap, newest, commits, floor=floor)
         for v, c in commits:
             a = commit_txn(c)
             if a is not None:
@@ -109,7 +121,9 @@ class Closure:
             self.scans[t] = scan
         while self._pass():
             pass
-        caps = {t: s.cap for t, s in self.scans.items()}
+        # a table new to the cut that cannot be read as far back as its commits allow stays out
+        # (the others are consistent without it: it joins later, at or above what they took)
+        caps = {t: s.cap for t, s in self.scans.items() if s.cap >= s.floor}
         return Growth(caps, self._groups(), self.rolled)
 
     def _pass(self) -> bool:
