@@ -17,7 +17,8 @@ from lakevilla.store import (
 
 class HalfPublished(StoreWrapper):
     """Holds a transaction's table commit to ``second`` until its commit to ``first`` has
-    landed, then runs ``during()``: the transaction is decided and half published. Armed
+    landed, then runs ``during()``: the transaction is decided and half published (``second``
+    may be a table it creates: its version 0 is held the same way). Armed
     by setting ``armed`` (marker claims and other writes pass untouched)."""
 
     def __init__(self, inner: ObjectStore, first: str, second: str, during: Callable[[], None]) -> None:
@@ -28,7 +29,7 @@ class HalfPublished(StoreWrapper):
         self.fired = 0
 
     def _gate(self, key, data, write):
-        is_commit = self.armed and b'"kind":"commit"' in data
+        is_commit = self.armed and (b'"kind":"commit"' in data or b'"kind":"create"' in data)
         if is_commit and key.startswith(self.second + "/_delta_log/") and not self.fired:
             assert self.first_done.wait(60)
             self.fired += 1

@@ -597,6 +597,11 @@ MUTATIONS: list[Mutation] = [
       "starts (counted as taken), or above its cap (which _beyond sees): nothing reloads twice. The "
       "guard bounds the search should a store ever show otherwise (the kept-record test looped for "
       "ever when a table new to the cut was examined from its checkpoint and that was not counted)"),
+    M("closure-creates-on-a-foreign-table", "one-cut", "lakevilla/isolation/closure.py",
+      "        if it.create:  # version 0 or nothing: never on top of a table a foreign client created meanwhile",
+      "        if False:",
+      [OC + "test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table[local-True]"],
+      "a reader finishing a decided create appends it to a table a foreign client created meanwhile"),
     M("closure-takes-announced-commits", "one-cut", "lakevilla/isolation/closure.py",
       "            return _CAP  # only its global-log entry takes it in",
       "            return _OK",

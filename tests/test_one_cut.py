@@ -788,3 +788,46 @@ def test_bank_with_ct_writers_and_isolated_auditors_in_processes(backend):
         assert [_sum(r, "x"), _sum(r, "y"), _sum(r, "ledger")] == final
     assert final[0] + final[1] == 200 and final[0] == 100 + final[2]
     assert fresh.read("ledger").num_rows == 3 * per_writer
+
+
+
+@pytest.mark.parametrize("foreign", [False, True])
+def test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table(backend, foreign):
+    """A R,CT transaction decided to create n and move x, and landed x; n's version 0 is not
+    written yet. An isolated reader of x finishes the transaction from its record: it writes n
+    at version 0. If delta-rs (which ignores lakevilla's reservation of the name) created n
+    meanwhile, the reader must not append the creating commit to that foreign table: it
+    raises ``CreateConflictError``, as the owner and recovery do, and n keeps its one version."""
+    from deltalake import write_deltalake
+
+    _bank(backend, tables=("x",))
+    seen: list[object] = []
+
+    def during():
+        if foreign:
+            uri, opts = backend.table_uri("n"), backend.storage_options or None
+            write_deltalake(uri, pa.table({"id": [7], "v": [7]}, schema=ROW), storage_options=opts)
+        try:
+            with backend.lake().transaction("I") as r:
+                seen.append((_sum(r, "x"), r.read("n").num_rows))
+        except lv.LakeVillaError as e:
+            seen.append(e)
+
+    gate = HalfPublished(backend.store(), "x", "n", during)
+    txn = backend.lake(store=gate).begin("R,CT")
+    txn.create_table("n", data={"id": [1], "v": [1]}, partition_by=None)
+    txn.update("x", set={"balance": "balance - 10"}, where="id = 1")
+    gate.armed = True
+    if foreign:
+        with pytest.raises(lv.CreateConflictError):
+            txn.commit()
+    else:
+        assert txn.commit().versions["n"] == 0
+    assert gate.fired == 1 and len(seen) == 1
+    assert backend.delta("n").version() == 0
+    if foreign:
+        assert isinstance(seen[0], lv.CreateConflictError), seen
+        assert backend.delta_rows("n") == [{"id": 7, "v": 7}]
+    else:
+        assert seen == [(90, 1)]
+        assert backend.delta_rows("n") == [{"id": 1, "v": 1}]

@@ -29,7 +29,7 @@ from ..delta.actions import Commit
 from ..delta.log import DeltaLog
 from ..markers import commit_txn
 from ..parallel import pmap
-from ..publish import find_commit, publish
+from ..publish import find_commit, publish, publish_create
 from .units import ANNOUNCED, MULTI, OPEN_MARKER, RecordCache, unit_of
 
 _OK, _CAP, _AGAIN = "ok", "cap", "again"
@@ -218,7 +218,9 @@ class Closure:
 
     def _finish(self, w: str, attempt: str) -> bool:
         """The transaction decided and wrote some table commits but not ``w``'s yet: give
-        its owner a moment, then write it from the record (idempotent, as recovery does)."""
+        its owner a moment, then write it from the record (idempotent, as recovery does). A
+        table the transaction creates whose name a foreign client took meanwhile raises
+        ``CreateConflictError``, as for the owner and recovery: its half can never be written."""
         rec = self.recs.get(attempt)
         if rec is None or w not in rec.tables or rec.state not in (records.COMMITTING, records.COMMITTED):
             return False
@@ -235,7 +237,11 @@ class Closure:
                 break
             time.sleep(delay)  # protocol backoff while the owner writes its commit
             delay = min(delay * 2, 0.1)
-        publish(log, attempt, Commit.from_bytes(it.commit.encode()), marker_version=it.marker, mode=it.mode)
+        commit = Commit.from_bytes(it.commit.encode())
+        if it.create:  # version 0 or nothing: never on top of a table a foreign client created meanwhile
+            publish_create(log, attempt, commit)
+        else:
+            publish(log, attempt, commit, marker_version=it.marker, mode=it.mode)
         self.rolled += 1
         return True
 
