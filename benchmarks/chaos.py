@@ -168,9 +168,10 @@ def _save(path: Path, payload: dict) -> None:
 # -- the processes -------------------------------------------------------------------------------
 
 def _diagnosable() -> None:
-    """A child that crashes prints where; SIGUSR1 prints every thread's stack (the
-    supervisor sends it to a process that did not end, before killing it)."""
-    faulthandler.enable()
+    """A child that crashes prints where, every thread's stack: also on SIGABRT, which the
+    supervisor sends a process that did not end (it dumps, then dies). SIGUSR1 dumps and goes on,
+    for a look at a live run."""
+    faulthandler.enable(all_threads=True)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 
@@ -422,6 +423,10 @@ def _starved(run_dir: Path, feature_sets: list[str], readers: int) -> list[str]:
             committed[d["features"]] += d["stats"].get("committed", 0)
         elif f.name.startswith("stats-r"):
             reads += d["stats"].get("reads", 0)
+    return _never_did(committed, reads, feature_sets, readers)
+
+
+def _never_did(committed: Counter[str], reads: int, feature_sets: list[str], readers: int) -> list[str]:
     out = [k for k in dict.fromkeys(feature_sets) if committed[k] == 0]
     return out + (["I reads"] if readers and reads == 0 else [])
 
@@ -521,10 +526,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if p.is_alive():
                 hung.append(name)
                 print(f"chaos: {name} did not stop; its stacks follow on stderr", flush=True)
-                os.kill(p.pid, signal.SIGUSR1)
-                time.sleep(2)  # the dump is written by the child itself: give it a moment
-                p.kill()
+                os.kill(p.pid, signal.SIGABRT)  # faulthandler writes the stacks, then the process ends
                 p.join(10)
+                if p.is_alive():
+                    p.kill()
+                    p.join(10)
         acked: set[str] = set()
         for f in run_dir.glob("acks-*.txt"):
             acked.update(line for line in f.read_text().split("\n") if line)  # a torn last line has no id
@@ -536,6 +542,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         errors: list[str] = []
         reader_notes: list[str] = []
         mismatches: list[dict[str, Any]] = []
+        reader_reads = 0
         for f in run_dir.glob("stats-*.json"):
             d = json.loads(f.read_text())
             faults.update(d.get("faults", {}))
@@ -545,6 +552,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 errors += d.get("errors", [])
             elif f.name.startswith("stats-r"):
                 stats.update(d["stats"])
+                reader_reads += d["stats"].get("reads", 0)
                 reader_notes += d.get("aborts", [])
                 mismatches += d.get("bad_cuts", [])
             else:
@@ -575,7 +583,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                  if k.startswith("read_aborted_")},
             "isolated_read_abort_examples": reader_notes[:5],
             "isolated_mismatch_examples": mismatches[:5],
-            "ran_s": round(ran_s, 1), "starved": _starved(run_dir, feature_sets, args.readers),
+            "ran_s": round(ran_s, 1), "starved": _never_did(
+                Counter({f: c["committed"] for f, c in by_features.items()}), reader_reads, feature_sets, args.readers),
             "exited": exited, "hung": hung,
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
             "violations": {k: int(violations[k]) for k in sorted(set(violations) | _VIOLATION_KINDS)},
