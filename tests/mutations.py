@@ -597,6 +597,13 @@ MUTATIONS: list[Mutation] = [
       "starts (counted as taken), or above its cap (which _beyond sees): nothing reloads twice. The "
       "guard bounds the search should a store ever show otherwise (the kept-record test looped for "
       "ever when a table new to the cut was examined from its checkpoint and that was not counted)"),
+    M("closure-committed-record-reads-below", "one-cut", "lakevilla/isolation/closure.py",
+      "        if rec is None or w not in rec.tables or rec.state == records.COMMITTED:",
+      "        if rec is None or w not in rec.tables:",
+      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half"
+       "[local-kept-log-cleaned-up]"],
+      "a finished transaction's commit is looked for between its marker and the scan's start, "
+      "which a Delta log clean-up may have deleted (the read fails with CorruptLogError)"),
     M("closure-creates-on-a-foreign-table", "one-cut", "lakevilla/isolation/closure.py",
       "        if it.create:  # version 0 or nothing: never on top of a table a foreign client created meanwhile",
       "        if False:",

@@ -203,8 +203,9 @@ class Closure:
             return True
         rec = self.recs.get(attempt)
         log = self.log_for(w)
-        if rec is None or w not in rec.tables:
-            # record cleaned up (finished long ago, every commit landed): below unless above
+        if rec is None or w not in rec.tables or rec.state == records.COMMITTED:
+            # every commit landed (the record says so, or was cleaned up after it did): below unless
+            # above; what lies below may be gone (a Delta log clean-up shorter than records are kept)
             newest = log.probe_versions(max(version, log.known_latest()))
             found = find_commit(log, attempt, version, newest) is None
         else:
