@@ -133,8 +133,11 @@ def test_costs_quick(tmp_path):
     load = payload["snapshot_load"]
     assert load["commits"] == 100 and load["last_checkpoint"] >= 0
     assert sum(load["lakevilla_requests"].values()) > 0
-    for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs"):
+    for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs",
+              "isolated_first_read_s", "isolated_known_read_s"):
         assert _finite_nonneg(load[k]) and load[k] > 0
+    # the first isolated read of the table reads every commit once; afterwards the global log knows it
+    assert load["isolated_first_read_requests"]["get"] >= 100 > load["isolated_known_read_requests"]["get"]
     lat = {r["system"]: r for r in payload["latency"]}
     assert set(LV_SYSTEMS) <= set(lat)
     for r in lat.values():  # each ratio is computed from the two measured medians, not set
