@@ -4,7 +4,8 @@ logging (``lakevilla`` carries a ``NullHandler``, so nothing reaches stderr by d
 Loggers and what they say:
 
 * ``lakevilla.transaction``: INFO when a commit waited for other transactions' markers (on
-  whom, how long), when it redid statements after a conflict, when it shifted its markers;
+  whom, how long), when it redid statements after a conflict, when it shifted its markers,
+  when an isolated transaction reads a table new to the global log over its whole log;
   WARNING when a recovering client took one of its markers (it goes on with a new attempt).
 * ``lakevilla.recovery``: WARNING whenever this client finishes or undoes another client's
   transaction (a marker closed or freed, a record rolled forward, an abort announced in the
@@ -74,6 +75,13 @@ def record_rolled_forward(attempt: str, landed: dict[str, int]) -> None:
 def gvl_abort(attempt: str, seq: int) -> None:
     _emit(recovery_log, logging.WARNING, "gvl_abort", "stalled transaction %s aborted by global log entry %d",
           attempt, seq, attempt=attempt, seq=seq)
+
+
+def joining(table: str, commits: int, start: int) -> None:
+    """A table new to the global log is read over its whole log, once per lake: on a long log this
+    is the slow part of the first isolated transaction that reads it."""
+    _emit(transaction_log, logging.INFO, "join", "table %s is new to the global log: reading its %d commits after "
+          "version %d once", table, commits, start, table=table, commits=commits, start=start)
 
 
 def maintenance(event: str, msg: str, *args: Any, level: int = logging.INFO, **fields: Any) -> None:

@@ -131,3 +131,27 @@ def test_recoveries_are_logged(local_backend, lake, caplog):
     assert rolled.lakevilla["attempt"] == decided.attempt and set(rolled.lakevilla["versions"]) == {"a", "b"}
     [summary] = events(caplog, "recovery_report")
     assert summary.name == "lakevilla.maintenance" and summary.lakevilla["acted"] == report.acted == 2
+
+
+def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, caplog, local_backend):
+    """The first isolated transaction that reads a table the global log does not know reads every
+    commit of its log (a checkpoint may hold half of a multi-table commit) and logs it, with how
+    many; it joins the table to the global log, so the next isolated reader starts from there."""
+    from lakevilla.store import CountingStore
+
+    for k in range(12):  # a checkpoint at 10: the whole log is read all the same
+        with lake.transaction("") as txn:
+            txn.insert("a", {"id": [10 + k], "value": [k]})
+    newest = lake.version("a")
+    assert lake.log("a").last_checkpoint_version() == 10
+    caplog.set_level(logging.INFO, logger="lakevilla")
+    gets = []
+    for _ in range(2):
+        counting = CountingStore(local_backend.store())
+        with local_backend.lake(store=counting).transaction("I") as r:
+            assert r.read("a", where="id < 0").num_rows == 0  # no data file can match: the log is the cost
+        gets.append(counting.counts["get"])
+    joined = events(caplog, "join")
+    assert [(r.lakevilla["table"], r.lakevilla["commits"], r.lakevilla["start"]) for r in joined] == [
+        ("a", newest + 1, -1)]
+    assert gets[0] > newest + 1 > gets[1], gets

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
@@ -98,6 +99,7 @@ class Closure:
                 start -= 1
             if start >= 0:  # older commits were cleaned up: readable from a checkpoint at or above
                 floor = min((c for c in checkpoints if c >= start), default=newest)
+            logs.joining(t, newest - start, start)
         else:
             known = log.known_latest()
             limit = self.limits.get(t)
