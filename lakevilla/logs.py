@@ -78,10 +78,10 @@ def gvl_abort(attempt: str, seq: int) -> None:
 
 
 def joining(table: str, commits: int, start: int) -> None:
-    """A table new to the global log is read over its whole log, once per lake: on a long log this
-    is the slow part of the first isolated transaction that reads it."""
-    _emit(transaction_log, logging.INFO, "join", "table %s is new to the global log: reading its %d commits after "
-          "version %d once", table, commits, start, table=table, commits=commits, start=start)
+    """A table new to the global log is read over its whole log (until an entry knows it): on a
+    long log this is the slow part of the first isolated transaction that reads it."""
+    _emit(transaction_log, logging.INFO, "join", "table %s is new to the global log: reading the %d commits of its "
+          "log after version %d", table, commits, start, table=table, commits=commits, start=start)
 
 
 def maintenance(event: str, msg: str, *args: Any, level: int = logging.INFO, **fields: Any) -> None:
