@@ -212,37 +212,37 @@ def median_time(fn: Callable[[], Any], n: int) -> float:
     return statistics.median(times)
 
 
-def lv_load(store_factory: Callable[[], Any], root: str) -> tuple[float, dict[str, int]]:
-    """One cold load: a new Lake, a new store, ``snapshot(table)``."""
+def _timed_on_new_lake(store_factory: Callable[[], Any], root: str, fn: Callable[[Any], None]) -> tuple[float, dict[str, int]]:
+    """``fn(lake)`` on a new Lake over a new store: its time and the requests it made."""
     import lakevilla as lv
 
     store = store_factory()
     lake = lv.Lake(root, store=store)
     try:
         t0 = time.perf_counter()
-        snap = lake.snapshot(TABLE)
+        fn(lake)
         dt = time.perf_counter() - t0
-        assert snap.version >= 0
         return dt, dict(store.snapshot())
     finally:
         lake.close()
+
+
+def lv_load(store_factory: Callable[[], Any], root: str) -> tuple[float, dict[str, int]]:
+    """One cold load: a new Lake, a new store, ``snapshot(table)``."""
+    def load(lake: Any) -> None:
+        assert lake.snapshot(TABLE).version >= 0
+
+    return _timed_on_new_lake(store_factory, root, load)
 
 
 def lv_isolated_read(store_factory: Callable[[], Any], root: str) -> tuple[float, dict[str, int]]:
     """One isolated transaction of a new Lake that reads the table (a predicate no file's
     statistics can satisfy, so that the log and the global log are what it costs)."""
-    import lakevilla as lv
-
-    store = store_factory()
-    lake = lv.Lake(root, store=store)
-    try:
-        t0 = time.perf_counter()
+    def read(lake: Any) -> None:
         with lake.transaction("I") as txn:
             assert txn.read(TABLE, where="key < 0").num_rows == 0
-        dt = time.perf_counter() - t0
-        return dt, dict(store.snapshot())
-    finally:
-        lake.close()
+
+    return _timed_on_new_lake(store_factory, root, read)
 
 
 def measure_load(ce: Any, commits: int, loads: int) -> dict[str, Any]:
