@@ -288,11 +288,11 @@ def maintenance_main(cfg: dict, gen: int) -> None:
     errors: list[str] = []
     last_save = 0.0
     steps = [
-        ("cleanup", lambda: stats.update({f"cleanup_deleted_{k}": n for k, n in lake.cleanup(
+        ("cleanup", lambda: stats.update({f"cleanup_deleted_{k}": n for k, n in lake.maintenance.cleanup(
             older_than=cfg["retention"], force=True, keep_global=cfg.get("keep_global")).items()})),
         ("delete_abandoned_files", lambda: stats.update(
-            deleted_files=len(lake.delete_abandoned_files(min_age=cfg["retention"], force=True)))),
-        ("checkpoint", lambda: lake.checkpoint(random.choice(tables))),
+            deleted_files=len(lake.maintenance.delete_abandoned_files(min_age=cfg["retention"], force=True)))),
+        ("checkpoint", lambda: lake.maintenance.checkpoint(random.choice(tables))),
         ("recover", lambda: lake.recover()),
     ]
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
@@ -331,11 +331,11 @@ def _setup(cfg: dict) -> None:
 def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     """The end checks, after every client is gone and recovery ran."""
     from deltalake import DeltaTable
+    from lakevilla.markers.marker import RUNNING, marker_of
 
     import lakevilla as lv
     from lakevilla.complex_txn import record as records
     from lakevilla.isolation import resolve as gvl_resolve
-    from lakevilla.markers import RUNNING, marker_of
 
     v: Counter[str] = Counter()
     info: dict[str, Any] = {}

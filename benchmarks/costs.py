@@ -197,7 +197,7 @@ def write_history(store: Any, root: str, commits: int, bar: Any) -> dict[str, An
                 txn.insert(TABLE, pa.Table.from_pylist([insert_row(k, f"h{k}")], schema=usertable_schema()))
             bar.update(1)
         lake.flush()
-        log = lake.log(TABLE)
+        log = lake._client.log(TABLE)
         return {"version": lake.version(TABLE), "last_checkpoint": log.last_checkpoint_version()}
     finally:
         lake.close()

@@ -324,11 +324,12 @@ def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: in
             DeltaTable(warm_uri, storage_options=opts).to_pyarrow_dataset(file_pruning_predicate="id = 1")
         else:
             import lakevilla as lv
+            from lakevilla.scan.pruning import candidates
 
             root, _, name = uri.rpartition("/")
             wroot, _, wname = warm_uri.rpartition("/")
             w = lv.Lake(wroot, storage_options=opts).snapshot(wname)
-            w.candidates("id = 1")
+            candidates(w, "id = 1")
             len(w.files)
         gc.collect()
         r0 = _rss()
@@ -345,7 +346,7 @@ def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: in
         if system == "delta-rs":
             found = len(list(dt.to_pyarrow_dataset(file_pruning_predicate=f"id = {point}").get_fragments()))
         else:
-            found = len(snap.candidates(f"id = {point}"))
+            found = len(candidates(snap, f"id = {point}"))
         t2 = time.perf_counter()
         r2 = _rss()
         res = {"version": version, "load_s": t1 - t0, "load_mb": (r1 - r0) / 1e6, "pruned_s": t2 - t0,

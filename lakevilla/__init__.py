@@ -29,9 +29,9 @@ from .errors import (
     UnsupportedTableFeatureError,
 )
 from .lake import Lake, RecoveryReport
-from .merge import DuplicateMatchError
 from .settings import LakeSettings
-from .transaction import CommitResult, Transaction
+from .statements.merge import DuplicateMatchError
+from .txn.transaction import CommitResult, Transaction
 
 
 def __getattr__(name: str):

@@ -49,7 +49,7 @@ def _recover(lake, args):
 
 
 def _abandoned(lake, args) -> dict[str, Any]:
-    files = lake.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete, force=args.force)
+    files = lake.maintenance.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete, force=args.force)
     return {"files": [{"table": t, "key": k} for t, k in files], "deleted": bool(args.delete)}
 
 
@@ -59,7 +59,7 @@ def _abandoned_text(r: dict[str, Any]) -> str:
 
 
 def _cleanup(lake, args) -> dict[str, int]:
-    return lake.cleanup(older_than=args.older_than, force=args.force)
+    return lake.maintenance.cleanup(older_than=args.older_than, force=args.force)
 
 
 def _history(lake, args) -> dict[str, Any]:

@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records
 from .isolation import resolve as gvl_resolve
 from .isolation.gvl import HINT_KEY
-from .markers import RUNNING, commit_txn, marker_of
+from .markers.marker import RUNNING, commit_txn, marker_of
+from .markers.publish import find_commit
 from .names import GVL_DIR, TXN_DIR
-from .publish import find_commit
 from .store import NotFound
 from .vocab import Decision
 
 if TYPE_CHECKING:
-    from .lake import Lake
+    from .core.client import Client as Lake  # what status reads: the store, logs, the global log
 
 MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as recover does)
 RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
@@ -195,10 +196,11 @@ def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
     return out
 
 
-def lake_status(lake: Lake, tables: list[str] | None = None) -> LakeStatus:
+def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], list[str]]) -> LakeStatus:
+    """``tables``: the tables to report (None: every table ``list_tables`` finds)."""
     now = lake.now()
-    st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.marker_ttl)
-    st.tables = [_open_markers(lake, t, now) for t in (tables if tables is not None else lake.tables())]
+    st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.settings.marker_ttl)
+    st.tables = [_open_markers(lake, t, now) for t in (tables if tables is not None else list_tables())]
     txns: dict[str, TransactionStatus] = {}
     for ts in st.tables:
         for m in ts.open_markers:
@@ -241,7 +243,7 @@ def lake_status(lake: Lake, tables: list[str] | None = None) -> LakeStatus:
             t.age = round(now - t.started, 3)
         if t.heartbeat is not None:
             t.heartbeat_age = round(now - t.heartbeat, 3)
-    from . import reservations
+    from .complex_txn import reservations
 
     for res, _etag in reservations.all_reservations(lake.store):
         if res.state == reservations.HELD and (tables is None or res.table in tables):

@@ -82,9 +82,9 @@ class HookStore(StoreWrapper):
 
 def holds_marker(lake, table: str, txn) -> bool:
     """Whether transaction ``txn`` has claimed a marker in ``table`` (in any state)."""
-    from lakevilla.markers import marker_of
+    from lakevilla.markers.marker import marker_of
 
-    log = lake.log(table)
+    log = lake._client.log(table)
     return any((m := marker_of(c)) is not None and m.txn == txn.id
                for _, c in log.commits_between(-1, log.latest_version()))
 
@@ -341,10 +341,10 @@ def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable
 def open_markers(lake, table: str) -> list[int]:
     """Versions of ``table`` holding a running marker, once the background work of every client
     in this process ended (a one-table commit closes its marker there, after ``commit()``)."""
-    from lakevilla.markers import RUNNING, marker_of
+    from lakevilla.markers.marker import RUNNING, marker_of
 
     type(lake).flush_all()  # any client of this process may still be closing its marker
-    log = lake.log(table)
+    log = lake._client.log(table)
     # the log caches a tail marker as final (its content never changes, its state does): re-read
     return [v for v, c in log.commits_between(-1, log.latest_version())
             if (m := marker_of(c)) and m.state == RUNNING

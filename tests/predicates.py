@@ -19,8 +19,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 import lakevilla as lv
-from lakevilla import expressions as E
 from lakevilla.delta.stats import stats_json
+from lakevilla.scan import expressions as E
 
 UTC = dt.UTC
 SCHEMA = pa.schema([

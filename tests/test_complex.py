@@ -10,12 +10,12 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from lakevilla.markers.marker import MarkerPayload, claim, marker_of
+from lakevilla.markers.marker import rewrite as rewrite_marker
 
 import lakevilla as lv
 from lakevilla.complex_txn import dag
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import MarkerPayload, claim, marker_of
-from lakevilla.markers import rewrite as rewrite_marker
 from lakevilla.names import TXN_DIR
 from tests.conftest import rows
 from tests.helpers import (
@@ -104,7 +104,7 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     b = _balances(lake)
     assert b["x"][1] == 1000 - 50 + 70 and b["y"][11] == 1000 - 70 + 50
     assert sum(sum(v.values()) for v in b.values()) == 4000
-    freed = [marker_of(c).reason for _, c in lake.log("y").commits_between(-1, lake.version("y"))
+    freed = [marker_of(c).reason for _, c in lake._client.log("y").commits_between(-1, lake.version("y"))
              if marker_of(c) and marker_of(c).state == "freed"]
     assert any(r and r.startswith("shift") for r in freed)
     assert open_markers(lake, "x") == [] and open_markers(lake, "y") == []
@@ -122,7 +122,7 @@ def test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle(local_backend
     t = lake.begin("R,CT")
     t.update("x", set={"balance": "balance - 5"}, where="id = 1")
     t.update("y", set={"balance": "balance + 5"}, where="id = 11")
-    log = lake.log("x")
+    log = lake._client.log("x")
     now = time.time()
     q = claim(log, lake.version("x") + 1, MarkerPayload(
         txn="0000000000000-q", attempt="0000000000000-q.1", table="x", decision="record", mode="tail",

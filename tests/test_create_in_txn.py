@@ -142,7 +142,7 @@ def test_crash_at_every_store_call_of_a_create_in_a_ct_commit(backend):
         again = backend.lake()
         again.create_table(new, {"id": "int64", "v": "double"}, if_not_exists=True)
         if not updated:
-            gone = rec.abandoned_files(new, min_age=0, force=True)
+            gone = rec.maintenance.abandoned_files(new, min_age=0, force=True)
             assert {k for _t, k in gone} <= _parquet(backend, new), label
     assert outcomes == {True, False}
 
@@ -155,4 +155,4 @@ def test_status_shows_a_pending_create_until_the_transaction_ends(local_backend)
     assert [(c["table"], c["txn"], c["expired"]) for c in held] == [("n", txn.id, False)]
     txn.abort()
     assert lake.status().creating == []
-    assert lake.abandoned_files("n", min_age=0, force=True) == []  # the abort deleted its files
+    assert lake.maintenance.abandoned_files("n", min_age=0, force=True) == []  # the abort deleted its files

@@ -217,7 +217,7 @@ def test_cold_snapshot_fetches_the_checkpoint_and_the_commits_after_it_together(
         with lake.transaction(features="") as txn:
             txn.insert("h", {"id": [i]})
     lake.flush()
-    assert lake.log("h").last_checkpoint_version() == 5
+    assert lake._client.log("h").last_checkpoint_version() == 5
     store = _CheckpointWaitsForACommit(backend.store(), after=5)
     cold = lv.Lake(backend.uri, storage_options=backend.storage_options or None, store=store)
     assert sorted(cold.read("h").column("id").to_pylist()) == list(range(7))

@@ -55,7 +55,7 @@ def test_lost_race_with_a_file_conflict_aborts(backend):
             txn.update("acc", set={"balance": "balance + 1"}, where="id = 1")
     lake.flush()
     assert rows(lake.read("acc")) == [{"id": 1, "balance": 110}, {"id": 2, "balance": 200}]
-    assert lake.abandoned_files(min_age=0, force=True) == []  # the loser's rewritten file was deleted
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []  # the loser's rewritten file was deleted
 
 
 def test_a_block_is_not_atomic(backend):

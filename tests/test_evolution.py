@@ -151,7 +151,7 @@ def test_a_resumed_transaction_keeps_the_columns_it_added(local_backend: Backend
     crashed = lake.begin("R")
     crashed.add_columns("t", {"a": pa.string()})
     crashed.insert("t", {"id": [7], "a": ["z"], "n": [1.0]}, schema_mode="merge")
-    lake.heartbeats.forget(crashed)
+    lake._client.heartbeats.forget(crashed)
     entries_landed(crashed)
     entries = sublogs.read_all(lake.store, crashed.id)
     assert [e.kind for e in entries] == ["physical", "physical"]

@@ -23,7 +23,7 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.delta.actions import AddFile
-from lakevilla.expr import file_may_match, parse_predicate
+from lakevilla.scan.pruning import file_may_match, parse_predicate
 from tests.conftest import rows
 
 UTC = dt.UTC

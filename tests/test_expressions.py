@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakevilla as lv
-from lakevilla import duck
-from lakevilla import expressions as E
 from lakevilla.names import sublog_key
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.scan import duck
+from lakevilla.scan import expressions as E
 from tests.conftest import rows
 from tests.expression_cases import ATTACKS_SET, ATTACKS_WHERE, SCHEMA, VALUES, WHERE, same, table
 from tests.helpers import entries_landed
@@ -330,7 +330,7 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     first.update("acc", set={"value": "value + 1"}, where="id = 1")
     victim = lake.begin("R")
     victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: an update's entry at the tail
-    lake.heartbeats.forget(victim)  # the victim's client is gone
+    lake._client.heartbeats.forget(victim)  # the victim's client is gone
     entries_landed(victim)
     [entry] = [e for e in sublogs.read_all(lake.store, victim.id) if e.kind == "logical"]
     raw = json.loads(lake.store.get(sublog_key(victim.id, entry.seq)).data)
@@ -375,7 +375,7 @@ def test_a_function_node_of_a_form_never_checked_fails_closed():
     import duckdb
 
     import lakevilla as lv
-    from lakevilla.expressions import _Structure
+    from lakevilla.scan.expressions import _Structure
 
     tree = json.loads(duckdb.connect().execute("SELECT json_serialize_sql('SELECT lower(''A'')')").fetchone()[0])
     node = tree["statements"][0]["node"]["select_list"][0]

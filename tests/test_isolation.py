@@ -146,7 +146,7 @@ def test_global_log_is_built_on_demand_and_tables_join_as_compatible(backend):
     with lake.transaction("I") as t:
         t.update("x", set={"balance": "balance + 1"}, where="id = 1")
         t.read("y")
-    head = lake.gvl.head()
+    head = lake._client.gvl.head()
     assert head.knows("x") and head.knows("y") and not head.knows("z")
     assert head.txn is not None and "x" in head.pending  # the last entry announces the update
     with lake.transaction("I") as t:
@@ -299,7 +299,7 @@ def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_ba
         stalled.commit()
     assert aborted.value.reason == "preempted"
     assert len(seen["report"].freed) == 1
-    assert first in lake.gvl.head().aborts
+    assert first in lake._client.gvl.head().aborts
     assert _bal(lake, "x") == 50
 
 
@@ -308,9 +308,9 @@ def test_old_global_log_entries_are_cleaned_up(local_backend):
     for k in range(12):
         with lake.transaction("I") as t:
             t.update("x", set={"balance": f"{k}"}, where="id = 1")
-    lake.gvl.cleanup(keep=5, min_age=0.0)
+    lake._client.gvl.cleanup(keep=5, min_age=0.0)
     names = sorted(m.key for m in local_backend.store().list("_lakevilla/gvl/") if m.key.endswith(".json"))
-    assert len(names) <= 6 and names[-1] == entry_key(lake.gvl.head().seq)
+    assert len(names) <= 6 and names[-1] == entry_key(lake._client.gvl.head().seq)
     with local_backend.lake().transaction("I") as r:
         assert _bal(r, "x") == 11
 

@@ -143,7 +143,7 @@ def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, capl
         with lake.transaction("") as txn:
             txn.insert("a", {"id": [10 + k], "value": [k]})
     newest = lake.version("a")
-    assert lake.log("a").last_checkpoint_version() == 10
+    assert lake._client.log("a").last_checkpoint_version() == 10
     caplog.set_level(logging.INFO, logger="lakevilla")
     gets = []
     for _ in range(2):

@@ -76,9 +76,9 @@ def test_checkpoint_is_refused_above_an_open_marker(backend):
     txn.update("a", set={"value": "2"}, where="id = 1")
     claim_now(txn, "a")
     with pytest.raises(lv.InvalidArgumentError, match="open marker"):
-        lake.checkpoint("a")
+        lake.maintenance.checkpoint("a")
     txn.commit()
-    v = lake.checkpoint("a")
+    v = lake.maintenance.checkpoint("a")
     assert backend.store().exists(f"a/_delta_log/{v:020d}.checkpoint.parquet")
     assert backend.delta_rows("a") == [{"id": 1, "value": 2}]
 
@@ -94,6 +94,6 @@ def test_a_checkpointer_that_saw_a_marker_running_checkpoints_once_it_closed(loc
     assert other.read("a").num_rows == 1  # other's log now holds the running marker
     txn.commit()
     writer.flush()  # the marker is closed
-    v = other.checkpoint("a")
+    v = other.maintenance.checkpoint("a")
     assert local_backend.store().exists(f"a/_delta_log/{v:020d}.checkpoint.parquet")
     assert local_backend.delta_rows("a") == [{"id": 1, "value": 2}]

@@ -37,7 +37,7 @@ class SlowDataWrites(StoreWrapper):
 
 def _every_version_has_its_files(backend, lake, table):
     present = {m.key for m in backend.store().list(table + "/")}
-    log = lake.log(table)
+    log = lake._client.log(table)
     for v, c in log.commits_between(-1, log.latest_version()):
         for a in c.adds:
             assert f"{table}/{a.path}" in present, f"{table}@{v} references {a.path}, which maintenance deleted"
@@ -70,13 +70,13 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         m = backend.lake(max_transaction_age=MAX_AGE, marker_ttl=0.5)
         while not stop.is_set():
             try:
-                runs["deleted_files"] += len(m.delete_abandoned_files(min_age=RETENTION))
+                runs["deleted_files"] += len(m.maintenance.delete_abandoned_files(min_age=RETENTION))
                 runs["abandoned"] += 1
-                m.cleanup(older_than=RETENTION)
+                m.maintenance.cleanup(older_than=RETENTION)
                 runs["cleanup"] += 1
                 for t in TABLES:
                     try:
-                        m.checkpoint(t)
+                        m.maintenance.checkpoint(t)
                         runs["checkpoint"] += 1
                     except lv.InvalidArgumentError:
                         runs["checkpoint_refused"] += 1  # an open marker: refused, by design

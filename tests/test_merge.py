@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lakevilla.markers.marker import RUNNING, marker_of
 
 import lakevilla as lv
-from lakevilla.markers import RUNNING, marker_of
-from lakevilla.merge import DuplicateMatchError
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.statements.merge import DuplicateMatchError
 from tests.conftest import rows
 from tests.helpers import HookStore
 
@@ -272,7 +272,7 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     assert [e.kind for e in entries] == ["logical"]
     staged = entries[0].statement["merge"]["source_key"]
     assert staged and staged in local_backend.all_keys()
-    crashed_lake.heartbeats.forget(txn)  # the client dies here: its transaction is never committed nor aborted
+    crashed_lake._client.heartbeats.forget(txn)  # the client dies here: its transaction is never committed nor aborted
     crashed_lake.close()
     blocker.commit()  # id 7 now exists: the merge's "no match" for 7 is stale
     resumed = local_backend.lake(marker_ttl=5.0, clock=_later).resume(txn.id)

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 import lakevilla as lv
-from lakevilla.merge import DuplicateMatchError
+from lakevilla.statements.merge import DuplicateMatchError
 from tests.test_spark import classic_spark, connect_spark, spark  # noqa: F401 - the shared sessions
 
 S = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])

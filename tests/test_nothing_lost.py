@@ -8,11 +8,11 @@ import time
 
 import pyarrow as pa
 import pytest
+from lakevilla.markers.marker import commit_txn, marker_of
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.delta.actions import Commit
-from lakevilla.markers import commit_txn, marker_of
 from lakevilla.store import (
     FaultInjectingStore,
     FaultPlan,
@@ -54,7 +54,7 @@ def _values(lake, table):
 def _every_version_has_its_files(backend, table):
     """Every data file that any version of ``table`` adds still exists."""
     lake = backend.lake()
-    log = lake.log(table)
+    log = lake._client.log(table)
     present = {m.key for m in backend.store().list(table + "/")}
     for v, c in log.commits_between(-1, log.latest_version()):
         for a in c.adds:
@@ -160,7 +160,7 @@ def test_abandoned_file_deletion_keeps_a_transaction_open_longer_than_a_marker_t
     txn = lake.begin("R")
     txn.insert("t", {"id": [3], "value": [3]})
     time.sleep(0.2)  # the transaction stays open longer than two marker ttls: time itself is the condition
-    assert local_backend.lake(marker_ttl=0.05).delete_abandoned_files() == []  # the default retention: days
+    assert local_backend.lake(marker_ttl=0.05).maintenance.delete_abandoned_files() == []  # the default retention: days
     txn.commit()
     assert sorted(_values(local_backend.lake(), "t")) == [1, 2, 3]
     _every_version_has_its_files(local_backend, "t")
@@ -168,12 +168,12 @@ def test_abandoned_file_deletion_keeps_a_transaction_open_longer_than_a_marker_t
 
 def test_a_retention_shorter_than_the_longest_transaction_is_refused_unless_forced(local_backend):
     lake = _setup(local_backend, max_transaction_age=600)
-    for call in (lambda: lake.abandoned_files(min_age=60), lambda: lake.delete_abandoned_files(min_age=599),
-                 lambda: lake.cleanup(older_than=0)):
+    for call in (lambda: lake.maintenance.abandoned_files(min_age=60), lambda: lake.maintenance.delete_abandoned_files(min_age=599),
+                 lambda: lake.maintenance.cleanup(older_than=0)):
         with pytest.raises(lv.InvalidArgumentError, match="max_transaction_age"):
             call()
-    assert lake.abandoned_files(min_age=600) == []
-    assert lake.abandoned_files(min_age=0, force=True) == []
+    assert lake.maintenance.abandoned_files(min_age=600) == []
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []
 
 
 def test_forced_deletion_still_keeps_files_that_live_transactions_name(local_backend):
@@ -201,7 +201,7 @@ def test_forced_deletion_still_keeps_files_that_live_transactions_name(local_bac
             txn.commit()
     entries_landed(running)  # its entry names its file (at the tail it goes out behind the statement)
     maint = local_backend.lake(max_transaction_age=1.0)
-    assert maint.delete_abandoned_files(min_age=0, force=True) == []
+    assert maint.maintenance.delete_abandoned_files(min_age=0, force=True) == []
     running.commit()
     local_backend.lake(clock=_later_clock, marker_ttl=5.0).recover()
     fresh = local_backend.lake()
@@ -239,10 +239,10 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     gone = local_backend.lake(marker_ttl=0.01).begin("R")
     gone.update("c", set={"value": "4"}, where="id = 22")
     claim_now(gone, "c")  # its sublog stays, its marker expires at once
-    gone.lake.heartbeats.forget(gone)
+    gone.lake._client.heartbeats.forget(gone)
     time.sleep(0.05)  # the 10 ms marker ttl passes: time itself is the condition
     entries_landed(live, gone)
-    done = local_backend.lake().cleanup(older_than=0, force=True)
+    done = local_backend.lake().maintenance.cleanup(older_than=0, force=True)
     assert done["sublogs"] == 1  # gone's: an expired marker and no decision
     store = local_backend.store()
     assert records.read(store, decided.attempt).state == records.COMMITTING
@@ -252,7 +252,7 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     local_backend.lake(clock=_later_clock).recover(tables=["a", "b"])
     live.commit()
     assert _values(local_backend.lake(), "b")[11] == 2 and _values(local_backend.lake(), "c")[21] == 1
-    done = local_backend.lake().cleanup(older_than=0, force=True)
+    done = local_backend.lake().maintenance.cleanup(older_than=0, force=True)
     assert done["records"] == 1 and records.read(store, decided.attempt) is None
 
 
@@ -353,8 +353,8 @@ def test_a_heartbeat_right_after_an_in_place_fill_does_not_overwrite_it(local_ba
 def test_abandoned_files_of_a_table_exclude_tables_nested_inside_it(local_backend):
     lake = _setup(local_backend, tables=("a", "a/b"))
     assert lake.tables() == ["a", "a/b"]
-    assert lake.delete_abandoned_files(min_age=0, force=True) == []
-    assert lake.delete_abandoned_files("a", min_age=0, force=True) == []
+    assert lake.maintenance.delete_abandoned_files(min_age=0, force=True) == []
+    assert lake.maintenance.delete_abandoned_files("a", min_age=0, force=True) == []
     assert sorted(_values(local_backend.lake(), "a/b")) == [11, 12]
     assert local_backend.delta_rows("a/b") == rows(local_backend.lake().read("a/b"))
 
@@ -520,7 +520,7 @@ def test_a_checkpoint_never_hides_an_in_place_fill_that_lands_while_it_is_taken(
     t3.abort()
     maint_store = _FillAtGet(local_backend.store(), f"t/_delta_log/{m:020d}.json", nth, t1.commit)
     try:
-        local_backend.lake(store=maint_store).checkpoint("t")
+        local_backend.lake(store=maint_store).maintenance.checkpoint("t")
     except lv.InvalidArgumentError:
         assert not maint_store.fired  # refused above the open marker: fine, nothing was written
     if not maint_store.fired:

@@ -17,10 +17,10 @@ import time
 
 import pyarrow as pa
 import pytest
+from lakevilla.markers.marker import commit_txn
 
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY
-from lakevilla.markers import commit_txn
 from lakevilla.names import GVL_DIR
 from lakevilla.store import StoreWrapper
 from tests.helpers import HalfPublished, HookStore, open_markers
@@ -196,9 +196,9 @@ def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_oth
     _transfer(lake, "R,CT")
     with lake.transaction("") as t:  # y moves on: its checkpoint lies above the transfer
         t.update("y", set={"balance": "balance + 0"}, where="id = 2")
-    at = lake.checkpoint("y")
+    at = lake.maintenance.checkpoint("y")
     if record.startswith("cleaned-up"):
-        assert lake.cleanup(older_than=0, force=True)["records"] == 1
+        assert lake.maintenance.cleanup(older_than=0, force=True)["records"] == 1
     if record.endswith("log-too") or record.endswith("log-cleaned-up"):
         _forget_log_below(lake, "y", at)
     assert _isolated_totals(backend.lake()) == [90, 110]
@@ -216,7 +216,7 @@ def test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_oth
     with reader.transaction("I") as r:
         seen_x = _sum(r, "x")
         _transfer(lake, "R,CT")
-        lake.checkpoint("y")
+        lake.maintenance.checkpoint("y")
         assert (seen_x, _sum(r, "y")) == (100, 100)
     assert _isolated_totals(reader) == [90, 110]
 
@@ -234,8 +234,8 @@ def test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_c
         with reader.transaction("I") as r:
             _sum(r, "x")
             _transfer(lake, "R,CT")
-            at = lake.checkpoint("y")
-            assert commit_txn(lake.log("y").read_commit(at)) is not None  # the checkpoint is at the transfer
+            at = lake.maintenance.checkpoint("y")
+            assert commit_txn(lake._client.log("y").read_commit(at)) is not None  # the checkpoint is at the transfer
             _forget_log_below(lake, "y", at)
             _sum(r, "y")
     assert e.value.reason == "gvl-cut"
@@ -470,7 +470,7 @@ def test_cleanup_never_lets_a_long_transaction_fork_the_log(backend, monkeypatch
     for k in range(5):
         with other.transaction("I") as t:
             t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
-    assert other.cleanup(keep_global=1, older_than=0, force=True)["global_entries"] > 0
+    assert other.maintenance.cleanup(keep_global=1, older_than=0, force=True)["global_entries"] > 0
     if long:
         txn.commit()
     else:
@@ -495,14 +495,14 @@ def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend
         for k in range(4):
             with other.transaction("I") as t:
                 t.update("y", set={"balance": f"{70 + k}"}, where="id = 1")
-        other.cleanup(keep_global=1, older_than=0, force=True)  # below max_transaction_age: slots can go
+        other.maintenance.cleanup(keep_global=1, older_than=0, force=True)  # below max_transaction_age: slots can go
 
     store = HookStore(GvlAudit(backend.store(), shared),
                       lambda kind, key: kind == "put_if_absent" and key.startswith(GVL_DIR + "/0"), race)
     lake = backend.lake(store=store)
     txn = lake.begin("I")
     txn.update("x", set={"balance": "balance + 1"}, where="id = 1")
-    lake.gvl.head()  # warm
+    lake._client.gvl.head()  # warm
     outcome = "committed"
     try:
         txn.commit()
@@ -543,7 +543,7 @@ def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backen
             with other.transaction("I") as t:
                 t.update("x", set={"balance": f"{70 + k}"}, where="id = 2")
         opts = {"older_than": 0, "force": True} if forced else {}
-        cleaned.append(other.cleanup(keep_global=1, **opts)["global_entries"])
+        cleaned.append(other.maintenance.cleanup(keep_global=1, **opts)["global_entries"])
 
     stale = audited(HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith(
         GVL_DIR + "/0"), others_append_and_clean_up)).begin("I")
@@ -558,7 +558,7 @@ def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backen
             outcome.append("aborted")
 
     armed = [False]
-    slot = lake0.gvl.head().seq + 1
+    slot = lake0._client.gvl.head().seq + 1
     reader_store = HookStore(backend.store(), lambda kind, key: armed[0] and kind == "get"
                              and key == f"{GVL_DIR}/{slot:020d}.json", stale_writer_announces)
     r = audited(reader_store).begin("I")
@@ -597,7 +597,7 @@ def test_hint_never_moves_backwards(backend):
     with slow.transaction("I") as t:
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")
     assert store.fired == 1
-    head = lake.gvl.head()
+    head = lake._client.gvl.head()
     assert json.loads(backend.store().get(HINT_KEY).data)["seq"] == head.seq
     assert head.seq == slow.gvl.head().seq
 
@@ -612,7 +612,7 @@ def test_long_reader_still_takes_in_commits_after_clean_up(backend):
     for k in range(4):
         with lake.transaction("I") as t:
             t.update("y", set={"balance": f"{60 + k}"}, where="id = 1")
-    lake.cleanup(keep_global=1, older_than=0, force=True)
+    lake.maintenance.cleanup(keep_global=1, older_than=0, force=True)
     with lake.transaction("R,CT") as t:  # not announced: the reader must take it in itself
         t.update("z", set={"balance": "balance + 5"}, where="id = 1")
     assert _sum(reader, "z") == 105
@@ -626,11 +626,11 @@ def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_
     lake = _bank(backend, marker_ttl=5.0)
     stalled = lake.begin("R,CT,I")
     stalled.update("x", set={"balance": "0"}, where="id = 1")  # its marker names its start entry
-    lake.heartbeats.forget(stalled)
+    lake._client.heartbeats.forget(stalled)
     for k in range(4):
         with lake.transaction("I") as t:
             t.update("y", set={"balance": f"{80 + k}"}, where="id = 1")
-    lake.cleanup(keep_global=1, older_than=0, force=True)
+    lake.maintenance.cleanup(keep_global=1, older_than=0, force=True)
     later = backend.lake(marker_ttl=5.0, clock=_later_clock)
     with later.transaction("R") as t:  # waits on the stalled marker, finds it expired, decides
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")

@@ -171,7 +171,7 @@ def test_a_resumed_overwrite_is_redone_from_its_sublog(local_backend: Backend):
     first.update("t", set={"x": "x"}, where="id = 1")  # a running predecessor: the next sublog is logical
     crashed = lake.begin("R")
     crashed.overwrite("t", {"id": [10, 11], "x": [10, 11], "p": ["n", "n"]}, where="x > 5")
-    lake.heartbeats.forget(crashed)  # the client is gone: no heartbeat, no commit
+    lake._client.heartbeats.forget(crashed)  # the client is gone: no heartbeat, no commit
     assert [e.kind for e in sublogs.read_all(lake.store, crashed.id)] == ["logical"]
     first.commit()
     with local_backend.lake().transaction("") as w:  # ignores markers

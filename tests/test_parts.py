@@ -21,8 +21,8 @@ from lakevilla.recovery import sublog as sublogs
 from lakevilla.recovery.journal import Journal, JournalContext, NoJournal
 from lakevilla.recovery.redo import AbortOnConflict, RedoContext
 from lakevilla.recovery.stalled import decide_gvl_abort
+from lakevilla.statements.view import Op
 from lakevilla.store.local import LocalStore
-from lakevilla.tablework import Op
 from lakevilla.vocab import CommitInfo, Decision, InfoKind, MarkerState, RecordState
 
 
@@ -235,7 +235,7 @@ def test_settings_are_checked_once_and_replaced_checked():
 def test_the_heartbeat_service_beats_while_alive_and_stops_with_the_last():
     import threading
 
-    from lakevilla.heartbeats import Heartbeats
+    from lakevilla.markers.heartbeats import Heartbeats
 
     class Txn:
         def __init__(self) -> None:
@@ -293,7 +293,7 @@ class _OvertakeTable:
 
 
 def _predecessor(footprints, decision="table", mode="tail"):
-    from lakevilla.markers import MarkerPayload
+    from lakevilla.markers.marker import MarkerPayload
 
     return MarkerPayload(txn="p", attempt="p-0", table="t", decision=decision, mode=mode,
                          footprint=None if footprints is None else [fp.to_json() for fp in footprints])
@@ -302,9 +302,10 @@ def _predecessor(footprints, decision="table", mode="tail"):
 def test_overtake_waits_only_for_predecessors_our_commit_can_invalidate():
     from collections import Counter
 
-    from lakevilla.conflicts import Footprint
+    from lakevilla.markers.overtake import NeverOvertake, Overtake, overtake_policy
+
     from lakevilla.delta.actions import AddFile, Commit, RemoveFile
-    from lakevilla.recovery.overtake import NeverOvertake, Overtake, overtake_policy
+    from lakevilla.scan.conflicts import Footprint
 
     counts: Counter[str] = Counter()
     policy = overtake_policy("table", "tail", lambda k, n=1: counts.update({k: n}), lambda f, xs: [f(x) for x in xs])

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from lakevilla.markers.marker import FREED, RUNNING, commit_txn, free_stalled, marker_of
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
-from lakevilla.markers import FREED, RUNNING, commit_txn, free_stalled, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
@@ -78,14 +78,14 @@ def test_a_marker_is_stalled_only_after_marker_ttl(local_backend):
     owner = lake.begin("R")
     owner.update("a", set={"value": "1"}, where="id = 1")
     claim_now(owner, "a")
-    lake.heartbeats.forget(owner)  # no heartbeat from now on
+    lake._client.heartbeats.forget(owner)  # no heartbeat from now on
     v = owner.tables["a"].marker.version
     early = local_backend.lake(marker_ttl=TTL, clock=_at(TTL - 1.0)).recover()
     assert [r[:2] for r in early.running] == [("a", v)] and early.freed == []
     assert open_markers(lake, "a") == [v]
     late = local_backend.lake(marker_ttl=TTL, clock=_at(TTL + 1.0)).recover()
     assert [r[:2] for r in late.freed] == [("a", v)]
-    assert marker_of(lake.log("a").read_commit_raw(v)[0]).state == FREED
+    assert marker_of(lake._client.log("a").read_commit_raw(v)[0]).state == FREED
 
 
 def test_freeing_a_marker_that_moved_fails(local_backend):
@@ -116,7 +116,7 @@ def test_resumed_physical_operation_that_conflicts_aborts(local_backend):
     stalled.update("a", set={"value": "value + 0"}, where="id = 1")
     stalled.update("a", set={"value": "value + 1"}, where="id = 1")
     assert [e.kind for e in sublogs.read_all(lake.store, stalled.id)] == ["logical", "physical"]
-    lake.heartbeats.forget(stalled)
+    lake._client.heartbeats.forget(stalled)
     with local_backend.lake().transaction("") as w:  # ignores markers
         w.update("a", set={"value": "value + 100"}, where="id = 1")
     resumed = local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0)).resume(stalled.id)
@@ -160,7 +160,7 @@ def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
     for th in threads:
         th.join(120)
     assert not any(th.is_alive() for th in threads) and errors == []
-    reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake.log(t).commits_between(-1, lake.version(t))
+    reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake._client.log(t).commits_between(-1, lake.version(t))
                if marker_of(c) and marker_of(c).state == FREED]
     # broken as a cycle (rule III), never by the no-progress fallback (rule IV, after 15 s
     # stuck): a fallback shift can leave two-way cycles behind that are then seen as cycles,
@@ -249,7 +249,7 @@ def test_a_transaction_meeting_an_expired_i_marker_finishes_or_undoes_it(local_b
     else:
         assert t.stats["recovered_freed"] == 1
         assert _value(other, "a") == 0
-        assert dead.attempt in other.gvl.head().aborts
+        assert dead.attempt in other._client.gvl.head().aborts
     assert open_markers(other, "a") == []
     assert rows(other.read("a")) == local_backend.delta_rows("a")
 
@@ -279,13 +279,13 @@ def test_cleanup_keeps_exactly_keep_global_entries_before_the_head(local_backend
     for k in range(8):
         with lake.transaction("I") as t:
             t.update("a", set={"value": str(k)}, where="id = 1")
-    head = lake.gvl.head().seq
-    done = lake.cleanup(keep_global=3, older_than=0, force=True)
+    head = lake._client.gvl.head().seq
+    done = lake.maintenance.cleanup(keep_global=3, older_than=0, force=True)
     left = sorted(int(m.key.rsplit("/", 1)[1][:-5]) for m in lake.store.list("_lakevilla/gvl/")
                   if m.key.rsplit("/", 1)[1][:-5].isdigit())
     assert left == list(range(head - 3, head + 1))
     assert done["global_entries"] == head - 3
-    assert lake.gvl.read_hint().horizon == head - 3  # the horizon moved with the deletion
+    assert lake._client.gvl.read_hint().horizon == head - 3  # the horizon moved with the deletion
     assert lake.status().to_json()["global_log"]["oldest"] == head - 3
     with local_backend.lake().transaction("I") as r:
         assert _value(r, "a") == 7
@@ -304,7 +304,7 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
         with lake.transaction("") as t:
             t.insert("a", {"id": [10 + k], "value": [k]})
     lake.flush()
-    log = lake.log("a")
+    log = lake._client.log("a")
     assert log.last_checkpoint_version() < marker
     holder.commit()
     with lake.transaction("") as t:
@@ -439,7 +439,7 @@ def test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction(local_ba
     _setup(local_backend)
     dead = _crash_two_table_commit(_dying(local_backend, "_lakevilla/txns/", after=True), "R,CT")
     later = local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0))
-    done = later.cleanup(older_than=0, force=True)
+    done = later.maintenance.cleanup(older_than=0, force=True)
     assert done["sublogs"] == 0 and done["records"] == 0
     assert len(list(later.store.list(f"_lakevilla/txns/{dead.id}/"))) == 2
     with pytest.raises(lv.TransactionStateError, match="rolled forward"):
@@ -474,12 +474,12 @@ def test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail(local_
     slow = lake.begin("R")
     slow.update("a", set={"value": "value + 1"}, where="id = 1")
     v = slow.tables["a"].marker.version
-    lake.heartbeats.forget(slow)  # its heartbeat stops
+    lake._client.heartbeats.forget(slow)  # its heartbeat stops
     assert [r[:2] for r in local_backend.lake(marker_ttl=TTL, clock=_at(10_000.0)).recover().freed] == [("a", v)]
     result = slow.commit()
     assert result.versions["a"] != v and slow.stats["fill_lost"] == 1
     assert _value(local_backend.lake(), "a") == 1
-    assert marker_of(lake.log("a").read_commit_raw(v)[0]).state == FREED
+    assert marker_of(lake._client.log("a").read_commit_raw(v)[0]).state == FREED
     assert rows(lake.read("a")) == local_backend.delta_rows("a")
 
 
@@ -545,8 +545,8 @@ def test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved(local_back
             r.read(t)
     _crash_two_table_commit(_dying(local_backend, "_lakevilla/gvl/0", after=True), "R,CT,I")
     lake = local_backend.lake()
-    announced = lake.gvl.head().seq
-    assert lake.gvl.read_hint().seq == announced - 1  # the hint lags one entry behind
+    announced = lake._client.gvl.head().seq
+    assert lake._client.gvl.read_hint().seq == announced - 1  # the hint lags one entry behind
     with local_backend.lake().transaction("I") as w:
         w.update("c", set={"value": "value + 1"}, where="id = 1")
     assert w.result.global_version == announced + 1

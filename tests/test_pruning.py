@@ -18,12 +18,13 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import lakevilla as lv
-from lakevilla import duck, expr, statcols
 from lakevilla.delta.actions import AddFile
 from lakevilla.delta.files import ActionTable
 from lakevilla.delta.stats import stats_from_table
-from lakevilla.engine_api import partition_value_string
-from lakevilla.expr import file_may_match, parse_predicate, prune
+from lakevilla.engines.api import partition_value_string
+from lakevilla.scan import duck, statcols
+from lakevilla.scan import pruning as expr
+from lakevilla.scan.pruning import file_may_match, parse_predicate, prune
 from tests.predicates import LONG as LONG_S
 from tests.predicates import (
     PARTITION,
@@ -227,8 +228,8 @@ def test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against(monke
     """Every statement of every waiting transaction checks each landed commit for phantoms,
     while it waits and when it validates: each column's statistics in the commit are parsed
     once, and each footprint still gets its own answer."""
-    from lakevilla.conflicts import Footprint, first_conflict
     from lakevilla.delta.actions import Commit
+    from lakevilla.scan.conflicts import Footprint, first_conflict
 
     parsed: list[int] = []
     real = statcols._py_parse

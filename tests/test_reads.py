@@ -368,7 +368,7 @@ def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backen
 
 
 def local_backend_ctx(lake, name):
-    from lakevilla.engine_api import TableContext
+    from lakevilla.engines.api import TableContext
 
     snap = lake.snapshot(name)
     return TableContext(name, lake.store, lake.root_uri, snap.schema, tuple(snap.partition_columns))

@@ -10,12 +10,12 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
+from lakevilla.markers.marker import marker_of
 
 import lakevilla as lv
-from lakevilla import read_results
-from lakevilla.engine_api import data_file_key
-from lakevilla.markers import marker_of
+from lakevilla.engines.api import data_file_key
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.statements import read_results
 from lakevilla.vocab import CommitInfo
 from tests.conftest import rows
 from tests.helpers import (
@@ -160,7 +160,7 @@ def test_an_r_writer_nobody_precedes_commits_without_a_marker(backend):
     txn.commit()
     lake.flush()
     assert txn.result.versions == {"t": 2} and txn.stats["markers"] == 0
-    log = lake.log("t")
+    log = lake._client.log("t")
     assert log.latest_version() == 2 and marker_of(log.read_commit(2)) is None
     assert CommitInfo.of(log.read_commit(2).lakevilla).marker is None
     assert counting.snapshot()["put_if_absent"] == 1 and counting.snapshot()["put_if_match"] == 0
@@ -233,7 +233,7 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
         assert t.stats["retries"] == retries + 1 and t.stats["queued_at_commit"] == 1
         assert t.stats["queued_for_budget"] == 1 and t.stats["redos"] == 0
         h = t.tables["t"].marker
-        claimed = marker_of(lake.log("t").read_commit(h.version))
+        claimed = marker_of(lake._client.log("t").read_commit(h.version))
         assert claimed.state == "running" and claimed.footprint == h.payload.footprint is not None
         q = local_backend.lake(wait_timeout=20.0).begin("R")
         q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
@@ -255,7 +255,7 @@ def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(l
     for it). A race lost to a commit that did not conflict cost one put, less than a queue's
     marker costs everyone: the writer races on, holding no marker, within its budget. Here the
     winners commit after T's statement, before its commit: T meets them one lost race each."""
-    from lakevilla.recovery.overtake import QUEUE_AFTER_CONFLICTS
+    from lakevilla.markers.overtake import QUEUE_AFTER_CONFLICTS
 
     lake = _two_files(local_backend)
     t = local_backend.lake().begin("R")
@@ -348,7 +348,7 @@ def test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_i
     from lakevilla.store import CountingStore
 
     lake = _two_files(local_backend)
-    base = lake.log("t").latest_version()
+    base = lake._client.log("t").latest_version()
     other = local_backend.lake()
     planned = {base + 1: 1, base + 2: 1, base + 3: 1, base + 4: 1 if fourth_loss == "at-the-tail" else 3}
     taken = {v: threading.Event() for v in planned}
@@ -470,7 +470,7 @@ def _seen_by(lake) -> None:
     """``lake``'s log of t learns the versions another writer just committed, as the read beside
     a commit's put learns the winner when the winner lands first (a hook that commits inside
     that put lands after the read may have missed it: one lost race more, unplanned)."""
-    log = lake.log("t")
+    log = lake._client.log("t")
     log.probe_versions(log.known_latest())
 
 
@@ -791,18 +791,18 @@ def test_expired_marker_is_freed_and_the_late_owner_continues(backend, mode):
     stalled.update("t", set={"value": "value + 1"}, where="id = 1")
     claim_now(stalled, "t")
     stalled_marker = stalled.tables["t"].marker.version
-    lake.heartbeats.forget(stalled)  # its heartbeat stops: the client is stalled
+    lake._client.heartbeats.forget(stalled)  # its heartbeat stops: the client is stalled
     other = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
     with other.transaction("R") as t2:
         t2.update("t", set={"value": "value + 100"}, where="id = 1")
     assert t2.stats["recovered_freed"] == 1
-    c, _ = lake.log("t").read_commit_raw(stalled_marker)
+    c, _ = lake._client.log("t").read_commit_raw(stalled_marker)
     assert marker_of(c).state == "freed"
     stalled.commit()  # the late owner validates against T2's commit, redoes, commits
     assert stalled.stats["redos"] == 1
     if mode == "in_place":  # T2's commit lies above its old marker: filling there is unsafe, so the tail
         assert stalled.stats["fill_fallback"] >= 1
-    c, _ = lake.log("t").read_commit_raw(stalled_marker)
+    c, _ = lake._client.log("t").read_commit_raw(stalled_marker)
     assert marker_of(c).state == "freed"  # the late owner could not overwrite the freed marker
     assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 111  # and T2's update is not lost
     assert open_markers(lake, "t") == []
@@ -819,7 +819,7 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
     while h.payload.expires == first_expiry and time.monotonic() < deadline:
         time.sleep(0.02)  # awaiting the background heartbeat, not standing in for it
     assert h.payload.expires > first_expiry
-    c, _ = lake.log("t").read_commit_raw(h.version)
+    c, _ = lake._client.log("t").read_commit_raw(h.version)
     assert marker_of(c).expires == h.payload.expires  # refreshed on storage
     assert not marker_of(c).expired(time.time())
     t1.commit()
@@ -942,7 +942,7 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
                 # still on their way behind the statements, so a crash can land it without them
                 # (seen under load in CI). Committed, then, with nothing to resume
                 assert mode == "tail", f"{label}: committed without its entries"
-                log = later.log(name)
+                log = later._client.log(name)
                 txns = {(c.lakevilla or {}).get("txn") for _, c in log.commits_between(-1, log.latest_version())}
                 assert holder["id"] in txns, f"{label}: the table changed without a commit of the transaction"
             seen["nothing"] += 1
@@ -972,13 +972,13 @@ def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_ba
     with pytest.raises(SimulatedCrash):
         txn.commit()  # data file and sublog written, then the commit's put dies
     lake = local_backend.lake()
-    assert lake.abandoned_files(min_age=0, force=True) == []  # its sublog names them: it may be resumed
-    assert lake.cleanup(older_than=0, force=True)["sublogs"] == 1  # no marker, no decision
-    assert lake.abandoned_files(min_age=60, force=True) == []  # too young: might belong to a live writer
-    found = lake.abandoned_files(min_age=0, force=True)
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []  # its sublog names them: it may be resumed
+    assert lake.maintenance.cleanup(older_than=0, force=True)["sublogs"] == 1  # no marker, no decision
+    assert lake.maintenance.abandoned_files(min_age=60, force=True) == []  # too young: might belong to a live writer
+    found = lake.maintenance.abandoned_files(min_age=0, force=True)
     assert len(found) >= 1 and all(k.endswith(".parquet") for _, k in found)
-    lake.delete_abandoned_files(min_age=0, force=True)
-    assert lake.abandoned_files(min_age=0, force=True) == []
+    lake.maintenance.delete_abandoned_files(min_age=0, force=True)
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 

@@ -454,10 +454,10 @@ def test_ordinary_expressions_give_the_same_results_on_both_engines(spark, lake,
     engines' reads (pruning, frames, filters) in another."""
     from functools import reduce
 
-    from lakevilla import duck
-    from lakevilla import expressions as E
     from lakevilla.engines import spark_expr
     from lakevilla.engines.spark import _ref, spark_schema
+    from lakevilla.scan import duck
+    from lakevilla.scan import expressions as E
     from tests.expression_cases import SCHEMA as CASES
     from tests.expression_cases import VALUES, WHERE, same, table
 
@@ -549,10 +549,10 @@ def test_random_predicates_mean_the_same_on_spark_as_in_duckdb(spark):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from lakevilla import duck
-    from lakevilla import expressions as E
     from lakevilla.engines import spark_expr
     from lakevilla.engines.spark import _ref, spark_schema
+    from lakevilla.scan import duck
+    from lakevilla.scan import expressions as E
     from tests.predicates import SCHEMA as P
     from tests.predicates import as_read, files, predicates
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..markers import MarkerPayload
+from ..markers.marker import MarkerPayload
 
 EPOCH_SEP = "#"  # attempt ids never contain it
 YIELD_COOLDOWN = 0.5  # seconds a yielded-to partner's unchanged list is presumed stale

@@ -12,12 +12,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from ..recovery.wait import MarkerWait, Pending, WaitContext, WaitState, queue_length
+from ..markers.wait import MarkerWait, Pending, WaitContext, WaitState, queue_length
 from .dag import younger
 
 if TYPE_CHECKING:
-    from ..markers import MarkerPayload
-    from ..tablework import TableWork
+    from ..markers.marker import MarkerPayload
+    from ..statements.view import TableWork
 
 
 class DagWait(MarkerWait):

@@ -5,7 +5,7 @@ A checkpoint already is a table: its ``add`` (``remove``) rows stay Arrow column
 commits after it are an overlay of Python actions. A snapshot's set is the table's
 rows minus the paths the overlay hides, plus the overlay's own actions
 (``ActionSet``). Nothing materialises one object per file unless asked to: pruning
-runs over the columns (``lakevilla.expr``), lookups by path are vectorised, and
+runs over the columns (``lakevilla.scan.pruning``), lookups by path are vectorised, and
 only the files an operation touches become ``AddFile`` objects.
 
 ``ActionSet`` is a read-only ``Mapping`` from path to action, so code that treats
@@ -23,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..parallel import submit
 from .actions import AddFile, RemoveFile
 
 STR_MAP = pa.map_(pa.string(), pa.string())
@@ -112,7 +111,7 @@ class ActionTable(Generic[A]):
     or statistics of a million files).
 
     ``cache`` holds what is derived from the rows once and reused by every snapshot that
-    shares the table (parsed statistics: ``lakevilla.statcols``)."""
+    shares the table (parsed statistics: ``lakevilla.scan.statcols``)."""
 
     def __init__(self, table: pa.Table | None, kind: type[A], *, lazy: LazyRows | None = None,
                  num_rows: int | None = None) -> None:
@@ -320,45 +319,6 @@ class FileSet(ActionSet[AddFile]):
     @classmethod
     def of(cls, adds: Iterable[AddFile]) -> FileSet:
         return cls(None, frozenset(), {a.path: a for a in adds})
-
-    def prune(self, where: Any, schema: pa.Schema, partition_columns: list[str]) -> list[AddFile]:
-        """The files some row of which may satisfy ``where`` (a ``Predicate`` or text)."""
-        from ..expr import cheap_to_prune, parse_predicate, prune_mask
-
-        pred = where if hasattr(where, "node") else parse_predicate(where)
-        live = self.live_indices()
-        extra = list(self.extra.values())
-        k2, mask = None, None
-        if extra:
-            overlay = self.overlay()
-            if cheap_to_prune(pred, overlay, schema, partition_columns):
-                mask = prune_mask(pred, overlay, schema, partition_columns)  # in Python, no DuckDB pass
-            else:
-                # pruned on another thread meanwhile (a DuckDB pass costs its fixed planning
-                # time, a few milliseconds, more than the overlay's few rows do)
-                k2 = submit(lambda: prune_mask(pred, overlay, schema, partition_columns))
-        keep = prune_mask(pred, self.base, schema, partition_columns) if len(live) else None
-        base_idx = live if keep is None else live[keep[live]]
-        if k2 is not None:
-            mask = k2.result()
-        if mask is not None:
-            extra = [a for a, k in zip(extra, mask.tolist(), strict=True) if k]
-        return self.select(base_idx, extra)
-
-    def num_records(self) -> int | None:
-        """Rows in all live files, from their statistics; None when a file has none."""
-        from ..expr import num_records
-
-        total = 0
-        for t, idx in ((self.base, self.live_indices()), (self.overlay(), None)):
-            n = num_records(t)
-            if idx is not None:
-                n = n.take(idx)
-            if n.null_count:
-                return None
-            total += int(pc.sum(n).as_py() or 0)
-        return total
-
 
 class RemoveSet(ActionSet[RemoveFile]):
     """A snapshot's tombstones (removed files still within retention)."""

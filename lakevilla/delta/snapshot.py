@@ -46,13 +46,6 @@ class Snapshot:
     def partition_columns(self) -> list[str]:
         return list(self.metadata.partition_columns)
 
-    @property
-    def num_records(self) -> int | None:
-        return self.files.num_records()
-
-    def candidates(self, where: str | None) -> list[AddFile]:
-        """The live files some row of which may satisfy ``where`` (all when None)."""
-        return self.files.prune(where, self.schema, self.partition_columns)
 
 
 class SnapshotBuilder:

@@ -6,8 +6,8 @@ whose every byte is a ranged GET through the lake's store (``storefs``: counted,
 slowed, fault-injected). What the scan may skip is pushed into Parquet
 (``pushdown``: row groups and rows that provably cannot match); which rows match
 is always decided by DuckDB evaluating the checked ``where``
-(``lakevilla.expressions``) over arrow data we hand it, on a locked-down
-connection (``lakevilla.duck``). Updates and deletes first find the files with a
+(``lakevilla.scan.expressions``) over arrow data we hand it, on a locked-down
+connection (``lakevilla.scan.duck``). Updates and deletes first find the files with a
 matching row from the predicate's columns alone, then rewrite only those: masks
 for ``where`` and new column values for ``set``, computed on the matching rows
 only and converted to the column's type with SQL's assignment cast.
@@ -26,11 +26,17 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .. import duck
-from .. import expressions as E
+from ..data.schemas import rows_to_table
 from ..delta.actions import AddFile
 from ..delta.stats import stats_from_table
-from ..engine_api import (
+from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
+from ..parallel import pmap
+from ..scan import duck
+from ..scan import expressions as E
+from ..scan.ordering import Ordering
+from ..scan.pruning import partition_value
+from . import ranged
+from .api import (
     RewriteResult,
     TableContext,
     data_file_key,
@@ -38,12 +44,6 @@ from ..engine_api import (
     now_ms,
     partition_value_string,
 )
-from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
-from ..expr import partition_value
-from ..ordering import Ordering
-from ..parallel import pmap
-from ..schemas import rows_to_table
-from . import ranged
 from .pushdown import pushdown
 
 MAX_ROWS_PER_FILE = 1_000_000
@@ -454,7 +454,7 @@ class EmbeddedEngine:
         """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses; rewrite only the
         files where a clause applied, write the inserted rows as new files. Everything is
         computed before anything is written, so bad input leaves storage untouched."""
-        from .. import merge as M
+        from ..statements import merge as M
 
         parts = self._map(lambda a: self._read_file(ctx, a, None), files)
         target = pa.concat_tables(parts) if parts else ctx.schema.empty_table()

@@ -24,9 +24,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import duck
-from .. import expressions as E
 from ..errors import InvalidExpressionError
+from ..scan import duck
+from ..scan import expressions as E
 
 _OPS = {"=": "__eq__", "<>": "__ne__", "<": "__lt__", "<=": "__le__", ">": "__gt__", ">=": "__ge__"}
 _NEGATE = {"=": "<>", "<>": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}

@@ -40,17 +40,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .. import expressions as E
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
-from ..engine_api import (
-    HIVE_NULL,
-    RewriteResult,
-    TableContext,
-    data_file_key,
-    partition_value_string,
-)
 from ..errors import (
     CorruptLogError,
     InvalidArgumentError,
@@ -59,10 +51,18 @@ from ..errors import (
     SchemaMismatchError,
     StorageError,
 )
-from ..expr import coerce
-from ..ordering import Ordering
 from ..parallel import pmap
+from ..scan import expressions as E
+from ..scan.ordering import Ordering
+from ..scan.pruning import coerce
 from . import spark_expr
+from .api import (
+    HIVE_NULL,
+    RewriteResult,
+    TableContext,
+    data_file_key,
+    partition_value_string,
+)
 from .embedded import conform, to_arrow_table
 
 FILE_COL = "__lv_file"
@@ -575,7 +575,7 @@ class SparkEngine:
         """The embedded engine's merge as Spark jobs: target rows are named by (file, row index
         in the file), so duplicate matches and the rows to rewrite are found without a row id
         that Spark could recompute differently; only files where a clause applied are rewritten."""
-        from .. import merge as M
+        from ..statements import merge as M
 
         what = f"merge into {ctx.name!r}"
         tfields = spark_schema(ctx.schema).fields

@@ -1,4 +1,4 @@
-"""Checked expressions (``lakevilla.expressions``) as Spark columns, with DuckDB's meaning.
+"""Checked expressions (``lakevilla.scan.expressions``) as Spark columns, with DuckDB's meaning.
 
 Spark never parses the user's text: the tree the grammar checked is rebuilt with
 the Column API (no ``F.expr``, so nothing reaches Spark's SQL parser), every
@@ -20,9 +20,9 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .. import duck
-from .. import expressions as E
 from ..errors import InvalidExpressionError
+from ..scan import duck
+from ..scan import expressions as E
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _INTS = {"TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INTEGER": T.IntegerType(), "BIGINT": T.LongType()}

@@ -28,9 +28,9 @@ from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
-from ..markers import commit_txn
+from ..markers.marker import commit_txn
+from ..markers.publish import find_commit, publish, publish_create
 from ..parallel import pmap
-from ..publish import find_commit, publish, publish_create
 from .units import ANNOUNCED, MULTI, OPEN_MARKER, RecordCache, unit_of
 
 _OK, _CAP, _AGAIN = "ok", "cap", "again"

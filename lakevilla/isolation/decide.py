@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from ..complex_txn import record as records
 from ..delta.log import DeltaLog
 from ..errors import CommitPendingError, CorruptLogError, TransactionAborted
-from ..markers import commit_txn, marker_of
+from ..markers.marker import commit_txn, marker_of
 from ..parallel import submit
 from ..vocab import CommitMode
 from . import resolve as gvl_resolve

@@ -12,8 +12,8 @@ import time
 
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
-from ..markers import commit_txn
-from ..publish import publish
+from ..markers.marker import commit_txn
+from ..markers.publish import publish
 from ..store import NotFound
 from ..vocab import CommitMode
 from .gvl import GvlEntry, PendingWrite

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..complex_txn import record as records
 from ..delta.actions import Commit
-from ..markers import RUNNING, marker_of
+from ..markers.marker import RUNNING, marker_of
 from ..store import ObjectStore
 from ..vocab import CommitInfo, CommitMode, Decision
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..conflicts import Footprint, first_conflict
 from ..delta.actions import Commit
+from ..scan.conflicts import Footprint, first_conflict
 
 
 @dataclass

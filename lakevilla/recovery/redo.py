@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import TransactionAborted
-from ..read_results import ReadChanged
+from ..statements.read_results import ReadChanged
 
 if TYPE_CHECKING:  # the statements' own types, from the layer above (no import at run time)
-    from ..tablework import Op, TableWork
+    from ..statements.view import Op, TableWork
 
 
 @dataclass

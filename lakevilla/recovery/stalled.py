@@ -26,8 +26,8 @@ from ..delta.actions import Commit
 from ..delta.log import DeltaLog
 from ..errors import CreateConflictError
 from ..isolation.gvl import APPENDED, GlobalVersionLog, first_entry
-from ..markers import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
-from ..publish import find_commit, publish, publish_create
+from ..markers.marker import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
+from ..markers.publish import find_commit, publish, publish_create
 from ..store import NotFound, ObjectStore
 
 

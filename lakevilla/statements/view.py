@@ -16,17 +16,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import compaction, evolution, overwrite, read_results
-from .conflicts import Footprint
-from .delta.actions import AddFile, Commit, RemoveFile
-from .delta.files import FileSet
-from .delta.log import DeltaLog
-from .delta.snapshot import Snapshot
-from .engine_api import Engine, TableContext
-from .expr import parse_predicate, prune
-from .expressions import check_update
-from .markers import MarkerHandle
-from .ordering import Ordering
+from ..delta.actions import AddFile, Commit, RemoveFile
+from ..delta.files import FileSet
+from ..delta.log import DeltaLog
+from ..delta.snapshot import Snapshot
+from ..engines.api import Engine, TableContext
+from ..markers.marker import MarkerHandle
+from ..scan.conflicts import Footprint
+from ..scan.expressions import check_update
+from ..scan.ordering import Ordering
+from ..scan.pruning import parse_predicate, prune, prune_files
+from . import evolution, overwrite, read_results
+from . import optimize as compaction
 
 
 @dataclass
@@ -47,7 +48,7 @@ class Op:
     rows: int = 0
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
     redoable: bool = True  # False for an operation resumed from a physical sublog entry
-    merge: Any = None  # merge: the statement (lakevilla.merge.MergeSpec); where is its pruning predicate
+    merge: Any = None  # merge: the statement (lakevilla.statements.merge.MergeSpec); where is its pruning predicate
     order: Ordering | None = None  # read: ORDER BY ... LIMIT (its footprint is still ``where``)
     # read: the rows it returned when they can be compared (read_results.py); a redo of the read
     # must return the same rows, else the transaction aborts
@@ -111,7 +112,7 @@ class TableWork:
 
     def set_metadata(self, metadata) -> None:
         """The view's schema changes (columns added): later operations read and write with it."""
-        from .delta.schema import schema_from_json
+        from ..delta.schema import schema_from_json
 
         self.metadata = metadata
         self._schema = schema_from_json(metadata.schema_string)
@@ -126,7 +127,7 @@ class TableWork:
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in self.base.files.prune(pred, self.schema, self.base.partition_columns)
+        out = [a for a in prune_files(self.base.files, pred, self.schema, self.base.partition_columns)
                if a.path not in self.removed]
         if self.added:
             out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
@@ -259,7 +260,7 @@ class TableWork:
         if snapshot.schema != self.schema:
             return True
         pred = parse_predicate(op.where)
-        cands = snapshot.files.prune(pred, snapshot.schema, snapshot.partition_columns)
+        cands = prune_files(snapshot.files, pred, snapshot.schema, snapshot.partition_columns)
         return not read_results.same_rows(op.returned, engine.scan(self.ctx, cands, op.where, op.columns, op.order))
 
     def redo(self, engine: Engine, k: int, snapshot: Snapshot) -> list[Op]:

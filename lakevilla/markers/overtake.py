@@ -19,16 +19,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..conflicts import Footprint, first_conflict
 from ..errors import CorruptLogError, LakeVillaError
-from ..markers import RUNNING, MarkerLost, marker_of
-from ..markers import rewrite as rewrite_marker
+from ..scan.conflicts import Footprint, first_conflict
 from ..vocab import CommitInfo, CommitMode, Decision
+from .marker import RUNNING, MarkerLost, marker_of
+from .marker import rewrite as rewrite_marker
 
 if TYPE_CHECKING:
     from ..delta.actions import Commit
-    from ..markers import MarkerPayload
-    from ..tablework import TableWork
+    from ..statements.view import TableWork
+    from .marker import MarkerPayload
 
 Running = list[tuple[int, "MarkerPayload"]]  # (marker version, its payload)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from .delta.actions import AddFile, Commit, Metadata
-from .delta.features import protocol_for
-from .delta.schema import schema_from_json, schema_to_json
-from .markers import ENGINE_INFO
-from .vocab import CommitInfo, InfoKind
+from ..markers.marker import ENGINE_INFO
+from ..vocab import CommitInfo, InfoKind
+from .actions import AddFile, Commit, Metadata
+from .features import protocol_for
+from .schema import schema_from_json, schema_to_json
 
 
 def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,

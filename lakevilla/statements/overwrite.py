@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .engine_api import Engine, data_file_key
-from .errors import DataOutsidePredicateError
+from ..engines.api import Engine, data_file_key
+from ..errors import DataOutsidePredicateError
 
 if TYPE_CHECKING:
-    from .tablework import Op, TableWork
+    from .view import Op, TableWork
 
 
 def outside(where: str) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import InvalidArgumentError, InvalidExpressionError
+from ..errors import InvalidArgumentError, InvalidExpressionError
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .delta.schema import schema_from_json
-from .errors import CorruptLogError, SchemaMismatchError
+from ..delta.schema import schema_from_json
+from ..errors import CorruptLogError, SchemaMismatchError
 
 
 def _is_struct_type(obj: Any) -> bool:

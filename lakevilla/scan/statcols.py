@@ -1,6 +1,6 @@
 """Per-file statistics as typed columns, parsed once per table of files and kept.
 
-Pruning (``lakevilla.expr``) needs, for each column a predicate names, four values
+Pruning (``lakevilla.scan.pruning``) needs, for each column a predicate names, four values
 per file: ``lo`` and ``hi`` (bounds every value of the file lies within; null when
 unknown), ``nullable`` (the file may hold a null) and ``valued`` (it may hold a
 non-null). A snapshot's files are an Arrow table (``delta.files``), so these are
@@ -32,10 +32,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..delta.files import ActionTable
+from ..delta.values import STRING_PREFIX_LIMIT, bounds, partition_value, stat_value, typed_array
 from . import duck
 from . import expressions as E
-from .delta.files import ActionTable
-from .delta.values import STRING_PREFIX_LIMIT, bounds, partition_value, stat_value, typed_array
 
 MAX_SLICES = 8
 MIN_SLICE = 50_000  # rows: below this, one query beats the threads' overhead

@@ -13,14 +13,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .conflicts import first_conflict
-from .delta.features import check_readable
-from .delta.log import VersionExists
-from .errors import CommitPendingError, TransactionAborted
-from .markers import ENGINE_INFO
-from .names import check_table_name
-from .store import OutcomeUnknown
-from .tablework import Op, TableWork
+from ..core.create import create_now
+from ..delta.features import check_readable
+from ..delta.log import VersionExists
+from ..errors import CommitPendingError, TransactionAborted
+from ..markers.marker import ENGINE_INFO
+from ..names import check_table_name
+from ..scan.conflicts import first_conflict
+from ..statements.view import Op, TableWork
+from ..store import OutcomeUnknown
 from .transaction import CommitResult, Transaction
 
 
@@ -37,8 +38,8 @@ class DeltaTransaction(Transaction):
         """Creates the table at once (version 0), as ``lake.create_table`` does."""
         self._check_active()
         check_table_name(name)
-        snap = self.lake.create_table(name, schema, partition_by, data=data, properties=properties,
-                                      if_not_exists=if_not_exists, description=description)
+        snap = create_now(self.lake, name, schema, partition_by, data=data, properties=properties,
+                          if_not_exists=if_not_exists, description=description)
         return sum(a.num_records or 0 for a in snap.files.values()) if snap.version == 0 else 0
 
     def _current_schema(self, table: str) -> Any:

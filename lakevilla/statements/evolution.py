@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .delta.actions import Metadata
-from .delta.features import protocol_for
-from .delta.schema import arrow_field_to_delta, delta_field_to_arrow, schema_from_json
-from .errors import SchemaEvolutionError
-from .schemas import schema_of_data, to_arrow_schema
+from ..data.schemas import schema_of_data, to_arrow_schema
+from ..delta.actions import Metadata
+from ..delta.features import protocol_for
+from ..delta.schema import arrow_field_to_delta, delta_field_to_arrow, schema_from_json
+from ..errors import SchemaEvolutionError
 
 if TYPE_CHECKING:
-    from .tablework import TableWork
+    from .view import TableWork
 
 
 def requested_fields(table: str, spec: Any) -> list[pa.Field]:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TransactionAborted
 
 if TYPE_CHECKING:
-    from ..markers import MarkerPayload
-    from ..tablework import TableWork
+    from ..statements.view import TableWork
+    from .marker import MarkerPayload
 
 POLL_CAP = 0.2  # seconds: the longest pause a queue's length stretches polling to (see below)
 

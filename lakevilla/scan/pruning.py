@@ -1,6 +1,6 @@
 """Predicates over file statistics: pruning for reads, precision locks for conflicts.
 
-A ``where`` is checked by the grammar (``lakevilla.expressions``) and turned into
+A ``where`` is checked by the grammar (``lakevilla.scan.expressions``) and turned into
 a predicate over one row of statistics per file: its partition values, min/max
 and null counts. DuckDB evaluates that predicate over all files in one query, so
 every comparison means exactly what it means when DuckDB filters the rows (the
@@ -56,12 +56,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..delta.actions import AddFile
+from ..delta.files import ActionTable, FileSet
+from ..delta.snapshot import Snapshot
+from ..delta.values import EXACT_DECIMAL_DIGITS, STRING_PREFIX_LIMIT, coerce, partition_value  # noqa: F401
+from ..errors import InvalidExpressionError
+from ..parallel import submit
 from . import expressions as E
 from . import statcols
-from .delta.actions import AddFile
-from .delta.files import ActionTable
-from .delta.values import EXACT_DECIMAL_DIGITS, STRING_PREFIX_LIMIT, coerce, partition_value  # noqa: F401
-from .errors import InvalidExpressionError
 
 
 class Predicate:
@@ -438,3 +440,34 @@ def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_co
 def file_may_match(pred: Predicate, add: AddFile, schema: pa.Schema, partition_columns: list[str]) -> bool:
     """False only when no row of ``add`` can satisfy ``pred``."""
     return bool(prune(pred, [add], schema, partition_columns))
+
+
+def prune_files(files: FileSet, where: Predicate | str | None, schema: pa.Schema,
+                partition_columns: list[str]) -> list[AddFile]:
+    """The live files of ``files`` some row of which may satisfy ``where`` (a ``Predicate`` or
+    text). Its checkpointed base is pruned in one pass; the overlay of files added since, on
+    another thread when it needs DuckDB."""
+    pred = where if isinstance(where, Predicate) else parse_predicate(where)
+    live = files.live_indices()
+    extra = list(files.extra.values())
+    k2, mask = None, None
+    if extra:
+        overlay = files.overlay()
+        if cheap_to_prune(pred, overlay, schema, partition_columns):
+            mask = prune_mask(pred, overlay, schema, partition_columns)  # in Python, no DuckDB pass
+        else:
+            # pruned on another thread meanwhile (a DuckDB pass costs its fixed planning
+            # time, a few milliseconds, more than the overlay's few rows do)
+            k2 = submit(lambda: prune_mask(pred, overlay, schema, partition_columns))
+    keep = prune_mask(pred, files.base, schema, partition_columns) if len(live) else None
+    base_idx = live if keep is None else live[keep[live]]
+    if k2 is not None:
+        mask = k2.result()
+    if mask is not None:
+        extra = [a for a, k in zip(extra, mask.tolist(), strict=True) if k]
+    return files.select(base_idx, extra)
+
+
+def candidates(snapshot: Snapshot, where: str | None) -> list[AddFile]:
+    """The live files of ``snapshot`` some row of which may satisfy ``where`` (all when None)."""
+    return prune_files(snapshot.files, where, snapshot.schema, snapshot.partition_columns)

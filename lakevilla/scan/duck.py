@@ -6,7 +6,7 @@ over arrow data we hand it. It never needs a file, the network or an extension,
 so those are switched off before any user text reaches it, and the
 configuration is locked so that no statement can switch them back on. This is
 the second line of defence; the first is the expression grammar
-(``lakevilla.expressions``), which never lets a table function or a subquery
+(``lakevilla.scan.expressions``), which never lets a table function or a subquery
 through. The settings and the lock belong to the database, so every thread's
 cursor inherits them; opening a database costs ~30 ms of CPU, a cursor ~10 us,
 and the I/O pool's threads each need one (a database per thread cost 32

@@ -28,8 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import InvalidExpressionError
 from . import duck
-from .errors import InvalidExpressionError
 
 _PREFIX = "SELECT ("
 _SUFFIX = ") AS __lv_expr"

@@ -30,10 +30,10 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
-from .complex_txn import record as records
-from .errors import CorruptLogError, StorageError, TableExistsError
-from .names import LV_DIR
-from .store import NotFound, ObjectStore, PreconditionFailed, settle_create
+from ..errors import CorruptLogError, StorageError, TableExistsError
+from ..names import LV_DIR
+from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create
+from . import record as records
 
 RES_DIR = f"{LV_DIR}/creates"
 HELD, RELEASED = "held", "released"

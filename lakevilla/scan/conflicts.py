@@ -18,10 +18,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from .delta.actions import AddFile, Commit
-from .delta.files import ActionTable
-from .errors import CorruptLogError
-from .expr import parse_predicate, prune
+from ..delta.actions import AddFile, Commit
+from ..delta.files import ActionTable
+from ..errors import CorruptLogError
+from .pruning import parse_predicate, prune
 
 
 @dataclass

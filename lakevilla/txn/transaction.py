@@ -29,20 +29,20 @@ from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import logs, parallel, reservations
-from . import merge as merges
-from .complex_txn import record as records
-from .complex_txn.dag import Dependencies
-from .complex_txn.decide import decide_by_record
-from .complex_txn.wait import DagWait
-from .conflicts import first_conflict
-from .creation import creation_commit, new_metadata
-from .delta.actions import Commit
-from .delta.features import check_readable, check_writable, is_append_only, protocol_for
-from .delta.log import DeltaLog, VersionExists
-from .delta.snapshot import Snapshot
-from .engine_api import TableContext, data_file_key
-from .errors import (
+from .. import logs, parallel
+from ..complex_txn import record as records
+from ..complex_txn import reservations
+from ..complex_txn.dag import Dependencies
+from ..complex_txn.decide import decide_by_record
+from ..complex_txn.wait import DagWait
+from ..data.schemas import table_spec
+from ..delta.actions import Commit
+from ..delta.creation import creation_commit, new_metadata
+from ..delta.features import check_readable, check_writable, is_append_only, protocol_for
+from ..delta.log import DeltaLog, VersionExists
+from ..delta.snapshot import Snapshot
+from ..engines.api import TableContext, data_file_key
+from ..errors import (
     CommitPendingError,
     CreateConflictError,
     InvalidArgumentError,
@@ -53,10 +53,10 @@ from .errors import (
     TransactionAborted,
     TransactionStateError,
 )
-from .isolation.cut import Cut
-from .isolation.decide import GlobalDecider
-from .isolation.gvl import PendingWrite
-from .markers import (
+from ..isolation.cut import Cut
+from ..isolation.decide import GlobalDecider
+from ..isolation.gvl import PendingWrite
+from ..markers.marker import (
     ABORTED,
     COMMITTED,
     ENGINE_INFO,
@@ -67,25 +67,26 @@ from .markers import (
     commit_txn,
     marker_of,
 )
-from .markers import claim as claim_marker
-from .markers import rewrite as rewrite_marker
-from .names import attempt_id, check_table_name, new_txn_id
-from .ordering import Ordering
-from .publish import fill_is_safe, publish, publish_create
-from .recovery import sublog as sublogs
-from .recovery.journal import Journal, JournalContext, NoJournal
-from .recovery.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST, overtake_policy
-from .recovery.redo import RedoContext, conflict_policy
-from .recovery.stalled import resolve_marker
-from .recovery.wait import MarkerWait, WaitContext
-from .schemas import table_spec
-from .store import NotFound
-from .tablework import Op, TableWork
-from .vocab import CommitInfo, CommitMode, Decision, InfoKind
+from ..markers.marker import claim as claim_marker
+from ..markers.marker import rewrite as rewrite_marker
+from ..markers.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST, overtake_policy
+from ..markers.publish import fill_is_safe, publish, publish_create
+from ..markers.wait import MarkerWait, WaitContext
+from ..names import attempt_id, check_table_name, new_txn_id
+from ..recovery import sublog as sublogs
+from ..recovery.journal import Journal, JournalContext, NoJournal
+from ..recovery.redo import RedoContext, conflict_policy
+from ..recovery.stalled import resolve_marker
+from ..scan.conflicts import first_conflict
+from ..scan.ordering import Ordering
+from ..statements import merge as merges
+from ..statements.view import Op, TableWork
+from ..store import NotFound
+from ..vocab import CommitInfo, CommitMode, Decision, InfoKind
 
 if TYPE_CHECKING:
-    from .client import Client
-    from .settings import LakeSettings
+    from ..core.client import LakeClient as Client
+    from ..settings import LakeSettings
 
 ISOLATIONS = ("serializable", "snapshot", "write_serializable")
 MARKER_SCAN_WINDOW = 200
@@ -279,7 +280,7 @@ class Transaction:
         return self._execute(op)
 
     def _add_source_columns(self, table: str, source: Any) -> None:
-        from .evolution import data_fields
+        from ..statements.evolution import data_fields
 
         try:  # the view the merge then runs on (cached in self.tables); "" reads the newest, as each statement does
             current = self._current_schema(table)
@@ -312,7 +313,7 @@ class Transaction:
         rows already written read NULL there. An existing name or a non-nullable field is a
         ``SchemaEvolutionError``. Delta's rule holds: a concurrent commit that changed the
         table's metadata conflicts with ours, and ours with every concurrent writer."""
-        from .evolution import requested_fields
+        from ..statements.evolution import requested_fields
 
         self._check_active()
         op = self._new_op("add_columns", table, options={"fields": requested_fields(table, fields)})
@@ -324,7 +325,7 @@ class Transaction:
         table's ``delta.targetFileSize``, else 100 MiB). Rows do not change (``dataChange: false``).
         Conflicts only with a concurrent change to the files it compacts; under R that is redone
         on what is left. Returns metrics: files_removed, files_added, bytes, partitions."""
-        from . import compaction
+        from ..statements import optimize as compaction
 
         self._check_active()
         if target_file_size is not None:
@@ -506,13 +507,13 @@ class Transaction:
             cm = merges.check(op.merge, tw.name, tw.schema, src.schema)
             op.where = merges.prune_predicate(cm, src, tuple(tw.base.partition_columns))
         elif op.kind == "optimize":
-            from .compaction import check_where
+            from ..statements.optimize import check_where
 
             check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
         if op.is_write:
             check_writable(tw.name, tw.base.protocol, tw.base.metadata)
             if op.kind not in ("insert", "optimize", "add_columns") and is_append_only(tw.base.metadata):
-                from .errors import UnsupportedTableFeatureError
+                from ..errors import UnsupportedTableFeatureError
 
                 raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{op.kind} is not allowed")
 
@@ -786,7 +787,7 @@ class Transaction:
                                                 etag=tw.reservation_etag)
 
     def _refresh_name(self, tw: TableWork, now: float) -> None:
-        from .store import NotFound, PreconditionFailed
+        from ..store import NotFound, PreconditionFailed
 
         try:
             tw.reservation_etag = self.lake.store.put_if_match(
@@ -1349,8 +1350,8 @@ def _settle_earlier_attempts(lake: Client, txn_id: str, first_versions: dict[str
     off through its own decision mechanism (ABORTED record, global-log abort, freed
     marker) so it can never commit later. A marker that has not expired means its client
     may still be running: resume refuses rather than race it."""
-    from .complex_txn.record import of_txn
-    from .recovery.stalled import roll_forward_record
+    from ..complex_txn.record import of_txn
+    from ..recovery.stalled import roll_forward_record
 
     svc = lake.services()
     for rec in of_txn(lake.store, txn_id):
@@ -1412,8 +1413,8 @@ def resume_transaction(lake: Client, txn_id: str) -> Transaction:
     the tables moved; a physical one that conflicts, or a recorded read that went stale,
     aborts. The transaction keeps its original start for ``max_transaction_age``.
     """
-    from .errors import LakeVillaError as _Err
-    from .store import NotFound
+    from ..errors import LakeVillaError as _Err
+    from ..store import NotFound
 
     entries = sublogs.read_all(lake.store, txn_id)
     if not entries:

@@ -25,19 +25,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import expressions as E
-from .errors import (
+from ..data.schemas import rows_to_table
+from ..errors import (
     InvalidArgumentError,
     InvalidExpressionError,
     LakeVillaError,
     SchemaMismatchError,
 )
-from .names import sublog_prefix
-from .schemas import rows_to_table
+from ..names import sublog_prefix
+from ..scan import expressions as E
 
 if TYPE_CHECKING:
-    from .store import ObjectStore
-    from .transaction import Transaction
+    from ..store import ObjectStore
+    from ..txn.transaction import Transaction
 
 IN_LIST_LIMIT = 200  # partition keys: list the values up to this many, else a range
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -15,11 +15,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .delta.actions import Commit
-from .delta.log import DeltaLog, VersionExists
-from .errors import CorruptLogError
-from .store import NotFound, OutcomeUnknown, PreconditionFailed
-from .vocab import CommitInfo, CommitMode, InfoKind, MarkerState
+from ..delta.actions import Commit
+from ..delta.log import DeltaLog, VersionExists
+from ..errors import CorruptLogError
+from ..store import NotFound, OutcomeUnknown, PreconditionFailed
+from ..vocab import CommitInfo, CommitMode, InfoKind, MarkerState
 
 RUNNING, COMMITTED, ABORTED, FREED = MarkerState.RUNNING, MarkerState.COMMITTED, MarkerState.ABORTED, MarkerState.FREED
 ENGINE_INFO = "lakevilla/0.1"

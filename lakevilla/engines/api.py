@@ -17,10 +17,10 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from .delta.actions import AddFile
-from .errors import SchemaMismatchError
-from .ordering import Ordering
-from .store import ObjectStore
+from ..delta.actions import AddFile
+from ..errors import SchemaMismatchError
+from ..scan.ordering import Ordering
+from ..store import ObjectStore
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")

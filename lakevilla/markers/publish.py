@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .delta.actions import Commit
-from .delta.log import DeltaLog, VersionExists
-from .errors import CreateConflictError
-from .markers import RUNNING, commit_txn, marker_of
-from .store import NotFound, PreconditionFailed
-from .vocab import CommitMode
+from ..delta.actions import Commit
+from ..delta.log import DeltaLog, VersionExists
+from ..errors import CreateConflictError
+from ..store import NotFound, PreconditionFailed
+from ..vocab import CommitMode
+from .marker import RUNNING, commit_txn, marker_of
 
 
 def fill_is_safe(log: DeltaLog, marker_version: int, latest: int) -> bool:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from . import expressions as E
-from .delta.actions import AddFile
-from .engine_api import Engine
-from .errors import InvalidArgumentError
+from ..delta.actions import AddFile
+from ..engines.api import Engine
+from ..errors import InvalidArgumentError
+from ..scan import expressions as E
 
 if TYPE_CHECKING:
-    from .tablework import Op, TableWork
+    from .view import Op, TableWork
 
 DEFAULT_TARGET = 100 * 1024 * 1024  # delta-rs' default; a table's delta.targetFileSize wins
 MIN_TARGET = 1
@@ -104,7 +104,7 @@ def metrics(op: Op) -> dict[str, Any]:
 
 
 def _drop(tw: TableWork, files: list[AddFile]) -> None:
-    from .engine_api import data_file_key
+    from ..engines.api import data_file_key
 
     for a in files:
         try:

@@ -1,0 +1,332 @@
+"""Maintenance of a lake: recovery of stalled transactions, clean-up, abandoned files, checkpoints.
+
+``lake.maintenance`` (and ``lakevilla recover/cleanup/abandoned/checkpoint``). Every step runs
+beside live transactions: what it might delete it first checks against live state (running
+markers, sublogs, COMMITTING records, pending global-log writes), and it keeps a retention at
+least as long as the lake's ``max_transaction_age``, which is what makes deleting by age safe.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from . import logs
+from .complex_txn import record as records
+from .complex_txn import reservations
+from .core.client import LakeClient
+from .delta.actions import Commit
+from .delta.log import LOG_DIR
+from .engines.api import data_file_key
+from .errors import CorruptLogError, CreateConflictError, InvalidArgumentError
+from .isolation import resolve as gvl_resolve
+from .markers import checkpoints
+from .markers.marker import RUNNING, marker_of
+from .names import TXN_DIR
+from .recovery.stalled import resolve_marker, roll_forward_record
+from .recovery.sublog import SublogEntry
+from .settings import LakeSettings
+from .store import NotFound
+
+# Maintenance keeps what it might delete for this long by default: Delta VACUUM's default retention.
+DEFAULT_RETENTION = 7 * 24 * 3600.0
+
+
+@dataclass
+class RecoveryReport:
+    """What ``Lake.recover`` found and did."""
+
+    committed: list[tuple[str, int, str]] = field(default_factory=list)  # (table, marker version, txn attempt)
+    freed: list[tuple[str, int, str]] = field(default_factory=list)
+    running: list[tuple[str, int, str]] = field(default_factory=list)  # alive: left alone
+    records_rolled_forward: list[str] = field(default_factory=list)
+    pending_resolved: list[tuple[str, str]] = field(default_factory=list)
+    tables_scanned: int = 0
+    names_released: list[str] = field(default_factory=list)  # reservations of dead or finished creators
+    create_conflicts: list[str] = field(default_factory=list)  # decided creates a foreign writer pre-empted
+
+    def to_json(self) -> dict[str, Any]:
+        """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
+        d: dict[str, Any] = asdict(self)
+        for k in ("committed", "freed", "running"):
+            d[k] = [{"table": t, "version": v, "attempt": a} for t, v, a in getattr(self, k)]
+        d["pending_resolved"] = [{"table": t, "attempt": a} for t, a in self.pending_resolved]
+        d["acted"] = self.acted
+        return d
+
+    @property
+    def acted(self) -> int:
+        return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
+                + len(self.names_released))
+
+    def __str__(self) -> str:
+        return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
+                f"{len(self.running)} still running, {len(self.records_rolled_forward)} records completed, "
+                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned"
+                + (f", {len(self.names_released)} name reservations released" if self.names_released else "")
+                + (f", CREATE CONFLICTS (a client outside lakevilla created a table a decided transaction "
+                   f"creates): {self.create_conflicts}" if self.create_conflicts else ""))
+
+
+class Maintenance:
+    """The maintenance of one lake (``lake.maintenance``); ``tables`` lists the lake's tables."""
+
+    def __init__(self, client: LakeClient, tables: Callable[[], list[str]]) -> None:
+        self._client = client
+        self._tables = tables
+
+    @property
+    def _settings(self) -> LakeSettings:
+        return self._client.settings
+
+    def checkpoint(self, name: str) -> int:
+        """Write a checkpoint of ``name`` at its newest version (refused above an open marker)."""
+        self._client.flush()  # our own last commit's marker closes in the background: not an open one
+        return checkpoints.checkpoint_now(self._client.log(name))
+
+    def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
+        """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
+        records, announced writes not yet in their table). ``force`` ignores expiry: only
+        for a lake you know no live client is writing to."""
+
+        report = RecoveryReport()
+        svc = self._client.services()
+        for meta in list(self._client.store.list(f"{TXN_DIR}/")):
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if "/" in rest or not rest.endswith(".json"):
+                continue
+            rec = records.read(self._client.store, rest[:-5])
+            if rec is not None and rec.state == records.COMMITTING:
+                try:
+                    roll_forward_record(svc, rec)
+                except CreateConflictError as e:
+                    report.create_conflicts.append(f"{rec.attempt}: {e}")
+                    logs.maintenance("create_conflict", "%s", e, level=logging.ERROR)
+                    continue
+                report.records_rolled_forward.append(rec.attempt)
+        head = self._client.gvl.head()
+        if head is not None:
+            for t, p in head.pending.items():
+                if gvl_resolve.find_pending(self._client.log(t), p) is None:
+                    gvl_resolve.resolve(self._client.log(t), head, t, patience=0.0)
+                    report.pending_resolved.append((t, p.attempt))
+        now = self._client.now()
+        for res, _etag in reservations.all_reservations(self._client.store):
+            if res.state != reservations.HELD or (tables is not None and res.table not in tables):
+                continue
+            if self._client.log(res.table).latest_version() >= 0 or reservations.dead(self._client.store, res, now, force=force):
+                reservations.release(self._client.store, res.table, res.holder, "recovered")
+                report.names_released.append(res.table)
+        for t in (tables if tables is not None else self._tables()):
+            log = self._client.log(t)
+            latest = log.latest_version()
+            if latest < 0:
+                continue
+            report.tables_scanned += 1
+            lo = max(-1, latest - 1000, log.last_checkpoint_version() - 1)
+            for v, c in log.commits_between(lo, latest):
+                m = marker_of(c)
+                if m is None or m.state != RUNNING:
+                    continue
+                res = resolve_marker(svc, t, v, force=force)
+                row = (t, v, res.attempt)
+                if res.outcome == "committed":
+                    report.committed.append(row)
+                elif res.outcome == "freed":
+                    report.freed.append(row)
+                elif res.outcome == "running":
+                    report.running.append(row)
+        logs.maintenance("recovery_report", "%s", report, level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
+        return report
+
+
+    # -- maintenance that deletes: it consults live state and keeps a retention --------------
+    def _check_retention(self, seconds: float, what: str, force: bool) -> float:
+        seconds = float(seconds)
+        if seconds < 0:
+            raise InvalidArgumentError(f"{what} must be >= 0 seconds")
+        if seconds < self._settings.max_transaction_age and not force:
+            raise InvalidArgumentError(
+                f"{what}={seconds:g}s is shorter than this lake's max_transaction_age ({self._settings.max_transaction_age:g}s): "
+                "a transaction still running could lose its files or its records. Pass force=True only if every "
+                f"client writing to this lake uses a max_transaction_age below {seconds:g}s")
+        return seconds
+
+    def _live_files(self) -> set[str]:
+        """Keys of data files that live or decided transactions name but that no version may
+        reference yet: files in sublogs still present, in COMMITTING records, in pending
+        global-log writes. Read *before* the table logs: a decision published meanwhile then
+        shows up in one or the other, never in neither."""
+
+        keys: set[str] = set()
+
+        def add_commit(table: str, commit_text: str) -> None:
+            for a in Commit.from_bytes(commit_text.encode()).adds:
+                keys.add(data_file_key(table, a.path, self._client.root_uri))
+
+        for meta in list(self._client.store.list(f"{TXN_DIR}/")):
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if not rest.endswith(".json"):
+                continue
+            if "/" in rest:  # a sublog entry: its owner deletes it only once finished
+                try:
+                    e = SublogEntry.from_json(json.loads(self._client.store.get(meta.key).data))
+                except NotFound:
+                    continue
+                except (ValueError, TypeError) as err:
+                    raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will not guess "
+                                          "which files it protects") from None
+                for a in e.added:
+                    keys.add(data_file_key(e.table, a["path"], self._client.root_uri))
+                continue
+            rec = records.read(self._client.store, rest[:-5])
+            if rec is not None and rec.state == records.COMMITTING:
+                for t, intent in rec.tables.items():
+                    add_commit(t, intent.commit)
+        head = self._client.gvl.head()
+        if head is not None:
+            for t, p in head.pending.items():
+                add_commit(t, p.commit)
+        return keys
+
+    def abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
+                        force: bool = False) -> list[tuple[str, str]]:
+        """Data files that no version references and no live transaction names: what aborted
+        and crashed transactions left behind, as (table, key).
+
+        ``min_age`` (seconds, default ``DEFAULT_RETENTION``: 7 days, Delta VACUUM's default)
+        keeps younger files: a transaction may have written a file and not yet logged it.
+        A value below ``max_transaction_age`` is refused unless ``force=True``. Files named
+        by sublogs, COMMITTING records or pending global-log writes are never listed, nor
+        files of tables nested inside ``table``."""
+        retention = self._check_retention(DEFAULT_RETENTION if min_age is None else min_age, "min_age", force)
+        live = self._live_files()
+        now = self._client.now()
+        out = []
+        # names a transaction reserved to create: files of a table never created (aborted, or its
+        # creator died) live under a folder without a log; younger than the retention they may
+        # still be a live transaction's, older ones no transaction can commit any more
+        reserved = {r.table for r, _ in reservations.all_reservations(self._client.store)}
+        for t in ([table] if table else sorted(set(self._tables()) | reserved)):
+            log = self._client.log(t)
+            latest = log.latest_version()
+            referenced: set[str] = set()
+            if latest < 0 and t not in reserved:
+                continue
+            if latest >= 0:
+                snap = log.snapshot(latest)
+                referenced = set(snap.files) | set(snap.tombstones)
+                lo = max(-1, log.last_checkpoint_version() - 1)
+                for _v, c in log.commits_between(lo, latest):
+                    referenced.update(a.path for a in c.adds)
+                    referenced.update(r.path for r in c.removes)
+            keys = {data_file_key(t, p, self._client.root_uri) for p in referenced}
+            prefix = t + "/"
+            metas = list(self._client.store.list(prefix))
+            marker = f"/{LOG_DIR}/"
+            nested = {m.key[len(prefix):][:i] + "/" for m in metas
+                      if (i := m.key[len(prefix):].find(marker)) > 0}  # roots of tables inside t
+            for meta in metas:
+                k = meta.key
+                rest = k[len(prefix):]
+                if ("/" + rest).startswith(marker) or not k.endswith(".parquet"):
+                    continue
+                if any(rest.startswith(n) for n in nested):
+                    continue
+                if k in keys or k in live:
+                    continue
+                if meta.last_modified is None or now - meta.last_modified < retention:
+                    continue
+                out.append((t, k))
+        return out
+
+    def delete_abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
+                               dry_run: bool = False, force: bool = False) -> list[tuple[str, str]]:
+        """Delete what ``abandoned_files`` lists (same arguments); returns it."""
+        files = self.abandoned_files(table, min_age=min_age, force=force)
+        if not dry_run:
+            self._client.store.delete_many([k for _t, k in files])  # S3: one request per 1,000 files
+            logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files), files=len(files))
+        return files
+
+    def _live_txns(self) -> set[str]:
+        """Transactions holding a running marker that has not expired (read fresh)."""
+        now = self._client.now()
+        live: set[str] = set()
+        for t in self._tables():
+            log = self._client.log(t)
+            latest = log.latest_version()
+            if latest < 0:
+                continue
+            lo = max(-1, latest - 1000, log.last_checkpoint_version() - 1)
+            for v, c in log.commits_between(lo, latest):
+                m = marker_of(c)
+                if m is None or m.state != RUNNING or m.txn in live:
+                    continue
+                try:
+                    m = marker_of(log.read_commit_raw(v)[0])  # the cached copy may predate heartbeats
+                except NotFound:
+                    continue
+                if m is not None and m.state == RUNNING and not m.expired(now):
+                    live.add(m.txn)
+        return live
+
+    def cleanup(self, *, older_than: float | None = None, keep_global: int | None = None,
+                force: bool = False) -> dict[str, int]:
+        """Delete what finished transactions leave under ``_lakevilla/``: sublogs, and
+        COMMITTED/ABORTED records, older than ``older_than`` seconds (default 7 days; below
+        ``max_transaction_age`` only with ``force=True``: an ABORTED record is what stops a
+        stalled owner from committing, sublogs are what ``resume`` and abandoned-file deletion
+        read). Never a COMMITTING record or the sublogs of its transaction, nor those of a
+        transaction holding a live marker. Also global log entries beyond the newest
+        ``keep_global`` that are older than ``max_transaction_age`` (or ``older_than``, if
+        forced below it): an entry that young may be the slot a running transaction is about
+        to contend for, and deleting it would let that transaction fork the log."""
+
+        older_than = self._check_retention(DEFAULT_RETENTION if older_than is None else older_than,
+                                           "older_than", force)
+        now = self._client.now()
+        done = {"records": 0, "sublogs": 0, "global_entries": 0}
+        recs: dict[str, list] = {}
+        subs: dict[str, list] = {}
+        for meta in list(self._client.store.list(f"{TXN_DIR}/")):
+            rest = meta.key[len(TXN_DIR) + 1:]
+            if "/" in rest:
+                subs.setdefault(rest.split("/", 1)[0], []).append(meta)
+            elif rest.endswith(".json"):
+                recs.setdefault(rest[:-5].rsplit(".", 1)[0], []).append(meta)
+        states: dict[str, str | None] = {}
+
+        def old(meta) -> bool:
+            return meta.last_modified is not None and now - meta.last_modified >= older_than
+
+        def state(meta) -> str | None:
+            if meta.key not in states:
+                rec = records.read(self._client.store, meta.key[len(TXN_DIR) + 1:-5])
+                states[meta.key] = rec.state if rec is not None else None
+            return states[meta.key]
+
+        candidates = [txn for txn, ms in subs.items() if all(old(m) for m in ms)]
+        live = self._live_txns() if candidates else set()
+        kept_sublogs = set(subs)
+        for txn in candidates:
+            if txn in live or any(state(m) == records.COMMITTING for m in recs.get(txn, [])):
+                continue
+            self._client.store.delete_many([m.key for m in subs[txn]])
+            done["sublogs"] += len(subs[txn])
+            kept_sublogs.discard(txn)
+        for txn, ms in recs.items():
+            if txn in kept_sublogs:
+                continue  # resume still reads them: the records say how its attempts ended
+            for m in ms:
+                if old(m) and state(m) in (records.COMMITTED, records.ABORTED):
+                    self._client.store.delete(m.key)
+                    done["records"] += 1
+        # entries younger than max_transaction_age stay (gvl.cleanup says why), unless forced below it
+        done["global_entries"] = self._client.gvl.cleanup(keep_global if keep_global is not None else self._settings.gvl_keep,
+                                                  min_age=min(older_than, self._settings.max_transaction_age), now=now)
+        logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
+        return done
