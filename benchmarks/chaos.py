@@ -360,7 +360,7 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
 
     def check_table(t: str) -> tuple[Counter, int, int]:
         tv: Counter[str] = Counter()
-        log = fresh.log(t)
+        log = fresh._client.log(t)
         latest = log.latest_version()
         present = {m.key for m in store.list(t + "/")}
         for _ver, c in log.commits_between(-1, latest):
@@ -403,9 +403,9 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
         if "/" not in rest and rest.endswith(".json"):
             rec = records.read(store, rest[:-5])
             v["stalled_record"] += int(rec is not None and rec.state == records.COMMITTING)
-    head = fresh.gvl.head()
+    head = fresh._client.gvl.head()
     for t, p in (head.pending.items() if head is not None else ()):
-        v["stalled_announcement"] += int(gvl_resolve.find_pending(fresh.log(t), p) is None)
+        v["stalled_announcement"] += int(gvl_resolve.find_pending(fresh._client.log(t), p) is None)
     info["versions_checked"], info["data_reads"] = versions, data_reads
     return v, info
 

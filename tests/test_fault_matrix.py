@@ -192,7 +192,7 @@ def _check_case(b: Backend, features: str, outcome: str, err: BaseException | No
     store = b.store()
     for t in tables:
         assert fresh.read(t).sort_by("id").to_pylist() == b.delta_rows(t), label
-        log = fresh.log(t)
+        log = fresh._client.log(t)
         present = {m.key for m in store.list(t + "/")}
         for v, c in log.commits_between(-1, log.latest_version()):
             assert not ((m := marker_of(c)) and m.state == RUNNING), f"{label}: {t}@{v} still running"
@@ -202,9 +202,9 @@ def _check_case(b: Backend, features: str, outcome: str, err: BaseException | No
         if "/" not in meta.key[len("_lakevilla/txns/"):]:
             r = records.read(store, meta.key[len("_lakevilla/txns/"):-5])
             assert r is None or r.state != records.COMMITTING, f"{label}: record left COMMITTING"
-    head = fresh.gvl.head()
+    head = fresh._client.gvl.head()
     for t, p in (head.pending.items() if head is not None else ()):
-        assert gvl_resolve.find_pending(fresh.log(t), p) is not None, f"{label}: announced write to {t} not done"
+        assert gvl_resolve.find_pending(fresh._client.log(t), p) is not None, f"{label}: announced write to {t} not done"
 
 
 def _run_case(b: Backend, features: str, fault: str, kind: str, nkey: str, occ: int) -> tuple[str, BaseException | None, list[str], bool]:

@@ -151,12 +151,12 @@ def test_global_log_is_built_on_demand_and_tables_join_as_compatible(backend):
     assert head.txn is not None and "x" in head.pending  # the last entry announces the update
     with lake.transaction("I") as t:
         t.update("z", set={"balance": "balance + 1"}, where="id = 1")  # unknown table: joins
-    head2 = backend.lake().gvl.head()
+    head2 = backend.lake()._client.gvl.head()
     assert head2.seq > head.seq and head2.knows("z") and head2.knows("x")
     assert json.loads(store.get(HINT_KEY).data)["seq"] == head2.seq
     with backend.lake().transaction("I") as r:  # nothing new: a reader appends nothing
         assert _bal(r, "z") == 51
-    assert backend.lake().gvl.head().seq == head2.seq
+    assert backend.lake()._client.gvl.head().seq == head2.seq
 
 
 def test_isolated_reads_do_not_list_known_tables(backend):

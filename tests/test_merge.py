@@ -283,7 +283,7 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     assert got == [{"id": 0, "part": "a", "v": 0}, {"id": 1, "part": "a", "v": 1}, {"id": 2, "part": "a", "v": 0},
                    {"id": 7, "part": "a", "v": 71}]
     assert got == local_backend.delta_rows("t")
-    log = local_backend.lake().log("t")  # fresh: lake0 caches the markers it saw
+    log = local_backend.lake()._client.log("t")  # fresh: lake0 caches the markers it saw
     assert not [v for v, c in log.commits_between(-1, log.latest_version())
                 if (m := marker_of(c)) and m.state == RUNNING]
     lake0.flush()

@@ -140,7 +140,7 @@ def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
     dying.flush()
     fresh = local_backend.lake()
     for t in ("a", "b"):
-        running = [marker_of(c) for v, c in fresh.log(t).commits_between(1, fresh.version(t))
+        running = [marker_of(c) for v, c in fresh._client.log(t).commits_between(1, fresh.version(t))
                    if marker_of(c) is not None]
         assert [m.state for m in running] == ["running"], "the abort path must not touch the markers"
         _every_version_has_its_files(local_backend, t)
@@ -342,7 +342,7 @@ def test_a_heartbeat_right_after_an_in_place_fill_does_not_overwrite_it(local_ba
     store.lock = txn._mlock = _BeatOnRelease(txn)
     assert txn.commit().versions == {"t": 2}
     assert store.lock.fired
-    c, _ = local_backend.lake().log("t").read_commit_raw(2)
+    c, _ = local_backend.lake()._client.log("t").read_commit_raw(2)
     assert commit_txn(c) == txn.attempt, "the fill was overwritten by a running marker"
     assert _values(local_backend.lake(), "t")[1] == 1
     assert rows(local_backend.lake().read("t")) == local_backend.delta_rows("t")
@@ -480,7 +480,7 @@ def test_the_heartbeat_keeps_beating_after_a_failed_beat(local_backend):
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
     claim_now(txn, "t")
     h = txn.tables["t"].marker
-    log = local_backend.lake().log("t")
+    log = local_backend.lake()._client.log("t")
     first = marker_of(log.read_commit_raw(h.version)[0]).expires
     deadline = time.monotonic() + 20
     while marker_of(log.read_commit_raw(h.version)[0]).expires == first:

@@ -96,7 +96,7 @@ def test_freeing_a_marker_that_moved_fails(local_backend):
     owner.update("a", set={"value": "1"}, where="id = 1")
     claim_now(owner, "a")
     v = owner.tables["a"].marker.version
-    log = local_backend.lake().log("a")
+    log = local_backend.lake()._client.log("a")
     seen, etag = log.read_commit_raw(v)
     owner.heartbeat(force=True)  # the owner is alive after all: it rewrites its marker
     assert not free_stalled(log, v, marker_of(seen), etag, FREED, "expired")
@@ -463,7 +463,7 @@ def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend
     dying.flush()
     _every_version_has_its_files(local_backend, "t")
     assert _value(local_backend.lake(), "t") == 1
-    assert commit_txn(local_backend.lake().log("t").read_commit(2)) == txn.attempt  # its commit stands
+    assert commit_txn(local_backend.lake()._client.log("t").read_commit(2)) == txn.attempt  # its commit stands
 
 
 def test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail(local_backend):
