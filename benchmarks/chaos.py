@@ -259,7 +259,7 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
                 bad.append(seen)
                 if len(bad_cuts) < 5:  # what the operator needs to find the transfer seen in half
                     bad_cuts.append({"total": seen, "sums": sums, "txn": txn.id,
-                                     "versions": {t: tw.snapshot.version for t, tw in txn.tables.items()},
+                                     "versions": {t: tw.base.version for t, tw in txn.tables.items()},
                                      **txn.cut_report()})
         except lv.TransactionAborted as e:
             stats["read_aborted"] += 1
@@ -331,11 +331,11 @@ def _setup(cfg: dict) -> None:
 def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     """The end checks, after every client is gone and recovery ran."""
     from deltalake import DeltaTable
-    from lakevilla.markers.marker import RUNNING, marker_of
 
     import lakevilla as lv
     from lakevilla.complex_txn import record as records
     from lakevilla.isolation import resolve as gvl_resolve
+    from lakevilla.markers.marker import RUNNING, marker_of
 
     v: Counter[str] = Counter()
     info: dict[str, Any] = {}

@@ -65,7 +65,7 @@ def create_tables(store: Any, root: str, n: int, rows: int) -> None:
                 for ids in file_ranges(rows):
                     txn.insert(table_name(i), pa.table({"id": list(ids), "v": [0] * len(ids)}, schema=schema))
 
-        lake.map(one, range(n))
+        lake._client.map(one, range(n))
     finally:
         lake.close()
 

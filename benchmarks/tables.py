@@ -56,7 +56,7 @@ def create_tables(store: Any, root: str, n: int) -> None:
             with lake.transaction(features="") as txn:
                 txn.insert(table_name(i), customer_rows(range(PRELOAD)))
 
-        lake.map(one, range(n))
+        lake._client.map(one, range(n))
     finally:
         lake.close()
 

@@ -25,13 +25,14 @@ from .engines.api import TableContext
 from .errors import InvalidArgumentError, PartialCommitError, TableNotFoundError, TransactionAborted
 from .maintenance import DEFAULT_RETENTION, Maintenance, RecoveryReport
 from .names import LV_DIR
+from .recovery import resume as resuming
 from .scan.ordering import Ordering
 from .scan.pruning import candidates
 from .settings import DEFAULT_MAX_TRANSACTION_AGE, LakeSettings
 from .status import LakeStatus, lake_status
 from .store import ObjectStore, open_store
-from .txn.plain import DeltaTransaction
-from .txn.transaction import ISOLATIONS, Transaction, parse_features
+from .txn.features import ISOLATIONS, parse_features
+from .txn.transaction import Transaction
 
 __all__ = ["DEFAULT_RETENTION", "Lake", "RecoveryReport"]
 
@@ -217,9 +218,8 @@ class Lake:
     def begin(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable", slack: int = 0,
               commit_mode: str | None = None) -> Transaction:
         """A transaction to drive by hand: ``txn.commit()`` or ``txn.abort()``."""
-        feats = parse_features(features)
-        kind = Transaction if feats else DeltaTransaction  # plain Delta: every statement commits alone
-        return kind(self._client, feats, isolation=isolation, slack=slack, commit_mode=commit_mode)
+        return Transaction(self._client, parse_features(features), isolation=isolation, slack=slack,
+                           commit_mode=commit_mode)
 
     def transaction(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable",
                     slack: int = 0, commit_mode: str | None = None) -> Transaction:
@@ -244,13 +244,13 @@ class Lake:
                     out = fn(txn)
                 return out
             except TransactionAborted as e:
-                if not txn.uses_markers and txn._dl_versions:
+                if txn.committed:
                     # features="": each statement committed on its own; re-running fn would repeat them
                     raise PartialCommitError(
                         f"{e} -- not re-run: with features='' every statement commits on its own, and "
-                        f"{', '.join(sorted(txn._dl_versions))} already committed in this run; re-running the "
+                        f"{', '.join(sorted(txn.committed))} already committed in this run; re-running the "
                         "function would apply those statements twice. Use features='R' (or more) for a block "
-                        "that lake.run can retry as a whole", committed=dict(txn._dl_versions), txn_id=txn.id) from e
+                        "that lake.run can retry as a whole", committed=txn.committed, txn_id=txn.id) from e
                 if attempt == retries:
                     raise
                 time.sleep(random.uniform(0, delay))  # back off before re-running the function
@@ -259,9 +259,9 @@ class Lake:
 
     def resume(self, txn_id: str) -> Transaction:
         """Continue a transaction whose client crashed, from its sublogs (LV[R])."""
-        from .txn.transaction import resume_transaction
-
-        return resume_transaction(self._client, txn_id)
+        client = self._client
+        return Transaction.resumed(client, txn_id, resuming.load(client.services(), client.log, client.root_uri,
+                                                                    txn_id))
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:

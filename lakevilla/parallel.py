@@ -12,6 +12,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -53,6 +54,21 @@ def submit(fn: Callable[[], R]) -> Future:
             f.set_exception(e)
         return f
     return _get_pool().submit(fn)
+
+
+def together(*calls: Callable[[], object]) -> None:
+    """Run independent requests at once (the last on this thread, the others in the pool: a
+    thread each per commit attempt cost the CPU that contended commits need); once all ended,
+    the first error is raised (a process death, which the fault tests model as a
+    BaseException, before any other)."""
+    futures = [submit(fn) for fn in calls[:-1]]
+    try:
+        calls[-1]()
+    finally:
+        wait_futures(futures)
+    failed = [e for f in futures if (e := f.exception()) is not None]
+    if failed:
+        raise next((e for e in failed if not isinstance(e, Exception)), failed[0])
 
 
 class Executor:

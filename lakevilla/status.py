@@ -14,8 +14,8 @@ head, hint and clean-up horizon.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records

@@ -40,6 +40,9 @@ class RecordState(StrEnum):
     ABORTED = "ABORTED"
 
 
+ENGINE_INFO = "lakevilla/0.1"  # commitInfo.engineInfo of every commit lakevilla writes
+
+
 class CommitMode(StrEnum):
     """Where a marker-holding commit goes: after the newest version, or into its marker's slot."""
 

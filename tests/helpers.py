@@ -95,7 +95,7 @@ def claim_now(txn, table: str) -> None:
     For tests of what a marker held while statements run does to others."""
     tw = txn.tables[table]
     if tw.marker is None:
-        txn._claim_first_marker(tw)
+        txn._parts.markers.claim_first(tw)
 
 
 def entries_landed(*txns) -> None:
@@ -103,7 +103,7 @@ def entries_landed(*txns) -> None:
     statement's entry behind it, on a thread of its own (a client that died meanwhile would have
     left a prefix of them)."""
     for txn in txns:
-        txn._journal.settle()
+        txn._parts.journal.settle()
 
 
 def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout: float = 30.0) -> HookStore:

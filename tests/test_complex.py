@@ -10,12 +10,12 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import MarkerPayload, claim, marker_of
-from lakevilla.markers.marker import rewrite as rewrite_marker
 
 import lakevilla as lv
 from lakevilla.complex_txn import dag
 from lakevilla.complex_txn import record as records
+from lakevilla.markers.marker import MarkerPayload, claim, marker_of
+from lakevilla.markers.marker import rewrite as rewrite_marker
 from lakevilla.names import TXN_DIR
 from tests.conftest import rows
 from tests.helpers import (

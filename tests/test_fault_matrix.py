@@ -33,11 +33,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import RUNNING, marker_of
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.isolation import resolve as gvl_resolve
+from lakevilla.markers.marker import RUNNING, marker_of
 from lakevilla.store import FaultInjectingStore, FaultPlan, RetryingStore, open_store, settle
 from tests.conftest import Backend, make_bucket
 

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lakevilla.markers.marker import RUNNING, marker_of
 
 import lakevilla as lv
+from lakevilla.markers.marker import RUNNING, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.statements.merge import DuplicateMatchError
 from tests.conftest import rows

@@ -8,11 +8,11 @@ import time
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import commit_txn, marker_of
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.delta.actions import Commit
+from lakevilla.markers.marker import commit_txn, marker_of
 from lakevilla.store import (
     FaultInjectingStore,
     FaultPlan,
@@ -239,7 +239,7 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     gone = local_backend.lake(marker_ttl=0.01).begin("R")
     gone.update("c", set={"value": "4"}, where="id = 22")
     claim_now(gone, "c")  # its sublog stays, its marker expires at once
-    gone.lake._client.heartbeats.forget(gone)
+    gone.lake.heartbeats.forget(gone)
     time.sleep(0.05)  # the 10 ms marker ttl passes: time itself is the condition
     entries_landed(live, gone)
     done = local_backend.lake().maintenance.cleanup(older_than=0, force=True)
@@ -294,7 +294,7 @@ def test_resume_refuses_while_the_owners_marker_is_alive(local_backend):
 # -- 4. a heartbeat never writes over an in-place fill ------------------------------------------
 
 class _BeatOnRelease:
-    """Stands in for a transaction's ``_mlock``: once ``armed``, its next release runs a
+    """Stands in for a transaction's ``mlock``: once ``armed``, its next release runs a
     heartbeat in another thread, to completion, before the releasing thread goes on."""
 
     def __init__(self, txn) -> None:
@@ -339,7 +339,7 @@ def test_a_heartbeat_right_after_an_in_place_fill_does_not_overwrite_it(local_ba
     txn = lake.begin("R")
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
     assert txn.tables["t"].marker.version == 2
-    store.lock = txn._mlock = _BeatOnRelease(txn)
+    store.lock = txn._ctx.mlock = _BeatOnRelease(txn)
     assert txn.commit().versions == {"t": 2}
     assert store.lock.fired
     c, _ = local_backend.lake()._client.log("t").read_commit_raw(2)

@@ -17,10 +17,10 @@ import time
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import commit_txn
 
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY
+from lakevilla.markers.marker import commit_txn
 from lakevilla.names import GVL_DIR
 from lakevilla.store import StoreWrapper
 from tests.helpers import HalfPublished, HookStore, open_markers
@@ -599,7 +599,7 @@ def test_hint_never_moves_backwards(backend):
     assert store.fired == 1
     head = lake._client.gvl.head()
     assert json.loads(backend.store().get(HINT_KEY).data)["seq"] == head.seq
-    assert head.seq == slow.gvl.head().seq
+    assert head.seq == slow._client.gvl.head().seq
 
 
 def test_long_reader_still_takes_in_commits_after_clean_up(backend):
@@ -638,7 +638,7 @@ def test_stalled_isolated_transaction_is_decided_after_its_entries_were_cleaned_
     assert report.running == []
     assert open_markers(later, "x") == []
     assert _isolated_totals(backend.lake()) == [101, 133]
-    stalled.lake.max_retries = 0
+    stalled.lake.settings = stalled.lake.settings.with_(max_retries=0)
     with pytest.raises(lv.TransactionAborted):
         stalled.commit()
     assert _bal(later, "x") == 50
@@ -665,7 +665,7 @@ def test_cleanup_in_a_loop_beside_long_isolated_transactions(local_backend):
         lk = audited()
         while not stop.is_set():
             try:
-                cleaned.append(lk.gvl.cleanup(2, min_age=0.0))  # entries of any age: slots can go
+                cleaned.append(lk._client.gvl.cleanup(2, min_age=0.0))  # entries of any age: slots can go
             except Exception as e:  # noqa: BLE001 - surfaced below
                 errors.append(e)
 

@@ -21,7 +21,8 @@ from lakevilla.recovery import sublog as sublogs
 from lakevilla.recovery.journal import Journal, JournalContext, NoJournal
 from lakevilla.recovery.redo import AbortOnConflict, RedoContext
 from lakevilla.recovery.stalled import decide_gvl_abort
-from lakevilla.statements.view import Op
+from lakevilla.statements.insert import Insert
+from lakevilla.statements.update import Update
 from lakevilla.store.local import LocalStore
 from lakevilla.vocab import CommitInfo, Decision, InfoKind, MarkerState, RecordState
 
@@ -151,7 +152,7 @@ def test_global_decider_gives_up_after_its_tries(tmp_path):
 
 def _journal_ctx(store: LocalStore, counted: list[str]) -> JournalContext:
     return JournalContext(txn_id="tx10", store=store, attempt=lambda: "tx10.0", features="R", isolation="serializable",
-                          mode="tail", count=counted.append, stage_source=lambda *a: None)
+                          mode="tail", count=counted.append)
 
 
 class _JTable:
@@ -166,10 +167,10 @@ def test_the_journal_logs_each_write_statement_with_the_reads_before_it(tmp_path
     counted: list[str] = []
     journal = Journal(_journal_ctx(store, counted), seq=2)  # a resumed run continues its numbering
     journal.read("s", 7, ["part-1.parquet"], "k = 1")
-    upd = Op(seq=5, kind="update", table="t", where="k = 1", assignments={"v": "v + 1"})
+    upd = Update(seq=5, table="t", where="k = 1", assignments={"v": "v + 1"})
     assert journal.together_with_claim(upd)
     journal.statement(_JTable(), upd, preds_unknown=True)  # with the claim: logical, carries its statement
-    ins = Op(seq=6, kind="insert", table="t")
+    ins = Insert(seq=6, table="t")
     journal.statement(_JTable(), ins, preds_unknown=False)
     entries = sublogs.read_all(store, "tx10")
     assert [(e.seq, e.op, e.kind) for e in entries] == [(3, "update", "logical"), (4, "insert", "physical")]
@@ -181,7 +182,7 @@ def test_the_journal_logs_each_write_statement_with_the_reads_before_it(tmp_path
 def test_without_r_nothing_is_logged(tmp_path):
     store = LocalStore(str(tmp_path))
     journal = NoJournal(_journal_ctx(store, []))
-    op = Op(seq=1, kind="update", table="t", where="k = 1", assignments={"v": "1"})
+    op = Update(seq=1, table="t", where="k = 1", assignments={"v": "1"})
     journal.read("s", 7, [], None)
     assert not journal.together_with_claim(op)
     journal.statement(_JTable(), op, preds_unknown=False)
@@ -302,9 +303,8 @@ def _predecessor(footprints, decision="table", mode="tail"):
 def test_overtake_waits_only_for_predecessors_our_commit_can_invalidate():
     from collections import Counter
 
-    from lakevilla.markers.overtake import NeverOvertake, Overtake, overtake_policy
-
     from lakevilla.delta.actions import AddFile, Commit, RemoveFile
+    from lakevilla.markers.overtake import NeverOvertake, Overtake, overtake_policy
     from lakevilla.scan.conflicts import Footprint
 
     counts: Counter[str] = Counter()

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import FREED, RUNNING, commit_txn, free_stalled, marker_of
 
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
+from lakevilla.markers.marker import FREED, RUNNING, commit_txn, free_stalled, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
 from tests.conftest import rows
@@ -265,10 +265,10 @@ def test_cleanup_deletes_sublogs_and_records_only_past_their_retention(local_bac
     sub = f"_lakevilla/txns/{t.id}/"
     assert len(list(lake.store.list(sub))) == 2
     assert records.read(lake.store, f"{t.id}.0").state == records.COMMITTED
-    young = local_backend.lake(clock=_at(3000.0)).cleanup(older_than=3600, force=True)
+    young = local_backend.lake(clock=_at(3000.0)).maintenance.cleanup(older_than=3600, force=True)
     assert young["sublogs"] == 0 and young["records"] == 0
     assert len(list(lake.store.list(sub))) == 2 and records.read(lake.store, f"{t.id}.0") is not None
-    old = local_backend.lake(clock=_at(4000.0)).cleanup(older_than=3600, force=True)
+    old = local_backend.lake(clock=_at(4000.0)).maintenance.cleanup(older_than=3600, force=True)
     assert old["sublogs"] == 2 and old["records"] == 1
     assert list(lake.store.list(sub)) == [] and records.read(lake.store, f"{t.id}.0") is None
     assert (_value(lake, "a"), _value(lake, "b")) == (1, 1)

@@ -10,10 +10,10 @@ from collections import Counter
 
 import pyarrow as pa
 import pytest
-from lakevilla.markers.marker import marker_of
 
 import lakevilla as lv
 from lakevilla.engines.api import data_file_key
+from lakevilla.markers.marker import marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.statements import read_results
 from lakevilla.vocab import CommitInfo
@@ -567,7 +567,7 @@ def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, m
     ``WITHDRAW_AFTER`` commit races to followers that went first (here one, to keep the script
     short), it withdraws its footprints, and the next follower, even one that cannot conflict
     with it, waits for it instead of going first too."""
-    from lakevilla.recovery import overtake
+    from lakevilla.markers import overtake
 
     monkeypatch.setattr(overtake, "WITHDRAW_AFTER", 1)
     lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
@@ -701,7 +701,7 @@ def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ah
     stub context and a fake clock: the queue stays for 60 rounds, then clears."""
     from types import SimpleNamespace
 
-    from lakevilla.recovery import wait as w
+    from lakevilla.markers import wait as w
 
     pauses: list[float] = []
     clock = SimpleNamespace(t=0.0)

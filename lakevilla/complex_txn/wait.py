@@ -16,8 +16,8 @@ from ..markers.wait import MarkerWait, Pending, WaitContext, WaitState, queue_le
 from .dag import younger
 
 if TYPE_CHECKING:
+    from ..markers.marker import HeldTable as TableWork
     from ..markers.marker import MarkerPayload
-    from ..statements.view import TableWork
 
 
 class DagWait(MarkerWait):

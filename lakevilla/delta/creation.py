@@ -8,8 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..markers.marker import ENGINE_INFO
-from ..vocab import CommitInfo, InfoKind
+from ..vocab import ENGINE_INFO, CommitInfo, InfoKind
 from .actions import AddFile, Commit, Metadata
 from .features import protocol_for
 from .schema import schema_from_json, schema_to_json

@@ -13,16 +13,15 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog, VersionExists
 from ..errors import CorruptLogError
 from ..store import NotFound, OutcomeUnknown, PreconditionFailed
-from ..vocab import CommitInfo, CommitMode, InfoKind, MarkerState
+from ..vocab import ENGINE_INFO, CommitInfo, CommitMode, InfoKind, MarkerState
 
 RUNNING, COMMITTED, ABORTED, FREED = MarkerState.RUNNING, MarkerState.COMMITTED, MarkerState.ABORTED, MarkerState.FREED
-ENGINE_INFO = "lakevilla/0.1"
 
 
 @dataclass
@@ -124,6 +123,23 @@ class MarkerHandle:
     lost: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
     unsettled: bytes | None = field(default=None, repr=False, compare=False)  # a write whose reply was lost
+
+
+class HeldTable(Protocol):
+    """What marker waiting and overtaking need of a table a transaction works on (its view,
+    ``statements/view.py``): its log, its marker, its snapshot and what it did."""
+
+    name: str
+    log: DeltaLog
+    marker: MarkerHandle | None
+    base: Any  # the snapshot read: its version and partition columns
+
+    @property
+    def schema(self) -> Any: ...
+
+    def footprints(self) -> list[Any]: ...
+
+    def build_commit(self, commit_info: dict[str, Any]) -> Commit: ...
 
 
 class MarkerLost(Exception):

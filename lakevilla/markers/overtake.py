@@ -27,7 +27,7 @@ from .marker import rewrite as rewrite_marker
 
 if TYPE_CHECKING:
     from ..delta.actions import Commit
-    from ..statements.view import TableWork
+    from .marker import HeldTable as TableWork
     from .marker import MarkerPayload
 
 Running = list[tuple[int, "MarkerPayload"]]  # (marker version, its payload)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import TransactionAborted
 
 if TYPE_CHECKING:
-    from ..statements.view import TableWork
+    from .marker import HeldTable as TableWork
     from .marker import MarkerPayload
 
 POLL_CAP = 0.2  # seconds: the longest pause a queue's length stretches polling to (see below)

@@ -21,10 +21,6 @@ from ..names import sublog_key
 from ..store import ObjectStore
 from . import sublog as sublogs
 
-# the statements whose first entry can go out together with the marker claim (a MERGE
-# stages its source first, so it keeps the order)
-CLAIM_TOGETHER = ("insert", "update", "delete")
-
 
 @dataclass(frozen=True)
 class JournalContext:
@@ -37,7 +33,6 @@ class JournalContext:
     isolation: str
     mode: str
     count: Callable[[str], None]
-    stage_source: Callable[[Any, str, int], str | None]  # (MERGE spec, table, op seq) -> key staged
 
 
 class Journal:
@@ -67,14 +62,15 @@ class Journal:
             self._reads.append(sublogs.ReadRecord(table, version, files, where))
 
     def together_with_claim(self, op: Any) -> bool:
-        """Can the first write's entry go out with the marker claim (one round trip, not two)?"""
-        return op.kind in CLAIM_TOGETHER
+        """Can the first write's entry go out with the marker claim (one round trip, not two)?
+        Not a MERGE's: it stages its source first, so it keeps the order."""
+        return bool(op.claims_with_entry)
 
     def statement(self, tw: Any, op: Any, preds_unknown: bool) -> None:
         """Log a write statement. Sent with the claim, or before a marker claimed at commit,
         whether a running predecessor makes the entry logical is not known yet
         (``preds_unknown``), so an update or delete carries its statement anyway."""
-        op.logical = op.kind != "insert" and (preds_unknown or tw.logical)
+        op.logical = op.can_be_logical and (preds_unknown or tw.logical)
         self.write(tw, op, redo=False)
 
     def keep(self, key: str) -> None:
@@ -83,10 +79,9 @@ class Journal:
             self.keys.append(key)
 
     def write(self, tw: Any, op: Any, redo: bool) -> None:
-        if op.kind == "merge" and op.logical:  # a recovering client must be able to redo it
-            key = self.ctx.stage_source(op.merge, tw.name, op.seq)
-            if key is not None:
-                self.keep(key)
+        key = op.stage(self.ctx.store, self.ctx.txn_id)  # what a recovering client needs to redo it
+        if key is not None:
+            self.keep(key)
         with self._lock:
             self.seq += 1
             seq = self.seq

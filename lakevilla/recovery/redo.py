@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..errors import TransactionAborted
 from ..statements.read_results import ReadChanged
 
-if TYPE_CHECKING:  # the statements' own types, from the layer above (no import at run time)
-    from ..statements.view import Op, TableWork
+if TYPE_CHECKING:
+    from ..statements.base import Statement
+    from ..statements.view import TableWork
 
 
 @dataclass
@@ -28,12 +29,14 @@ class RedoContext:
 
     txn_id: str
     engine: Any
-    write_sublog: Callable[[TableWork, Op, bool], None]  # (table work, op, redo)
+    write_sublog: Callable[[TableWork, Statement, bool], None]  # (table work, op, redo)
     count: Callable[[str, int], None]
-    redone: Callable[[str, int, str, list[Op]], None]  # (table, version, why, ops): the log event
+    redone: Callable[[str, int, str, list[Statement]], None]  # (table, version, why, ops): the log event
 
 
 class ConflictPolicy(Protocol):
+    redoes: bool  # a conflict is redone (R), so a kept read that changed dooms a waiting commit
+
     def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
         """``tw.ops[k]`` conflicts with ``version`` (``why``); return once ``tw`` is valid
         up to ``latest``, or raise ``TransactionAborted``."""
@@ -44,6 +47,8 @@ class ConflictPolicy(Protocol):
 
 
 class AbortOnConflict:
+    redoes = False
+
     def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
         raise TransactionAborted(f"{tw.name}: conflict with version {version}: {why}", txn_id=ctx.txn_id)
 
@@ -52,13 +57,15 @@ class AbortOnConflict:
 
 
 class RedoOnConflict:
+    redoes = True
+
     def doomed(self, tw: TableWork, k: int) -> bool:
         # a redo replaces ops[k:] only; an op before k keeps its footprint, so its conflict
         # stays, and a read at or after k has returned rows a redo would change
-        return any(_consumed(op) or not op.redoable for op in tw.ops[k:])
+        return any(op.consumed or not op.redoable for op in tw.ops[k:])
 
     def on_conflict(self, ctx: RedoContext, tw: TableWork, k: int, version: int, why: str, latest: int) -> None:
-        consumed = [op for op in tw.ops[k:] if _consumed(op)]
+        consumed = [op for op in tw.ops[k:] if op.consumed]
         stuck = [op for op in tw.ops[k:] if not op.redoable]
         if stuck and not consumed:
             raise TransactionAborted(
@@ -77,7 +84,7 @@ class RedoOnConflict:
                 f"returned ({why}; {e}); re-run it (lake.run does)", txn_id=ctx.txn_id,
                 reason="consumed-read") from None
         for op in redone:
-            if op.kind == "read":  # it returned the same rows: nothing to log (a resumed run still
+            if not op.is_write:  # it returned the same rows: nothing to log (a resumed run still
                 continue  # validates it from its first version, and aborts where it cannot tell)
             op.logical = True
             ctx.write_sublog(tw, op, True)
@@ -87,11 +94,6 @@ class RedoOnConflict:
         ctx.count("redos", len(redone))
         ctx.redone(tw.name, version, why, redone)
         tw.validated_upto = latest
-
-
-def _consumed(op: Op) -> bool:
-    """A read whose rows the client holds and that cannot be compared with a redo's."""
-    return op.kind == "read" and op.returned is None
 
 
 def conflict_policy(redo: bool) -> ConflictPolicy:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..delta.actions import AddFile, RemoveFile
 from ..errors import CorruptLogError
@@ -72,7 +72,21 @@ class SublogEntry:
         return [AddFile.from_json(a) for a in self.added]
 
 
-def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_version: int,
+class Logged(Protocol):
+    """What an entry records of a statement (``statements/base.py``)."""
+
+    kind: str
+    seq: int
+    table: str
+    where: str | None
+    added: list[AddFile]
+    removed: list[AddFile]
+    read_files: set[str]
+
+    def encode(self, logical: bool) -> dict[str, Any] | None: ...
+
+
+def entry_for(txn: str, seq: int, op: Logged, *, logical: bool, base_version: int, read_version: int,
               reads: list[ReadRecord], redo: bool, attempt: str = "", features: str = "",
               isolation: str = "serializable", mode: str = "tail") -> SublogEntry:
     e = SublogEntry(
@@ -82,24 +96,13 @@ def entry_for(txn: str, seq: int, op, *, logical: bool, base_version: int, read_
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
         read_files=sorted(op.read_files),
-        statement=_statement(op) if (logical and op.kind != "insert") or op.options else None,
+        statement=op.encode(logical),
         reads=[r.to_json() for r in reads],
         predicate=op.where,
         base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
         isolation=isolation, mode=mode, created=time.time(),
     )
-    if e.statement is not None and getattr(op, "merge", None) is not None:
-        e.statement["merge"] = op.merge.to_json()  # MERGE: on, clauses, aliases, the staged source
     return e
-
-
-def _statement(op) -> dict[str, Any]:
-    st: dict[str, Any] = {"where": op.where, "set": op.assignments}
-    if op.kind == "overwrite":  # its new rows: files it wrote once, kept across redos
-        st["inserted"] = [a.to_json() for a in op.inserted]
-    if op.options:  # optimize's target, the columns an operation added (needed by physical entries too)
-        st["options"] = dict(op.options)
-    return st
 
 
 def write(store: ObjectStore, e: SublogEntry) -> None:

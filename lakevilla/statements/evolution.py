@@ -2,7 +2,7 @@
 
 Only additions are made (Delta's ``mergeSchema`` without type widening): a column that
 exists with another type, or a new column that is not nullable, is refused before anything
-is written. The new fields travel with the operation (``Op.options["add_fields"]``, Delta
+is written. The new fields travel with the operation (``Statement.add_fields``, Delta
 StructField JSON) so that the view, a redo on a newer snapshot and a resumed transaction
 all rebuild the same schema from the base metadata. Files written before the change have
 no such column; readers (ours and every Delta reader) read it as NULL there.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -21,9 +21,6 @@ from ..delta.actions import Metadata
 from ..delta.features import protocol_for
 from ..delta.schema import arrow_field_to_delta, delta_field_to_arrow, schema_from_json
 from ..errors import SchemaEvolutionError
-
-if TYPE_CHECKING:
-    from .view import TableWork
 
 
 def requested_fields(table: str, spec: Any) -> list[pa.Field]:
@@ -110,11 +107,3 @@ def evolve(table: str, metadata: Metadata, protocol, add: list[dict]) -> Metadat
             f"{table!r}: the new column(s) need table features {need.writer_features} this table's protocol "
             "lacks (timestamp without time zone); lakevilla does not upgrade a table's protocol")
     return dataclasses.replace(metadata, schema_string=text)
-
-
-def apply(tw: TableWork, add: list[dict]) -> None:
-    """Make the view's schema include ``add`` (idempotent: a redo or a resume applies it again)."""
-    current = tw.metadata or tw.base.metadata
-    md = evolve(tw.name, current, tw.base.protocol, add)
-    if md is not current:
-        tw.set_metadata(md)

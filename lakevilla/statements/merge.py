@@ -18,8 +18,9 @@ from __future__ import annotations
 import datetime as dt
 import io
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -34,10 +35,13 @@ from ..errors import (
 )
 from ..names import sublog_prefix
 from ..scan import expressions as E
+from .base import Statement
 
 if TYPE_CHECKING:
+    from ..delta.actions import AddFile
+    from ..engines.api import Engine
     from ..store import ObjectStore
-    from ..txn.transaction import Transaction
+    from .view import TableWork
 
 IN_LIST_LIMIT = 200  # partition keys: list the values up to this many, else a range
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -316,11 +320,8 @@ class MergeBuilder:
     Clauses of one kind (matched / not matched) are tried in the order given; the first whose
     predicate holds applies to a row. Names follow delta-rs' ``TableMerger``."""
 
-    def __init__(self, txn: Transaction, table: str, source: Any, on: Any, source_alias: str,
-                 target_alias: str, schema_mode: str | None = None) -> None:
-        self._txn, self._table, self._source, self._on = txn, table, source, on
-        self._aliases = (source_alias, target_alias)
-        self._schema_mode = schema_mode
+    def __init__(self, execute: Callable[[list[MergeClause]], dict[str, int]]) -> None:
+        self._execute = execute  # runs the statement in its transaction
         self._clauses: list[MergeClause] = []
         self._done = False
 
@@ -351,8 +352,7 @@ class MergeBuilder:
         if self._done:
             raise InvalidArgumentError("this merge has already been executed")
         self._done = True
-        return self._txn._run_merge(self._table, self._source, self._on, self._clauses, *self._aliases,
-                                    schema_mode=self._schema_mode)
+        return self._execute(list(self._clauses))
 
 
 def metrics(source_rows: int, updated: int, deleted: int, inserted: int, files_added: int,
@@ -360,3 +360,52 @@ def metrics(source_rows: int, updated: int, deleted: int, inserted: int, files_a
     return {"num_source_rows": source_rows, "num_target_rows_updated": updated,
             "num_target_rows_deleted": deleted, "num_target_rows_inserted": inserted,
             "num_target_files_added": files_added, "num_target_files_removed": files_removed}
+
+
+@dataclass(eq=False, kw_only=True)
+class Merge(Statement):
+    """The statement; ``where`` is its pruning predicate over the target (``prune_predicate``),
+    derived from the source's keys when it is checked: its read, and its precision lock."""
+
+    kind: ClassVar[str] = "merge"
+    operation: ClassVar[str] = "MERGE"
+
+    spec: MergeSpec
+
+    def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
+        src = self.spec.source_table(store)
+        self.spec.on = on_predicate(self.spec.on, tw.schema, src.schema, self.spec.target_alias,
+                                    self.spec.source_alias)
+        cm = check(self.spec, tw.name, tw.schema, src.schema)
+        self.where = prune_predicate(cm, src, tuple(tw.base.partition_columns))
+
+    def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
+        """It reads the files that can hold a match (``where``, from the source's keys)."""
+        source = self.spec.source_table(tw.ctx.store)
+        cm = check(self.spec, tw.name, tw.schema, source.schema)
+        cands = tw.candidates(self.where)
+        self.read_files = {a.path for a in cands}
+        rr, self.spec.metrics = engine.merge(tw.ctx, cands, cm, self.spec, source)
+        self.removed, self.added, self.rows = rr.removed, rr.added, rr.rows
+        return dict(self.spec.metrics)
+
+    def stage(self, store: ObjectStore, txn_id: str) -> str | None:
+        return stage_source(store, self.spec, self.table, txn_id, self.seq) if self.logical else None
+
+    def staged_key(self) -> str | None:
+        return self.spec.source_key
+
+    def encode(self, logical: bool) -> dict[str, Any] | None:
+        st = super().encode(logical)
+        if st is not None:
+            st["merge"] = self.spec.to_json()  # on, clauses, aliases, the staged source
+        return st
+
+    @classmethod
+    def decode_more(cls, statement: dict[str, Any], added: list[AddFile]) -> dict[str, Any]:
+        if not statement.get("merge"):
+            return {"spec": MergeSpec(on="", clauses=[])}  # physical: never redone
+        return {"spec": MergeSpec.from_json(statement["merge"])}
+
+    def result(self, out: Any) -> Any:
+        return out

@@ -12,15 +12,20 @@ files does, and under R the compaction is redone on what is left.
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delta.actions import AddFile
-from ..engines.api import Engine
+from ..engines.api import data_file_key
 from ..errors import InvalidArgumentError
 from ..scan import expressions as E
+from ..scan.conflicts import Footprint
+from .base import Statement
 
 if TYPE_CHECKING:
-    from .view import Op, TableWork
+    from ..engines.api import Engine
+    from ..store import ObjectStore
+    from .view import TableWork
 
 DEFAULT_TARGET = 100 * 1024 * 1024  # delta-rs' default; a table's delta.targetFileSize wins
 MIN_TARGET = 1
@@ -71,41 +76,63 @@ def bins(files: list[AddFile], target: int) -> list[list[AddFile]]:
     return [b for b in out if len(b) > 1]
 
 
-def run(tw: TableWork, engine: Engine, op: Op) -> None:
-    opts = op.options or {}
-    target = target_size(tw.base.metadata.configuration, opts.get("target_file_size"))
-    check_where(tw.name, op.where, tw.schema, tw.base.partition_columns)
-    cands = tw.candidates(op.where)
-    own = set(tw.added)
-    removed: list[AddFile] = []
-    added: list[AddFile] = []
-    try:
-        for b in bins(cands, target):
-            rows = engine.scan(tw.ctx, b, None, None)
-            if callable(getattr(rows, "coalesce", None)):  # a Spark frame writes a file per partition
-                rows = rows.coalesce(1)
-            new = engine.write(tw.ctx, rows)
-            fresh = any(a.path in own for a in b)  # our own new rows: a data change to everyone else
-            added += [dataclasses.replace(a, data_change=fresh) for a in new]
-            removed += b
-    except BaseException:
-        _drop(tw, added)
-        raise
-    op.read_files = {a.path for a in removed}
-    op.removed, op.added = removed, added
-    op.rows = sum(a.num_records or 0 for a in added)
+@dataclass(eq=False, kw_only=True)
+class Optimize(Statement):
+    kind: ClassVar[str] = "optimize"
+    operation: ClassVar[str] = "OPTIMIZE"
+    append_only_ok: ClassVar[bool] = True
+    compacts: ClassVar[bool] = True
 
+    target_file_size: int | None = None  # bytes; None: the table's delta.targetFileSize, else 100 MiB
 
-def metrics(op: Op) -> dict[str, Any]:
-    return {"files_removed": len(op.removed), "files_added": len(op.added),
-            "bytes_removed": sum(a.size or 0 for a in op.removed), "bytes_added": sum(a.size or 0 for a in op.added),
-            "rows": op.rows,
-            "partitions_optimized": len({tuple(sorted(a.partition_values.items())) for a in op.added})}
+    def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
+        check_where(tw.name, self.where, tw.schema, tw.base.partition_columns)
+
+    def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
+        target = target_size(tw.base.metadata.configuration, self.target_file_size)
+        check_where(tw.name, self.where, tw.schema, tw.base.partition_columns)
+        cands = tw.candidates(self.where)
+        own = set(tw.added)
+        removed: list[AddFile] = []
+        added: list[AddFile] = []
+        try:
+            for b in bins(cands, target):
+                rows = engine.scan(tw.ctx, b, None, None)
+                if callable(getattr(rows, "coalesce", None)):  # a Spark frame writes a file per partition
+                    rows = rows.coalesce(1)
+                new = engine.write(tw.ctx, rows)
+                fresh = any(a.path in own for a in b)  # our own new rows: a data change to everyone else
+                added += [dataclasses.replace(a, data_change=fresh) for a in new]
+                removed += b
+        except BaseException:
+            _drop(tw, added)
+            raise
+        self.read_files = {a.path for a in removed}
+        self.removed, self.added = removed, added
+        self.rows = sum(a.num_records or 0 for a in added)
+        return None
+
+    def footprint(self) -> Footprint:
+        """Its files, nothing else: it changes no row."""
+        return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})
+
+    def options(self) -> dict[str, Any]:
+        return {**({"target_file_size": self.target_file_size} if self.target_file_size is not None else {}),
+                **super().options()}
+
+    @classmethod
+    def decode_more(cls, statement: dict[str, Any], added: list[AddFile]) -> dict[str, Any]:
+        return {"target_file_size": (statement.get("options") or {}).get("target_file_size")}
+
+    def result(self, out: Any) -> dict[str, Any]:
+        """Metrics: files and bytes removed and added, rows, partitions optimized."""
+        return {"files_removed": len(self.removed), "files_added": len(self.added),
+                "bytes_removed": sum(a.size or 0 for a in self.removed),
+                "bytes_added": sum(a.size or 0 for a in self.added), "rows": self.rows,
+                "partitions_optimized": len({tuple(sorted(a.partition_values.items())) for a in self.added})}
 
 
 def _drop(tw: TableWork, files: list[AddFile]) -> None:
-    from ..engines.api import data_file_key
-
     for a in files:
         try:
             tw.ctx.store.delete(data_file_key(tw.ctx.name, a.path, tw.ctx.lake_uri))

@@ -5,18 +5,23 @@ error, as in Delta and delta-rs), and only the rows it selects go: a file holdin
 of them is rewritten with the others, a file holding none stays. The new rows are written
 once, as the table's own data files, before anything is removed; a redo on a newer
 snapshot keeps them and re-runs only the removal, so the statement's source never has to
-be held anywhere else (the sublog names the files, ``Op.inserted``).
+be held anywhere else (the sublog names the files, ``Overwrite.inserted``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..engines.api import Engine, data_file_key
+from ..delta.actions import AddFile
+from ..engines.api import data_file_key
 from ..errors import DataOutsidePredicateError
+from .base import Statement
 
 if TYPE_CHECKING:
-    from .view import Op, TableWork
+    from ..engines.api import Engine
+    from ..store import ObjectStore
+    from .view import TableWork
 
 
 def outside(where: str) -> str:
@@ -24,30 +29,58 @@ def outside(where: str) -> str:
     return f"NOT coalesce(({where}), false)"
 
 
-def run(tw: TableWork, engine: Engine, op: Op, data: Any) -> None:
-    if data is not None:
-        op.inserted = engine.write(tw.ctx, data)
-        if op.where is not None and op.inserted:
-            found = engine.scan(tw.ctx, op.inserted, outside(op.where), None)
-            bad = engine.num_rows(found)
-            if bad < 0:  # a lazy frame (Spark): count it
-                bad = found.count()
-            if bad:
-                for a in op.inserted:
-                    try:
-                        tw.ctx.store.delete(data_file_key(tw.ctx.name, a.path, tw.ctx.lake_uri))
-                    except Exception:  # noqa: BLE001 - best effort: no version references them
-                        pass
-                op.inserted = []
-                raise DataOutsidePredicateError(
-                    f"overwrite of {tw.name!r} where {op.where!r}: {bad} row(s) of the new data do not satisfy "
-                    "the predicate (false or NULL); replaceWhere only writes rows it replaces. Nothing was written")
-    cands = tw.candidates(op.where)
-    op.read_files = {a.path for a in cands}
-    if op.where is None:  # the whole table goes: no file needs reading
-        op.removed, rewritten = list(cands), []
-    else:
-        rr = engine.rewrite(tw.ctx, cands, op.where, None)
-        op.removed, rewritten = rr.removed, rr.added
-    op.added = [*rewritten, *op.inserted]
-    op.rows = sum(a.num_records or 0 for a in op.inserted)
+@dataclass(eq=False, kw_only=True)
+class Overwrite(Statement):
+    kind: ClassVar[str] = "overwrite"
+    operation: ClassVar[str] = "WRITE"
+
+    inserted: list[AddFile] = field(default_factory=list)  # the files holding the new rows
+
+    def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
+        if self.where is not None:
+            engine.validate_where(tw.ctx, self.where)
+
+    def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
+        if data is not None:
+            self.inserted = engine.write(tw.ctx, data)
+            if self.where is not None and self.inserted:
+                self._check_inside(tw, engine)
+        cands = tw.candidates(self.where)
+        self.read_files = {a.path for a in cands}
+        if self.where is None:  # the whole table goes: no file needs reading
+            self.removed, rewritten = list(cands), []
+        else:
+            rr = engine.rewrite(tw.ctx, cands, self.where, None)
+            self.removed, rewritten = rr.removed, rr.added
+        self.added = [*rewritten, *self.inserted]
+        self.rows = sum(a.num_records or 0 for a in self.inserted)
+        return None
+
+    def _check_inside(self, tw: TableWork, engine: Engine) -> None:
+        assert self.where is not None
+        found = engine.scan(tw.ctx, self.inserted, outside(self.where), None)
+        bad = engine.num_rows(found)
+        if bad < 0:  # a lazy frame (Spark): count it
+            bad = found.count()
+        if not bad:
+            return
+        for a in self.inserted:
+            try:
+                tw.ctx.store.delete(data_file_key(tw.ctx.name, a.path, tw.ctx.lake_uri))
+            except Exception:  # noqa: BLE001 - best effort: no version references them
+                pass
+        self.inserted = []
+        raise DataOutsidePredicateError(
+            f"overwrite of {tw.name!r} where {self.where!r}: {bad} row(s) of the new data do not satisfy "
+            "the predicate (false or NULL); replaceWhere only writes rows it replaces. Nothing was written")
+
+    @property
+    def kept_files(self) -> set[str]:
+        return {a.path for a in self.inserted}
+
+    def encode_more(self) -> dict[str, Any]:
+        return {"inserted": [a.to_json() for a in self.inserted]}  # written once, kept across redos
+
+    @classmethod
+    def decode_more(cls, statement: dict[str, Any], added: list[AddFile]) -> dict[str, Any]:
+        return {"inserted": [AddFile.from_json(a) for a in statement.get("inserted") or []]}

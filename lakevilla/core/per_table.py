@@ -1,0 +1,160 @@
+"""R's decision (and a one-table CT commit's): each table decides by its own commit.
+
+At the tail the commit is one put-if-absent right after what we know, racing other writers
+optimistically; a race lost to a commit that conflicts costs a redo, and after
+``QUEUE_AFTER_CONFLICTS`` of those (or the whole retry budget) the transaction claims a
+marker and queues, so that it cannot starve. In place, it fills the marker it claimed at its
+first write, unless a checkpoint or a foreign commit lies above it. A table the transaction
+creates decides by a transaction record of its own, which its name's reservation fences.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import parallel
+from ..complex_txn import record as records
+from ..complex_txn import reservations
+from ..complex_txn.decide import decide_by_record
+from ..delta.actions import Commit
+from ..delta.log import VersionExists
+from ..errors import LakeVillaError, TransactionAborted
+from ..markers.marker import ENGINE_INFO, MarkerLost
+from ..markers.marker import rewrite as rewrite_marker
+from ..markers.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST
+from ..markers.publish import publish_create
+from ..store import NotFound
+from ..vocab import CommitMode
+from .deciding import CommitResult, Decider, Deciding
+
+if TYPE_CHECKING:
+    from ..statements.view import TableWork
+
+
+class PerTable(Decider):
+    def decide(self, written: list[TableWork]) -> CommitResult:
+        # a failure after an earlier table committed becomes a PartialCommitError in commit()
+        for tw in sorted(written, key=lambda w: w.name):
+            if tw.creating is not None:
+                self.journal.flush()  # a record decides a creation: every entry lands before it
+                self.commit_create(tw)
+            else:
+                self.commit_one_table(tw)
+        self.cleanup_after_commit()
+        return CommitResult(self.ctx.id, dict(self.ctx.committed), dict(self.ctx.stats), partial=len(written) > 1)
+
+    def commit_create(self, tw: TableWork) -> int:
+        """A created table outside a CT commit decides by a record of its own (one intent), so
+        that the name's reservation can fence it like any other creating transaction."""
+        ctx = self.ctx
+
+        def prepare() -> dict[str, records.TableIntent]:
+            self.markers.hold_name(tw)
+            return self.intents([tw])
+
+        decided = decide_by_record(ctx.client.store, Deciding(ctx, self.markers, self.validator), prepare,
+                                   ctx.settings.max_retries)
+        ctx.decided = True
+        v = publish_create(tw.log, ctx.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
+        ctx.decided = False  # landed: later tables of an R commit are decided on their own
+        ctx.landed(tw, v)
+        ctx.post_commit("record", records.finish, ctx.client.store, decided)
+        ctx.post_commit("release", reservations.release, ctx.client.store, tw.name, ctx.attempt, "committed")
+        return v
+
+    def commit_one_table(self, tw: TableWork) -> int:
+        ctx = self.ctx
+        lost, tries, conflicted = 0, 0, 0
+        while True:
+            tries += 1
+            spent = tries > ctx.settings.max_retries + 1
+            if spent and tw.marker is not None:
+                raise TransactionAborted(f"{tw.name}: lost the commit race {lost} times",
+                                         txn_id=ctx.id, reason="retries")
+            if spent and tw.marker is None:
+                self._queue(tw, "budget")
+                tries = 1  # the queue's turn gets the whole budget: the races lost before it were
+                # spent racing, and a writer that ignores markers can still take its versions
+            self.markers.wait([tw], self.validator.abort_if_doomed)
+            if ctx.mode == CommitMode.IN_PLACE:
+                self.validator.validate(tw)
+            else:  # no probe first: the commit's put-if-absent right after what we know is the probe
+                with self.journal.deferred():  # a redo's entries go out beside the put below
+                    redone = self.validator.validate(
+                        tw, upto=max(tw.log.known_latest(), tw.marker.version if tw.marker else -1))
+                conflicted += bool(lost and redone)  # the race we lost went to a commit that conflicted
+                if tw.marker is None and conflicted >= QUEUE_AFTER_CONFLICTS:
+                    self._queue(tw, "conflicts")
+                    tries = 0  # as above; then wait for what precedes the marker, as any holder
+                    continue
+            if tw.marker is not None and tw.marker.lost:
+                continue  # a recovering client freed it: the wait claims a new one
+            commit = tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO,
+                                      "lakevilla": ctx.commit_info(1, marker=tw.marker and tw.marker.version)})
+            if self.overtake.revoked_by(tw, commit):
+                continue  # a redo changed our commit: wait for that predecessor after all
+            latest = tw.validated_upto
+            if ctx.mode == CommitMode.IN_PLACE and self.fill_ok(tw, latest):
+                assert tw.marker is not None
+                ctx.check_age()
+                ctx.in_doubt = f"the in-place commit to {tw.name}@{tw.marker.version}"
+                try:
+                    with ctx.mlock:
+                        rewrite_marker(tw.log, tw.marker, commit)  # marks the handle committed, under its lock
+                except MarkerLost:
+                    ctx.in_doubt = None
+                    ctx.stats["fill_lost"] += 1
+                    continue
+                ctx.landed(tw, tw.marker.version)
+                ctx.post_commit("checkpoint", self.after_table_commit, tw, tw.marker.version)
+                return tw.marker.version
+            ctx.check_age()
+            ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
+            try:
+                v, c = latest + 1, commit
+                flush = [self.journal.flush] if self.journal.has_deferred else []  # a redo's entries
+                # once a LIST has found the tail, look one version past ours as well: taken too, we
+                # are behind again (LIST); free, we lost a race at the tail (put again, no LIST)
+                ahead = lost >= RELIST_AFTER_LOST
+                peeks = [lambda: _peek(tw, v)] + ([lambda: _peek(tw, v + 1)] if ahead else [])  # noqa: B023
+                parallel.together(*peeks, *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
+            except VersionExists:
+                ctx.in_doubt = None
+                ctx.stats["retries"] += 1
+                self.overtake.lost_race(tw, latest + 1)  # followers overtaking us must not starve us
+                lost += 1
+                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):  # again and again: we
+                    tw.log.latest_version()  # are behind (others committed while we waited), not racing; one LIST
+                    # finds the tail instead of a put per version
+                continue
+            ctx.landed(tw, latest + 1)
+            ctx.client.background(lambda v=latest + 1: self._after_single_commit(tw, v))
+            return latest + 1
+
+    def _queue(self, tw: TableWork, why: str) -> None:
+        """Optimistic commit (R alone, at the tail) holds no marker: it waits for the running
+        markers it cannot overtake, then races for the tail. Having lost
+        ``QUEUE_AFTER_CONFLICTS`` races to conflicting commits, or its whole retry budget, it
+        claims one: from then on followers that would conflict with it wait for it, so it cannot
+        starve. Its statements are done, so the claim carries its footprints at once and
+        followers that cannot conflict overtake it without a rewrite."""
+        self.ctx.count("queued_at_commit")
+        self.ctx.count(f"queued_for_{why}")
+        self.markers.claim_first(tw, publish=True)
+
+    def _after_single_commit(self, tw: TableWork, version: int) -> None:
+        """Off the commit's latency path: the commit at the tail is the decision, and it names
+        our marker, so a client that finds the marker still running sees that it committed
+        (recovery closes it if we die first); the close only spares followers that look."""
+        self.ctx.post_commit("close_marker", self.markers.close, tw, version)
+        self.ctx.post_commit("checkpoint", self.after_table_commit, tw, version)  # after the close: a
+        # checkpoint is refused above an open marker
+
+
+def _peek(tw: TableWork, version: int) -> None:
+    """Read ``version`` while our commit is put there: if another commit took it, the next
+    attempt validates against it without a round trip of its own."""
+    try:
+        tw.log.read_commit_raw(version)
+    except (NotFound, LakeVillaError):
+        pass  # nothing there (ours lands), or unreadable now: the next attempt reads it again
