@@ -27,6 +27,7 @@ from .errors import (
     CorruptLogError,
     CreateConflictError,
     InvalidArgumentError,
+    LakeNotFoundError,
     PartialCommitError,
     TableExistsError,
     TableNotFoundError,
@@ -376,6 +377,9 @@ class Lake:
             i = meta.key.find(marker)
             if i > 0:
                 found.add(meta.key[:i])
+        if not found and not self.store.root_exists():  # looking never creates the root
+            raise LakeNotFoundError(f"there is no lake at {self.root_uri}: the folder does not "
+                                    "exist (its first write, e.g. create_table, creates it)")
         return sorted(found)
 
     # -- transactions --------------------------------------------------------------
@@ -743,4 +747,8 @@ class Lake:
 
     def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:
         log = self.log(name)
-        yield from log.commits_between(-1, log.latest_version())
+        latest = log.latest_version()
+        if latest < 0:
+            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri} (no Delta "
+                                     f"log at {name}/{LOG_DIR}/)")
+        yield from log.commits_between(-1, latest)
