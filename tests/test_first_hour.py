@@ -205,3 +205,24 @@ def test_a_read_only_lake_refuses_writes_with_a_permission_error(tmp_path):
         "TransactionAborted", "storage", "StoragePermissionError", True)
     assert "Read-only file system" in msg
     assert tree(tmp_path) == before  # nothing was written
+
+
+# -- the demo ------------------------------------------------------------------------------------
+
+def test_the_demo_counts_every_transfer_it_starts(tmp_path, monkeypatch, capsys):
+    """Plain Delta's transfers fail half-way under conflicts (PartialCommitError in the client
+    threads): each is counted, none escapes its thread as a traceback."""
+    import threading
+
+    from lakevilla import demo
+
+    escaped: list[BaseException] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
+    root = f"file://{tmp_path / 'bank'}"
+    demo.setup(root).close()
+    stats, why = demo.run_clients(root, "", clients=4, per_client=8, fail_every=4)
+    assert escaped == [] and "Traceback" not in capsys.readouterr().err
+    assert sum(stats.values()) == 32 and set(stats) <= {demo.COMMITTED, demo.HALF, demo.ABORTED}
+    assert why["gave up after the withdrawal"] == 8  # every 4th of 32
+    line = demo.outcomes_line(stats, why, 32)
+    assert line.startswith("32 transfers started: ") and "NOT COUNTED" not in line
