@@ -226,3 +226,21 @@ def test_the_demo_counts_every_transfer_it_starts(tmp_path, monkeypatch, capsys)
     assert why["gave up after the withdrawal"] == 8  # every 4th of 32
     line = demo.outcomes_line(stats, why, 32)
     assert line.startswith("32 transfers started: ") and "NOT COUNTED" not in line
+
+
+@pytest.mark.parametrize("error, outcome", [
+    (None, "committed"),
+    (lv.PartialCommitError("deposit lost its race", committed={"bank_eu": 3}), "failed half-way"),
+    (lv.TransactionAborted("conflict"), "aborted"),
+    (lv.CommitPendingError("unknown"), "aborted"),
+])
+def test_the_demo_names_how_each_transfer_ended(error, outcome):
+    from lakevilla import demo
+
+    def transfer() -> None:
+        if error is not None:
+            raise error
+
+    assert demo.outcome_of(transfer, "")[0] == outcome
+    if isinstance(error, lv.PartialCommitError):
+        assert demo.outcome_of(transfer, "") == (demo.HALF, "lost a conflict after the withdrawal")
