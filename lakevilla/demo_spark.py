@@ -93,4 +93,5 @@ def act_spark(base: Path) -> bool:
     dr = pa.table(DeltaTable(f"{root}/orders").to_pyarrow_table()).num_rows
     say(f"   delta-rs reads {dr} orders")
     spark.stop()
-    return not errors and checks["inconsistent"] == 0 and final[0] == dr == BATCHES * ORDERS_PER_BATCH
+    return (not errors and checks["inconsistent"] == 0
+            and final[0] == dr == BATCHES * ORDERS_PER_BATCH)

@@ -123,8 +123,10 @@ def _bad_merge(clause: str) -> Callable[[lv.Lake], None]:
     def run(lake: lv.Lake) -> None:
         with lake.transaction("R") as txn:
             b = txn.merge("t", TEXT_ID, on="name")
-            b = b.when_matched_update_all() if clause == "update" else b.when_not_matched_insert_all()
-            b.execute()
+            if clause == "update":
+                b.when_matched_update_all().execute()
+            else:
+                b.when_not_matched_insert_all().execute()
     return run
 
 
