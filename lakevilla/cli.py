@@ -1,7 +1,8 @@
 """``lakevilla``: operate a lake from the shell (status, recovery, abandoned files, clean-up).
 
 Every command takes ``--json``: one JSON object on stdout, in the shape README.md documents
-(errors too: ``{"error": {"type": ..., "message": ...}}``, exit status 2).
+(errors too: ``{"error": {"type": ..., "message": ...}}``, exit status 2). Any error is one line
+(or that object), never a traceback unless ``--debug``.
 """
 
 from __future__ import annotations
@@ -9,11 +10,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
-from .errors import LakeVillaError
+from .errors import InvalidArgumentError, LakeNotFoundError, LakeVillaError
+
+DESCRIPTION = """Operate a lakevilla lake from the shell: see what is running, finish or undo
+stalled transactions, find and delete abandoned files, clean up finished transactions.
+
+Every command takes --json: one JSON object on stdout, in the shape README.md documents.
+An error prints one line (with --json: {"error": {"type": ..., "message": ...}}) and exits
+with status 2; --debug shows the traceback as well."""
+
+# The API's spelling of an option, as the CLI spells it, for messages the API words
+_CLI_SPELLING = {"force=True": "--force", "min_age=": "--min-age ", "older_than=": "--older-than "}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors are one line (a JSON object with --json) and
+    exit status 2, like every other error of the command."""
+
+    json_errors = False
+
+    def error(self, message: str) -> NoReturn:
+        _report("UsageError", f"{message} (see {self.prog} --help)", self.json_errors)
+        raise SystemExit(2)
+
+
+def _report(kind: str, message: str, as_json: bool) -> None:
+    for api, cli in _CLI_SPELLING.items():
+        message = message.replace(api, cli)
+    message = " ".join(message.split())  # one line, whatever the message held
+    if as_json:
+        print(json.dumps({"error": {"type": kind, "message": message}}))
+    else:
+        print(f"lakevilla: {message}", file=sys.stderr)
 
 
 @dataclass
@@ -27,11 +60,32 @@ class Command:
     arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None
 
 
+def _storage_options(text: str | None) -> dict[str, str] | None:
+    if not text:
+        return None
+    try:
+        opts = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(
+            f"--storage-options is not valid JSON ({e.msg} at character {e.pos}): pass an "
+            """object such as '{"AWS_REGION": "eu-west-1"}'""") from e
+    if not isinstance(opts, dict):
+        raise InvalidArgumentError("--storage-options must be a JSON object of keys to values, "
+                                   f"got {type(opts).__name__}")
+    return {str(k): str(v) for k, v in opts.items()}
+
+
 def _lake(args: argparse.Namespace):
+    """The lake at ROOT, which must exist: every command looks at (or tidies) a lake, none
+    creates one."""
     from .lake import Lake
 
-    opts = json.loads(args.storage_options) if args.storage_options else None
-    return Lake(args.root, storage_options=opts, marker_ttl=args.marker_ttl)
+    lake = Lake(args.root, storage_options=_storage_options(args.storage_options),
+                marker_ttl=args.marker_ttl)
+    if not lake.store.root_exists():
+        lake.close()
+        raise LakeNotFoundError(f"there is no lake at {lake.root_uri}: the folder does not exist")
+    return lake
 
 
 def _jsonable(result: Any) -> Any:
@@ -60,6 +114,11 @@ def _abandoned_text(r: dict[str, Any]) -> str:
 
 def _cleanup(lake, args) -> dict[str, int]:
     return lake.maintenance.cleanup(older_than=args.older_than, force=args.force)
+
+
+def _cleanup_text(r: dict[str, int]) -> str:
+    return (f"deleted {r['records']} transaction record(s), {r['sublogs']} sublog object(s), "
+            f"{r['global_entries']} global log entries")
 
 
 def _history(lake, args) -> dict[str, Any]:
@@ -96,7 +155,8 @@ def _status_text(st) -> str:
 
 def _force_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
-                   help="allow a retention below max transaction age (every writer must use a shorter one)")
+                   help="allow a retention below the lake's max transaction age (safe only "
+                        "if every writer uses a shorter one)")
 
 
 COMMANDS = [
@@ -108,7 +168,8 @@ COMMANDS = [
             lambda p: (p.add_argument("--delete", action="store_true", help="delete them"),
                        p.add_argument("--min-age", type=float, default=None, help="seconds (default 7 days)"),
                        _force_argument(p))),
-    Command("cleanup", "delete finished transaction records and old global log entries", _cleanup, json.dumps,
+    Command("cleanup", "delete finished transaction records and old global log entries", _cleanup,
+            _cleanup_text,
             lambda p: (p.add_argument("--older-than", type=float, default=None, help="seconds (default 7 days)"),
                        _force_argument(p))),
     Command("history", "show a table's versions, markers included", _history, _history_text,
@@ -116,22 +177,34 @@ COMMANDS = [
 ]
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lakevilla", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--storage-options", help="JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
-    p.add_argument("--marker-ttl", type=float, default=30.0, help="seconds before a marker counts as stalled")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def parser(json_errors: bool = False) -> argparse.ArgumentParser:
+    from . import __version__
+
+    Parser.json_errors = json_errors
+    p = Parser(prog="lakevilla", description=DESCRIPTION,
+               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"lakevilla {__version__}")
+    p.add_argument("--storage-options",
+                   help="a JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
+    p.add_argument("--marker-ttl", type=float, default=30.0,
+                   help="seconds before a marker counts as stalled")
+    p.add_argument("--debug", action="store_true", help="on an error, print the traceback too")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for c in COMMANDS:
-        sp = sub.add_parser(c.name, help=c.help)
-        sp.add_argument("root", help="lake root: a path, file:// or s3:// URI")
-        sp.add_argument("--json", action="store_true", help="one JSON object on stdout (shape: README.md)")
+        sp = sub.add_parser(c.name, help=c.help, description=c.help[:1].upper() + c.help[1:] + ".")
+        sp.add_argument("root", help="the lake root: a path, a file:// URI or an s3:// URI")
+        sp.add_argument("--json", action="store_true",
+                        help="print one JSON object on stdout (shape: README.md)")
+        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="on an error, print the traceback too")
         c.arguments(sp)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json = "--json" in argv  # known before parsing, so that usage errors speak JSON too
+    args = parser(json_errors=as_json).parse_args(argv)
     cmd = next(c for c in COMMANDS if c.name == args.cmd)
     try:
         lake = _lake(args)
@@ -139,18 +212,20 @@ def main(argv: list[str] | None = None) -> int:
             result = cmd.run(lake, args)
         finally:
             lake.close()
-    except LakeVillaError as e:
-        if args.json:
-            print(json.dumps({"error": {"type": type(e).__name__, "message": str(e)}}))
-        else:
-            print(f"lakevilla: {e}", file=sys.stderr)
+        out = json.dumps(_jsonable(result), default=str) if args.json else cmd.text(result)
+    except KeyboardInterrupt:
+        print("lakevilla: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - the one boundary: every error becomes one line
+        if args.debug:
+            traceback.print_exc()
+        message = str(e) if isinstance(e, LakeVillaError) else (
+            f"unexpected {type(e).__name__}: {e} (a bug in lakevilla: please report it with the "
+            "traceback that --debug prints)")
+        _report(type(e).__name__, message, args.json)
         return 2
-    if args.json:
-        print(json.dumps(_jsonable(result), default=str))
-    else:
-        text = cmd.text(result)
-        if text:
-            print(text)
+    if out:
+        print(out)
     return 0
 
 

@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,6 +37,38 @@ class AppFailure(Exception):
 
 def say(msg: str = "") -> None:
     print(msg, flush=True)
+
+
+def thread(target: Callable[[], None], errors: list[str]) -> threading.Thread:
+    """A thread whose unexpected error the act reports as one line (no traceback on stderr)."""
+    def run() -> None:
+        try:
+            target()
+        except Exception as e:  # noqa: BLE001 - reported by the act that started the thread
+            errors.append(f"{type(e).__name__}: {e}")
+
+    return threading.Thread(target=run)
+
+
+COMMITTED, HALF, ABORTED = "committed", "failed half-way", "aborted"
+
+
+def outcome_of(fn: Callable[[], None], features: str) -> tuple[str, str]:
+    """How one transfer ended: committed, failed half-way or aborted, and why."""
+    try:
+        fn()
+        return COMMITTED, ""
+    except AppFailure:
+        # plain Delta: the withdrawal committed on its own; with R,CT the block rolled back
+        return HALF, "gave up after the withdrawal" + ("" if features == "" else ", rolled back")
+    except lv.PartialCommitError:  # plain Delta: a conflict after the withdrawal had committed
+        return HALF, "lost a conflict after the withdrawal"
+    except lv.TransactionAborted as e:
+        return ABORTED, f"aborted ({e.reason}), nothing visible"
+    except lv.CommitPendingError:
+        return ABORTED, "outcome left to recovery"
+    except lv.LakeVillaError as e:
+        return ABORTED, type(e).__name__
 
 
 def setup(root: str) -> lv.Lake:
@@ -65,34 +98,47 @@ def transfer(txn: lv.Transaction, tid: str, rng: random.Random, fail: bool) -> N
                           "amount": [-amount, amount]})
 
 
-def run_clients(root: str, features: str, clients: int, per_client: int, fail_every: int) -> Counter:
+def run_clients(root: str, features: str, clients: int, per_client: int,
+                fail_every: int) -> tuple[Counter, Counter]:
+    """Every transfer the clients start, counted by outcome (committed, failed half-way,
+    aborted) and by why; the outcomes add up to clients x per_client."""
     stats: Counter = Counter()
+    why: Counter = Counter()
     lock = threading.Lock()
 
     def client(c: int) -> None:
         lake = lv.Lake(root)
-        rng = random.Random(c)
-        for i in range(per_client):
-            tid = f"c{c}-t{i}"
-            fail = fail_every > 0 and i % fail_every == fail_every - 1
-            try:
-                lake.run(lambda txn, tid=tid, fail=fail: transfer(txn, tid, random.Random(hash(tid)), fail),
-                         features=features, retries=10)
-                outcome = "committed"
-            except AppFailure:
-                outcome = "failed half-way"
-            except lv.TransactionAborted:
-                outcome = "aborted (conflict)"
-            with lock:
-                stats[outcome] += 1
-        rng.random()
+        try:
+            for i in range(per_client):
+                tid = f"c{c}-t{i}"
+                fail = fail_every > 0 and i % fail_every == fail_every - 1
+                outcome, reason = outcome_of(
+                    lambda tid=tid, fail=fail: lake.run(
+                        lambda txn: transfer(txn, tid, random.Random(hash(tid)), fail),
+                        features=features, retries=10), features)
+                with lock:
+                    stats[outcome] += 1
+                    why[reason] += 1 if reason else 0
+        finally:
+            lake.close()
 
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    errors: list[str] = []
+    threads = [thread(lambda c=c: client(c), errors) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    return stats
+    for e in errors:
+        say(f"   a client stopped: {e}")
+    return stats, why
+
+
+def outcomes_line(stats: Counter, why: Counter, started: int) -> str:
+    counted = sum(stats.values())
+    parts = ", ".join(f"{stats[k]} {k}" for k in (COMMITTED, HALF, ABORTED))
+    reasons = "; ".join(f"{n} {r}" for r, n in sorted(why.items()) if n)
+    check = "" if counted == started else f" -- {started - counted} NOT COUNTED"
+    return f"{started} transfers started: {parts}" + (f" ({reasons})" if reasons else "") + check
 
 
 def check(root: str, label: str, expected: int) -> bool:
@@ -115,12 +161,12 @@ def act_transfers(base: Path, features: str, title: str, clients: int, per_clien
     say(f"   {clients} clients x {per_client} transfers, features={features or chr(39) * 2}, "
         f"every 4th transfer fails after its withdrawal")
     t0 = time.time()
-    stats = run_clients(root, features, clients, per_client, fail_every=4)
-    say(f"   outcomes: {dict(stats)} in {time.time() - t0:.1f}s")
+    stats, why = run_clients(root, features, clients, per_client, fail_every=4)
+    say(f"   {outcomes_line(stats, why, clients * per_client)} in {time.time() - t0:.1f}s")
     return check(root, "after the run", 2 * N_ACCOUNTS * START)
 
 
-def act_auditors(base: Path) -> tuple[int, int]:
+def act_auditors(base: Path) -> tuple[int, int, int]:
     root = f"file://{base / 'act-audit'}"
     setup(root)
     say("\n== Auditors sum both banks while transfers run (writers use R,CT,I)")
@@ -130,24 +176,31 @@ def act_auditors(base: Path) -> tuple[int, int]:
 
     def auditor(features: str) -> None:
         lake = lv.Lake(root)
-        while not stop.is_set():
-            s = lake.run(total, features=features, retries=50)
-            audits[features] += 1
-            if s != 2 * N_ACCOUNTS * START:
-                wrong[features] += 1
+        try:
+            while not stop.is_set():
+                s = lake.run(total, features=features, retries=50)
+                audits[features] += 1
+                if s != 2 * N_ACCOUNTS * START:
+                    wrong[features] += 1
+        finally:
+            lake.close()
 
-    threads = [threading.Thread(target=auditor, args=(f,)) for f in ("I", "R")]
+    errors: list[str] = []
+    threads = [thread(lambda f=f: auditor(f), errors) for f in ("I", "R")]
     for t in threads:
         t.start()
-    run_clients(root, "R,CT,I", clients=3, per_client=15, fail_every=0)
+    stats, why = run_clients(root, "R,CT,I", clients=3, per_client=15, fail_every=0)
     stop.set()
     for t in threads:
         t.join()
+    say(f"   writers: {outcomes_line(stats, why, 3 * 15)}")
+    for e in errors:
+        say(f"   an auditor stopped: {e}")
     say(f"   isolated auditors (I):  {audits['I']} audits, {wrong['I']} saw a wrong total")
     say(f"   plain auditors (R):     {audits['R']} audits, {wrong['R']} saw a wrong total "
         "(they read the two banks at different moments)")
     check(root, "after the run", 2 * N_ACCOUNTS * START)
-    return wrong["I"], wrong["R"]
+    return wrong["I"], wrong["R"], len(errors)
 
 
 def act_crash(base: Path) -> bool:
@@ -193,8 +246,8 @@ def main(argv: list[str] | None = None) -> int:
         "LV[R,CT]": act_transfers(base, "R,CT", "lakevilla R,CT: each transfer is one multi-table transaction",
                                   args.clients, args.transfers),
     }
-    wrong_i, wrong_r = act_auditors(base)
-    results["isolated audits"] = wrong_i == 0
+    wrong_i, _wrong_r, stopped = act_auditors(base)
+    results["isolated audits"] = wrong_i == 0 and stopped == 0
     results["crash + recovery"] = act_crash(base)
     if args.spark:
         from .demo_spark import act_spark

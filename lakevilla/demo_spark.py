@@ -24,7 +24,7 @@ def act_spark(base: Path) -> bool:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from pyspark.sql import functions as F
 
-    from .demo import say
+    from .demo import say, thread
     from .engines.spark import local_session
 
     say("\n== PySpark pipeline: ingest into two tables per transaction, a reader job alongside")
@@ -61,18 +61,28 @@ def act_spark(base: Path) -> bool:
         return o, ln
 
     def reader() -> None:
-        while not done.is_set() or checks["consistent"] == 0:
+        while not done.is_set() or (checks["consistent"] == 0 and not errors):
             # serializable: if an ingest overtakes the reads, the snapshot is refused and re-read
             o, ln = lake.run(both, features="I", retries=50)
             same = (o["lines"] or 0) == ln["lines"] and (o["total"] or 0) == (ln["total"] or 0)
             checks["consistent" if same else "inconsistent"] += 1
 
     t0 = time.time()
-    threads = [threading.Thread(target=ingest), threading.Thread(target=reader)]
+    errors: list[str] = []
+
+    def ingest_then_stop() -> None:
+        try:
+            ingest()
+        finally:
+            done.set()  # the reader stops even if the ingest failed
+
+    threads = [thread(ingest_then_stop, errors), thread(reader, errors)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    for e in errors:
+        say(f"   a job stopped: {e}")
     final = lake.read("orders").count(), lake.read("order_lines").count()
     say(f"   ingested {BATCHES} batches ({final[0]} orders, {final[1]} lines) in {time.time() - t0:.1f}s")
     say(f"   reader job: {checks['consistent']} snapshots with matching order and line totals, "
@@ -83,4 +93,5 @@ def act_spark(base: Path) -> bool:
     dr = pa.table(DeltaTable(f"{root}/orders").to_pyarrow_table()).num_rows
     say(f"   delta-rs reads {dr} orders")
     spark.stop()
-    return checks["inconsistent"] == 0 and final[0] == dr == BATCHES * ORDERS_PER_BATCH
+    return (not errors and checks["inconsistent"] == 0
+            and final[0] == dr == BATCHES * ORDERS_PER_BATCH)

@@ -106,6 +106,21 @@ class StorageError(LakeVillaError):
     """The object store failed in a way retries could not fix."""
 
 
+class StoragePermissionError(StorageError):
+    """The store refused the request: a read-only file system, a folder this process may not
+    write, S3's AccessDenied. Retrying will not help; the lake's permissions must change."""
+
+
+class StorageCredentialsError(StorageError):
+    """No usable credentials for the object store (none found, or rejected by it): set them in
+    ``storage_options`` (delta-rs' keys) or in the environment."""
+
+
+class LakeNotFoundError(LakeVillaError):
+    """The lake root does not exist. Looking (reads, status, history, listing tables) never
+    creates it; the first write does."""
+
+
 class DataOutsidePredicateError(InvalidArgumentError):
     """``overwrite(where=...)`` was given rows the predicate does not select (Delta's replaceWhere rule)."""
 

@@ -22,7 +22,13 @@ from .delta.features import check_readable
 from .delta.log import LOG_DIR
 from .delta.snapshot import Snapshot
 from .engines.api import TableContext
-from .errors import InvalidArgumentError, PartialCommitError, TableNotFoundError, TransactionAborted
+from .errors import (
+    InvalidArgumentError,
+    LakeNotFoundError,
+    PartialCommitError,
+    TableNotFoundError,
+    TransactionAborted,
+)
 from .maintenance import DEFAULT_RETENTION, Maintenance, RecoveryReport
 from .names import LV_DIR
 from .recovery import resume as resuming
@@ -212,6 +218,9 @@ class Lake:
             i = meta.key.find(marker)
             if i > 0:
                 found.add(meta.key[:i])
+        if not found and not self.store.root_exists():  # looking never creates the root
+            raise LakeNotFoundError(f"there is no lake at {self.root_uri}: the folder does not "
+                                    "exist (its first write, e.g. create_table, creates it)")
         return sorted(found)
 
     # -- transactions --------------------------------------------------------------
@@ -278,4 +287,8 @@ class Lake:
 
     def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:
         log = self._client.log(name)
-        yield from log.commits_between(-1, log.latest_version())
+        latest = log.latest_version()
+        if latest < 0:
+            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri} (no Delta "
+                                     f"log at {name}/{LOG_DIR}/)")
+        yield from log.commits_between(-1, latest)

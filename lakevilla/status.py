@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records
+from .errors import TableNotFoundError
 from .isolation import resolve as gvl_resolve
 from .isolation.gvl import HINT_KEY
 from .markers.marker import RUNNING, commit_txn, marker_of
@@ -201,6 +202,9 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
     now = lake.now()
     st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.settings.marker_ttl)
     st.tables = [_open_markers(lake, t, now) for t in (tables if tables is not None else list_tables())]
+    missing = [ts.name for ts in st.tables if ts.version < 0] if tables is not None else []
+    if missing:
+        raise TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}")
     txns: dict[str, TransactionStatus] = {}
     for ts in st.tables:
         for m in ts.open_markers:

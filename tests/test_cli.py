@@ -53,3 +53,107 @@ def test_every_command_speaks_json(local_backend, capsys):
     assert code == 0 and st["v"] == 1 and {t["name"] for t in st["tables"]} == {"a", "b"}
     code, err = as_json(capsys, "history", root, "../etc")
     assert code == 2 and err["error"]["type"] == "InvalidTableNameError" and "escapes" in err["error"]["message"]
+
+
+# -- errors: one line (or one JSON object), exit status 2, no traceback, nothing written ------
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    try:
+        code = cli(list(argv))
+    except SystemExit as e:  # argparse's own exits (usage errors, --version)
+        code = int(e.code or 0)
+    got = capsys.readouterr()
+    return code, got.out, got.err
+
+
+@pytest.mark.parametrize("argv, kind, named", [
+    (["status", "{missing}"], "LakeNotFoundError", "no lake at file://{missing}"),
+    (["tables", "{missing}"], "LakeNotFoundError", "no lake at"),
+    (["history", "{missing}", "orders"], "LakeNotFoundError", "no lake at"),
+    (["history", "{root}", "nosuch"], "TableNotFoundError", "'nosuch'"),
+    (["--storage-options", "{bad", "tables", "{root}"], "InvalidArgumentError",
+     "--storage-options is not valid JSON"),
+    (["--storage-options", "[1]", "tables", "{root}"], "InvalidArgumentError",
+     "must be a JSON object"),
+    (["abandoned", "{root}", "--min-age", "0"], "InvalidArgumentError", "Pass --force only if"),
+    (["cleanup", "{root}", "--older-than", "5"], "InvalidArgumentError",
+     "--older-than 5s is shorter"),
+    (["tables", "{afile}"], "StorageError", "is a file, not a folder"),
+    (["status"], "UsageError", "required: root"),
+])
+def test_every_error_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, kind, named):
+    from tests.test_first_hour import tree
+
+    lake = __import__("lakevilla").Lake(str(tmp_path / "lake"))
+    lake.create_table("a", T)
+    lake.close()
+    (tmp_path / "afile").write_bytes(b"x")
+    paths = {"root": str(tmp_path / "lake"), "missing": str(tmp_path / "no" / "lake"),
+             "afile": str(tmp_path / "afile")}
+    def fill(text: str) -> str:
+        for k, v in paths.items():
+            text = text.replace("{" + k + "}", v)
+        return text
+
+    argv = [fill(a) for a in argv]
+    named = fill(named)
+    before = tree(tmp_path)
+    code, out, err = run_cli(capsys, *argv)
+    assert (code, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert err.startswith("lakevilla: ") and named in err
+    if "--min-age" in argv:
+        assert "force=True" not in err
+    code, out, err = run_cli(capsys, *argv, "--json")
+    assert (code, err) == (2, "")
+    assert json.loads(out)["error"]["type"] == kind and named in json.loads(out)["error"]["message"]
+    assert tree(tmp_path) == before
+
+
+def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(local_backend, capsys,
+                                                                       monkeypatch):
+    from lakevilla.lake import Lake
+
+    local_backend.lake().create_table("a", T)
+
+    def broken(self):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(Lake, "tables", broken)
+    code, out, err = run_cli(capsys, "tables", local_backend.uri)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "unexpected KeyError" in err
+    code, out, err = run_cli(capsys, "tables", local_backend.uri, "--json")
+    assert code == 2 and json.loads(out)["error"]["type"] == "KeyError"
+    root = local_backend.uri
+    for argv in (["--debug", "tables", root], ["tables", root, "--debug"]):
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and "Traceback" in err and "surprise" in err
+
+
+def test_cleanup_prints_text_unless_json(local_backend, capsys):
+    local_backend.lake().create_table("a", T)
+    code, out, _ = run_cli(capsys, "cleanup", local_backend.uri)
+    assert code == 0 and out.startswith("deleted 0 transaction record(s)") and "{" not in out
+    code, out = as_json(capsys, "cleanup", local_backend.uri)
+    assert code == 0 and out == {"records": 0, "sublogs": 0, "global_entries": 0}
+
+
+def test_version_help_and_python_dash_m(capsys):
+    import subprocess
+    import sys
+
+    import lakevilla
+    from lakevilla.cli import COMMANDS, parser
+
+    code, out, _ = run_cli(capsys, "--version")
+    assert (code, out.strip()) == (0, f"lakevilla {lakevilla.__version__}")
+    texts = [parser().format_help()]
+    for c in COMMANDS:
+        code, out, _ = run_cli(capsys, c.name, "--help")
+        assert code == 0
+        texts.append(out)
+    assert all("``" not in t for t in texts), [t for t in texts if "``" in t]
+    proc = subprocess.run([sys.executable, "-m", "lakevilla", "--version"], capture_output=True,
+                          text=True, timeout=120)
+    assert (proc.returncode, proc.stdout.strip()) == (0, f"lakevilla {lakevilla.__version__}")

@@ -632,3 +632,24 @@ def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake,
             want = embedded.read("no", **kw).to_pylist()
             got = [r.asDict() for r in lake.read("no", **kw).collect()]
             assert got == want, kw
+
+
+def test_a_stream_is_written_by_spark_piece_by_piece_and_merge_refuses_text(spark, lake, uri,
+                                                                              monkeypatch):
+    """A RecordBatchReader goes to Spark one file's worth at a time; a merge's *_all clause
+    refuses a text column for a number column on Spark as on the embedded engine."""
+    from lakevilla.engines import embedded
+
+    monkeypatch.setattr(embedded, "MAX_ROWS_PER_FILE", 500)
+    lake.create_table("s", ACC)
+    batches = [pa.record_batch({"id": list(range(i, i + 250)), "value": [1] * 250})
+               for i in range(0, 1500, 250)]
+    with lake.transaction("R") as txn:
+        assert txn.insert("s", pa.RecordBatchReader.from_batches(ACC, batches)) == 1500
+    assert len(lake.snapshot("s").files) >= 3  # at least one file per piece of 500 rows
+    assert embedded_rows(uri, "s") == [{"id": i, "value": 1} for i in range(1500)]
+    source = pa.table({"id": pa.array(["1"]), "value": pa.array([5], pa.int64())})
+    with pytest.raises(lv.SchemaMismatchError, match="column 'id' has type string"):
+        with lake.transaction("R") as txn:
+            txn.merge("s", source, on="value").when_not_matched_insert_all().execute()
+    assert len(embedded_rows(uri, "s")) == 1500

@@ -1,4 +1,5 @@
-"""What a table's schema can be given as, turned into the pyarrow schema lakevilla keeps.
+"""What a table's schema can be given as, turned into the pyarrow schema lakevilla keeps, and
+the one rule for which column types may be written into which (``assignable``).
 
 Accepted: a ``pyarrow.Schema``, a dict ``{name: type}``, a list of fields, a Spark
 ``StructType``, or a frame whose schema is taken (Spark or pandas DataFrame, pyarrow
@@ -16,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..delta.schema import schema_from_json
+from ..delta.schema import arrow_type_to_delta, delta_type_to_arrow, schema_from_json
 from ..errors import CorruptLogError, SchemaMismatchError
 
 
@@ -28,8 +29,92 @@ def _is_spark_frame(obj: Any) -> bool:
     return hasattr(type(obj), "schema") and callable(getattr(obj, "toArrow", None)) and not isinstance(obj, pa.Table)
 
 
+def _is_polars_frame(obj: Any) -> bool:
+    return (type(obj).__module__.split(".")[0] == "polars"
+            and callable(getattr(obj, "to_arrow", None)))
+
+
 def _is_pandas_frame(obj: Any) -> bool:
-    return type(obj).__name__ == "DataFrame" and hasattr(obj, "dtypes") and hasattr(obj, "to_dict")
+    return (type(obj).__name__ == "DataFrame" and hasattr(obj, "dtypes") and hasattr(obj, "to_dict")
+            and not _is_polars_frame(obj))
+
+
+def is_stream(obj: Any) -> bool:
+    """Rows that arrive batch by batch (a ``pyarrow.RecordBatchReader``): written file by file."""
+    return isinstance(obj, pa.RecordBatchReader)
+
+
+# -- which types may be written into which ------------------------------------------------
+_NUMERIC = {"integer", "floating", "decimal"}
+
+
+def _family(t: pa.DataType) -> str:
+    while pa.types.is_dictionary(t):
+        t = t.value_type
+    checks = (("null", pa.types.is_null), ("boolean", pa.types.is_boolean),
+              ("integer", pa.types.is_integer), ("floating", pa.types.is_floating),
+              ("decimal", pa.types.is_decimal), ("date", pa.types.is_date),
+              ("timestamp", pa.types.is_timestamp), ("struct", pa.types.is_struct),
+              ("map", pa.types.is_map))
+    for name, test in checks:
+        if test(t):
+            return name
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+            or pa.types.is_fixed_size_binary(t)):
+        return "binary"
+    if (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+            or pa.types.is_list_view(t) or pa.types.is_large_list_view(t)):
+        return "list"
+    return str(t)
+
+
+def _value(t: pa.DataType) -> pa.DataType:
+    while pa.types.is_dictionary(t):
+        t = t.value_type
+    return t
+
+
+def delta_typed(t: pa.DataType) -> pa.DataType:
+    """``t`` as the table's log will say it (string for large_string or a categorical's
+    dictionary, microseconds for pandas' nanoseconds)."""
+    return delta_type_to_arrow(arrow_type_to_delta(_value(t)))
+
+
+def assignable(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether a column of ``src`` may be written into a column of ``dst`` (insert, overwrite,
+    ``create_table(data=)``, a merge's ``*_all`` clauses), by Delta's schema enforcement as
+    the Spark engine applies it, so both engines refuse the same data: the same kind of value
+    (any string type into a string, any timestamp unit or zone into a timestamp), nulls,
+    numbers into numbers (narrowing or lossy conversions are then checked value by value by
+    the cast) and dates into timestamps. Never text into numbers or dates, numbers or booleans
+    into text, booleans into numbers: those would silently reinterpret the user's data."""
+    src, dst = _value(src), _value(dst)
+    if src.equals(dst):
+        return True
+    a, b = _family(src), _family(dst)
+    if a == "null" or (a in _NUMERIC and b in _NUMERIC) or (a, b) == ("date", "timestamp"):
+        return True
+    if a != b:
+        return False
+    if a == "list":
+        return assignable(src.value_type, dst.value_type)
+    if a == "map":
+        return assignable(src.key_type, dst.key_type) and assignable(src.item_type, dst.item_type)
+    if a == "struct":
+        have = {src.field(i).name.lower(): src.field(i).type for i in range(src.num_fields)}
+        return all(assignable(have[dst.field(i).name.lower()], dst.field(i).type)
+                   for i in range(dst.num_fields) if dst.field(i).name.lower() in have)
+    return True
+
+
+def type_refusal(what: str, column: str, src: pa.DataType, dst: pa.DataType) -> SchemaMismatchError:
+    """The error for a column ``assignable`` refuses, naming it and both types."""
+    return SchemaMismatchError(
+        f"{what}: column {column!r} has type {src}, the table has {dst}; neither engine converts "
+        f"{_family(src)} values into {_family(dst)} on write (Delta's schema enforcement): "
+        "convert the column first, e.g. with pyarrow.compute.cast")
 
 
 def _from_spark_json(text: str) -> pa.Schema:
@@ -37,6 +122,21 @@ def _from_spark_json(text: str) -> pa.Schema:
         return schema_from_json(text)
     except CorruptLogError as e:  # a Spark type Delta has no name for (interval, variant, ...)
         raise SchemaMismatchError(f"the Spark schema has a type a Delta table cannot hold: {e}") from None
+
+
+def check_merge_source(table: str, spec: Any, source: pa.Schema, target: pa.Schema) -> None:
+    """A merge's ``*_all`` clauses copy source columns whole, as an insert does: they follow
+    ``assignable``. Values given as expressions are SQL, converted by its assignment cast."""
+    by_lower = {f.name.lower(): f for f in source}
+    for c in spec.clauses:
+        if not getattr(c, "all_columns", False):
+            continue
+        for f in target:
+            s = by_lower.get(f.name.lower())
+            if s is not None and not assignable(s.type, f.type):
+                clause = f"when_{'' if c.matched else 'not_'}matched_{c.kind}_all"
+                raise type_refusal(f"merge into {table!r} ({clause}), source", f.name, s.type,
+                                   f.type)
 
 
 def _nullable(schema: pa.Schema) -> pa.Schema:
@@ -56,26 +156,103 @@ def rows_to_table(rows: list) -> pa.Table:
         raise SchemaMismatchError(f"rows do not form columns of one type each: {e}") from None
 
 
+def _first(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
+def to_arrow_table(data: Any) -> pa.Table:
+    """Rows in any shape Python users hold them, as one pyarrow table: pyarrow tables, record
+    batches and ``RecordBatchReader`` streams (read whole: ``write`` streams them instead),
+    pandas and polars DataFrames, dicts of columns, lists of row dicts, Spark DataFrames
+    (collected to this process) and any object speaking the Arrow C stream interface."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.RecordBatchReader):
+        return data.read_all()
+    if isinstance(data, dict):
+        try:
+            return pa.table(data)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise SchemaMismatchError("a dict of columns must map names to equally long columns "
+                                      f"of one type each: {_first(e)}") from e
+    if isinstance(data, list):
+        return rows_to_table(data)
+    if _is_polars_frame(data):
+        return data.to_arrow()
+    if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise SchemaMismatchError(f"the pandas DataFrame does not convert to Arrow columns: "
+                                      f"{_first(e)}") from e
+    if callable(getattr(data, "toArrow", None)):  # a Spark DataFrame: its rows come to this process
+        return data.toArrow()
+    if hasattr(data, "__arrow_c_stream__"):
+        return pa.RecordBatchReader.from_stream(data).read_all()
+    raise SchemaMismatchError(f"cannot insert a {type(data).__name__}: pass a pyarrow.Table, "
+                              "RecordBatch or RecordBatchReader, a pandas or polars DataFrame, a "
+                              "dict of columns or a list of row dicts")
+
+
+def as_stream(data: Any) -> pa.RecordBatchReader | None:
+    """``data`` as a stream of batches, when it is one (a ``RecordBatchReader``, or an object
+    that only speaks the Arrow C stream interface); None for rows already in memory."""
+    if isinstance(data, pa.RecordBatchReader):
+        return data
+    if (hasattr(data, "__arrow_c_stream__") and not isinstance(data, pa.Table | pa.RecordBatch)
+            and not _is_polars_frame(data) and not callable(getattr(data, "toArrow", None))
+            and not (type(data).__name__ == "DataFrame" and hasattr(data, "to_dict"))):
+        return pa.RecordBatchReader.from_stream(data)
+    return None
+
+
+def _data_schema(data: Any) -> pa.Schema:
+    """The schema rows come with, as given (a stream is not consumed)."""
+    if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
+        return data.schema
+    if _is_spark_frame(data):
+        return _from_spark_json(data.schema.json())
+    if _is_polars_frame(data):
+        return data.head(0).to_arrow().schema
+    if _is_pandas_frame(data):
+        try:
+            return pa.Schema.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
+            raise SchemaMismatchError(f"the pandas DataFrame does not convert to Arrow columns: "
+                                      f"{_first(e)}") from e
+    if isinstance(data, dict | list):
+        return to_arrow_table(data).schema
+    raise SchemaMismatchError(f"cannot take a schema from a {type(data).__name__}: pass a "
+                              "Spark, pandas, polars or pyarrow frame, a "
+                              "pyarrow.RecordBatchReader, a dict of columns or a list of row dicts")
+
+
+def check_data_fits(what: str, data: Any, schema: pa.Schema) -> None:
+    """Before anything is written: every column of ``data`` is in ``schema``, in a type
+    ``assignable`` takes (values that do not fit are found later, by the cast)."""
+    wanted = {f.name.lower(): f for f in schema}
+    got = _data_schema(data)
+    extra = [f.name for f in got if f.name.lower() not in wanted]
+    if extra:
+        raise SchemaMismatchError(f"{what}: column(s) {extra} are not in the table schema "
+                                  f"({', '.join(schema.names)})")
+    for f in got:
+        t = wanted[f.name.lower()]
+        if not f.type.equals(t.type) and not assignable(f.type, t.type):
+            raise type_refusal(what, t.name, f.type, t.type)
+
+
 def schema_of_data(data: Any) -> pa.Schema:
-    """The schema of rows given as a Spark, pandas or pyarrow frame, a dict of columns or a
-    list of row dicts (every column nullable)."""
-    if isinstance(data, pa.Table | pa.RecordBatch):
-        schema = data.schema
-    elif _is_spark_frame(data):
-        schema = _from_spark_json(data.schema.json())
-    elif _is_pandas_frame(data):
-        schema = pa.Schema.from_pandas(data, preserve_index=False)
-    elif isinstance(data, dict):
-        schema = pa.table(data).schema
-    elif isinstance(data, list):
-        schema = rows_to_table(data).schema
-    else:
-        raise SchemaMismatchError(f"cannot take a schema from a {type(data).__name__}: pass a Spark, pandas or "
-                                  "pyarrow frame, a dict of columns or a list of row dicts")
+    """The schema of rows given as a Spark, pandas, polars or pyarrow frame, a record batch
+    stream (not consumed), a dict of columns or a list of row dicts (every column nullable)."""
+    schema = _data_schema(data)
     untyped = [f.name for f in schema if pa.types.is_null(f.type)]
     if untyped:
         raise SchemaMismatchError(f"column(s) {untyped} hold only nulls, so their type is unknown: pass schema=")
-    return _nullable(schema.remove_metadata())
+    # in the types the table's log will say, so the first snapshot matches the data
+    return _nullable(pa.schema([f.with_type(delta_typed(f.type)) for f in schema]))
 
 
 def to_arrow_schema(schema: Any) -> pa.Schema:
@@ -88,7 +265,8 @@ def to_arrow_schema(schema: Any) -> pa.Schema:
         return pa.schema(schema)
     if _is_struct_type(schema):
         return _from_spark_json(schema.json())
-    if isinstance(schema, pa.Table | pa.RecordBatch) or _is_spark_frame(schema) or _is_pandas_frame(schema):
+    if (isinstance(schema, pa.Table | pa.RecordBatch | pa.RecordBatchReader)
+            or _is_spark_frame(schema) or _is_pandas_frame(schema) or _is_polars_frame(schema)):
         return schema_of_data(schema)
     raise SchemaMismatchError(f"schema must be a pyarrow.Schema, a dict or list of fields, a Spark StructType or "
                               f"a DataFrame, got {type(schema).__name__}")
@@ -99,7 +277,12 @@ def table_spec(name: str, schema: Any, partition_by: list[str] | str | None, dat
     arguments, in a lake or in a transaction)."""
     if schema is None and data is None:
         raise SchemaMismatchError(f"create_table({name!r}) needs a schema or data=")
-    schema = to_arrow_schema(schema) if schema is not None else schema_of_data(data)
+    if schema is not None:
+        schema = to_arrow_schema(schema)
+        if data is not None:  # refused before a name is reserved or a file written
+            check_data_fits(f"create_table({name!r}, data=...)", data, schema)
+    else:
+        schema = schema_of_data(data)
     if len(schema) == 0:
         raise SchemaMismatchError("a table needs at least one column")
     names = [f.name for f in schema]

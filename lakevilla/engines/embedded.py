@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,7 +27,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from ..data.schemas import rows_to_table
+from ..data.schemas import (
+    as_stream,
+    assignable,
+    check_merge_source,
+    to_arrow_table,
+    type_refusal,
+)
 from ..delta.actions import AddFile
 from ..delta.stats import stats_from_table
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
@@ -47,6 +54,7 @@ from .api import (
 from .pushdown import pushdown
 
 MAX_ROWS_PER_FILE = 1_000_000
+STREAM_FILE_BYTES = 128 << 20  # a streamed insert starts a new file after this much Arrow memory
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their statistics
 
 
@@ -64,22 +72,26 @@ def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
-def to_arrow_table(data: Any) -> pa.Table:
-    """Accept pyarrow tables/batches, pandas DataFrames, dicts of columns and lists of rows."""
-    if isinstance(data, pa.Table):
-        return data
-    if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if isinstance(data, dict):
-        return pa.table(data)
-    if isinstance(data, list):
-        return rows_to_table(data)
-    if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
-        return pa.Table.from_pandas(data, preserve_index=False)
-    if callable(getattr(data, "toArrow", None)):  # a Spark DataFrame: its rows come to this process
-        return data.toArrow()
-    raise SchemaMismatchError(f"cannot insert a {type(data).__name__}: pass a pyarrow.Table, a pandas "
-                              "DataFrame, a dict of columns or a list of row dicts")
+def stream_chunks(table_name: str, reader: pa.RecordBatchReader, schema: pa.Schema,
+                  ) -> Iterator[pa.Table]:
+    """The stream in pieces of at most one data file's worth (``MAX_ROWS_PER_FILE`` rows or
+    ``STREAM_FILE_BYTES`` of Arrow memory), each conformed to ``schema``: a writer that writes
+    each before asking for the next holds one file's rows at a time, whatever the stream's
+    length."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in reader:
+        while batch.num_rows:
+            room = MAX_ROWS_PER_FILE - rows
+            piece, batch = batch.slice(0, room), batch.slice(room)
+            pending.append(piece)
+            rows += piece.num_rows
+            size += piece.nbytes
+            if rows >= MAX_ROWS_PER_FILE or size >= STREAM_FILE_BYTES:
+                yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema)
+                pending, rows, size = [], 0, 0
+    if pending:
+        yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema)
 
 
 def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -103,6 +115,8 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
             continue
         col = data.column(src)
         if not col.type.equals(f.type):
+            if not assignable(col.type, f.type):
+                raise type_refusal(f"insert into {table_name!r}", f.name, col.type, f.type)
             try:
                 col = pc.cast(col, f.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
@@ -251,10 +265,29 @@ class EmbeddedEngine:
         return out
 
     def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
+        stream = as_stream(data)
+        if stream is not None:
+            return self._write_stream(ctx, stream)
         table = conform(ctx.name, to_arrow_table(data), ctx.schema)
         if table.num_rows == 0:
             return []
         return self._write_all(ctx, self._split(ctx, table))
+
+    def _write_stream(self, ctx: TableContext, reader: pa.RecordBatchReader) -> list[AddFile]:
+        """A stream, one file's worth at a time (``stream_chunks``): memory stays bounded by the
+        file size. If a piece fails (bad data, the store), the files already written go too."""
+        written: list[AddFile] = []
+        try:
+            for table in stream_chunks(ctx.name, reader, ctx.schema):
+                written.extend(self._write_all(ctx, self._split(ctx, table)))
+        except BaseException:
+            for a in written:  # best effort: abandoned-file clean-up catches what is left
+                try:
+                    ctx.store.delete(data_file_key(ctx.name, a.path, ctx.lake_uri))
+                except Exception:  # noqa: BLE001
+                    pass
+            raise
+        return written
 
     # -- queries ---------------------------------------------------------------
     def _mask(self, ctx: TableContext, table: pa.Table, where: E.Checked | None) -> pa.Array:
@@ -456,6 +489,7 @@ class EmbeddedEngine:
         computed before anything is written, so bad input leaves storage untouched."""
         from ..statements import merge as M
 
+        check_merge_source(ctx.name, spec, source.schema, ctx.schema)
         parts = self._map(lambda a: self._read_file(ctx, a, None), files)
         target = pa.concat_tables(parts) if parts else ctx.schema.empty_table()
         file_of = np.repeat(np.arange(len(parts), dtype=np.int64), [p.num_rows for p in parts]) \

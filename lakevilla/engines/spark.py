@@ -63,7 +63,7 @@ from .api import (
     data_file_key,
     partition_value_string,
 )
-from .embedded import conform, to_arrow_table
+from .embedded import as_stream, conform, stream_chunks, to_arrow_table
 
 FILE_COL = "__lv_file"
 _CHECK_TAG = "lakevilla-check"  # marks the errors our own runtime checks raise inside Spark jobs
@@ -473,11 +473,33 @@ class SparkEngine:
         return self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
 
     def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
+        stream = as_stream(data)
+        if stream is not None:
+            return self._write_stream(ctx, stream)
         df = self._to_frame(ctx, data)
         if df is None:
             return []
         with _spark_errors(f"insert into {ctx.name!r}", None):
             return self._write_frame(ctx, df)
+
+    def _write_stream(self, ctx: TableContext, reader: pa.RecordBatchReader) -> list[AddFile]:
+        """A record batch stream, one file's worth at a time (the embedded engine's pieces), each
+        written by Spark: this process never holds the whole stream. A failure deletes what
+        the earlier pieces wrote."""
+        written: list[AddFile] = []
+        try:
+            for table in stream_chunks(ctx.name, reader, ctx.schema):
+                df = self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
+                with _spark_errors(f"insert into {ctx.name!r}", None):
+                    written.extend(self._write_frame(ctx, df))
+        except BaseException:
+            for a in written:
+                try:
+                    ctx.store.delete(data_file_key(ctx.name, a.path, ctx.lake_uri))
+                except Exception:  # noqa: BLE001 - abandoned-file clean-up catches what is left
+                    pass
+            raise
+        return written
 
     def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
@@ -575,8 +597,10 @@ class SparkEngine:
         """The embedded engine's merge as Spark jobs: target rows are named by (file, row index
         in the file), so duplicate matches and the rows to rewrite are found without a row id
         that Spark could recompute differently; only files where a clause applied are rewritten."""
+        from ..data.schemas import check_merge_source
         from ..statements import merge as M
 
+        check_merge_source(ctx.name, spec, source.schema, ctx.schema)
         what = f"merge into {ctx.name!r}"
         tfields = spark_schema(ctx.schema).fields
         tcols = [f"__lv_t{k}" for k in range(len(tfields))]

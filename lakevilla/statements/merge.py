@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..data.schemas import rows_to_table
+from ..data.schemas import to_arrow_table
 from ..errors import (
     InvalidArgumentError,
     InvalidExpressionError,
@@ -121,25 +121,12 @@ class CheckedMerge:
 
 
 def source_arrow(data: Any) -> pa.Table:
-    """The source as a pyarrow table (what is joined, and what is staged for recovery)."""
-    if isinstance(data, pa.Table):
-        t = data
-    elif isinstance(data, pa.RecordBatch):
-        t = pa.Table.from_batches([data])
-    elif isinstance(data, dict):
-        t = pa.table(data)
-    elif isinstance(data, list):
-        if not data:
-            raise SchemaMismatchError("merge source is an empty list: its columns are unknown; pass a "
-                                      "pyarrow.Table or a DataFrame with the columns")
-        t = rows_to_table(data)  # every key any row has is a column
-    elif type(data).__module__.startswith("pyspark") and callable(getattr(data, "toArrow", None)):
-        t = data.toArrow()  # a Spark DataFrame (classic or Connect): staged for redo, so collected
-    elif type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
-        t = pa.Table.from_pandas(data, preserve_index=False)
-    else:
-        raise SchemaMismatchError(f"cannot merge from a {type(data).__name__}: pass a pyarrow.Table, a pandas "
-                                  "DataFrame, a dict of columns or a list of row dicts")
+    """The source as a pyarrow table (what is joined, and what is staged for recovery): any shape
+    ``data.schemas.to_arrow_table`` takes; a stream is read whole, since the source is staged."""
+    if isinstance(data, list) and not data:
+        raise SchemaMismatchError("merge source is an empty list: its columns are unknown; pass a "
+                                  "pyarrow.Table or a DataFrame with the columns")
+    t = to_arrow_table(data)
     names = [n.lower() for n in t.column_names]
     if len(set(names)) != len(names):
         raise SchemaMismatchError(f"merge source has duplicate column names {t.column_names}")

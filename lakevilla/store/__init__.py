@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..errors import InvalidArgumentError
 from .base import (
     KINDS,
@@ -37,6 +39,9 @@ def open_store(uri: str, storage_options: dict[str, str] | None = None, **kwargs
     S3 stores come wrapped in ``RetryingStore``; ``kwargs`` go to the backend
     (``conditional_writes=`` for S3).
     """
+    if storage_options is not None and not isinstance(storage_options, Mapping):
+        raise InvalidArgumentError("storage_options must be a dict of delta-rs keys to values, "
+                                   f"got {type(storage_options).__name__}")
     if is_local_uri(uri):
         if storage_options:
             raise InvalidArgumentError("storage_options are only meaningful for s3:// URIs")

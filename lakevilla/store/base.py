@@ -132,6 +132,12 @@ class ObjectStore(ABC):
         except NotFound:
             return False
 
+    def root_exists(self) -> bool:
+        """Whether the lake root exists, without creating it. Only a local folder can be
+        missing as such; on S3 an empty prefix is an empty lake (a missing bucket fails the
+        first request), so this asks nothing of the store and says True."""
+        return True
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release connections; optional."""
 
@@ -166,6 +172,9 @@ class StoreWrapper(ObjectStore):
 
     def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
         return self.inner.get_range(key, start, length)
+
+    def root_exists(self) -> bool:
+        return self.inner.root_exists()
 
     def close(self) -> None:
         self.inner.close()

@@ -8,6 +8,11 @@
 * etags are MD5 of the content, like single-part S3 PUTs, so a rewrite with
   different bytes always changes the etag.
 
+The root folder is created by the first write, never by opening the store: looking at a lake
+that does not exist must not make one. Operating-system failures other than "not found"
+(a read-only file system, a folder this process may not write, a file where a folder should
+be) become ``StorageError`` / ``StoragePermissionError`` naming the key and the cause.
+
 Atomicity across processes comes from link/rename. Durability across power loss
 needs ``fsync=True`` (about 5 ms per write here); it is off by default, as in
 delta-rs and Hadoop's local file system, since a process crash loses nothing
@@ -16,12 +21,17 @@ either way.
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
 import hashlib
 import os
 import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
+from ..errors import StorageError, StoragePermissionError
 from .base import GetResult, ListPage, NotFound, ObjectMeta, ObjectStore, PreconditionFailed
 
 TMP_PREFIX = ".lv-tmp-"
@@ -37,13 +47,59 @@ def local_path_from_uri(uri: str) -> str:
     return uri
 
 
+_DENIED = (errno.EACCES, errno.EPERM, errno.EROFS)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def storage_error(e: OSError, action: str, key: str) -> StorageError:
+    """``e`` (an OS failure of ``action`` on ``key``) as the lakevilla error a user can act on."""
+    what = f"cannot {action} {key!r}: {e.strerror or e}"
+    if e.filename:
+        what += f" ({e.filename})"
+    if isinstance(e, PermissionError) or e.errno in _DENIED:
+        return StoragePermissionError(what + "; the lake needs a folder this process may write")
+    return StorageError(what)
+
+
+def _os_errors(action: str) -> Callable[[F], F]:
+    """Methods whose OS failures (other than the NotFound they report themselves) are mapped."""
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def inner(self: LocalStore, key: str, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(self, key, *args, **kwargs)
+            except OSError as e:
+                raise storage_error(e, action, key) from e
+        return inner  # type: ignore[return-value]
+    return wrap
+
+
+def non_folder(path: str) -> str | None:
+    """The first existing ancestor of ``path`` (itself included) that is not a folder, if any:
+    what stops a folder from being made there."""
+    p = path
+    while True:
+        if os.path.lexists(p):
+            return None if os.path.isdir(p) else p
+        parent = os.path.dirname(p)
+        if parent == p:
+            return None
+        p = parent
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str, *, fsync: bool = False) -> None:
         path = os.path.abspath(local_path_from_uri(root))
-        os.makedirs(path, exist_ok=True)
+        blocker = non_folder(path)
+        if blocker is not None:
+            raise StorageError(f"the lake root {path} is a file, not a folder" if blocker == path
+                               else f"the lake root {path} cannot be a folder: {blocker} is a file")
         self.fsync = fsync
         self.root = path
         self.root_uri = "file://" + path
+
+    def root_exists(self) -> bool:
+        return os.path.isdir(self.root)
 
     # -- helpers -------------------------------------------------------------
     def _path(self, key: str) -> str:
@@ -59,12 +115,17 @@ class LocalStore(ObjectStore):
                 os.makedirs(d, exist_ok=True)
                 f = open(tmp, "wb")  # noqa: SIM115 - closed below
                 break
-            except (FileNotFoundError, FileExistsError):
+            except (FileNotFoundError, FileExistsError, NotADirectoryError) as e:
+                blocker = non_folder(d)
+                if blocker is not None:
+                    key = os.path.relpath(path, self.root)
+                    raise StorageError(f"cannot write {key!r}: {blocker} is a file, "
+                                       "not a folder") from e
                 # a concurrent delete pruned a (then empty) directory, possibly between
                 # makedirs' own mkdir and its isdir check: make it again
                 continue
         else:
-            raise OSError(f"cannot create {d}")
+            raise StorageError(f"cannot create the folder {d}: it keeps disappearing")
         with f:
             f.write(data)
             if self.fsync:
@@ -73,6 +134,7 @@ class LocalStore(ObjectStore):
         return tmp
 
     # -- interface -----------------------------------------------------------
+    @_os_errors("read")
     def get(self, key: str) -> GetResult:
         try:
             with open(self._path(key), "rb") as f:
@@ -81,6 +143,7 @@ class LocalStore(ObjectStore):
             raise NotFound(key) from None
         return GetResult(data, _etag(data))
 
+    @_os_errors("read")
     def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
         if start < 0 and length is not None:
             raise ValueError("a suffix range (negative start) takes no length")
@@ -94,6 +157,7 @@ class LocalStore(ObjectStore):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(key) from None
 
+    @_os_errors("read")
     def head(self, key: str) -> ObjectMeta:
         path = self._path(key)
         try:
@@ -106,12 +170,14 @@ class LocalStore(ObjectStore):
             raise NotFound(key) from None
         return ObjectMeta(key, st.st_size, digest.hexdigest(), st.st_mtime)
 
+    @_os_errors("write")
     def put(self, key: str, data: bytes) -> str:
         path = self._path(key)
         tmp = self._write_tmp(path, data)
         os.replace(tmp, path)
         return _etag(data)
 
+    @_os_errors("write")
     def put_if_absent(self, key: str, data: bytes) -> str:
         path = self._path(key)
         tmp = self._write_tmp(path, data)
@@ -123,6 +189,7 @@ class LocalStore(ObjectStore):
             os.unlink(tmp)
         return _etag(data)
 
+    @_os_errors("write")
     def put_if_match(self, key: str, data: bytes, etag: str) -> str:
         path = self._path(key)
         while True:
@@ -148,6 +215,7 @@ class LocalStore(ObjectStore):
             finally:
                 os.close(fd)  # closing releases the flock
 
+    @_os_errors("delete")
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:
@@ -163,6 +231,7 @@ class LocalStore(ObjectStore):
                 break
             parent = os.path.dirname(parent)
 
+    @_os_errors("list")
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         after = token if token is not None else start_after
         keys = sorted(self._iter_keys(prefix), key=lambda k: k.encode())

@@ -20,7 +20,13 @@ import uuid
 import warnings
 from urllib.parse import urlparse
 
-from ..errors import ConditionalWritesUnsupportedError, InvalidArgumentError, StorageError
+from ..errors import (
+    ConditionalWritesUnsupportedError,
+    InvalidArgumentError,
+    StorageCredentialsError,
+    StorageError,
+    StoragePermissionError,
+)
 from .base import (
     DELETE_BATCH,
     GetResult,
@@ -39,6 +45,9 @@ _TRANSIENT_CODES = {
 }
 # 409 means "a conflicting operation is in progress", not "the condition failed": AWS asks to retry
 _RETRY_CODES = {"ConditionalRequestConflict", "409"}
+# the store does not accept who we are (missing, wrong or expired keys): no retry helps
+_CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
+                     "TokenRefreshRequired", "InvalidClientTokenId"}
 _checked: dict[tuple[str, str], bool] = {}
 _checked_lock = threading.Lock()
 # One boto3 session for every store: a new session re-parses the S3 service model (~0.3 s of
@@ -114,14 +123,17 @@ class S3Store(ObjectStore):
             max_pool_connections=64,
             s3={"addressing_style": "path"} if self.endpoint else {},
         )
-        self.client = _client(
-            endpoint_url=self.endpoint,
-            region_name=region,
-            aws_access_key_id=_opt(opts, "AWS_ACCESS_KEY_ID", "access_key_id"),
-            aws_secret_access_key=_opt(opts, "AWS_SECRET_ACCESS_KEY", "secret_access_key"),
-            aws_session_token=_opt(opts, "AWS_SESSION_TOKEN", "session_token"),
-            config=cfg,
-        )
+        try:
+            self.client = _client(
+                endpoint_url=self.endpoint,
+                region_name=region,
+                aws_access_key_id=_opt(opts, "AWS_ACCESS_KEY_ID", "access_key_id"),
+                aws_secret_access_key=_opt(opts, "AWS_SECRET_ACCESS_KEY", "secret_access_key"),
+                aws_session_token=_opt(opts, "AWS_SESSION_TOKEN", "session_token"),
+                config=cfg,
+            )
+        except ValueError as e:  # botocore: "Invalid endpoint: ..."
+            raise InvalidArgumentError(f"storage_options: {e}") from e
         self.conditional_writes = conditional_writes
         if conditional_writes == "emulate":
             warnings.warn(
@@ -139,7 +151,15 @@ class S3Store(ObjectStore):
         return full[len(self.prefix) + 1:] if self.prefix else full
 
     def _call(self, fn, key: str, **kwargs):
-        from botocore.exceptions import ClientError, HTTPClientError, IncompleteReadError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            CredentialRetrievalError,
+            HTTPClientError,
+            IncompleteReadError,
+            NoCredentialsError,
+            PartialCredentialsError,
+        )
         from botocore.exceptions import ConnectionError as BotoConnectionError
 
         try:
@@ -162,11 +182,27 @@ class S3Store(ObjectStore):
                 raise TransientStoreError(f"{code or status} on {key}") from e
             if code == "NoSuchBucket":
                 raise StorageError(f"bucket {self.bucket!r} does not exist at {self.endpoint or 'S3'}") from None
+            if code in _CREDENTIAL_CODES:
+                raise StorageCredentialsError(
+                    f"{self.endpoint or 'S3'} rejected the credentials ({code}) on {key}: check "
+                    "AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (storage_options or "
+                    "environment)") from e
+            if code in ("AccessDenied", "403") or status == "403":
+                raise StoragePermissionError(
+                    f"access denied on {key} in bucket {self.bucket!r} ({code or status}): these "
+                    "credentials may not use it") from e
             raise StorageError(f"S3 error {code or status} on {key}: {e}") from e
         except (BotoConnectionError, HTTPClientError, IncompleteReadError) as e:
             # connecting (refused, timed out), the connection dropping, a read timing out,
             # also while the body streams in (``get`` reads it inside this call)
             raise TransientStoreError(f"connection failure on {key}: {e}") from e
+        except (NoCredentialsError, PartialCredentialsError, CredentialRetrievalError) as e:
+            raise StorageCredentialsError(
+                f"no usable credentials for {self.endpoint or 'S3'} (bucket {self.bucket!r}): {e}; "
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in storage_options or the "
+                "environment") from e
+        except BotoCoreError as e:  # anything else botocore raises before or around the request
+            raise StorageError(f"S3 request on {key} failed: {e}") from e
 
     def _ensure_conditional(self) -> None:
         if self.conditional_writes != "check":
@@ -221,13 +257,15 @@ class S3Store(ObjectStore):
             return b""
         else:
             spec = f"bytes={start}-{start + length - 1}"
+        def get_and_read(**kw) -> bytes:
+            return self.client.get_object(**kw)["Body"].read()  # the body streams in inside _call
+
         try:
-            r = self._call(self.client.get_object, key, Bucket=self.bucket, Key=self._key(key), Range=spec)
+            return self._call(get_and_read, key, Bucket=self.bucket, Key=self._key(key), Range=spec)
         except StorageError as e:
             if "InvalidRange" in str(e) or "416" in str(e):  # start at or past the end (or an empty object)
                 return b""
             raise
-        return r["Body"].read()
 
     def head(self, key: str) -> ObjectMeta:
         r = self._call(self.client.head_object, key, Bucket=self.bucket, Key=self._key(key))

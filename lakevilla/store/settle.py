@@ -9,16 +9,17 @@ conditional write is safe, because its condition only admits it in the state the
 first attempt expected. Every payload lakevilla writes conditionally is unique (it
 carries ids, revisions, timestamps), so equal bytes mean our write.
 
-When even that cannot be learned, ``OutcomeUnknown`` is raised; where the write was
-a transaction's decision, the transaction reports ``CommitPendingError`` and
-deletes nothing.
+A write the store refused (no permission, no credentials) was not applied: there is nothing
+to learn, and that error is raised as it is. When the outcome cannot be learned,
+``OutcomeUnknown`` is raised; where the write was a transaction's decision, the transaction
+reports ``CommitPendingError`` and deletes nothing.
 """
 
 from __future__ import annotations
 
 import time
 
-from ..errors import StorageError
+from ..errors import StorageCredentialsError, StorageError, StoragePermissionError
 from .base import NotFound, ObjectStore, PreconditionFailed
 
 ATTEMPTS = 5
@@ -30,6 +31,12 @@ class OutcomeUnknown(StorageError):
     """A write reported an error and reading it back failed too: applied or not is unknown."""
 
 
+def _refused(error: BaseException | None) -> None:
+    """A refusal (permissions, credentials) means the write was not applied: raise it."""
+    if isinstance(error, StoragePermissionError | StorageCredentialsError):
+        raise error
+
+
 def _pause(i: int) -> None:
     time.sleep(min(FIRST_DELAY * (2 ** i), MAX_DELAY))  # backoff between rounds against a failing store
 
@@ -37,6 +44,7 @@ def _pause(i: int) -> None:
 def settle_create(store: ObjectStore, key: str, data: bytes, error: BaseException | None = None) -> str | None:
     """After ``put_if_absent(key, data)`` reported an error: the etag if our bytes are at
     ``key``, None if another writer's are. Raises ``OutcomeUnknown`` if neither is learned."""
+    _refused(error)
     last: BaseException | None = error
     for i in range(ATTEMPTS):
         try:
@@ -60,6 +68,7 @@ def settle_replace(store: ObjectStore, key: str, data: bytes, etag: str,
     """After ``put_if_match(key, data, etag)`` reported an error: the new etag if our bytes
     are at ``key``, None if the object moved on without them (another writer won).
     Raises ``OutcomeUnknown`` if neither is learned."""
+    _refused(error)
     last: BaseException | None = error
     for i in range(ATTEMPTS):
         try:
