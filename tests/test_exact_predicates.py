@@ -261,8 +261,8 @@ def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignmen
     from lakevilla.engines import embedded
 
     queries: list[str] = []
-    real = embedded._query
-    monkeypatch.setattr(embedded, "_query", lambda t, select: queries.append(select) or real(t, select))
+    real = embedded.query_one
+    monkeypatch.setattr(embedded, "query_one", lambda t, select: queries.append(select) or real(t, select))
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS[:1], SET_ROWS[1:]])
     with lake.transaction(features="R") as txn:
         txn.update("t", set={"n": "n * 2", "k": "n + k", "s": "upper(s) || CAST(n AS VARCHAR)"}, where="true")
@@ -287,8 +287,8 @@ def test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask(local_b
     from lakevilla.engines import embedded
 
     queries: list[str] = []
-    real = embedded._query
-    monkeypatch.setattr(embedded, "_query", lambda t, select: queries.append(select) or real(t, select))
+    real = embedded.query_one
+    monkeypatch.setattr(embedded, "query_one", lambda t, select: queries.append(select) or real(t, select))
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS])
     data = SET_ROWS
     for where, duckdb_masks in [("k = 2", 0), ("id IN (1, 2) AND s = '42'", 0), ("s IS NULL OR n <> 7", 0),

@@ -214,7 +214,7 @@ def test_the_demo_counts_every_transfer_it_starts(tmp_path, monkeypatch, capsys)
     threads): each is counted, none escapes its thread as a traceback."""
     import threading
 
-    from lakevilla import demo
+    from lakevilla.demo import story as demo
 
     escaped: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
@@ -235,7 +235,7 @@ def test_the_demo_counts_every_transfer_it_starts(tmp_path, monkeypatch, capsys)
     (lv.CommitPendingError("unknown"), "aborted"),
 ])
 def test_the_demo_names_how_each_transfer_ended(error, outcome):
-    from lakevilla import demo
+    from lakevilla.demo import story as demo
 
     def transfer() -> None:
         if error is not None:

@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from ..data.schemas import (
     as_stream,
     assignable,
-    check_merge_source,
     to_arrow_table,
     type_refusal,
 )
@@ -51,25 +50,13 @@ from .api import (
     now_ms,
     partition_value_string,
 )
+from .duck_sql import assignment_cast, first_line, query_one
+from .embedded_merge import merge as merge_rows
 from .pushdown import pushdown
 
 MAX_ROWS_PER_FILE = 1_000_000
 STREAM_FILE_BYTES = 128 << 20  # a streamed insert starts a new file after this much Arrow memory
 ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their statistics
-
-
-def _query(table: pa.Table, select: str) -> pa.Table:
-    return duck.query(f"SELECT {select} FROM __lv_rel0", {"__lv_rel0": table})
-
-
-def _cast(sql: str | None, field: pa.Field) -> str:
-    """SQL's assignment cast of a value (NULL for None) to a column's type: every path that
-    writes a computed value into a column (SET, MERGE's update and insert) converts alike."""
-    return f"CAST({'NULL' if sql is None else f'({sql})'} AS {E.duckdb_type(field.type)})"
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 def stream_chunks(table_name: str, reader: pa.RecordBatchReader, schema: pa.Schema,
@@ -182,7 +169,7 @@ class EmbeddedEngine:
             return fn()
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
             raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
-                                  f"({_first_line(e)})") from None
+                                  f"({first_line(e)})") from None
 
     def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None,
               filter_columns: set[str] | frozenset[str] = frozenset(),
@@ -227,7 +214,7 @@ class EmbeddedEngine:
         t = self._decode(ctx, lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
         return [t if t.schema.equals(schema) else t.cast(schema)]
 
-    def _read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None,
+    def read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None,
                    fetched: dict[str, ranged.Source] | None = None) -> pa.Table:
         return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names,
                           fetched=fetched)
@@ -242,7 +229,7 @@ class EmbeddedEngine:
         return AddFile(path=path, size=len(data), partition_values=dict(values), modification_time=now_ms(),
                        data_change=True, stats=stats_from_table(part, ctx.partition_columns))
 
-    def _split(self, ctx: TableContext, table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
+    def split_by_partition(self, ctx: TableContext, table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
         if not ctx.partition_columns:
             chunks = [(table, {})]
         else:
@@ -271,7 +258,7 @@ class EmbeddedEngine:
         table = conform(ctx.name, to_arrow_table(data), ctx.schema)
         if table.num_rows == 0:
             return []
-        return self._write_all(ctx, self._split(ctx, table))
+        return self.write_all(ctx, self.split_by_partition(ctx, table))
 
     def _write_stream(self, ctx: TableContext, reader: pa.RecordBatchReader) -> list[AddFile]:
         """A stream, one file's worth at a time (``stream_chunks``): memory stays bounded by the
@@ -279,7 +266,7 @@ class EmbeddedEngine:
         written: list[AddFile] = []
         try:
             for table in stream_chunks(ctx.name, reader, ctx.schema):
-                written.extend(self._write_all(ctx, self._split(ctx, table)))
+                written.extend(self.write_all(ctx, self.split_by_partition(ctx, table)))
         except BaseException:
             for a in written:  # best effort: abandoned-file clean-up catches what is left
                 try:
@@ -303,9 +290,9 @@ class EmbeddedEngine:
             mask[kept.to_numpy()] = True
             return pa.array(mask)
         try:
-            out = _query(table, f"coalesce(({where.sql}), false) AS __m")
+            out = query_one(table, f"coalesce(({where.sql}), false) AS __m")
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
+            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {first_line(e)}") from None
         return out.column("__m").combine_chunks()
 
     def _needed(self, ctx: TableContext, columns: list[str], where: E.Checked | None) -> list[str]:
@@ -365,14 +352,14 @@ class EmbeddedEngine:
             got = duck.query(f"SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE coalesce(({where.sql}), false)",
                              {"__lv_rel0": table})
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {_first_line(e)}") from None
+            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {first_line(e)}") from None
         hit = set(got.column("__lv_file").to_pylist())
         return [a for i, a in enumerate(files) if i in hit]
 
     def _selected(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
                   fetched: dict[str, ranged.Source]) -> tuple[AddFile, pa.Table, pa.Array, int] | None:
         """One file's rows and which of them ``where`` selects (None: none)."""
-        table = self._read_file(ctx, add, None, fetched)
+        table = self.read_file(ctx, add, None, fetched)
         mask = self._mask(ctx, table, where)
         hits = pc.sum(mask).as_py() or 0
         return (add, table, mask, hits) if hits else None
@@ -409,13 +396,13 @@ class EmbeddedEngine:
         names = list(assignments)
         used = set().union(*(c.columns() for c in assignments.values()))
         matched = matched.select([n for n in matched.column_names if n in used] or matched.column_names[:1])
-        select = ", ".join(f"{_cast(assignments[n].sql, ctx.schema.field(n))} AS __v{i}" for i, n in enumerate(names))
+        select = ", ".join(f"{assignment_cast(assignments[n].sql, ctx.schema.field(n))} AS __v{i}" for i, n in enumerate(names))
         try:
-            out = _query(matched, select)
+            out = query_one(matched, select)
         except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
             for n in names:
                 self._assigned(ctx, matched, n, assignments[n], ctx.schema.field(n))
-            raise InvalidExpressionError(f"set on {ctx.name!r}: {_first_line(e)}") from None
+            raise InvalidExpressionError(f"set on {ctx.name!r}: {first_line(e)}") from None
         return {n: self._conformed(ctx, n, assignments[n], out.column(f"__v{i}").combine_chunks(),
                                    ctx.schema.field(n)) for i, n in enumerate(names)}
 
@@ -425,9 +412,9 @@ class EmbeddedEngine:
         (``CAST(value AS column type)``: rounds to integers, parses strings, fails on overflow)."""
         what = f"set {name}={value.text!r} on {ctx.name!r}"
         try:
-            out = _query(matched, f"{_cast(value.sql, field)} AS __v")
+            out = query_one(matched, f"{assignment_cast(value.sql, field)} AS __v")
         except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
-            raise InvalidExpressionError(f"{what}: {_first_line(e)}") from None
+            raise InvalidExpressionError(f"{what}: {first_line(e)}") from None
         return self._conformed(ctx, name, value, out.column("__v").combine_chunks(), field)
 
     def _conformed(self, ctx: TableContext, name: str, value: E.Checked, v: pa.Array,
@@ -454,11 +441,11 @@ class EmbeddedEngine:
         for add, new, hits in computed:
             res.removed.append(add)
             res.rows += hits
-            jobs.extend(self._split(ctx, new) if new.num_rows else [])
-        res.added = self._write_all(ctx, jobs)
+            jobs.extend(self.split_by_partition(ctx, new) if new.num_rows else [])
+        res.added = self.write_all(ctx, jobs)
         return res
 
-    def _write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict]]) -> list[AddFile]:
+    def write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict]]) -> list[AddFile]:
         written: list[AddFile] = []
         lock = threading.Lock()
 
@@ -484,122 +471,6 @@ class EmbeddedEngine:
     # -- MERGE -------------------------------------------------------------------
     def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
               source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
-        """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses; rewrite only the
-        files where a clause applied, write the inserted rows as new files. Everything is
-        computed before anything is written, so bad input leaves storage untouched."""
-        from ..statements import merge as M
-
-        check_merge_source(ctx.name, spec, source.schema, ctx.schema)
-        parts = self._map(lambda a: self._read_file(ctx, a, None), files)
-        target = pa.concat_tables(parts) if parts else ctx.schema.empty_table()
-        file_of = np.repeat(np.arange(len(parts), dtype=np.int64), [p.num_rows for p in parts]) \
-            if parts else np.zeros(0, dtype=np.int64)
-        n = target.num_rows
-        tgt = target.append_column("__lv_row", pa.array(np.arange(n, dtype=np.int64)))
-        src = source.append_column("__lv_srow", pa.array(np.arange(source.num_rows, dtype=np.int64)))
-        ta, sa = E.quote_ident(spec.target_alias), E.quote_ident(spec.source_alias)
-        frm = f"FROM __lv_tgt AS {ta} JOIN __lv_src AS {sa} ON ({cm.on.sql})"
-        tables = {"__lv_tgt": tgt, "__lv_src": src}
-        matched = [i for i, c in enumerate(spec.clauses) if c.matched]
-        inserts = [i for i, c in enumerate(spec.clauses) if not c.matched]
-
-        def cond(i: int) -> str:
-            c = cm.conditions[i]
-            return "TRUE" if c is None else f"coalesce(({c.sql}), false)"
-
-        def cases(ids: list[int], value, default) -> str:
-            return "(CASE " + " ".join(f"WHEN {cond(i)} THEN {value(i)}" for i in ids) + f" ELSE {default} END)"
-
-        def run(sql: str, what: str) -> pa.Table:
-            try:
-                return duck.query(sql, tables)
-            except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-                raise InvalidExpressionError(f"merge into {ctx.name!r}: {what}: {_first_line(e)}") from None
-
-        cols = [f"{ta}.__lv_row AS __lv_row", f"{sa}.__lv_srow AS __lv_srow"]
-        if matched:
-            cols.append(cases(matched, str, "-1") + " AS __lv_clause")
-            for k, f in enumerate(ctx.schema):
-                own = f"{ta}.{E.quote_ident(f.name)}"
-
-                def val(i: int, f=f, own=own) -> str:
-                    v = (cm.values[i] or {}).get(f.name)
-                    return own if v is None else _cast(v.sql, f)
-                cols.append(cases(matched, val, own) + f" AS __lv_c{k}")
-        joined = run(f"SELECT {', '.join(cols)} {frm}", "on/when_matched")
-        rows = joined.column("__lv_row").to_numpy()
-        srows = joined.column("__lv_srow").to_numpy()
-        only_delete = [spec.clauses[i] for i in matched] == [M.MergeClause("delete")]
-        if matched and not only_delete and len(rows):
-            uniq, counts = np.unique(rows, return_counts=True)
-            if (counts > 1).any():
-                r = int(uniq[np.argmax(counts > 1)])
-                key = {c: target.column(c)[r].as_py() for c, _ in cm.keys} or target.slice(r, 1).to_pylist()[0]
-                raise M.DuplicateMatchError(
-                    f"merge into {ctx.name!r}: {int((counts > 1).sum())} target row(s) are matched by several "
-                    f"source rows (e.g. the row {key} by {int(counts.max())}); a merge that updates or deletes "
-                    "needs at most one source row per target row: deduplicate the source")
-        updated = deleted = 0
-        res = RewriteResult()
-        jobs: list[tuple[pa.Table, dict]] = []
-        if matched and len(rows):
-            clause = joined.column("__lv_clause").to_numpy()
-            applied = clause >= 0
-            is_del = np.zeros(len(clause), dtype=bool)
-            for i in matched:
-                if spec.clauses[i].kind == "delete":
-                    is_del |= clause == i
-            upd = applied & ~is_del
-            deleted_rows = np.unique(rows[applied & is_del])
-            updated, deleted = int(upd.sum()), len(deleted_rows)
-            keep = np.ones(n, dtype=bool)
-            keep[deleted_rows] = False
-            index = np.arange(n, dtype=np.int64)
-            index[rows[upd]] = n + np.arange(int(upd.sum()), dtype=np.int64)
-            new_cols = []
-            upd_idx = pa.array(np.nonzero(upd)[0])
-            for k, f in enumerate(ctx.schema):
-                v = joined.column(f"__lv_c{k}").take(upd_idx).combine_chunks()
-                if not v.type.equals(f.type):
-                    v = pc.cast(v, f.type)
-                if not f.nullable and v.null_count:
-                    raise SchemaMismatchError(f"merge into {ctx.name!r} writes NULL into non-nullable column "
-                                              f"{f.name!r}")
-                new_cols.append(pa.chunked_array([*target.column(k).chunks, v], f.type))
-            combined = pa.table(new_cols, schema=ctx.schema)
-            touched = np.unique(file_of[rows[applied]])
-            for fi in touched:
-                sel = np.nonzero((file_of == fi) & keep)[0]
-                res.removed.append(files[int(fi)])
-                if len(sel):
-                    jobs.extend(self._split(ctx, combined.take(pa.array(index[sel]))))
-        inserted = 0
-        if inserts:
-            hit = np.zeros(source.num_rows, dtype=bool)
-            hit[srows] = True
-            tables["__lv_src"] = src.filter(pa.array(~hit))
-            icols = [cases(inserts, str, "-1") + " AS __lv_clause"]
-            for k, f in enumerate(ctx.schema):
-
-                def ival(i: int, f=f) -> str:
-                    v = (cm.values[i] or {}).get(f.name)
-                    return _cast(None if v is None else v.sql, f)
-                icols.append(cases(inserts, ival, _cast(None, f)) + f" AS __lv_c{k}")
-            got = run(f"SELECT {', '.join(icols)} FROM __lv_src AS {sa}", "when_not_matched_insert")
-            got = got.filter(pc.greater_equal(got.column("__lv_clause"), 0))
-            if got.num_rows:
-                out = []
-                for k, f in enumerate(ctx.schema):
-                    v = got.column(f"__lv_c{k}").combine_chunks()
-                    if not v.type.equals(f.type):
-                        v = pc.cast(v, f.type)
-                    if not f.nullable and v.null_count:
-                        raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into non-nullable "
-                                                  f"column {f.name!r}")
-                    out.append(v)
-                ins = pa.table(out, schema=ctx.schema)
-                inserted = ins.num_rows
-                jobs.extend(self._split(ctx, ins))
-        res.added = self._write_all(ctx, jobs)
-        res.rows = updated + deleted + inserted
-        return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added), len(res.removed))
+        """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses
+        (``embedded_merge.py``)."""
+        return merge_rows(self, ctx, files, cm, spec, source)

@@ -23,6 +23,8 @@ import pyarrow as pa
 import lakevilla as lv
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash, open_store
 
+from .voice import say, thread
+
 ACCOUNTS = pa.schema([("id", pa.int64()), ("owner", pa.string()), ("balance", pa.int64())])
 LEDGER = pa.schema([("transfer", pa.string()), ("bank", pa.string()), ("account", pa.int64()),
                     ("amount", pa.int64())])
@@ -33,21 +35,6 @@ START = 1_000
 
 class AppFailure(Exception):
     """The application gives up half-way through a transfer (a bug, a timeout...)."""
-
-
-def say(msg: str = "") -> None:
-    print(msg, flush=True)
-
-
-def thread(target: Callable[[], None], errors: list[str]) -> threading.Thread:
-    """A thread whose unexpected error the act reports as one line (no traceback on stderr)."""
-    def run() -> None:
-        try:
-            target()
-        except Exception as e:  # noqa: BLE001 - reported by the act that started the thread
-            errors.append(f"{type(e).__name__}: {e}")
-
-    return threading.Thread(target=run)
 
 
 COMMITTED, HALF, ABORTED = "committed", "failed half-way", "aborted"
@@ -250,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     results["isolated audits"] = wrong_i == 0 and stopped == 0
     results["crash + recovery"] = act_crash(base)
     if args.spark:
-        from .demo_spark import act_spark
+        from .spark import act_spark
 
         results["Spark pipeline"] = act_spark(base)
     say("\n== Summary")
@@ -263,7 +250,3 @@ def main(argv: list[str] | None = None) -> int:
             "transfer fails between its two statements)")
     say("   lakevilla guarantees held." if not bad else f"   UNEXPECTED: {bad}")
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -24,8 +24,8 @@ def act_spark(base: Path) -> bool:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from pyspark.sql import functions as F
 
-    from .demo import say, thread
-    from .engines.spark import local_session
+    from ..engines.spark import local_session
+    from .voice import say, thread
 
     say("\n== PySpark pipeline: ingest into two tables per transaction, a reader job alongside")
     t0 = time.time()

@@ -1,0 +1,5 @@
+import sys
+
+from .story import main
+
+sys.exit(main())
