@@ -8,6 +8,7 @@
 
 import logging as _logging
 
+from .delta.history import HistoryEntry
 from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
@@ -30,6 +31,7 @@ from .errors import (
     TransactionAborted,
     TransactionStateError,
     UnsupportedTableFeatureError,
+    VersionNotFoundError,
 )
 from .lake import Lake, RecoveryReport
 from .settings import LakeSettings
@@ -58,6 +60,6 @@ __all__ = [
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError",
-    "SchemaEvolutionError", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
+    "SchemaEvolutionError", "VersionNotFoundError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError",
 ]

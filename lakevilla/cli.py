@@ -8,6 +8,7 @@ Every command takes ``--json``: one JSON object on stdout, in the shape README.m
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 import traceback
@@ -122,24 +123,18 @@ def _cleanup_text(r: dict[str, int]) -> str:
 
 
 def _history(lake, args) -> dict[str, Any]:
-    versions = []
-    for v, c in lake.iter_history(args.table):
-        info = c.commit_info or {}
-        versions.append({"version": v, "operation": info.get("operation", ""), "timestamp": info.get("timestamp"),
-                         "adds": len(c.adds), "removes": len(c.removes), "lakevilla": c.lakevilla})
-    return {"table": args.table, "versions": versions}
+    return {"table": args.table, "versions": [e.to_json() for e in lake.history(args.table, args.limit)]}
 
 
 def _history_text(r: dict[str, Any]) -> str:
     lines = []
     for e in r["versions"]:
-        lv = e["lakevilla"] or {}
-        what = lv.get("kind", "")
-        if what == "marker":
-            what = f"marker {lv.get('state')} txn={lv.get('attempt')}"
-        elif what == "commit":
-            what = f"txn={lv.get('attempt')} features={lv.get('features')!r}"
-        lines.append(f"{e['version']:>6}  {e['operation']:18} +{e['adds']} -{e['removes']}  {what}")
+        when = dt.datetime.fromtimestamp(e["timestamp"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        rows = e["metrics"].get("numOutputRows")
+        who = "marker" if e["marker"] else (f"txn {e['txn']} features={e['features'] or 'DL'}"
+                                            if e["txn"] else "")
+        what = e["operation"] + (f" ({rows} rows)" if rows is not None else "")
+        lines.append(f"{e['version']:>6}  {when} UTC  {what:28} {who}".rstrip())
     return "\n".join(lines)
 
 
@@ -172,8 +167,10 @@ COMMANDS = [
             _cleanup_text,
             lambda p: (p.add_argument("--older-than", type=float, default=None, help="seconds (default 7 days)"),
                        _force_argument(p))),
-    Command("history", "show a table's versions, markers included", _history, _history_text,
-            lambda p: p.add_argument("table")),
+    Command("history", "show a table's versions, newest first, markers included (times in UTC; "
+            "--json gives seconds since the epoch)", _history, _history_text,
+            lambda p: (p.add_argument("table"),
+                       p.add_argument("--limit", type=int, default=None, help="show at most this many versions"))),
 ]
 
 

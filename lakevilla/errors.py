@@ -116,6 +116,11 @@ class StorageCredentialsError(StorageError):
     ``storage_options`` (delta-rs' keys) or in the environment."""
 
 
+class VersionNotFoundError(LakeVillaError):
+    """The table has no such version (or none at or before the moment asked for): the
+    message names the versions that can be read."""
+
+
 class LakeNotFoundError(LakeVillaError):
     """The lake root does not exist. Looking (reads, status, history, listing tables) never
     creates it; the first write does."""

@@ -7,22 +7,25 @@ A facade: tables, reads, transactions and recovery. The plumbing every transacti
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pyarrow as pa
 
 from .core.client import LakeClient
 from .core.create import create_now
-from .delta.actions import Commit
+from .delta import history
 from .delta.features import check_readable
+from .delta.history import HistoryEntry
 from .delta.log import LOG_DIR
 from .delta.snapshot import Snapshot
 from .engines.api import TableContext
 from .errors import (
+    CorruptLogError,
     InvalidArgumentError,
     LakeNotFoundError,
     PartialCommitError,
@@ -179,30 +182,57 @@ class Lake:
                           if_not_exists=if_not_exists, description=description)
 
     def table_exists(self, name: str) -> bool:
+        """Whether ``name`` has a Delta log (version 0 at least)."""
         return self._client.log(name).latest_version() >= 0
 
     def version(self, name: str) -> int:
+        """The newest version of ``name`` (``TableNotFoundError`` if it does not exist)."""
         v = self._client.log(name).latest_version()
         if v < 0:
-            raise TableNotFoundError(f"table {name!r} does not exist")
+            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri}")
         return v
 
-    def snapshot(self, name: str, version: int | None = None) -> Snapshot:
-        snap = self._client.log(name).snapshot(version)
+    def snapshot(self, name: str, version: int | None = None, *,
+                 timestamp: dt.datetime | str | None = None) -> Snapshot:
+        """The table's state (protocol, metadata, live files) at ``version``, or as of
+        ``timestamp`` (the newest version written at or before it), or the newest one.
+        ``VersionNotFoundError`` names the versions that exist."""
+        log = self._client.log(name)
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError("give version or timestamp, not both")
+        if timestamp is not None:
+            version = history.version_at(log, timestamp)
+        elif version is not None and (not isinstance(version, int) or version > log.known_latest()
+                                      or version < 0):
+            history.check_version(log, version)
+        try:
+            snap = log.snapshot(version)
+        except CorruptLogError:
+            if version is not None:  # below what log clean-up kept: say which versions can be read
+                history.check_version(log, version)
+            raise
         check_readable(name, snap.protocol, snap.metadata)
         return snap
 
     def schema(self, name: str) -> pa.Schema:
+        """The table's newest schema, as pyarrow."""
         return self.snapshot(name).schema
 
-    def read(self, name: str, where: str | None = None, *, version: int | None = None,
-             columns: list[str] | None = None, order_by: str | list[str] | None = None,
-             limit: int | None = None) -> Any:
-        """Rows of one table at one version (newest by default), outside any transaction;
-        ``order_by``/``limit`` as in ``Transaction.read``."""
+    def history(self, name: str, limit: int | None = None) -> list[HistoryEntry]:
+        """The table's versions, newest first (at most ``limit``): version, UTC time, operation,
+        metrics, and the lakevilla transaction and features that wrote it where one did."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
+        return history.history(self._client.log(name), limit)
 
+    def read(self, name: str, where: str | None = None, *, version: int | None = None,
+             timestamp: dt.datetime | str | None = None, columns: list[str] | None = None,
+             order_by: str | list[str] | None = None, limit: int | None = None) -> Any:
+        """Rows of one table at one version (newest by default; ``version=N``, or
+        ``timestamp=`` a datetime or ISO-8601 string for the table as of that moment), outside
+        any transaction; ``order_by``/``limit`` as in ``Transaction.read``."""
         order = Ordering.parse(order_by, limit)
-        snap = self.snapshot(name, version)
+        snap = self.snapshot(name, version, timestamp=timestamp)
         ctx = TableContext(name, self.store, self.root_uri, snap.schema, tuple(snap.partition_columns))
         if where is not None:
             self.engine.validate_where(ctx, where)
@@ -284,11 +314,3 @@ class Lake:
         stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
         self.flush()  # markers of our own commits close in the background: report them closed
         return lake_status(self._client, tables, self.tables)
-
-    def iter_history(self, name: str) -> Iterator[tuple[int, Commit]]:
-        log = self._client.log(name)
-        latest = log.latest_version()
-        if latest < 0:
-            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri} (no Delta "
-                                     f"log at {name}/{LOG_DIR}/)")
-        yield from log.commits_between(-1, latest)

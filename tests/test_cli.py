@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pyarrow as pa
 import pytest
@@ -41,10 +42,10 @@ def test_every_command_speaks_json(local_backend, capsys):
     assert rec["committed"] == rec["freed"] == rec["running"] == [] and rec["tables_scanned"] == 2
     code, hist = as_json(capsys, "history", root, "a")
     assert code == 0 and hist["table"] == "a"
-    assert [(v["version"], v["operation"], v["adds"]) for v in hist["versions"]] == [
-        (0, "CREATE TABLE", 0), (1, "LAKEVILLA MARKER", 0), (2, "WRITE", 1)]
-    assert hist["versions"][1]["lakevilla"]["kind"] == "marker"
-    assert hist["versions"][2]["lakevilla"]["attempt"] == txn.attempt
+    assert [(v["version"], v["operation"], v["marker"]) for v in hist["versions"]] == [
+        (2, "WRITE", False), (1, "LAKEVILLA MARKER", True), (0, "CREATE TABLE", False)]  # newest first
+    assert hist["versions"][0]["attempt"] == txn.attempt and hist["versions"][0]["features"] == "R,CT"
+    assert all(abs(v["timestamp"] - time.time()) < 600 for v in hist["versions"])  # seconds, not ms
     assert as_json(capsys, "abandoned", root, "--min-age", "0", "--force") == (
         0, {"files": [{"table": "a", "key": "a/orphan.parquet"}], "deleted": False})
     code, done = as_json(capsys, "cleanup", root, "--older-than", "0", "--force")

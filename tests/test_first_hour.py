@@ -76,7 +76,7 @@ def test_looking_at_a_lake_that_does_not_exist_creates_nothing(tmp_path):
     with pytest.raises(lv.TableNotFoundError, match="'orders'"):
         lake.read("orders")
     with pytest.raises(lv.TableNotFoundError, match="'orders'"):
-        list(lake.iter_history("orders"))
+        lake.history("orders")
     with pytest.raises(lv.TableNotFoundError, match="'orders'"):
         with lake.transaction("R") as txn:
             txn.read("orders")
@@ -92,7 +92,7 @@ def test_a_missing_table_in_an_existing_lake_is_named(tmp_path):
     lake.create_table("a", T)
     before = tree(tmp_path)
     with pytest.raises(lv.TableNotFoundError, match="'nosuch'"):
-        list(lake.iter_history("nosuch"))
+        lake.history("nosuch")
     with pytest.raises(lv.TableNotFoundError, match="nosuch"):
         lake.status(["a", "nosuch"])
     assert tree(tmp_path) == before

@@ -110,6 +110,8 @@ class MarkerSet:
         we validate against it."""
         ctx = self.ctx
         m = tw.marker.version if tw.marker is not None else tw.log.known_latest() + 1
+        if tw.marker is None:
+            tw.waited_upto = m - 1  # we commit above every version looked at here
         lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
         out = []
         candidates: Running = []  # running as we last read them

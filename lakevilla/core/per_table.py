@@ -75,13 +75,13 @@ class PerTable(Decider):
                 self._queue(tw, "budget")
                 tries = 1  # the queue's turn gets the whole budget: the races lost before it were
                 # spent racing, and a writer that ignores markers can still take its versions
-            self.markers.wait([tw], self.validator.abort_if_doomed)
+            self._wait(tw)
             if ctx.mode == CommitMode.IN_PLACE:
                 self.validator.validate(tw)
             else:  # no probe first: the commit's put-if-absent right after what we know is the probe
                 with self.journal.deferred():  # a redo's entries go out beside the put below
-                    redone = self.validator.validate(
-                        tw, upto=max(tw.log.known_latest(), tw.marker.version if tw.marker else -1))
+                    upto = max(tw.log.known_latest(), tw.marker.version) if tw.marker else tw.waited_upto
+                    redone = self.validator.validate(tw, upto=upto)
                 conflicted += bool(lost and redone)  # the race we lost went to a commit that conflicted
                 if tw.marker is None and conflicted >= QUEUE_AFTER_CONFLICTS:
                     self._queue(tw, "conflicts")
@@ -130,6 +130,16 @@ class PerTable(Decider):
             ctx.landed(tw, latest + 1)
             ctx.client.background(lambda v=latest + 1: self._after_single_commit(tw, v))
             return latest + 1
+
+    def _wait(self, tw: TableWork) -> None:
+        """Wait for the running markers below our commit. Without a marker of our own, our
+        commit goes above every version we know of, so a marker claimed there while we waited
+        (the log grew past what the last round looked at: a predecessor's commit probed, a
+        peek) precedes us too: look again until the round saw the whole log we know."""
+        while True:
+            self.markers.wait([tw], self.validator.abort_if_doomed)
+            if tw.marker is not None or tw.log.known_latest() <= tw.waited_upto:
+                return
 
     def _queue(self, tw: TableWork, why: str) -> None:
         """Optimistic commit (R alone, at the tail) holds no marker: it waits for the running

@@ -43,6 +43,7 @@ class LogListing:
     commits: list[int] = field(default_factory=list)
     checkpoints: dict[int, dict[int, str]] = field(default_factory=dict)  # version -> {part: key}
     checkpoint_parts: dict[int, int] = field(default_factory=dict)  # version -> number of parts
+    written: dict[int, float] = field(default_factory=dict)  # commit version -> its file's last-modified (s)
 
     def complete_checkpoints(self) -> list[int]:
         return sorted(v for v, parts in self.checkpoints.items() if len(parts) == self.checkpoint_parts[v])
@@ -153,6 +154,8 @@ class DeltaLog:
             m = _COMMIT_RE.match(name)
             if m:
                 out.commits.append(int(m.group(1)))
+                if meta.last_modified is not None:
+                    out.written[int(m.group(1))] = meta.last_modified
                 continue
             m = _CKPT_RE.match(name)
             if m:

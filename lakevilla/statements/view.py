@@ -70,6 +70,9 @@ class TableWork:
         self.validated_upto = snapshot.version
         self.doom_checked = snapshot.version  # commits up to here cannot doom us (checked while waiting)
         self.markers_read_at = float("-inf")  # when a wait last re-read every running predecessor
+        # without a marker of our own: the newest version whose markers the last wait round
+        # looked at; a commit goes above it only once every marker up to it was waited for
+        self.waited_upto = -1
         self.marker: MarkerHandle | None = None
         self.old_markers: list[MarkerHandle] = []
         self.logical = False
