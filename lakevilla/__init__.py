@@ -21,6 +21,7 @@ from .errors import (
     LakeNotFoundError,
     LakeVillaError,
     PartialCommitError,
+    ReadOnlyLakeError,
     SchemaEvolutionError,
     SchemaMismatchError,
     StorageCredentialsError,
@@ -60,6 +61,6 @@ __all__ = [
     "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
     "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError",
-    "SchemaEvolutionError", "VersionNotFoundError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
+    "SchemaEvolutionError", "VersionNotFoundError", "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError",
 ]

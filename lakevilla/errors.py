@@ -111,6 +111,10 @@ class StoragePermissionError(StorageError):
     write, S3's AccessDenied. Retrying will not help; the lake's permissions must change."""
 
 
+class ReadOnlyLakeError(LakeVillaError):
+    """A write through a lake opened with ``read_only=True``: refused before any request."""
+
+
 class StorageCredentialsError(StorageError):
     """No usable credentials for the object store (none found, or rejected by it): set them in
     ``storage_options`` (delta-rs' keys) or in the environment."""

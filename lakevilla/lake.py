@@ -39,7 +39,7 @@ from .scan.ordering import Ordering
 from .scan.pruning import candidates
 from .settings import DEFAULT_MAX_TRANSACTION_AGE, LakeSettings
 from .status import LakeStatus, lake_status
-from .store import ObjectStore, open_store
+from .store import ObjectStore, ReadOnlyStore, open_store
 from .txn.features import ISOLATIONS, parse_features
 from .txn.transaction import Transaction
 
@@ -57,8 +57,12 @@ class Lake:
     shifting its markers (the paper's rule IV). ``max_transaction_age``: seconds after its start
     a transaction may still commit (default one day); maintenance keeps files and records at
     least that long, which is what makes deleting by age safe. ``clock``: a time source, for
-    tests and simulations of expiry. The settings are checked once, into ``lake.settings`` (a
-    ``LakeSettings``); assigning one of them on the lake replaces it with a checked copy.
+    tests and simulations of expiry. ``read_only``: never write (an auditor's client): reads,
+    time travel, history, status and read-only transactions work, every write is refused
+    before any request (``ReadOnlyLakeError``); its isolated reads see one consistent cut that
+    it keeps to itself (``isolation/unannounced.py``). The settings are checked once, into
+    ``lake.settings`` (a ``LakeSettings``); assigning one of them on the lake replaces it with a
+    checked copy.
     """
 
     def __init__(
@@ -79,12 +83,15 @@ class Lake:
         delete_sublogs: bool = True,
         max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
         clock: Callable[[], float] | None = None,
+        read_only: bool = False,
     ) -> None:
         settings = LakeSettings(
             marker_ttl=marker_ttl, commit_mode=commit_mode, wait_timeout=wait_timeout, shift_timeout=shift_timeout,
             max_retries=max_retries, max_shifts=max_shifts, poll_max=poll_max, gvl_keep=gvl_keep,
             delete_sublogs=delete_sublogs, max_transaction_age=max_transaction_age)
         self.store = store if store is not None else open_store(root, storage_options)
+        if read_only:
+            self.store = ReadOnlyStore(self.store)
         if "://" not in root:
             root = "file://" + os.path.abspath(root)
         self.root_uri = root.rstrip("/")
@@ -94,7 +101,7 @@ class Lake:
 
             engine = EmbeddedEngine()
         self.engine = engine
-        self._client = LakeClient(self.store, self.root_uri, engine, settings, clock)
+        self._client = LakeClient(self.store, self.root_uri, engine, settings, clock, read_only=bool(read_only))
         if hasattr(engine, "attach"):
             engine.attach(self)
         self.maintenance = Maintenance(self._client, self.tables)
@@ -178,6 +185,7 @@ class Lake:
         version 0 holds protocol, metadata and every file in one put-if-absent, so the table
         appears whole or not at all. A concurrent creator of the same name gets
         ``TableExistsError`` and its files are deleted."""
+        self._client.check_writable(f"create_table({name!r})")
         return create_now(self._client, name, schema, partition_by, data=data, properties=properties,
                           if_not_exists=if_not_exists, description=description)
 

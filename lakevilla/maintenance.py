@@ -84,6 +84,7 @@ class Maintenance:
 
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint of ``name`` at its newest version (refused above an open marker)."""
+        self._client.check_writable("checkpoint")
         self._client.flush()  # our own last commit's marker closes in the background: not an open one
         return checkpoints.checkpoint_now(self._client.log(name))
 
@@ -91,6 +92,7 @@ class Maintenance:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
         records, announced writes not yet in their table). ``force`` ignores expiry: only
         for a lake you know no live client is writing to."""
+        self._client.check_writable("recover")
 
         report = RecoveryReport()
         svc = self._client.services()
@@ -245,7 +247,10 @@ class Maintenance:
 
     def delete_abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
                                dry_run: bool = False, force: bool = False) -> list[tuple[str, str]]:
-        """Delete what ``abandoned_files`` lists (same arguments); returns it."""
+        """Delete what ``abandoned_files`` lists (same arguments); returns it. ``dry_run``: only
+        list them."""
+        if not dry_run:
+            self._client.check_writable("delete_abandoned_files")
         files = self.abandoned_files(table, min_age=min_age, force=force)
         if not dry_run:
             self._client.store.delete_many([k for _t, k in files])  # S3: one request per 1,000 files
@@ -285,6 +290,7 @@ class Maintenance:
         ``keep_global`` that are older than ``max_transaction_age`` (or ``older_than``, if
         forced below it): an entry that young may be the slot a running transaction is about
         to contend for, and deleting it would let that transaction fork the log."""
+        self._client.check_writable("cleanup")
 
         older_than = self._check_retention(DEFAULT_RETENTION if older_than is None else older_than,
                                            "older_than", force)

@@ -408,6 +408,12 @@ MUTATIONS: list[Mutation] = [
       [C + "test_crash_at_every_store_call_of_a_two_table_commit[local-tail]",
        P + "test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it"],
       "a decided commit is published again where it already landed (twice)"),
+    M("unannounced-cut-forgets-its-takes", "isolation", "lakevilla/isolation/cut.py",
+      "        return {**entry_map(self.last), **self.taken}",
+      "        return entry_map(self.last)",
+      ["tests/test_read_only.py::test_read_only_auditors_beside_transfers_always_see_the_total"],
+      "a reader that cannot append grows its cut from the log's head, forgetting what it took in itself "
+      "(tables it took along restart from nothing: totals of half transfers)"),
     M("recover-skips-announced-i-commits", "recovery", ST,
       'if state == "committed" and entry is not None and table in entry.pending',
       'if False and entry is not None and table in entry.pending',

@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ..delta.log import DeltaLog
+from ..errors import ReadOnlyLakeError
 from ..isolation.gvl import GlobalVersionLog
 from ..isolation.units import RecordCache
 from ..markers import checkpoints
@@ -39,8 +40,9 @@ class LakeClient:
     (``Lake.marker_ttl = ...``); readers take it live, so the change applies at once."""
 
     def __init__(self, store: ObjectStore, root_uri: str, engine: Any, settings: LakeSettings,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, read_only: bool = False) -> None:
         self.store = store
+        self.read_only = read_only
         self.root_uri = root_uri
         self.engine = engine
         self.settings = settings
@@ -58,6 +60,11 @@ class LakeClient:
 
     def now(self) -> float:
         return self._clock()
+
+    def check_writable(self, what: str) -> None:
+        """``ReadOnlyLakeError`` before any request, on a lake opened read-only."""
+        if self.read_only:
+            raise ReadOnlyLakeError(f"{what}: this lake was opened with read_only=True; nothing was sent")
 
     def log(self, table: str) -> DeltaLog:
         """The one ``DeltaLog`` of ``table`` for this client (its cache is shared)."""

@@ -37,6 +37,8 @@ class EachCommits(StatementRunner):
     def run(self, op: Statement, data: Any = None) -> Any:
         ctx = self.ctx
         client = ctx.client
+        if op.is_write:
+            client.check_writable(f"{op.kind} on {op.table!r}")
         op_started = ctx.now()
         log = client.log(op.table)
         snap = log.snapshot()
@@ -98,6 +100,7 @@ class EachCommits(StatementRunner):
                      properties: dict[str, str] | None, if_not_exists: bool, description: str | None) -> int | None:
         """Creates the table at once (version 0), as ``lake.create_table`` does, with its rows:
         returns how many."""
+        self.ctx.client.check_writable(f"create_table({name!r})")
         snap = create_now(self.ctx.client, name, schema, partition_by, data=data, properties=properties,
                           if_not_exists=if_not_exists, description=description)
         return sum(a.num_records or 0 for a in snap.files.values()) if snap.version == 0 else 0

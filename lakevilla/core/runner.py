@@ -117,6 +117,8 @@ class StatementRunner:
 
     def run(self, op: Statement, data: Any = None) -> Any:
         client = self.ctx.client
+        if op.is_write:
+            client.check_writable(f"{op.kind} on {op.table!r}")
         self.markers.heartbeat()
         tw = self.table(op.table, op)
         op.check(tw, client.engine, client.store)
@@ -140,6 +142,7 @@ class StatementRunner:
         """Plan the creation of ``name`` in this transaction: its version 0 is written at commit;
         the name is reserved now, so a second creator learns now, not at its commit. None: the
         caller inserts ``data`` next; 0: it exists already and ``if_not_exists``."""
+        self.ctx.client.check_writable(f"create_table({name!r})")
         if not self.creates_tables:
             raise InvalidArgumentError(
                 "create_table inside a transaction with feature I is not supported yet: create the table first "

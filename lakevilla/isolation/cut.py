@@ -33,8 +33,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..delta.log import DeltaLog
-from ..errors import TableNotFoundError, TransactionAborted
-from .closure import Closure
+from ..errors import (
+    StorageCredentialsError,
+    StoragePermissionError,
+    TableNotFoundError,
+    TransactionAborted,
+)
+from .closure import Closure, Growth
 from .gvl import APPENDED, TAKEN, GlobalVersionLog, GvlEntry, PendingWrite
 from .resolve import resolve_write
 from .units import RecordCache
@@ -108,6 +113,11 @@ class Cut:
         self.blocked: set[str] = set()  # touched by a part left out: nothing more of them
         self.opaque = False  # a part left out whose tables are unknown: nothing more at all
         self.stats: Counter[str] = Counter()
+        # what this cut took in but could not append (a client that cannot write,
+        # isolation/unannounced.py): later growth builds on it as on an entry of the log
+        self.taken: dict[str, int] = {}
+
+    rolls_forward = True  # finish a decided transaction found half published (it writes)
 
     @property
     def last_seq(self) -> int | None:
@@ -173,9 +183,13 @@ class Cut:
     def _current(self, table: str) -> int | None:
         x = self.view.get(table)
         if isinstance(x, PendingWrite):
-            x = resolve_write(self.log_for(table), x, patience=self.patience)
+            x = self._resolve(table, x)
             self.view[table] = x
         return x
+
+    def _resolve(self, table: str, p: PendingWrite) -> int:
+        """The version an announced write landed at (written for its owner if it stalled)."""
+        return resolve_write(self.log_for(table), p, patience=self.patience)
 
     @staticmethod
     def _newest(log: DeltaLog, cur: int) -> int:
@@ -208,7 +222,7 @@ class Cut:
         for t, v in self.finals.items():
             x = m.get(t)
             if isinstance(x, PendingWrite):
-                x = resolve_write(self.log_for(t), x, patience=self.patience)
+                x = self._resolve(t, x)
                 m[t] = x
             if x != v:
                 self.opaque = True
@@ -270,16 +284,27 @@ class Cut:
         self.blocked |= conflict
 
     # -- appending what nobody took in yet ---------------------------------------------------
+    def _keep(self, delta: dict[str, int]) -> str:
+        """Take ``delta`` in without an entry (see ``taken``)."""
+        self.taken.update(delta)
+        self.view.update(delta)
+        self.stats["unannounced"] += 1
+        return "unannounced"
+
+    def _head_map(self) -> dict[str, Version]:
+        """Where the tables stand in the log this cut builds on."""
+        return {**entry_map(self.last), **self.taken}
+
     def _incorporate(self, table: str) -> str:
         head = self.last
-        head_map = entry_map(head)
+        head_map = self._head_map()
         resolved: dict[str, int | None] = {}
 
         def base_of(t: str) -> int | None:
             if t not in resolved:
                 x = head_map.get(t)
                 if isinstance(x, PendingWrite):
-                    x = resolve_write(self.log_for(t), x, patience=self.patience)
+                    x = self._resolve(t, x)
                 resolved[t] = x
             return resolved[t]
 
@@ -288,12 +313,17 @@ class Cut:
         # (one probe each, in parallel) instead of appending once per table
         targets = {table} | {t for t in self.gvl.recently_read() if t in head_map and t not in frozen}
         growth = Closure(self.log_for, self.recs, base_of, frozen=frozen, pull=True,
-                         patience=self.roll_patience).grow(targets)
+                         patience=self.roll_patience, roll_forward=self.rolls_forward).grow(targets)
         self.stats["rolled_forward"] += growth.rolled_forward
         delta = {t: v for t, v in growth.caps.items()
                  if v >= 0 and (base_of(t) is None or v > base_of(t))}  # type: ignore[operator]
         if not delta:
             return "nothing"
+        return self._announce(head, delta, growth)
+
+    def _announce(self, head: GvlEntry | None, delta: dict[str, int], growth: Growth) -> str:
+        """Append the entry that takes ``delta`` in, so that every I transaction committing later
+        is ordered after this read."""
         entry = head.successor(None) if head is not None else GvlEntry(seq=0, created=time.time())
         for t, v in delta.items():
             entry.tables[t] = v
@@ -301,7 +331,12 @@ class Cut:
         entry.grown = delta
         entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
         entry.reads = []
-        outcome = self.gvl.append(entry, self.gvl.last_hint)
+        try:
+            outcome = self.gvl.append(entry, self.gvl.last_hint)
+        except (StoragePermissionError, StorageCredentialsError):
+            # credentials that only read: keep the cut to ourselves (isolation/unannounced.py)
+            self.rolls_forward = False
+            return self._keep(delta)
         if outcome == APPENDED:
             self.stats["appended"] += 1
             self.view.update(delta)

@@ -27,6 +27,7 @@ from .wrappers import (
     FaultPlan,
     LatencyProfile,
     LatencyStore,
+    ReadOnlyStore,
     RetryingStore,
     SimulatedCrash,
     uniform_latency,
@@ -57,6 +58,6 @@ __all__ = [
     "KINDS", "READ_KINDS", "WRITE_KINDS", "GetResult", "ListPage", "NotFound", "ObjectMeta",
     "ObjectStore", "PreconditionFailed", "StoreWrapper", "TransientStoreError", "LocalStore",
     "CountingStore", "FaultInjectingStore", "FaultPlan", "LatencyProfile", "LatencyStore",
-    "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency", "open_store",
+    "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency", "open_store",
     "OutcomeUnknown", "settle_create", "settle_replace",
 ]

@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..errors import StorageError
+from ..errors import ReadOnlyLakeError, StorageError
 from .base import (
     DELETE_BATCH,
     GetResult,
@@ -91,6 +91,30 @@ class RetryingStore(StoreWrapper):
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         return self._retry(lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys))
+
+
+class ReadOnlyStore(StoreWrapper):
+    """Refuses every write before it is sent (``Lake(read_only=True)``): an auditor's client
+    never changes the lake, whatever a bug above would try."""
+
+    def _refuse(self, what: str, key: str) -> ReadOnlyLakeError:
+        return ReadOnlyLakeError(f"this lake was opened read-only: {what} of {key!r} was not sent")
+
+    def put(self, key, data):
+        raise self._refuse("a write", key)
+
+    def put_if_absent(self, key, data):
+        raise self._refuse("a write", key)
+
+    def put_if_match(self, key, data, etag):
+        raise self._refuse("a write", key)
+
+    def delete(self, key):
+        raise self._refuse("a delete", key)
+
+    def delete_many(self, keys):
+        if keys:
+            raise self._refuse("a delete", keys[0])
 
 
 class CountingStore(StoreWrapper):

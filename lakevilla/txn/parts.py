@@ -33,6 +33,7 @@ from ..core.validate import Validator
 from ..isolation.cut import Cut
 from ..isolation.decide import GlobalDecider
 from ..isolation.decider import ByGlobalLog, CutReader
+from ..isolation.unannounced import UnannouncedCut
 from ..markers.overtake import overtake_policy
 from ..markers.wait import MarkerWait
 from ..recovery.journal import Journal, JournalContext, NoJournal
@@ -75,7 +76,7 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None], sublog
         runner: StatementRunner = EachCommits(ctx, markers, journal, ClaimLater(markers, journal), reader, True)
         return Parts(ctx, markers, journal, decider, runner, reader)
     if i:
-        cut = Cut(client.gvl, client.log, client.records, txn_id=ctx.id)
+        cut = (UnannouncedCut if client.read_only else Cut)(client.gvl, client.log, client.records, txn_id=ctx.id)
         global_ = GlobalDecider(client.gvl, client.log, client.records, cut)
         markers.on_claim = global_.note_claim
         ctx.gvl_base = lambda: global_.base
