@@ -8,7 +8,9 @@ commit), ``stalled`` (a marker past its expiry: its client died or paused; ``rec
 finishes or undoes it), ``decided-unpublished`` (a COMMITTING record, or an announced global
 log entry, whose table commits are not all written yet: any client that meets it, or
 ``recover``, writes them) or ``decided`` (all written, bookkeeping left). And the global log's
-head, hint and clean-up horizon.
+head, hint and clean-up horizon. A transaction with no marker (R commits at the tail without
+one) is known by its sublog entries: ``running``, or ``abandoned`` once older than the lake's
+max_transaction_age (it can never commit; clean-up removes its entries).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records
-from .errors import TableNotFoundError
+from .errors import CorruptLogError, TableNotFoundError
 from .isolation import resolve as gvl_resolve
 from .isolation.gvl import HINT_KEY
 from .markers.marker import RUNNING, commit_txn, marker_of
 from .markers.publish import find_commit
 from .names import GVL_DIR, TXN_DIR
-from .store import NotFound
+from .recovery.sublog import SublogEntry
+from .store import NotFound, ObjectMeta
 from .vocab import Decision
 
 if TYPE_CHECKING:
@@ -35,6 +38,7 @@ MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as 
 RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
 _DECIDERS = {Decision.TABLE: "table", Decision.RECORD: "record", Decision.GVL: "global_log"}
 DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
+ABANDONED = "abandoned"  # sublogs only, older than max_transaction_age: it can never commit
 
 
 @dataclass
@@ -78,6 +82,9 @@ class TransactionStatus:
     waits_for: list[str] = field(default_factory=list)
     decided_by: str | None = None  # "record" | "global_log"
     unpublished: list[str] = field(default_factory=list)  # decided tables whose commit is not written
+    tables: list[str] = field(default_factory=list)  # the tables it touched (markers, sublog entries)
+    statements: int = 0  # write statements its sublogs hold (R)
+    activity_age: float | None = None  # seconds since its newest sublog entry
 
 
 @dataclass
@@ -170,20 +177,66 @@ def _global_log(lake: Lake) -> GlobalLogStatus | None:
                            entries=entries, pending=pending)
 
 
-def _records(lake: Lake) -> tuple[dict[str, int], list[records.TxnRecord]]:
+def _records(lake: Lake, sublogs: dict[str, list[ObjectMeta]]) -> tuple[dict[str, int], list[records.TxnRecord],
+                                                                      set[str]]:
+    """Record counts by state, the COMMITTING records, and the transactions a record ended;
+    ``sublogs`` receives each transaction's sublog entries (listed in the same pass)."""
     counts = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
-    committing = []
+    committing, ended = [], set()  # ended: transactions committed, and attempts recovery aborted
     for meta in list(lake.store.list(f"{TXN_DIR}/")):
         rest = meta.key[len(TXN_DIR) + 1:]
-        if "/" in rest or not rest.endswith(".json"):
-            continue  # a sublog
+        if "/" in rest:
+            if rest.endswith(".json"):
+                sublogs.setdefault(rest.split("/", 1)[0], []).append(meta)
+            continue
+        if not rest.endswith(".json"):
+            continue
         rec = records.read(lake.store, rest[:-5])
         if rec is None:
             continue
         counts[rec.state] = counts.get(rec.state, 0) + 1
         if rec.state == records.COMMITTING:
             committing.append(rec)
-    return counts, committing
+        elif rec.state == records.COMMITTED:
+            ended.add(rec.txn)
+        else:  # an ABORTED attempt: its transaction goes on only if resumed, as a new attempt
+            ended.add(rec.attempt)
+    return counts, committing, ended
+
+
+def _from_sublogs(lake: Lake, now: float, txn: str, metas: list[ObjectMeta], ended: set[str],
+                  max_age: float) -> TransactionStatus | None:
+    """A transaction known by its sublog entries (R commits at the tail with no marker): None
+    once its commit is in every table it wrote (finished; entries not deleted yet)."""
+    entries = []
+    for meta in metas:
+        try:
+            entries.append(SublogEntry.from_json(json.loads(lake.store.get(meta.key).data)))
+        except (NotFound, ValueError, TypeError, CorruptLogError):
+            continue
+    if not entries:
+        return None
+    entries.sort(key=lambda e: e.seq)
+    tables = sorted({e.table for e in entries} | {r["table"] for e in entries for r in e.reads})
+    landed = 0
+    for table in {e.table for e in entries}:
+        log = lake.log(table)
+        lo = min(e.read_version for e in entries if e.table == table)
+        if any((a := commit_txn(c)) is not None and a.rsplit(".", 1)[0] == txn
+               for _, c in log.commits_between(max(-1, lo), log.latest_version())):
+            landed += 1
+    if landed == len({e.table for e in entries}):
+        return None
+    last, started = entries[-1], min((e.created for e in entries if e.created), default=None)
+    if last.attempt in ended:
+        return None  # recovery aborted it (its sublogs stay for lake.resume until clean-up)
+    newest = max((m.last_modified for m in metas if m.last_modified is not None), default=None)
+    # no marker says whether its client lives; past max_transaction_age it can never commit
+    state = ABANDONED if newest is not None and now - newest > max_age else RUNNING_STATE
+    return TransactionStatus(attempt=last.attempt or txn, txn=txn, state=state, features=last.features,
+                             started=started, age=round(now - started, 3) if started else None, tables=tables,
+                             statements=len({e.op_seq for e in entries}),
+                             activity_age=round(now - newest, 3) if newest is not None else None)
 
 
 def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
@@ -234,7 +287,8 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
         t.unpublished = sorted(set(t.unpublished) | set(unpublished))
         t.state = DECIDED_UNPUBLISHED if t.unpublished else DECIDED
 
-    st.records, committing = _records(lake)
+    sublogs: dict[str, list[ObjectMeta]] = {}
+    st.records, committing, ended = _records(lake, sublogs)
     for rec in committing:
         decided(rec.attempt, rec.txn, "record", _unwritten(lake, rec))
     st.global_log = _global_log(lake)
@@ -242,7 +296,19 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
         for p in st.global_log.pending:
             if not p["published"]:
                 decided(p["attempt"], p["attempt"].rsplit(".", 1)[0], "global_log", [p["table"]])
+    for txn, metas in sorted(sublogs.items()):
+        ours = [t for t in txns.values() if t.txn == txn]
+        if ours:  # its markers told us already: add what its sublogs say
+            extra = _from_sublogs(lake, now, txn, metas, ended, lake.settings.max_transaction_age)
+            for t in ours:
+                if extra is not None:
+                    t.statements, t.activity_age = extra.statements, extra.activity_age
+                    t.tables = sorted(set(t.tables) | set(extra.tables))
+        elif txn not in ended and (t := _from_sublogs(lake, now, txn, metas, ended,
+                                                          lake.settings.max_transaction_age)) is not None:
+            txns[t.attempt] = t
     for t in txns.values():
+        t.tables = sorted(set(t.tables) | set(t.markers) | set(t.unpublished))
         if t.started is not None:
             t.age = round(now - t.started, 3)
         if t.heartbeat is not None:
@@ -253,7 +319,7 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
         if res.state == reservations.HELD and (tables is None or res.table in tables):
             st.creating.append({"table": res.table, "holder": res.holder, "txn": res.txn, "kind": res.kind,
                                 "age": round(now - res.created, 3), "expired": now > res.expires})
-    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4}
+    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4, ABANDONED: 5}
     st.transactions = sorted(txns.values(), key=lambda t: (order.get(t.state, 9), t.attempt))
     return st
 
@@ -292,8 +358,11 @@ def render_text(st: LakeStatus) -> str:
             extra.append(f"waits for {', '.join(t.waits_for)}")
         if t.state in (STALLED, DECIDED_UNPUBLISHED):
             extra.append("'lakevilla recover' finishes it")
-        lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} markers {where}; age {_ago(t.age)}, "
-                     f"heartbeat {_ago(t.heartbeat_age)} ago" + ("; " + "; ".join(extra) if extra else ""))
+        if t.statements:
+            extra.append(f"{t.statements} statement(s) in its sublogs, the newest {_ago(t.activity_age)} ago")
+        beat = f"heartbeat {_ago(t.heartbeat_age)} ago" if t.heartbeat is not None else "no marker"
+        lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} tables {', '.join(t.tables) or '-'}; "
+                     f"markers {where}; age {_ago(t.age)}, {beat}" + ("; " + "; ".join(extra) if extra else ""))
     for c in st.creating:
         dead = "expired: 'lakevilla recover' frees it" if c["expired"] else "held"
         lines.append(f"  creating {c['table']} by {c['holder']} ({c['kind']}), age {_ago(c['age'])}, {dead}")

@@ -219,3 +219,11 @@ def test_create_table_errors(local_backend):
         lake.begin(features="R,X")
     with pytest.raises(lv.InvalidArgumentError):
         lake.begin(features="R", isolation="linearizable")
+    before = local_backend.all_keys()
+    for kw in ({"isolation": "snapshot"}, {"isolation": "write_serializable"}, {"slack": 2}):
+        with pytest.raises(lv.InvalidArgumentError, match="only means something with feature 'I'"):
+            lake.begin(features="R,CT", **kw)  # meaningless without I: refused, not ignored
+        with pytest.raises(lv.InvalidArgumentError, match="only means something with feature 'I'"):
+            lake.run(lambda txn: None, features="", **kw)
+    lake.begin(features="I", isolation="snapshot", slack=2).abort()
+    assert local_backend.all_keys() == before

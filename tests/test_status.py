@@ -10,7 +10,7 @@ import pytest
 
 from lakevilla.cli import main as cli
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
-from tests.helpers import claim_now
+from tests.helpers import claim_now, entries_landed
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TABLES = ("a", "b", "c", "d", "e", "f")
@@ -58,8 +58,13 @@ def busy_lake(backend):
     announced.update("f", set={"value": "5"}, where="id = 1")
     with pytest.raises(SimulatedCrash):
         announced.commit()  # announced in the global log, not written to f
-    yield lake, {"live": live, "queued": queued, "stalled": stalled, "ct": ct, "announced": announced}
-    for txn in (live, queued):
+    optimistic = lake.begin("R")  # R at the tail: no marker; its sublog entry is all storage shows
+    optimistic.read("c")  # a read rides along with the next entry
+    optimistic.update("b", set={"value": "6"}, where="id = 1")
+    entries_landed(optimistic)
+    yield lake, {"live": live, "queued": queued, "stalled": stalled, "ct": ct, "announced": announced,
+                 "optimistic": optimistic}
+    for txn in (live, queued, optimistic):
         txn.abort()
     lake.close()
 
@@ -84,7 +89,11 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     assert (ct.state, ct.decided_by, ct.unpublished) == ("decided-unpublished", "record", ["d", "e"])
     ann = st.transaction(tx["announced"].attempt)
     assert (ann.state, ann.decided_by, ann.unpublished) == ("decided-unpublished", "global_log", ["f"])
-    assert len(st.transactions) == 5 and st.records["COMMITTING"] == 1
+    opt = st.transaction(tx["optimistic"].attempt)
+    assert (opt.state, opt.tables, opt.statements, opt.markers, opt.features) == ("running", ["b", "c"], 1, {}, "R")
+    assert opt.heartbeat is None and opt.activity_age < 600 and opt.age < 600
+    assert live.tables == ["a"] and live.statements == 1
+    assert len(st.transactions) == 6 and st.records["COMMITTING"] == 1
     g = st.global_log
     assert (g.head, g.oldest, g.entries, g.head_txn) == (1, 0, 2, tx["announced"].attempt)
     assert g.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": False}]
@@ -98,7 +107,7 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     states = {t["attempt"]: t["state"] for t in out["transactions"]}
     assert states == {tx["live"].attempt: "running", tx["queued"].attempt: "waiting",
                       tx["stalled"].attempt: "stalled", tx["ct"].attempt: "decided-unpublished",
-                      tx["announced"].attempt: "decided-unpublished"}
+                      tx["announced"].attempt: "decided-unpublished", tx["optimistic"].attempt: "running"}
     assert out["v"] == 1 and out["global_log"]["head"] == 1 and out["records"]["COMMITTING"] == 1
     assert [t["name"] for t in out["tables"]] == list(TABLES)
     code, text = run_cli(capsys, backend, "status", backend.uri)
@@ -112,7 +121,22 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     lake.recover()
     after = lake.status()
     assert {t.attempt: t.state for t in after.transactions} == {
-        tx["live"].attempt: "running", tx["queued"].attempt: "waiting", tx["announced"].attempt: "decided"}
+        tx["live"].attempt: "running", tx["queued"].attempt: "waiting", tx["announced"].attempt: "decided",
+        tx["optimistic"].attempt: "running"}
     assert after.transaction(tx["announced"].attempt).unpublished == []
     assert after.records == {"COMMITTING": 0, "COMMITTED": 1, "ABORTED": 1}
     assert after.global_log.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": True}]
+
+
+def test_a_transaction_known_only_by_its_sublogs_is_abandoned_past_the_max_age(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("a", T)
+    txn = lake.begin("R")
+    txn.insert("a", {"id": [1], "value": [1]})
+    entries_landed(txn)
+    assert [t.state for t in lake.status().transactions] == ["running"]
+    later = local_backend.lake(clock=lambda: time.time() + lake.settings.max_transaction_age + 60)
+    assert [(t.attempt, t.state) for t in later.status().transactions] == [(txn.attempt, "abandoned")]
+    txn.commit()
+    lake.flush()  # the sublogs go behind the commit
+    assert lake.status().transactions == []

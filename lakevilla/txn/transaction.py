@@ -67,6 +67,10 @@ class Transaction:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
             raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
+        if "I" not in features and (isolation != "serializable" or slack):
+            what = f"isolation={isolation!r}" if isolation != "serializable" else f"slack={slack}"
+            raise InvalidArgumentError(f"{what} only means something with feature 'I' (isolated reads from one "
+                                       "cut); add 'I' to features, or leave it out")
         mode = str(CommitMode.parse(commit_mode) if commit_mode else lake.settings.commit_mode)
         self.lake = lake
         self.features = features
