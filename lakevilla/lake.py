@@ -139,6 +139,7 @@ class Lake:
 
     @property
     def wait_timeout(self) -> float:
+        """Seconds a commit waits for earlier markers before it aborts (default twice the ttl)."""
         return self.settings.wait_limit
 
     @wait_timeout.setter

@@ -59,6 +59,7 @@ class RecoveryReport:
 
     @property
     def acted(self) -> int:
+        """How many things recovery did (0: the lake needed nothing)."""
         return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
                 + len(self.names_released))
 

@@ -117,6 +117,9 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
 
 
 class EmbeddedEngine:
+    """The default engine, with no cluster: pyarrow reads and writes Parquet, DuckDB evaluates
+    ``where`` and ``set`` (see the module docstring)."""
+
     name = "embedded"
 
     _map = staticmethod(pmap)  # file reads and rewrites in the process-wide I/O pool

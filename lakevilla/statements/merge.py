@@ -319,18 +319,23 @@ class MergeBuilder:
         return self
 
     def when_matched_update(self, updates: dict[str, str], predicate: str | None = None) -> MergeBuilder:
+        """Matched rows (``predicate`` true, if given) take ``updates`` (column -> SQL over target and source)."""
         return self._add(MergeClause("update", predicate, dict(updates) if isinstance(updates, dict) else updates))
 
     def when_matched_update_all(self, predicate: str | None = None) -> MergeBuilder:
+        """Matched rows take every column from the source row."""
         return self._add(MergeClause("update", predicate, None, all_columns=True))
 
     def when_matched_delete(self, predicate: str | None = None) -> MergeBuilder:
+        """Matched rows (``predicate`` true, if given) are deleted."""
         return self._add(MergeClause("delete", predicate))
 
     def when_not_matched_insert(self, values: dict[str, str], predicate: str | None = None) -> MergeBuilder:
+        """Source rows that match nothing are inserted with ``values`` (column -> SQL over the source)."""
         return self._add(MergeClause("insert", predicate, dict(values) if isinstance(values, dict) else values))
 
     def when_not_matched_insert_all(self, predicate: str | None = None) -> MergeBuilder:
+        """Source rows that match nothing are inserted with every column from the source."""
         return self._add(MergeClause("insert", predicate, None, all_columns=True))
 
     def execute(self) -> dict[str, int]:

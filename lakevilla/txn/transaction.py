@@ -87,6 +87,7 @@ class Transaction:
     # -- what it is ---------------------------------------------------------------------------
     @property
     def state(self) -> State:
+        """Where it is: active, committing, committed, aborted, decided or in-doubt (``State``)."""
         return self._ctx.state
 
     @property
@@ -106,6 +107,7 @@ class Transaction:
 
     @property
     def started(self) -> float:
+        """When it started, by the lake's clock (a resumed one keeps its first start)."""
         return self._ctx.started
 
     @property
