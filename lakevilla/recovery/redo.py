@@ -19,8 +19,7 @@ from ..errors import TransactionAborted
 from ..statements.read_results import ReadChanged
 
 if TYPE_CHECKING:
-    from ..statements.base import Statement
-    from ..statements.view import TableWork
+    from ..statements.view import Recorded, TableWork
 
 
 @dataclass
@@ -29,9 +28,9 @@ class RedoContext:
 
     txn_id: str
     engine: Any
-    write_sublog: Callable[[TableWork, Statement, bool], None]  # (table work, op, redo)
+    write_sublog: Callable[[TableWork, Recorded, bool], None]  # (table work, op, redo)
     count: Callable[[str, int], None]
-    redone: Callable[[str, int, str, list[Statement]], None]  # (table, version, why, ops): the log event
+    redone: Callable[[str, int, str, list[Recorded]], None]  # (table, version, why, ops): the log event
 
 
 class ConflictPolicy(Protocol):

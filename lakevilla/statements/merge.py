@@ -20,7 +20,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -75,7 +75,7 @@ class MergeClause:
 class MergeSpec:
     """The statement as a sublog entry carries it (``source_key``: the staged source)."""
 
-    on: str  # a list of key columns until the statement is checked against the target
+    on: str | list[str]  # a list of key columns until the statement is checked against the target
     clauses: list[MergeClause]
     source_alias: str = "source"
     target_alias: str = "target"
@@ -187,6 +187,7 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
                                    "when_matched_delete/when_not_matched_insert (or their *_all forms)")
     both = E.Scope.merge(target, source, spec.target_alias, spec.source_alias)
     src_only = E.Scope((E.Relation(spec.source_alias, source),))
+    assert isinstance(spec.on, str)  # a predicate by now (``Merge.check_input``)
     on = E.check_where(spec.on, both, f"merge on={spec.on!r} into {table!r}")
     conds: list[E.Checked | None] = []
     vals: list[dict[str, E.Checked] | None] = []
@@ -205,12 +206,13 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
             vals.append(None)
             continue
         if c.all_columns:
-            missing = [f.name for f in target if E._field(source, f.name) is None]
+            found = {f.name: E._field(source, f.name) for f in target}
+            missing = [n for n, sf in found.items() if sf is None]
             if missing:
                 raise SchemaMismatchError(f"{what}: the source has no column(s) {missing} of {table!r}; "
                                           "name the values explicitly instead of *_all")
-            assign = {f.name: f"{E.quote_ident(spec.source_alias)}.{E.quote_ident(E._field(source, f.name).name)}"
-                      for f in target}
+            assign = {n: f"{E.quote_ident(spec.source_alias)}.{E.quote_ident(sf.name)}"
+                      for n, sf in found.items() if sf is not None}
         else:
             assign = c.values or {}
             if not isinstance(assign, dict) or not assign:
@@ -269,7 +271,7 @@ def prune_predicate(cm: CheckedMerge, source: pa.Table, partition_columns: tuple
             if len(distinct) <= IN_LIST_LIMIT:
                 lits = [_literal(v, fam) for v in distinct]
                 if all(lit is not None for lit in lits):
-                    parts.append(f"{name} IN ({', '.join(sorted(lits))})")
+                    parts.append(f"{name} IN ({', '.join(sorted(cast('list[str]', lits)))})")
                     continue
         mm = pc.min_max(col)
         lo, hi = _literal(mm["min"].as_py(), fam), _literal(mm["max"].as_py(), fam)

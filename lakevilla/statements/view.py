@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..delta.actions import AddFile, Commit, RemoveFile
 from ..delta.files import FileSet
@@ -27,25 +27,41 @@ from . import evolution
 
 
 class Recorded(Protocol):
-    """What the view needs of a statement (``base.Statement``): its effects and how to run it."""
+    """What the view, validation and the conflict policies need of a statement
+    (``base.Statement``, which cannot be imported here: it imports the view): what it is, its
+    effects, how to run and redo it, and how it is reported."""
 
+    kind: ClassVar[str]  # its name in sublog entries and statistics
+    operation: ClassVar[str]  # Delta's commitInfo operation name
+    is_write: ClassVar[bool]
+    blind: ClassVar[bool]  # an append that reads nothing
+    compacts: ClassVar[bool]  # its removes change no row
     seq: int
-    is_write: bool
-    blind: bool  # an append that reads nothing
-    compacts: bool  # its removes change no row
-    operation: str  # Delta's commitInfo operation name
+    where: str | None
     added: list[AddFile]
     removed: list[AddFile]
     add_fields: list[dict[str, Any]] | None
+    logical: bool  # its sublog entry is logical (a redo sets it)
+    redoable: bool  # False when resumed from a physical sublog entry
 
     @property
     def kept_files(self) -> set[str]: ...
+
+    @property
+    def comparable(self) -> bool: ...
+
+    @property
+    def consumed(self) -> bool: ...
 
     def run(self, tw: TableWork, engine: Engine, data: Any = None, redo: bool = False) -> Any: ...
 
     def reset_for_redo(self) -> None: ...
 
     def footprint(self) -> Footprint: ...
+
+    def would_change(self, tw: TableWork, engine: Engine, snapshot: Any) -> bool | None: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 def operation_name(statements: list[Recorded]) -> str:
@@ -217,6 +233,7 @@ class TableWork:
         commit_info.setdefault("isBlindAppend", all(op.blind for op in writes))
         if self.creating is not None:
             c = self.creating
+            assert c.commit_info is not None  # creation_commit always writes one
             info = {**c.commit_info, **{k: v for k, v in commit_info.items() if k in ("timestamp", "lakevilla")}}
             if adds:
                 info["operation"] = "CREATE TABLE AS SELECT"

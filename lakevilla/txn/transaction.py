@@ -20,7 +20,8 @@ through them and maps failures onto what a user can act on.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections import Counter
+from typing import Any, Literal
 
 from ..core.client import LakeClient
 from ..core.context import State, TxnContext
@@ -46,6 +47,7 @@ from ..statements.optimize import Optimize, target_size
 from ..statements.overwrite import Overwrite
 from ..statements.read import Read
 from ..statements.update import Delete, Update
+from ..statements.view import TableWork
 from ..vocab import CommitMode
 from . import parts as feature_parts
 from .features import ISOLATIONS, parse_features
@@ -96,12 +98,12 @@ class Transaction:
         return self._ctx.attempt
 
     @property
-    def tables(self) -> dict[str, Any]:
+    def tables(self) -> dict[str, TableWork]:
         """The tables it touched, each with its view and statements (``statements/view.py``)."""
         return self._ctx.tables
 
     @property
-    def stats(self) -> Any:
+    def stats(self) -> Counter[str]:
         """Counters of what it did (statements, markers, waits, redos, requests' outcomes)."""
         return self._ctx.stats
 
@@ -349,7 +351,8 @@ class Transaction:
     def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> Literal[False]:
         if exc_type is None:
             if self.state == State.ACTIVE:
                 self.commit()
