@@ -156,7 +156,7 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     out = []
     for v in chosen:
         info = commits[v].commit_info or {}
-        lv = info.get("lakevilla") if isinstance(info.get("lakevilla"), dict) else {}
+        lv = commits[v].lakevilla or {}
         when = times.get(v, (info.get("timestamp") or 0) / 1000)
         out.append(HistoryEntry(
             version=v, timestamp=dt.datetime.fromtimestamp(when, dt.UTC), operation=str(info.get("operation", "")),

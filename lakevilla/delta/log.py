@@ -13,9 +13,9 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
@@ -60,6 +60,17 @@ def _retention_ms(configuration: dict[str, str]) -> int:
     return int(m.group(1)) * unit * 1000
 
 
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    """What the log needs of an executor: ``map``, to read commits at once
+    (``lakevilla.parallel.Executor``, or any ``concurrent.futures`` one)."""
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterable[R]: ...
+
+
 class DeltaLog:
     def __init__(
         self,
@@ -94,7 +105,7 @@ class DeltaLog:
         return f"{self.prefix}_last_checkpoint"
 
     # -- low-level reads -----------------------------------------------------
-    def _map(self, fn, items):
+    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         items = list(items)
         if self.executor is None or len(items) <= 1:
             return [fn(i) for i in items]
@@ -199,7 +210,7 @@ class DeltaLog:
             except NotFound:
                 return None
 
-        jobs: list[Callable[[], object]] = [load, *[lambda v=v: commit(v) for v in range(lo + 1, hi + 1)]]
+        jobs: list[Callable[[], Any]] = [load, *[lambda v=v: commit(v) for v in range(lo + 1, hi + 1)]]
         got = self._map(lambda job: job(), jobs)
         return got[0], {v: c for v, c in enumerate(got[1:], lo + 1) if c is not None}
 
@@ -346,7 +357,8 @@ class DeltaLog:
                 keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
             try:
                 if list_log:  # a newer complete checkpoint than the hint may exist: LIST meanwhile
-                    jobs = [lambda: self._load_checkpoint(hv, keys), lambda: self.list_log(after=hv)]
+                    jobs: list[Callable[[], Any]] = [lambda: self._load_checkpoint(hv, keys),
+                                                     lambda: self.list_log(after=hv)]
                     b, listing = self._map(lambda job: job(), jobs)
                 else:
                     b = self._load_checkpoint(hv, keys)
@@ -384,6 +396,7 @@ class DeltaLog:
         A write that reports an error is settled by reading it back (``store.settle``):
         an error never hides a version we did write. ``OutcomeUnknown`` if that fails too."""
         key, data = self.commit_key(version), commit.to_bytes()
+        etag: str | None
         try:
             etag = self.store.put_if_absent(key, data)
         except PreconditionFailed:
@@ -399,6 +412,7 @@ class DeltaLog:
         """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
         Settled like ``write_commit`` when the store reports an error."""
         key, data = self.commit_key(version), commit.to_bytes()
+        new: str | None
         try:
             new = self.store.put_if_match(key, data, etag)
         except StorageError as e:

@@ -56,9 +56,9 @@ class SnapshotBuilder:
         self.version = base.version if base else -1
         self.protocol = base.protocol if base else None
         self.metadata = base.metadata if base else None
-        self.files: SetBuilder[AddFile] = SetBuilder(AddFile, base.files if base else None, FileSet)
-        self.tombstones: SetBuilder[RemoveFile] = SetBuilder(RemoveFile, base.tombstones if base else None,
-                                                             RemoveSet)
+        self.files: SetBuilder[AddFile, FileSet] = SetBuilder(AddFile, base.files if base else None, FileSet)
+        self.tombstones: SetBuilder[RemoveFile, RemoveSet] = SetBuilder(
+            RemoveFile, base.tombstones if base else None, RemoveSet)
         self.app_txns: dict[str, TxnAction] = dict(base.app_txns) if base else {}
         self.domains: dict[str, dict] = dict(base.domains) if base else {}
 

@@ -124,7 +124,8 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
         path = meta.schema.column(ci).path
         if "." in path or path in partition_columns or path not in top:
             continue
-        lo = hi = None
+        lo: Any = None  # the file's bounds so far (set together)
+        hi: Any = None
         nc = 0
         ok = True
         for rg in range(meta.num_row_groups):

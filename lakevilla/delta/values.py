@@ -71,7 +71,8 @@ def partition_value(raw: str | None, t: pa.DataType) -> Any:
 
 
 def fits(v: decimal.Decimal, t: pa.Decimal128Type) -> bool:
-    return v.is_finite() and len(v.as_tuple().digits) - max(0, -v.as_tuple().exponent) <= t.precision - t.scale
+    # int(): a finite Decimal's exponent is an int (a letter only for NaN and infinities)
+    return v.is_finite() and len(v.as_tuple().digits) - max(0, -int(v.as_tuple().exponent)) <= t.precision - t.scale
 
 
 def bounds(lo: Any, hi: Any, t: pa.DataType) -> tuple[Any, Any]:
