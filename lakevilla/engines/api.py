@@ -68,6 +68,11 @@ class Engine(Protocol):
         """Update (``assignments``) or delete (None) the rows matching ``where`` in ``files``;
         files without a matching row are left alone."""
 
+    def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
+              source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
+        """MERGE ``source`` into the rows of ``files`` (``cm``: the clauses as checked, ``spec``:
+        the statement); the files removed and added, and the rows each clause changed."""
+
     def num_rows(self, result: Any) -> int: ...
 
 
@@ -113,7 +118,7 @@ def _hive_escape(s: str) -> str:
 
 def new_data_file_path(partition_values: dict[str, str | None], partition_columns: tuple[str, ...] | list[str]) -> str:
     """A fresh relative file path (as stored in the add action: URI-encoded)."""
-    parts = [f"{c}={_hive_escape(partition_values[c]) if partition_values.get(c) is not None else HIVE_NULL}"
+    parts = [f"{c}={_hive_escape(v) if (v := partition_values.get(c)) is not None else HIVE_NULL}"
              for c in partition_columns]
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     return quote("/".join([*parts, name]), safe="/=")

@@ -234,7 +234,7 @@ class EmbeddedEngine:
 
     def split_by_partition(self, ctx: TableContext, table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
         if not ctx.partition_columns:
-            chunks = [(table, {})]
+            chunks: list[tuple[pa.Table, dict[str, str | None]]] = [(table, {})]
         else:
             # the row numbers of each group, so a row lands in exactly one file whatever equality
             # means for its type (NaN, -0.0 and 0.0 group as pyarrow groups them)
@@ -317,6 +317,7 @@ class EmbeddedEngine:
             return order.apply(self.scan(ctx, files, where, wanted), out)
         pushed, exact = pushdown(where, ctx.schema) if where is not None else (None, False)
         if exact:  # the scan's filter is the predicate: nothing left for DuckDB to decide
+            assert checked is not None  # exact only for a where
             return self._read(ctx, files, out, pushed, checked.columns())
         table = self._read(ctx, files, self._needed(ctx, out, checked), pushed,
                            checked.columns() if checked is not None else frozenset())

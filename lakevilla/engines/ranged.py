@@ -181,6 +181,7 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
         src.fragment = frag
         if not groups or src.complete:
             continue
+        assert src.buffer is not None  # _open filled it
         footer_start = src.size - 8 - int.from_bytes(memoryview(src.buffer).cast("B")[-8:-4].tobytes(), "little")
         src.ranges = _chunk_ranges(md, groups, wanted, footer_start)
         jobs += [(src, s, e) for s, e in src.ranges]
@@ -188,6 +189,7 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
     def fetch(job: tuple[Source, int, int]) -> None:
         src, s, e = job
         data = _get(store, src.key, s, e - s)
+        assert src.buffer is not None
         memoryview(src.buffer).cast("B")[s:s + len(data)] = data
 
     pmap(fetch, jobs)

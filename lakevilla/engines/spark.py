@@ -723,15 +723,16 @@ def _jvm_launch_without_preexec_fn() -> Iterator[None]:
 
     real = java_gateway.Popen
 
-    def popen(cmd, **kwargs):
+    def popen(cmd: Any, **kwargs: Any) -> Any:
         kwargs.pop("preexec_fn", None)
         return real(cmd, start_new_session=True, **kwargs)
 
-    java_gateway.Popen = popen
+    # pyspark's name for subprocess.Popen, a class to mypy: a function stands in for it here
+    java_gateway.Popen = popen  # type: ignore[misc, assignment]
     try:
         yield
     finally:
-        java_gateway.Popen = real
+        java_gateway.Popen = real  # type: ignore[misc]
 
 
 def local_session(app_name: str = "lakevilla", cores: int | str = "*",

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column
@@ -101,7 +102,8 @@ class Builder:
 
     # -- nodes ---------------------------------------------------------------------
     def build(self, node: dict) -> Column:
-        cls, typ = node.get("class"), node.get("type")
+        cls: str | None = node.get("class")
+        typ: Any = node.get("type")  # a str on every node the grammar checked
         t = self.t(node)
         if E.is_constant(node) and E.family(t) != "interval":
             return literal(_fold(E.render(node)), t)
@@ -112,6 +114,7 @@ class Builder:
             for k in node["children"]:
                 c = self.build(k)
                 out = c if out is None else (out & c if typ == "CONJUNCTION_AND" else out | c)
+            assert out is not None  # a conjunction has children
             return out
         if cls == "COMPARISON":
             common = self.chk.common[id(node)]
@@ -147,6 +150,7 @@ class Builder:
                 cond, val = self.build(chk["when_expr"]), self.as_type(chk["then_expr"], t)
                 out = F.when(cond, val) if out is None else out.when(cond, val)
             other = node.get("else_expr")
+            assert out is not None  # a CASE has a WHEN
             return out.otherwise(self.as_type(other, t) if other is not None else literal(None, t))
         if cls == "CAST":
             return self.as_type(node["child"], t)
@@ -199,8 +203,8 @@ class Builder:
             return F.datediff(self.build(a), self.build(b)).cast(spark_type(t))
         if fa == "date" or fb == "date":
             d, n = (a, b) if fa == "date" else (b, a)
-            days = self.as_type(n, "INTEGER")
-            return F.date_add(self.build(d), days) if op == "+" else F.date_sub(self.build(d), days)
+            count = self.as_type(n, "INTEGER")
+            return F.date_add(self.build(d), count) if op == "+" else F.date_sub(self.build(d), count)
         if E.family(t) == "decimal":  # exact in Spark's decimal arithmetic, then DuckDB's result type
             x, y = self.build(a), self.build(b)
         else:
@@ -358,11 +362,12 @@ class Builder:
 
     # dates and times (the session time zone is UTC, as DuckDB's)
     def _part(self, part: str, x: Column, t: str) -> Column:
+        if part in ("dayofweek", "dow"):
+            return (F.dayofweek(x) - 1).cast(spark_type(t))  # DuckDB: Sunday is 0
         fn = {"year": F.year, "month": F.month, "day": F.dayofmonth, "hour": F.hour, "minute": F.minute,
               "second": F.second, "dayofyear": F.dayofyear, "doy": F.dayofyear, "quarter": F.quarter,
-              "week": F.weekofyear}.get(part)
-        out = F.dayofweek(x) - 1 if part in ("dayofweek", "dow") else fn(x)  # DuckDB: Sunday is 0
-        return out.cast(spark_type(t))
+              "week": F.weekofyear}[part]
+        return fn(x).cast(spark_type(t))
 
     def _time(self, args, i=0) -> Column:
         return self.build(args[i])

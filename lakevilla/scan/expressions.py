@@ -685,8 +685,8 @@ class _Binder:
                     col = _field(r.schema, names[1])
                     if col is not None:
                         return ColumnRef(i, col.name, self.path(col, names[2:], node))
-        hits = [(i, _field(r.schema, names[0])) for i, r in enumerate(rels)]
-        hits = [(i, f) for i, f in hits if f is not None]
+        fields = [(i, _field(r.schema, names[0])) for i, r in enumerate(rels)]
+        hits = [(i, f) for i, f in fields if f is not None]
         if len(hits) != 1:
             why = "is ambiguous" if hits else "names no column in scope"
             raise _fail(self.what, f"{_snippet(self.text, node)} {why}")

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -215,10 +215,11 @@ class _Translate:
             consts = [self.const(c) for c in kids[1:]]
             if k is None or any(c is None for c in consts) or not self.gate(k, kids[1:]):
                 return "TRUE"
+            sqls = cast("list[str]", consts)  # none of them is None (checked above)
             positive = want if typ == "COMPARE_IN" else not want
             if positive:
-                return "(" + " OR ".join(self.atom(k, "=", c) for c in consts) + ")"
-            return "(" + " AND ".join(self.atom(k, "<>", c) for c in consts) + ")"
+                return "(" + " OR ".join(self.atom(k, "=", c) for c in sqls) + ")"
+            return "(" + " AND ".join(self.atom(k, "<>", c) for c in sqls) + ")"
         if cls == "BETWEEN":
             k = self.col(node["input"])
             lo, hi = self.const(node["lower"]), self.const(node["upper"])
@@ -343,7 +344,8 @@ class _Fast:
             if k is None:
                 return _always
             j = 2 if (typ == "OPERATOR_IS_NULL") == want else 3  # nullable / valued
-            return lambda b, i: b[k][j][i] is not False
+            col: int = k  # what the lambda reads: ``k`` is assigned again below
+            return lambda b, i: b[col][j][i] is not False
         if cls == "COLUMN_REF":
             k = tr.col(node)
             if k is None or E.family(E.duckdb_type(tr.meta[k].type)) != "bool":

@@ -315,10 +315,10 @@ def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.nd
         inputs[f"c{k}_nullable"], inputs[f"c{k}_valued"] = nullable, valued
     passthrough = [q for q in inputs if q != "stats"]
     res = _query_in_slices(_parse_sql(data, passthrough, keep_sql), pa.table(inputs))
-    got = _bounds_of(table, res, data)
+    parsed = _bounds_of(table, res, data)
     with table.lock:
         table.cache.setdefault(("rows",), res.column("rows").combine_chunks())
-        table.cache.update({_key(c): b for c, b in got.items()})
+        table.cache.update({_key(c): b for c, b in parsed.items()})
     if any(pc.any(pc.fill_null(res.column(f"c{k}_ci"), False)).as_py() for k, _ in data):
         return evaluate(table, cols, keep_sql)  # other-case names were read in Python: evaluate again
     return _keep(n, res)
@@ -359,9 +359,10 @@ def _py_parse(table: ActionTable, data: list[StatColumn]) -> tuple[pa.Array, dic
     texts = table.column("stats").to_pylist()
     n = len(texts)
     rows: list[int | None] = [None] * n
-    cols = {c: ([None] * n, [None] * n, [None] * n) for c in data}
+    cols: dict[StatColumn, tuple[list[Any], list[Any], list[Any]]] = {
+        c: ([None] * n, [None] * n, [None] * n) for c in data}
     # the common case, taken as is: integer bounds of integer columns, short strings of strings
-    fast = {c: int if pa.types.is_integer(c.type) else str if pa.types.is_string(c.type)
+    fast: dict[StatColumn, Any] = {c: int if pa.types.is_integer(c.type) else str if pa.types.is_string(c.type)
             or pa.types.is_large_string(c.type) else None for c in data}
     for i, text in enumerate(texts):
         if text is None:
@@ -376,8 +377,8 @@ def _py_parse(table: ActionTable, data: list[StatColumn]) -> tuple[pa.Array, dic
         mins, maxs, nulls = st.get("minValues"), st.get("maxValues"), st.get("nullCount")
         for c, (los, his, ncs) in cols.items():
             name = c.name
-            lo = mins.get(name) if type(mins) is dict and name in mins else stat_value(st, "minValues", name)
-            hi = maxs.get(name) if type(maxs) is dict and name in maxs else stat_value(st, "maxValues", name)
+            lo: Any = mins.get(name) if type(mins) is dict and name in mins else stat_value(st, "minValues", name)
+            hi: Any = maxs.get(name) if type(maxs) is dict and name in maxs else stat_value(st, "maxValues", name)
             ok = fast[c]
             if type(lo) is ok and type(hi) is ok and (ok is str or (_I64[0] <= lo < _I64[1] and _I64[0] <= hi < _I64[1])) \
                     and (ok is not str or len(hi) < STRING_PREFIX_LIMIT):
