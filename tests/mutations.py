@@ -118,7 +118,7 @@ MUTATIONS: list[Mutation] = [
        "upto = max(tw.log.known_latest(), tw.marker.version) if tw.marker else tw.waited_upto",
        "upto = max(tw.log.known_latest(), tw.marker.version if tw.marker else -1)")),
     M("overtake-ignores-footprint", "markers", OVERTAKE,
-      "            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:",
+      "            if fps is not None and ours is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:",
       "            if fps is not None:",
       [R + "test_a_follower_whose_commit_would_conflict_still_waits"],
       "a follower commits before a waiting predecessor whose footprint its commit invalidates"),

@@ -20,8 +20,11 @@ from . import record as records
 class Deciding(Protocol):
     """What the record decider needs from a transaction: its names and three hooks."""
 
-    id: str
-    attempt: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def attempt(self) -> str: ...
 
     def check_age(self) -> None:
         """Raise if the transaction is too old to decide now."""

@@ -81,7 +81,7 @@ class LakeClient:
         """``fn`` over ``items`` on the I/O pool (independent requests: tables, markers)."""
         return pmap(fn, items)
 
-    def background(self, fn: Callable[[], None]) -> None:
+    def background(self, fn: Callable[[], object]) -> None:
         """Best-effort work off the commit's latency path (marker closes, checkpoints, deletes)."""
         def safe() -> None:
             with contextlib.suppress(BaseException):  # includes a simulated crash of this client

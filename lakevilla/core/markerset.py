@@ -236,7 +236,7 @@ class MarkerSet:
         """Wait until no running marker precedes ours in any of ``tws``."""
         self.waits.wait(self.wait_context(abort_if_doomed), tws)
 
-    def wait_context(self, abort_if_doomed: Callable[[list[TableWork]], None]) -> WaitContext:
+    def wait_context(self, abort_if_doomed: Callable[[list[TableWork]], None]) -> WaitContext[TableWork]:
         ctx, client, s = self.ctx, self.ctx.client, self.ctx.settings
         return WaitContext(
             txn_id=ctx.id, wait_timeout=s.wait_limit, poll_max=s.poll_max, shift_timeout=s.shift_timeout,
@@ -304,6 +304,7 @@ class MarkerSet:
                                                 etag=tw.reservation_etag)
 
     def _refresh_name(self, tw: TableWork, now: float) -> None:
+        assert tw.reservation_etag is not None  # only a name we hold is refreshed
         try:
             tw.reservation_etag = self.ctx.client.store.put_if_match(
                 reservations.reservation_key(tw.name), self._reservation(tw, now).to_bytes(), tw.reservation_etag)

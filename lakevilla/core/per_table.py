@@ -10,6 +10,7 @@ creates decides by a transaction record of its own, which its name's reservation
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from .. import parallel
@@ -128,7 +129,7 @@ class PerTable(Decider):
                     # finds the tail instead of a put per version
                 continue
             ctx.landed(tw, latest + 1)
-            ctx.client.background(lambda v=latest + 1: self._after_single_commit(tw, v))
+            ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
             return latest + 1
 
     def _wait(self, tw: TableWork) -> None:

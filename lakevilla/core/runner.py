@@ -16,6 +16,7 @@ from .. import parallel
 from ..data.schemas import table_spec
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.features import check_readable, protocol_for
+from ..delta.files import FileSet
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext
 from ..errors import InvalidArgumentError, TableExistsError
@@ -157,7 +158,7 @@ class StatementRunner:
                                                                         if tw is not None and tw.creating else ""))
         tschema, parts = table_spec(name, schema, partition_by, data)
         metadata = new_metadata(tschema, parts, properties, description)
-        snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
+        snap = Snapshot(name, -1, protocol_for(tschema), metadata, FileSet())
         tw = TableWork(name, log, snap, self.table_context(name, snap))
         tw.creating = creation_commit(metadata, [], with_data=False)
         self.markers.hold_name(tw)

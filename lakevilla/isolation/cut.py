@@ -277,7 +277,7 @@ class Cut:
             caps = growth.caps
         for t in free:
             cap = caps.get(t)
-            if cap is not None and (base[t] is None or cap > base[t]):
+            if cap is not None and ((b := base[t]) is None or cap > b):
                 self.view[t] = cap
             if cap is None or cap < changes[t]:
                 self.blocked.add(t)

@@ -37,8 +37,10 @@ class TableRead(Protocol):
 
     log: DeltaLog
     validated_upto: int
-    schema: Any
     base: Any  # the snapshot read: its partition columns
+
+    @property
+    def schema(self) -> Any: ...
 
     def footprints(self) -> Any: ...
 
@@ -46,11 +48,21 @@ class TableRead(Protocol):
 class Announcing(Protocol):
     """What the global-log decider needs from a transaction: names, settings and hooks."""
 
-    id: str
-    attempt: str
-    isolation: str
-    slack: int
-    tables: Mapping[str, TableRead]
+    # read-only: the transaction's own state, which the decider never sets
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def attempt(self) -> str: ...
+
+    @property
+    def isolation(self) -> str: ...
+
+    @property
+    def slack(self) -> int: ...
+
+    @property
+    def tables(self) -> Mapping[str, TableRead]: ...
 
     def check_age(self) -> None:
         """Raise if the transaction is too old to decide now."""
@@ -196,7 +208,11 @@ class GlobalDecider:
         limits: dict[str, int] = {}
         for name in written:
             it = intents.get(name)
-            hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else txn.tables[name].validated_upto + 1
+            if it is not None and it.mode == CommitMode.IN_PLACE:
+                assert it.marker is not None  # an in-place commit fills its marker
+                hint = it.marker
+            else:
+                hint = txn.tables[name].validated_upto + 1
             limits[name] = hint - 1
         check_reads = txn.isolation != "snapshot"
         targets = set(written) | {n for n in txn.tables if check_reads or base_of(n) is None}
@@ -211,7 +227,7 @@ class GlobalDecider:
             self._check_reads(txn, written, growth.caps)
         entry = head.successor(txn.attempt) if head is not None else first_entry()
         entry.txn = txn.attempt
-        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
+        delta = {t: v for t, v in growth.caps.items() if v >= 0 and ((b := base_of(t)) is None or v > b)}
         for t, v in delta.items():
             entry.tables[t] = v
             entry.pending.pop(t, None)  # resolved: the table moved past it

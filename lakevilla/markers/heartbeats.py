@@ -16,7 +16,8 @@ from typing import Protocol
 class Beating(Protocol):
     """What the service needs of a transaction."""
 
-    state: str
+    @property
+    def state(self) -> str: ...
 
     def heartbeat(self) -> None: ...
 

@@ -16,7 +16,7 @@ never saw, so neither may be overtaken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptLogError, LakeVillaError
@@ -57,7 +57,7 @@ class NeverOvertake:
     def must_wait(self, tw: TableWork, running: Running) -> Running:
         return running
 
-    def publish(self, tws: list[TableWork]) -> None:
+    def publish(self, tws: Sequence[TableWork]) -> None:
         pass
 
     def claim_footprint(self, tw: TableWork) -> list[dict[str, Any]] | None:
@@ -74,7 +74,7 @@ class Overtake(NeverOvertake):
     """One transaction's overtakes: per table, the predecessors it commits before."""
 
     def __init__(self, count: Callable[..., None], pmap: Callable[[Callable, list], list],
-                 background: Callable[[Callable[[], None]], None] | None = None,
+                 background: Callable[[Callable[[], object]], None] | None = None,
                  max_files: int = FOOTPRINT_MAX_FILES) -> None:
         self._count = count
         self._map = pmap
@@ -95,7 +95,7 @@ class Overtake(NeverOvertake):
         ours = tw.build_commit({}) if any(p.footprint is not None for _, p in running) else None
         for v, p in running:
             fps = published(p) if ours is not None else None
-            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
+            if fps is not None and ours is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
                 if v not in before:
                     self._count("predecessors_overtaken")
                 skip[v] = fps
@@ -125,7 +125,7 @@ class Overtake(NeverOvertake):
             return None
         return [fp.to_json() for fp in fps]
 
-    def publish(self, tws: list[TableWork]) -> None:
+    def publish(self, tws: Sequence[TableWork]) -> None:
         """We have to wait and run no more statements: say what we touched (once per marker), so
         that followers whose commits cannot conflict with it need not wait for us."""
         todo = []
@@ -138,10 +138,10 @@ class Overtake(NeverOvertake):
             if sum(fp.size for fp in fps) > self._max_files:
                 continue  # a marker is read by every follower: a large footprint is not worth its bytes
             todo.append((tw, [fp.to_json() for fp in fps]))
-        todo = [(tw, body) for tw, body in todo if (tw.name, tw.marker.version) not in self._queued]
+        todo = [(tw, body) for tw, body in todo if _marker_key(tw) not in self._queued]
         if not todo:
             return
-        self._queued.update((tw.name, tw.marker.version) for tw, _ in todo)
+        self._queued.update(_marker_key(tw) for tw, _ in todo)
         if self._background is None:
             self._map(self._publish_one, todo)
         else:  # off the wait loop: we keep polling our predecessors meanwhile
@@ -197,6 +197,11 @@ class Overtake(NeverOvertake):
         self._count(done)
 
 
+def _marker_key(tw: TableWork) -> tuple[str, int]:
+    assert tw.marker is not None  # publish keeps only tables with a running marker
+    return tw.name, tw.marker.version
+
+
 def published(p: MarkerPayload) -> list[Footprint] | None:
     """A predecessor's published footprints, if it may be overtaken (None: wait for it)."""
     if p.footprint is None or p.decision != Decision.TABLE or p.mode != CommitMode.TAIL:
@@ -209,7 +214,7 @@ def published(p: MarkerPayload) -> list[Footprint] | None:
 
 def overtake_policy(decision: str, mode: str, count: Callable[..., None],
                     pmap: Callable[[Callable, list], list],
-                    background: Callable[[Callable[[], None]], None] | None = None) -> NeverOvertake:
+                    background: Callable[[Callable[[], object]], None] | None = None) -> NeverOvertake:
     """Chosen once per transaction, from its decision and commit mode."""
     if decision == Decision.TABLE and mode == CommitMode.TAIL:
         return Overtake(count, pmap, background)

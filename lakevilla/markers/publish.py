@@ -83,6 +83,7 @@ def publish(
             return marker_version
         m = marker_of(current) if current is not None else None
         if m is not None and m.attempt == attempt and m.state == RUNNING and fill_is_safe(log, marker_version, latest):
+            assert etag is not None  # read with ``current``
             try:
                 log.rewrite_commit(marker_version, commit, etag)
                 return marker_version
