@@ -58,7 +58,7 @@ class Command:
     help: str
     run: Callable[[Any, argparse.Namespace], Any]
     text: Callable[[Any], str]
-    arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None
+    arguments: Callable[[argparse.ArgumentParser], object] = lambda p: None  # adds them (result unused)
 
 
 def _storage_options(text: str | None) -> dict[str, str] | None:
@@ -148,8 +148,8 @@ def _status_text(st) -> str:
     return render_text(st)
 
 
-def _force_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true",
+def _force_argument(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--force", action="store_true",
                    help="allow a retention below the lake's max transaction age (safe only "
                         "if every writer uses a shorter one)")
 

@@ -118,7 +118,8 @@ class Lake:
         self._client.settings = value
 
     # -- settings (``self.settings``; kept readable and replaceable one by one) -------
-    def _setting(name: str, doc: str) -> property:  # noqa: N805 - runs at class creation
+    @staticmethod
+    def _setting(name: str, doc: str) -> property:  # runs at class creation
         def get(self: Lake) -> Any:
             return getattr(self.settings, name)
 

@@ -117,12 +117,12 @@ class Maintenance:
                     gvl_resolve.resolve(self._client.log(t), head, t, patience=0.0)
                     report.pending_resolved.append((t, p.attempt))
         now = self._client.now()
-        for res, _etag in reservations.all_reservations(self._client.store):
-            if res.state != reservations.HELD or (tables is not None and res.table not in tables):
+        for rsv, _etag in reservations.all_reservations(self._client.store):
+            if rsv.state != reservations.HELD or (tables is not None and rsv.table not in tables):
                 continue
-            if self._client.log(res.table).latest_version() >= 0 or reservations.dead(self._client.store, res, now, force=force):
-                reservations.release(self._client.store, res.table, res.holder, "recovered")
-                report.names_released.append(res.table)
+            if self._client.log(rsv.table).latest_version() >= 0 or reservations.dead(self._client.store, rsv, now, force=force):
+                reservations.release(self._client.store, rsv.table, rsv.holder, "recovered")
+                report.names_released.append(rsv.table)
         for t in (tables if tables is not None else self._tables()):
             log = self._client.log(t)
             latest = log.latest_version()

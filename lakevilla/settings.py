@@ -44,7 +44,7 @@ class LakeSettings:
     a transaction may still commit (maintenance keeps what a transaction needs that long)."""
 
     marker_ttl: float = 30.0
-    commit_mode: CommitMode = CommitMode.TAIL
+    commit_mode: CommitMode | str = CommitMode.TAIL  # a CommitMode once built (__post_init__)
     wait_timeout: float | None = None
     shift_timeout: float = 2.0
     max_retries: int = 10

@@ -32,11 +32,12 @@ from .store import NotFound, ObjectMeta
 from .vocab import Decision
 
 if TYPE_CHECKING:
-    from .core.client import Client as Lake  # what status reads: the store, logs, the global log
+    # what status reads: the store, logs, the global log
+    from .core.client import LakeClient as Lake
 
 MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as recover does)
 RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
-_DECIDERS = {Decision.TABLE: "table", Decision.RECORD: "record", Decision.GVL: "global_log"}
+_DECIDERS: dict[str, str] = {Decision.TABLE: "table", Decision.RECORD: "record", Decision.GVL: "global_log"}
 DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
 ABANDONED = "abandoned"  # sublogs only, older than max_transaction_age: it can never commit
 
@@ -181,7 +182,7 @@ def _records(lake: Lake, sublogs: dict[str, list[ObjectMeta]]) -> tuple[dict[str
                                                                       set[str]]:
     """Record counts by state, the COMMITTING records, and the transactions a record ended;
     ``sublogs`` receives each transaction's sublog entries (listed in the same pass)."""
-    counts = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
+    counts: dict[str, int] = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
     committing, ended = [], set()  # ended: transactions committed, and attempts recovery aborted
     for meta in list(lake.store.list(f"{TXN_DIR}/")):
         rest = meta.key[len(TXN_DIR) + 1:]
@@ -351,6 +352,7 @@ def render_text(st: LakeStatus) -> str:
         where = ", ".join(f"{k}@{v}" for k, v in sorted(t.markers.items())) or "-"
         extra = []
         if t.unpublished:
+            assert t.decided_by is not None  # set with them (``decided``)
             extra.append(f"unpublished: {', '.join(t.unpublished)} (decided by {t.decided_by.replace('_', ' ')})")
         elif t.decided_by:
             extra.append(f"all published (decided by {t.decided_by.replace('_', ' ')}; bookkeeping left)")

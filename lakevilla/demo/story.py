@@ -10,6 +10,7 @@ was conserved.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import shutil
 import threading
@@ -99,10 +100,12 @@ def run_clients(root: str, features: str, clients: int, per_client: int,
             for i in range(per_client):
                 tid = f"c{c}-t{i}"
                 fail = fail_every > 0 and i % fail_every == fail_every - 1
-                outcome, reason = outcome_of(
-                    lambda tid=tid, fail=fail: lake.run(
-                        lambda txn: transfer(txn, tid, random.Random(hash(tid)), fail),
-                        features=features, retries=10), features)
+
+                def one(tid: str = tid, fail: bool = fail) -> None:
+                    lake.run(lambda txn: transfer(txn, tid, random.Random(hash(tid)), fail),
+                             features=features, retries=10)
+
+                outcome, reason = outcome_of(one, features)
                 with lock:
                     stats[outcome] += 1
                     why[reason] += 1 if reason else 0
@@ -110,7 +113,7 @@ def run_clients(root: str, features: str, clients: int, per_client: int,
             lake.close()
 
     errors: list[str] = []
-    threads = [thread(lambda c=c: client(c), errors) for c in range(clients)]
+    threads = [thread(functools.partial(client, c), errors) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -158,8 +161,8 @@ def act_auditors(base: Path) -> tuple[int, int, int]:
     setup(root)
     say("\n== Auditors sum both banks while transfers run (writers use R,CT,I)")
     stop = threading.Event()
-    wrong = Counter()
-    audits = Counter()
+    wrong: Counter[str] = Counter()
+    audits: Counter[str] = Counter()
 
     def auditor(features: str) -> None:
         lake = lv.Lake(root)
@@ -173,7 +176,7 @@ def act_auditors(base: Path) -> tuple[int, int, int]:
             lake.close()
 
     errors: list[str] = []
-    threads = [thread(lambda f=f: auditor(f), errors) for f in ("I", "R")]
+    threads = [thread(functools.partial(auditor, f), errors) for f in ("I", "R")]
     for t in threads:
         t.start()
     stats, why = run_clients(root, "R,CT,I", clients=3, per_client=15, fail_every=0)

@@ -25,7 +25,7 @@ from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
 from ..errors import CreateConflictError
-from ..isolation.gvl import APPENDED, GlobalVersionLog, first_entry
+from ..isolation.gvl import APPENDED, GlobalVersionLog, GvlEntry, first_entry
 from ..markers.marker import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
 from ..markers.publish import find_commit, publish, publish_create
 from ..store import NotFound, ObjectStore
@@ -137,7 +137,7 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
 
 
 def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None,
-                     landed: Callable[[], bool] | None = None) -> tuple[str, object]:
+                     landed: Callable[[], bool] | None = None) -> tuple[str, GvlEntry | None]:
     """Make sure a stalled I transaction is decided: returns ('committed'|'aborted', entry).
 
     The decision is in the entries after ``after`` (the entry the transaction's markers
