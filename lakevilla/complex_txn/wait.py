@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 
 class DagWait(MarkerWait):
-    def claimed(self, ctx: WaitContext[W], tws: list[W], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+    def claimed(self, ctx: WaitContext[W], tws: list[W],
+                found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Rules II/III as soon as markers are claimed: learn the dependencies, break a cycle
         at once (the younger shifts), else publish our dependency list."""
         deps = ctx.deps()
@@ -34,7 +35,8 @@ class DagWait(MarkerWait):
             return
         ctx.publish_deps()
 
-    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W], st: WaitState) -> bool:
+    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W],
+                      st: WaitState) -> bool:
         deps = ctx.deps()
         for tw in tws:
             deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])

@@ -28,13 +28,14 @@ from .actions import AddFile, RemoveFile
 STR_MAP = pa.map_(pa.string(), pa.string())
 
 ADD_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
-    pa.field("modificationTime", pa.int64()), pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()),
-    pa.field("tags", STR_MAP),
+    pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP),
+    pa.field("size", pa.int64()), pa.field("modificationTime", pa.int64()),
+    pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()), pa.field("tags", STR_MAP),
 ])
 REMOVE_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()), pa.field("dataChange", pa.bool_()),
-    pa.field("extendedFileMetadata", pa.bool_()), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
+    pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()),
+    pa.field("dataChange", pa.bool_()), pa.field("extendedFileMetadata", pa.bool_()),
+    pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
 ])
 
 # Overlays larger than this are folded into a new table when a snapshot is built.
@@ -93,12 +94,15 @@ class LazyRows:
             count = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
             got = {}
             if present:
-                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}" for n in present]).column(self.column)
+                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}"
+                                                        for n in present]).column(self.column)
                 for n in present:
                     i = arr.type.get_field_index(n)
                     kids = [c.field(i) for c in arr.chunks]
-                    child = kids[0] if len(kids) == 1 else pa.chunked_array(kids, arr.type.field(i).type).combine_chunks()
-                    got[n] = child.slice(sel.start, count) if isinstance(sel, slice) else child.take(sel)
+                    child = kids[0] if len(kids) == 1 else pa.chunked_array(
+                        kids, arr.type.field(i).type).combine_chunks()
+                    got[n] = (child.slice(sel.start, count) if isinstance(sel, slice)
+                              else child.take(sel))
             for n in names:
                 f = self.schema.field(n)
                 child = got.get(n, pa.nulls(count, f.type))
@@ -139,8 +143,8 @@ class ActionTable(Generic[A]):
                 assert self._lazy is not None
                 # a small table is decoded whole at once (one read per row group); a big one field
                 # by field, as asked (pruning needs the statistics, not the paths, first)
-                names = [n for n in self.schema.names if n not in self._columns] if self._rows <= EAGER_ROWS \
-                    else [name]
+                names = [n for n in self.schema.names if n not in self._columns] \
+                    if self._rows <= EAGER_ROWS else [name]
                 self._columns.update(self._lazy.fields(names))
                 got = self._columns[name]
             return got
@@ -181,7 +185,8 @@ class ActionTable(Generic[A]):
             schema = REMOVE_SCHEMA
         if not rows:
             return cls(schema.empty_table(), kind)
-        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema), kind)
+        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema},
+                            schema=schema), kind)
 
     def actions(self, indices: Any = None) -> list[A]:
         """The rows at ``indices`` (all when None) as action objects."""
@@ -192,11 +197,13 @@ class ActionTable(Generic[A]):
             out = [AddFile(path=r["path"], size=int(r["size"] or 0),
                            partition_values=_as_dict(r["partitionValues"]) or {},
                            modification_time=int(r["modificationTime"] or 0),
-                           data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
+                           data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
+                                        else True),
                            stats=r["stats"], tags=_as_dict(r["tags"])) for r in rows]
             return out
         out = [RemoveFile(path=r["path"], deletion_timestamp=r["deletionTimestamp"],
-                          data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
+                          data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
+                                       else True),
                           partition_values=_as_dict(r["partitionValues"]), size=r["size"],
                           extended_file_metadata=r["extendedFileMetadata"]) for r in rows]
         return out
@@ -238,7 +245,8 @@ class ActionSet(Mapping[str, A]):
                 if not self.hidden or not n:
                     self._live = np.arange(n, dtype=np.int64)
                 else:
-                    gone = pc.is_in(self.base.paths, value_set=pa.array(list(self.hidden), pa.string()))
+                    gone = pc.is_in(self.base.paths,
+                                    value_set=pa.array(list(self.hidden), pa.string()))
                     self._live = pc.indices_nonzero(pc.invert(gone)).to_numpy().astype(np.int64)
             return self._live
 
@@ -318,7 +326,8 @@ class ActionSet(Mapping[str, A]):
 class FileSet(ActionSet[AddFile]):
     """A snapshot's live data files."""
 
-    def __init__(self, base: ActionTable[AddFile] | None = None, hidden: frozenset[str] = frozenset(),
+    def __init__(self, base: ActionTable[AddFile] | None = None,
+                 hidden: frozenset[str] = frozenset(),
                  extra: dict[str, AddFile] | None = None) -> None:
         super().__init__(base, hidden, dict(extra or {}), AddFile)
 
@@ -329,7 +338,8 @@ class FileSet(ActionSet[AddFile]):
 class RemoveSet(ActionSet[RemoveFile]):
     """A snapshot's tombstones (removed files still within retention)."""
 
-    def __init__(self, base: ActionTable[RemoveFile] | None = None, hidden: frozenset[str] = frozenset(),
+    def __init__(self, base: ActionTable[RemoveFile] | None = None,
+                 hidden: frozenset[str] = frozenset(),
                  extra: dict[str, RemoveFile] | None = None) -> None:
         super().__init__(base, hidden, dict(extra or {}), RemoveFile)
 
@@ -364,7 +374,8 @@ class SetBuilder(Generic[A, S]):
 
     def build(self) -> S:
         out = self.make(self.base, frozenset(self.hidden), dict(self.extra))
-        if len(self.extra) + len(self.hidden) > max(FOLD_AT, (self.base.num_rows if self.base else 0) // 8):
+        if len(self.extra) + len(self.hidden) > max(FOLD_AT,
+                                                    (self.base.num_rows if self.base else 0) // 8):
             folded = ActionTable(out.table(), self.kind)  # one table again: lookups stay vectorised
             self.reset(folded)
             out = self.make(folded, frozenset(), {})

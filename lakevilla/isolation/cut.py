@@ -97,8 +97,9 @@ def entry_map(e: GvlEntry | None) -> dict[str, Version]:
 
 
 class Cut:
-    def __init__(self, gvl: GlobalVersionLog, log_for: Callable[[str], DeltaLog], recs: RecordCache, *,
-                 patience: float = 2.0, roll_patience: float = 0.5, txn_id: str | None = None) -> None:
+    def __init__(self, gvl: GlobalVersionLog, log_for: Callable[[str], DeltaLog], recs: RecordCache,
+                 *, patience: float = 2.0, roll_patience: float = 0.5,
+                 txn_id: str | None = None) -> None:
         self.gvl = gvl
         self.log_for = log_for
         self.recs = recs
@@ -171,10 +172,11 @@ class Cut:
         v = self._current(table)
         if v is None:
             if log.latest_version() < 0:
-                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log at {log.prefix})")
+                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log "
+                                         f"at {log.prefix})")
             raise TransactionAborted(
-                f"table {table!r} could not join this transaction's consistent cut (the global log was "
-                "cleaned up past the transaction's start, or kept changing); re-run it",
+                f"table {table!r} could not join this transaction's consistent cut (the global log "
+                "was cleaned up past the transaction's start, or kept changing); re-run it",
                 txn_id=self.txn_id, reason="gvl-cut")
         self.finals[table] = v
         self.gvl.note_read(table)
@@ -271,7 +273,8 @@ class Cut:
             base = {t: self._current(t) for t in free}
             frozen = set(self.view) | set(self.finals) | self.blocked
             frozen -= set(free)
-            growth = Closure(self.log_for, self.recs, lambda t: base.get(t) if t in base else self._current(t),
+            growth = Closure(self.log_for, self.recs,
+                             lambda t: base.get(t) if t in base else self._current(t),
                              frozen=frozen, limits={t: changes[t] for t in free}, pull=False,
                              roll_forward=False).grow(free)
             caps = growth.caps
@@ -311,7 +314,8 @@ class Cut:
         frozen = set(self.finals) | self.blocked
         # the tables this client read lately are likely next: take their news in the same entry
         # (one probe each, in parallel) instead of appending once per table
-        targets = {table} | {t for t in self.gvl.recently_read() if t in head_map and t not in frozen}
+        targets = {table} | {t for t in self.gvl.recently_read()
+                             if t in head_map and t not in frozen}
         growth = Closure(self.log_for, self.recs, base_of, frozen=frozen, pull=True,
                          patience=self.roll_patience, roll_forward=self.rolls_forward).grow(targets)
         self.stats["rolled_forward"] += growth.rolled_forward

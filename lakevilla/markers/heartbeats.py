@@ -41,7 +41,8 @@ class Heartbeats:
             self._watched.add(txn)
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
-                self._thread = threading.Thread(target=self._loop, name="lakevilla-heartbeat", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name="lakevilla-heartbeat",
+                                                daemon=True)
                 self._thread.start()
 
     def forget(self, txn: Beating) -> None:

@@ -48,7 +48,8 @@ class WaitContext(Generic[W]):
     now: Callable[[], float]  # the lake's clock (markers expire by it)
     heartbeat: Callable[[], None]  # keep our own markers alive while we wait
     check_held: Callable[[list[W]], None]  # claim again what recovery freed
-    predecessors: Callable[[list[W]], list[list[tuple[int, MarkerPayload]]]]  # running markers below ours
+    # running markers below ours
+    predecessors: Callable[[list[W]], list[list[tuple[int, MarkerPayload]]]]
     recover: Callable[[str, int], str]  # resolve a stalled marker (table, version) -> outcome
     count: Callable[[str, int], None]
     waited: Callable[[set[str], float], None]  # the log event once the wait is over
@@ -59,7 +60,8 @@ class WaitContext(Generic[W]):
     # DAG only (complex_txn/wait.py)
     deps: Callable[[], Any] = field(default=lambda: None)  # the current attempt's Dependencies
     attempt: Callable[[], str] = field(default=lambda: "")
-    shift: Callable[[str, str], None] = field(default=lambda why, kind: None)  # rule IV: free, re-claim our markers
+    # rule IV: free, re-claim our markers
+    shift: Callable[[str, str], None] = field(default=lambda why, kind: None)
     publish_deps: Callable[[], None] = field(default=lambda: None)
 
 
@@ -70,7 +72,8 @@ class WaitState:
     deadline: float
     stuck_since: float
     shifts: int = 0
-    fresh: frozenset[str] = frozenset()  # tables whose markers this round read (the others: as cached)
+    # tables whose markers this round read (the others: as cached)
+    fresh: frozenset[str] = frozenset()
 
 
 class MarkerWait:
@@ -82,7 +85,8 @@ class MarkerWait:
         delay = 0.002
         waiting_on: frozenset = frozenset()
         waited_since, waited_for = start, set[str]()
-        known: dict[str, list[tuple[int, MarkerPayload]]] = {}  # table -> running predecessors, as last read
+        # table -> running predecessors, as last read
+        known: dict[str, list[tuple[int, MarkerPayload]]] = {}
         held: tuple = ()
         while True:
             ctx.heartbeat()
@@ -96,7 +100,8 @@ class MarkerWait:
             held = now_held
             known.update(zip((tw.name for tw in polled), ctx.predecessors(polled)))
             if len(polled) < len(tws) and not known[polled[0].name]:
-                rest = [tw for tw in tws if tw is not polled[0]]  # the first one cleared: look at all
+                # the first one cleared: look at all
+                rest = [tw for tw in tws if tw is not polled[0]]
                 known.update(zip((tw.name for tw in rest), ctx.predecessors(rest)))
                 polled = tws
             st.fresh = fresh = frozenset(tw.name for tw in polled)
@@ -106,14 +111,16 @@ class MarkerWait:
                 return
             waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
             ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate
-            ctx.publish_footprint(tws)  # once per marker: we have to wait, others need not wait for us
+            # once per marker: we have to wait, others need not wait for us
+            ctx.publish_footprint(tws)
             now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
             if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
                 waiting_on, st.stuck_since = now_set, time.monotonic()
             ctx.count("wait_rounds", 1)
             now = ctx.now()
             for tw, v, p in pending:
-                if tw.name in fresh and p.expired(now):  # a state read this round: others may be old
+                # a state read this round: others may be old
+                if tw.name in fresh and p.expired(now):
                     outcome = ctx.recover(tw.name, v)
                     ctx.count("recovered_" + outcome, 1)
             if self.resolve_round(ctx, tws, pending, st):
@@ -122,8 +129,8 @@ class MarkerWait:
                 if self.shift_on_timeout(ctx, st):
                     continue
                 who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
-                raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s waiting for {who}",
-                                         txn_id=ctx.txn_id, reason="timeout")
+                raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s "
+                                         f"waiting for {who}", txn_id=ctx.txn_id, reason="timeout")
             time.sleep(delay)  # bounded polling of the predecessors' markers
             # n transactions queued ahead of us hand over no sooner than n times: the pause grows
             # with the queue, so a long queue's waiters do not poll it flat out (and eat the CPU
@@ -133,10 +140,12 @@ class MarkerWait:
             queue = queue_length(pending)
             delay = min(delay * 1.5, max(ctx.poll_max, min(ctx.poll_max * queue, POLL_CAP)))
 
-    def claimed(self, ctx: WaitContext[W], tws: list[W], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+    def claimed(self, ctx: WaitContext[W], tws: list[W],
+                found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Markers were just claimed on ``tws``, with these running predecessors each."""
 
-    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W], st: WaitState) -> bool:
+    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W],
+                      st: WaitState) -> bool:
         """After a round of recovery: True to look again at once (a DAG policy shifted)."""
         return False
 
