@@ -317,6 +317,7 @@ class ActionSet(Mapping[str, A]):
             return dict(self.items()) == dict(other.items())
         return NotImplemented
 
+    # unhashable (it defines __eq__), said explicitly; typeshed declares __hash__ a method
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:

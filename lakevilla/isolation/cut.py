@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from ..delta.log import DeltaLog
 from ..errors import (
@@ -260,7 +261,8 @@ class Cut:
                 self._absorb_growth(part)
 
     def _absorb_growth(self, part: Part) -> None:
-        changes = {t: int(v) for t, v in part.changes.items()}  # type: ignore[arg-type]
+        # a growth part takes commits in: versions, never a PendingWrite
+        changes = {t: int(cast(int, v)) for t, v in part.changes.items()}
         conflict = {t for t, v in changes.items()
                     if t in self.blocked or (t in self.finals and self.finals[t] != v)}
         if not conflict:
@@ -320,7 +322,7 @@ class Cut:
                          patience=self.roll_patience, roll_forward=self.rolls_forward).grow(targets)
         self.stats["rolled_forward"] += growth.rolled_forward
         delta = {t: v for t, v in growth.caps.items()
-                 if v >= 0 and (base_of(t) is None or v > base_of(t))}  # type: ignore[operator]
+                 if v >= 0 and ((b := base_of(t)) is None or v > b)}
         if not delta:
             return "nothing"
         return self._announce(head, delta, growth)
