@@ -17,10 +17,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests
+	$(PY) -m mypy lakevilla
 	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 lint: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests
+	$(PY) -m mypy lakevilla
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.costs

@@ -1,6 +1,7 @@
 """Chaos: a bank with a ledger over several tables, under kills, store faults and maintenance.
 
-    python -m benchmarks.chaos [--quick] [--minutes M] [--store local|s3] [--features R+CT,R+CT+I,I,R,DL]
+    python -m benchmarks.chaos [--quick] [--minutes M] [--store local|s3]
+    [--features R+CT,R+CT+I,I,R,DL]
 
 Worker processes move money between accounts, each with one feature set (``+`` joins
 features, ``DL`` is plain Delta): CT and I transfers span two bank tables and the ledger;
@@ -10,8 +11,8 @@ their own: a client that ignores markers and rewrites a file that a decided CT/I
 transaction also rewrites, before that transaction's table commit lands, conflicts with
 it for good (README, "Clients that ignore markers"); when the owner is killed right after
 its decision that window lasts until recovery. ``--dl-shared`` lets DL workers into the
-shared banks to show exactly that (duplicated accounts, a total not conserved). Every worker's store injects
-faults at random: transient errors, writes applied and then reported failed, writes
+shared banks to show exactly that (duplicated accounts, a total not conserved). Every worker's store
+injects faults at random: transient errors, writes applied and then reported failed, writes
 applied after which the key stays unreachable beyond the client's retries, and latency
 spikes. A supervisor SIGKILLs random workers (and now and then the maintenance process)
 and restarts them; after ``--minutes`` the run goes on without kills until every kind of
@@ -67,7 +68,8 @@ def _chaos_store_class():
         """Random faults by kind, counted. ``unreachable`` keys fail every request until a
         deadline that outlasts the client's retries (and the read-back that settles them)."""
 
-        def __init__(self, inner, seed: int, rates: dict[str, float], unreachable_for: float) -> None:
+        def __init__(self, inner, seed: int, rates: dict[str, float],
+                     unreachable_for: float) -> None:
             super().__init__(inner)
             self.rng = random.Random(seed)
             self.rates = rates
@@ -123,7 +125,8 @@ def _chaos_store_class():
             return self._around("put_if_absent", key, lambda: self.inner.put_if_absent(key, data))
 
         def put_if_match(self, key, data, etag):
-            return self._around("put_if_match", key, lambda: self.inner.put_if_match(key, data, etag))
+            return self._around("put_if_match", key,
+                                lambda: self.inner.put_if_match(key, data, etag))
 
         def delete(self, key):
             return self._around("delete", key, lambda: self.inner.delete(key))
@@ -181,7 +184,8 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
 
     run_dir = Path(cfg["run_dir"])
     rng = random.Random(cfg["seed"] * 7919 + wid * 104729 + gen)
-    lake, chaos = _lake(cfg, rng.randrange(1 << 30), {k: r * cfg["fault_scale"] for k, r in RATES.items()})
+    lake, chaos = _lake(cfg, rng.randrange(1 << 30),
+                        {k: r * cfg["fault_scale"] for k, r in RATES.items()})
     feats = "" if features == "DL" else features.replace("+", ",")
     atomic = "CT" in feats or "I" in feats
     acks = os.open(run_dir / f"acks-{wid}-{gen}.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -189,13 +193,15 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
     errors: list[str] = []
     banks, accounts = cfg["banks"], cfg["accounts"]
     last_save, i = 0.0, 0
-    _save(run_dir / f"stats-w{wid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors,
-                                                 "features": features})  # listed even if killed at once
+    _save(run_dir / f"stats-w{wid}-{gen}.json",
+          {"stats": stats, "faults": chaos.counts, "errors": errors,
+           "features": features})  # listed even if killed at once
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         i += 1
         tid = f"{wid}-{gen}-{i}"
         amount = rng.randint(1, 50)
-        src_t = f"bank_{banks}" if features == "DL" and not cfg["dl_shared"] else f"bank_{rng.randrange(banks)}"
+        src_t = (f"bank_{banks}" if features == "DL" and not cfg["dl_shared"]
+                 else f"bank_{rng.randrange(banks)}")
         dst_t = f"bank_{rng.randrange(banks)}" if atomic else src_t
         a = rng.randrange(accounts)
         b = rng.choice([x for x in range(accounts) if (dst_t, x) != (src_t, a)])
@@ -205,7 +211,8 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
         def transfer(txn, src_t=src_t, dst_t=dst_t, a=a, b=b, amount=amount, row=row):
             if features == "DL":  # one conserving statement, then the ledger (not atomic together)
                 txn.update(src_t, set={"balance": f"CASE WHEN id = {a} THEN balance - {amount} "
-                                                  f"ELSE balance + {amount} END"}, where=f"id = {a} OR id = {b}")
+                                                  f"ELSE balance + {amount} END"},
+                           where=f"id = {a} OR id = {b}")
             else:
                 txn.update(src_t, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
                 txn.update(dst_t, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
@@ -216,7 +223,8 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
             os.write(acks, (tid + "\n").encode())
             stats["committed"] += 1
         except lv.CommitPendingError:
-            stats["pending"] += 1  # settled by recovery; not acknowledged, so not checked either way
+            # settled by recovery; not acknowledged, so not checked either way
+            stats["pending"] += 1
         except lv.PartialCommitError:
             stats["partial"] += 1  # R and DL: the bank part committed, the ledger row did not
         except lv.TransactionAborted as e:
@@ -227,10 +235,12 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
             errors.append(f"{type(e).__name__}: {e}"[:300])
         if time.time() - last_save > 0.5:
             last_save = time.time()
-            _save(run_dir / f"stats-w{wid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors,
-                                                         "features": features})
-    _save(run_dir / f"stats-w{wid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors,
-                                                 "features": features})
+            _save(run_dir / f"stats-w{wid}-{gen}.json",
+                  {"stats": stats, "faults": chaos.counts, "errors": errors,
+                   "features": features})
+    _save(run_dir / f"stats-w{wid}-{gen}.json",
+          {"stats": stats, "faults": chaos.counts, "errors": errors,
+           "features": features})
     lake.close()
     os._exit(0)  # delta-rs-free, but keep teardown out of the picture (see environment notes)
 
@@ -240,7 +250,8 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
     import lakevilla as lv
 
     run_dir = Path(cfg["run_dir"])
-    lake, chaos = _lake(cfg, cfg["seed"] + 1000 * rid + gen, {"transient": 0.005 * cfg["fault_scale"]})
+    lake, chaos = _lake(cfg, cfg["seed"] + 1000 * rid + gen,
+                        {"transient": 0.005 * cfg["fault_scale"]})
     total = (cfg["banks"] + 1) * cfg["accounts"] * INITIAL
     stats: Counter[str] = Counter()
     bad: list[int] = []
@@ -250,8 +261,10 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         try:
             with lake.transaction("I") as txn:
-                sums = {f"bank_{k}": sum(txn.read(f"bank_{k}", columns=["balance"]).column("balance").to_pylist())
-                        for k in range(cfg["banks"] + 1)}
+                sums = {
+                    f"bank_{k}": sum(txn.read(f"bank_{k}", columns=["balance"])
+                                     .column("balance").to_pylist())
+                    for k in range(cfg["banks"] + 1)}
             seen = sum(sums.values())
             stats["reads"] += 1
             if seen != total:
@@ -259,7 +272,8 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
                 bad.append(seen)
                 if len(bad_cuts) < 5:  # what the operator needs to find the transfer seen in half
                     bad_cuts.append({"total": seen, "sums": sums, "txn": txn.id,
-                                     "versions": {t: tw.base.version for t, tw in txn.tables.items()},
+                                     "versions": {t: tw.base.version
+                                                  for t, tw in txn.tables.items()},
                                      **txn.cut_report()})
         except lv.TransactionAborted as e:
             stats["read_aborted"] += 1
@@ -270,10 +284,12 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
             stats["read_errors"] += 1
         if time.time() - last_save > 0.5:
             last_save = time.time()
-            _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
-                                                         "aborts": bad_reasons, "bad_cuts": bad_cuts})
-    _save(run_dir / f"stats-r{rid}-{gen}.json", {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
-                                                 "aborts": bad_reasons, "bad_cuts": bad_cuts})
+            _save(run_dir / f"stats-r{rid}-{gen}.json",
+                  {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
+                   "aborts": bad_reasons, "bad_cuts": bad_cuts})
+    _save(run_dir / f"stats-r{rid}-{gen}.json",
+          {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
+           "aborts": bad_reasons, "bad_cuts": bad_cuts})
     os._exit(0)
 
 
@@ -288,10 +304,13 @@ def maintenance_main(cfg: dict, gen: int) -> None:
     errors: list[str] = []
     last_save = 0.0
     steps = [
-        ("cleanup", lambda: stats.update({f"cleanup_deleted_{k}": n for k, n in lake.maintenance.cleanup(
-            older_than=cfg["retention"], force=True, keep_global=cfg.get("keep_global")).items()})),
+        ("cleanup", lambda: stats.update({
+            f"cleanup_deleted_{k}": n for k, n in lake.maintenance.cleanup(
+                older_than=cfg["retention"], force=True,
+                keep_global=cfg.get("keep_global")).items()})),
         ("delete_abandoned_files", lambda: stats.update(
-            deleted_files=len(lake.maintenance.delete_abandoned_files(min_age=cfg["retention"], force=True)))),
+            deleted_files=len(lake.maintenance.delete_abandoned_files(
+                min_age=cfg["retention"], force=True)))),
         ("checkpoint", lambda: lake.maintenance.checkpoint(random.choice(tables))),
         ("recover", lambda: lake.recover()),
     ]
@@ -301,16 +320,19 @@ def maintenance_main(cfg: dict, gen: int) -> None:
                 step()
                 stats[name] += 1
             except lv.InvalidArgumentError:
-                stats[f"{name}_refused"] += 1  # a checkpoint above an open marker: refused by design
+                # a checkpoint above an open marker: refused by design
+                stats[f"{name}_refused"] += 1
             except lv.LakeVillaError as e:
                 stats[f"{name}_failed"] += 1  # the store failed under it: tried again next round
                 if not isinstance(e, lv.StorageError | lv.TransactionAborted):
                     errors.append(f"{name}: {type(e).__name__}: {e}"[:300])
             if time.time() - last_save > 0.5:
                 last_save = time.time()
-                _save(run_dir / f"stats-m-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors})
+                _save(run_dir / f"stats-m-{gen}.json",
+                      {"stats": stats, "faults": chaos.counts, "errors": errors})
         time.sleep(0.2)  # maintenance runs periodically, not in a hot loop
-    _save(run_dir / f"stats-m-{gen}.json", {"stats": stats, "faults": chaos.counts, "errors": errors})
+    _save(run_dir / f"stats-m-{gen}.json",
+          {"stats": stats, "faults": chaos.counts, "errors": errors})
     os._exit(0)
 
 
@@ -322,7 +344,8 @@ def _setup(cfg: dict) -> None:
     lake = lv.Lake(cfg["root"], storage_options=cfg["storage_options"] or None)
     for k in range(cfg["banks"] + 1):  # bank_<banks> is the DL workers' own
         lake.create_table(f"bank_{k}", BANK)
-        with lake.transaction("") as txn:  # a file per account: conflicts are per file, transfers per account
+        # a file per account: conflicts are per file, transfers per account
+        with lake.transaction("") as txn:
             for a in range(cfg["accounts"]):
                 txn.insert(f"bank_{k}", {"id": [a], "balance": [INITIAL]})
     lake.create_table("ledger", LEDGER)
@@ -339,7 +362,8 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
 
     v: Counter[str] = Counter()
     info: dict[str, Any] = {}
-    lake = lv.Lake(cfg["root"], storage_options=cfg["storage_options"] or None, marker_ttl=cfg["marker_ttl"],
+    lake = lv.Lake(cfg["root"], storage_options=cfg["storage_options"] or None,
+                   marker_ttl=cfg["marker_ttl"],
                    clock=lambda: time.time() + 10 * cfg["marker_ttl"] + 3600)
     info["final_recovery"] = str(lake.recover())
     fresh = lv.Lake(cfg["root"], storage_options=cfg["storage_options"] or None)
@@ -366,7 +390,8 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
         for _ver, c in log.commits_between(-1, latest):
             if (m := marker_of(c)) is not None and m.state == RUNNING:
                 tv["stalled_marker"] += 1
-            tv["version_references_missing_file"] += sum(1 for a in c.adds if f"{t}/{a.path}" not in present)
+            tv["version_references_missing_file"] += sum(1 for a in c.adds
+                                                         if f"{t}/{a.path}" not in present)
         uri = f"{cfg['root']}/{t}"
         dt = DeltaTable(uri, version=0, storage_options=opts)
         every = max(1, (latest + 1) // 20)  # every version's log and file list; ~20 full data reads
@@ -376,7 +401,8 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
             try:
                 dt.load_as_version(ver)
                 for f in dt.file_uris():
-                    rel = f[len(cfg["root"]) + 1:] if f.startswith(cfg["root"]) else f.split(cfg["root_path"] + "/", 1)[-1]
+                    rel = (f[len(cfg["root"]) + 1:] if f.startswith(cfg["root"])
+                           else f.split(cfg["root_path"] + "/", 1)[-1])
                     if rel not in present:
                         tv["delta_rs_version_names_missing_file"] += 1
                 if ver % every == 0 or ver == latest:
@@ -385,8 +411,9 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
             except Exception:  # noqa: BLE001 - any failure to load a version is the violation
                 tv["delta_rs_unreadable_version"] += 1
         lv_rows = sorted(fresh.read(t).to_pylist(), key=lambda r: json.dumps(r, sort_keys=True))
-        dr_rows = sorted(pa.table(DeltaTable(uri, storage_options=opts).to_pyarrow_table()).to_pylist(),
-                         key=lambda r: json.dumps(r, sort_keys=True))
+        dr_rows = sorted(
+            pa.table(DeltaTable(uri, storage_options=opts).to_pyarrow_table()).to_pylist(),
+            key=lambda r: json.dumps(r, sort_keys=True))
         tv["lakevilla_differs_from_delta_rs"] += int(lv_rows != dr_rows)
         return tv, versions, reads
 
@@ -426,7 +453,8 @@ def _starved(run_dir: Path, feature_sets: list[str], readers: int) -> list[str]:
     return _never_did(committed, reads, feature_sets, readers)
 
 
-def _never_did(committed: Counter[str], reads: int, feature_sets: list[str], readers: int) -> list[str]:
+def _never_did(committed: Counter[str], reads: int, feature_sets: list[str],
+               readers: int) -> list[str]:
     out = [k for k in dict.fromkeys(feature_sets) if committed[k] == 0]
     return out + (["I reads"] if readers and reads == 0 else [])
 
@@ -445,19 +473,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         endpoint = args.endpoint
         if endpoint is None:
             endpoint, stop_moto = start_moto_process()
-        opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
+        opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+                "AWS_ALLOW_HTTP": "true"}
         bucket = f"lv-chaos-{uuid.uuid4().hex[:10]}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="testing",
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                     aws_access_key_id="testing",
                      aws_secret_access_key="testing").create_bucket(Bucket=bucket)
         root, root_path = f"s3://{bucket}/chaos", f"{bucket}/chaos"
     run_dir = tmp / "run"
     run_dir.mkdir()
     duration = args.minutes * 60
     cfg = {"root": root, "root_path": root_path, "storage_options": opts, "run_dir": str(run_dir),
-           "seed": args.seed, "banks": args.banks, "accounts": args.accounts, "marker_ttl": args.marker_ttl,
-           "max_age": args.max_age, "retention": args.retention, "deadline": 0.0, "fault_scale": args.fault_scale,
-           "dl_shared": args.dl_shared, "keep_global": args.keep_global}
+           "seed": args.seed, "banks": args.banks, "accounts": args.accounts,
+           "marker_ttl": args.marker_ttl, "max_age": args.max_age, "retention": args.retention,
+           "deadline": 0.0, "fault_scale": args.fault_scale, "dl_shared": args.dl_shared,
+           "keep_global": args.keep_global}
     ctx = mp.get_context("spawn")
     rng = random.Random(args.seed)
     kills: Counter[str] = Counter()
@@ -501,12 +532,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if not _starved(run_dir, feature_sets, args.readers):
                     break
             for name, p in list(procs.items()):
-                if not p.is_alive():  # a process that ended before the stop (it should not): say so, restart it
-                    exited.append({"process": name, "exitcode": p.exitcode, "at_s": round(time.time() - t0, 1)})
-                    print(f"chaos: {name} exited with code {p.exitcode} after {time.time() - t0:.1f}s", flush=True)
+                # a process that ended before the stop (it should not): say so, restart it
+                if not p.is_alive():
+                    exited.append({"process": name, "exitcode": p.exitcode,
+                                   "at_s": round(time.time() - t0, 1)})
+                    print(f"chaos: {name} exited with code {p.exitcode} "
+                          f"after {time.time() - t0:.1f}s", flush=True)
                     spawn(name)
             if args.kill_every > 0 and time.time() >= next_kill and time.time() < end_min - 2:
-                victim = rng.choice([n for n in procs if n.startswith("w")] + (["m"] if rng.random() < 0.2 else []))
+                victim = rng.choice([n for n in procs if n.startswith("w")]
+                                    + (["m"] if rng.random() < 0.2 else []))
                 os.kill(procs[victim].pid, signal.SIGKILL)
                 procs[victim].join(10)
                 kills["maintenance" if victim == "m" else "worker"] += 1
@@ -526,14 +561,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if p.is_alive():
                 hung.append(name)
                 print(f"chaos: {name} did not stop; its stacks follow on stderr", flush=True)
-                os.kill(p.pid, signal.SIGABRT)  # faulthandler writes the stacks, then the process ends
+                # faulthandler writes the stacks, then the process ends
+                os.kill(p.pid, signal.SIGABRT)
                 p.join(10)
                 if p.is_alive():
                     p.kill()
                     p.join(10)
         acked: set[str] = set()
         for f in run_dir.glob("acks-*.txt"):
-            acked.update(line for line in f.read_text().split("\n") if line)  # a torn last line has no id
+            # a torn last line has no id
+            acked.update(line for line in f.read_text().split("\n") if line)
         stats: Counter[str] = Counter()
         faults: Counter[str] = Counter()
         maint: Counter[str] = Counter()
@@ -558,7 +595,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             else:
                 maint.update(d["stats"])
                 errors += d.get("errors", [])
-        violations["unexpected_errors"] = stats["unexpected_errors"] + sum(1 for e in errors if "maintenance" in e)
+        violations["unexpected_errors"] = stats["unexpected_errors"] + sum(1 for e in errors
+                                                                           if "maintenance" in e)
         violations["isolated_total_mismatch"] = stats["isolated_total_mismatch"]
         violations["process_exited"] = len(exited)
         violations["process_hung"] = len(hung)
@@ -566,33 +604,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         violations.update(checked)
         payload = {
             "benchmark": "chaos",
-            "info": {"store": args.store, "minutes": args.minutes, "quick": bool(args.quick), "seed": args.seed,
-                     "workers": args.workers, "readers": args.readers, "features": feature_sets,
-                     "banks": args.banks, "accounts": args.accounts, "marker_ttl": args.marker_ttl,
-                     "max_transaction_age": args.max_age, "retention": args.retention, "fault_rates": RATES,
-                     "fault_scale": args.fault_scale, "kill_every": args.kill_every, "dl_shared": args.dl_shared,
-                     "keep_global": args.keep_global,
-                     "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "wall_s": round(time.time() - started, 1)},
+            "info": {"store": args.store, "minutes": args.minutes, "quick": bool(args.quick),
+                     "seed": args.seed, "workers": args.workers, "readers": args.readers,
+                     "features": feature_sets, "banks": args.banks, "accounts": args.accounts,
+                     "marker_ttl": args.marker_ttl, "max_transaction_age": args.max_age,
+                     "retention": args.retention, "fault_rates": RATES,
+                     "fault_scale": args.fault_scale, "kill_every": args.kill_every,
+                     "dl_shared": args.dl_shared, "keep_global": args.keep_global,
+                     "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "wall_s": round(time.time() - started, 1)},
             "committed": len(acked),
             "outcomes": {k: stats[k] for k in ("committed", "aborted", "partial", "pending")},
             "by_features": {f: {k: c[k] for k in ("committed", "aborted", "partial", "pending")}
                             for f, c in sorted(by_features.items())},
-            "aborted_by_reason": {k[len("aborted_"):]: n for k, n in sorted(stats.items()) if k.startswith("aborted_")},
+            "aborted_by_reason": {k[len("aborted_"):]: n
+                                  for k, n in sorted(stats.items()) if k.startswith("aborted_")},
             "isolated_reads": stats["reads"], "isolated_reads_aborted": stats["read_aborted"],
-            "isolated_reads_aborted_by_reason": {k[len("read_aborted_"):]: n for k, n in sorted(stats.items())
+            "isolated_reads_aborted_by_reason": {k[len("read_aborted_"):]: n
+                                                 for k, n in sorted(stats.items())
                                                  if k.startswith("read_aborted_")},
             "isolated_read_abort_examples": reader_notes[:5],
             "isolated_mismatch_examples": mismatches[:5],
             "ran_s": round(ran_s, 1), "starved": _never_did(
-                Counter({f: c["committed"] for f, c in by_features.items()}), reader_reads, feature_sets, args.readers),
+                Counter({f: c["committed"] for f, c in by_features.items()}), reader_reads,
+                feature_sets, args.readers),
             "exited": exited, "hung": hung,
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
-            "violations": {k: int(violations[k]) for k in sorted(set(violations) | _VIOLATION_KINDS)},
+            "violations": {k: int(violations[k])
+                           for k in sorted(set(violations) | _VIOLATION_KINDS)},
             "errors": errors[:20], "checks": info,
         }
         rows = [{"what": "transfers committed (acknowledged)", "n": len(acked)}]
         rows += [{"what": f"  {f}: committed / aborted / partial / pending",
-                  "n": " / ".join(str(c[k]) for k in ("committed", "aborted", "partial", "pending"))}
+                  "n": " / ".join(str(c[k])
+                                  for k in ("committed", "aborted", "partial", "pending"))}
                  for f, c in sorted(by_features.items())]
         rows += [{"what": "isolated reads (total checked)", "n": stats["reads"]}]
         rows += [{"what": "seconds of chaos (kinds that never committed)",
@@ -603,19 +648,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows += [{"what": f"violations: {k}", "n": n} for k, n in payload["violations"].items()]
         rows += [{"what": "versions loaded by delta-rs (full reads)",
                   "n": f"{info['versions_checked']} ({info['data_reads']})"}]
-        print_table(rows, ["what", "n"], title=f"chaos on {args.store}, {args.minutes:g} min, seed {args.seed}")
+        print_table(rows, ["what", "n"],
+                    title=f"chaos on {args.store}, {args.minutes:g} min, seed {args.seed}")
         write_json(args.out, "chaos", payload)
 
         def draw(fig):
             ax = fig.add_subplot(1, 2, 1)
             names = sorted(by_features)
             for j, k in enumerate(("committed", "aborted", "partial", "pending")):
-                ax.bar([x + 0.2 * j for x in range(len(names))], [by_features[n][k] for n in names], 0.2, label=k)
+                ax.bar([x + 0.2 * j for x in range(len(names))], [by_features[n][k] for n in names],
+                       0.2, label=k)
             ax.set_xticks([x + 0.3 for x in range(len(names))], names)
             ax.set_title("transfers by feature set")
             ax.legend(fontsize=7)
             ax2 = fig.add_subplot(1, 2, 2)
-            ax2.barh(list(faults) + [f"kill {k}" for k in kills], list(faults.values()) + list(kills.values()))
+            ax2.barh(list(faults) + [f"kill {k}" for k in kills],
+                     list(faults.values()) + list(kills.values()))
             ax2.set_title(f"faults and kills ({sum(payload['violations'].values())} violations)")
 
         plot(args.out, "chaos", draw)
@@ -629,37 +677,48 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"kept {tmp}")
 
 
-_VIOLATION_KINDS = {"process_exited", "process_hung", "total_not_conserved", "duplicate_account", "duplicate_transfer", "acknowledged_transfer_missing",
+_VIOLATION_KINDS = {"process_exited", "process_hung", "total_not_conserved", "duplicate_account",
+                    "duplicate_transfer", "acknowledged_transfer_missing",
                     "version_references_missing_file", "delta_rs_version_names_missing_file",
-                    "delta_rs_unreadable_version", "lakevilla_differs_from_delta_rs", "stalled_marker",
-                    "stalled_record", "stalled_announcement", "isolated_total_mismatch", "unexpected_errors"}
+                    "delta_rs_unreadable_version", "lakevilla_differs_from_delta_rs",
+                    "stalled_marker", "stalled_record", "stalled_announcement",
+                    "isolated_total_mismatch", "unexpected_errors"}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     from benchmarks.common import parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.chaos", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="about half a minute: what the test suite runs")
+    p = argparse.ArgumentParser(prog="python -m benchmarks.chaos",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true",
+                   help="about half a minute: what the test suite runs")
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--store", choices=["local", "s3"], default="local")
-    p.add_argument("--endpoint", default=None, help="S3 endpoint (default: a moto server on 127.0.0.1)")
+    p.add_argument("--endpoint", default=None,
+                   help="S3 endpoint (default: a moto server on 127.0.0.1)")
     p.add_argument("--features", default=DEFAULT_FEATURES,
-                   help="comma-separated feature sets of the workers, '+' inside a set, DL for plain Delta")
+                   help="comma-separated feature sets of the workers, '+' inside a set, "
+                        "DL for plain Delta")
     p.add_argument("--workers", type=int, default=None, help="default: one per feature set")
     p.add_argument("--readers", type=int, default=1)
-    p.add_argument("--banks", type=int, default=3, help="shared bank tables (DL workers have one more of their own)")
+    p.add_argument("--banks", type=int, default=3,
+                   help="shared bank tables (DL workers have one more of their own)")
     p.add_argument("--dl-shared", action="store_true",
-                   help="DL workers transfer in the shared banks too (shows the marker-ignoring writer hazard)")
+                   help="DL workers transfer in the shared banks too (shows the "
+                        "marker-ignoring writer hazard)")
     p.add_argument("--accounts", type=int, default=20)
-    p.add_argument("--kill-every", type=float, default=20.0, help="mean seconds between SIGKILLs (0: none)")
-    p.add_argument("--fault-scale", type=float, default=1.0, help="multiplies every fault rate (0: no faults)")
+    p.add_argument("--kill-every", type=float, default=20.0,
+                   help="mean seconds between SIGKILLs (0: none)")
+    p.add_argument("--fault-scale", type=float, default=1.0,
+                   help="multiplies every fault rate (0: no faults)")
     p.add_argument("--marker-ttl", type=float, default=2.0)
-    p.add_argument("--max-age", type=float, default=15.0, help="the workers' max_transaction_age (seconds)")
+    p.add_argument("--max-age", type=float, default=15.0,
+                   help="the workers' max_transaction_age (seconds)")
     p.add_argument("--retention", type=float, default=20.0,
                    help="maintenance's forced retention (seconds; must exceed --max-age)")
     p.add_argument("--keep-global", type=int, default=None,
-                   help="maintenance's cleanup keeps this many global-log entries (default: the lake's, 1,000); "
-                        "a small value races clean-up against I transactions")
+                   help="maintenance's cleanup keeps this many global-log entries (default: the "
+                        "lake's, 1,000); a small value races clean-up against I transactions")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="results/chaos")
     p.add_argument("--keep", action="store_true", help="keep the lake and the run folder")
@@ -668,7 +727,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.workers is None:
         args.workers = len([f for f in args.features.split(",") if f.strip()])
     if args.retention <= args.max_age:
-        raise SystemExit("--retention must exceed --max-age: that is what makes deleting by age safe")
+        raise SystemExit("--retention must exceed --max-age: that is what makes "
+                         "deleting by age safe")
     return run(args)
 
 

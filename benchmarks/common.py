@@ -50,12 +50,14 @@ SYSTEMS: dict[str, str | None] = {
 def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes: seconds, for the test suite")
     p.add_argument("--store", choices=["local", "s3"], default="local")
-    p.add_argument("--endpoint", default=None, help="S3 endpoint (default: a moto server on 127.0.0.1)")
+    p.add_argument("--endpoint", default=None,
+                   help="S3 endpoint (default: a moto server on 127.0.0.1)")
     p.add_argument("--latency", default="none",
                    help="'none', 's3' (a same-region S3 profile) or milliseconds per request")
     p.add_argument("--out", default=default_out, help="results folder (JSON + PNG)")
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma-separated subset of " + ",".join(SYSTEMS))
+    p.add_argument("--systems", default=",".join(SYSTEMS),
+                   help="comma-separated subset of " + ",".join(SYSTEMS))
 
 
 def latency_profile(spec: str) -> LatencyProfile | None:
@@ -93,13 +95,17 @@ class LatencyProxy:
             def _forward(self) -> None:
                 u = urlparse(outer.target)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                action = outer.faults(self.command, self.path, self.headers) if outer.faults else None
+                action = (outer.faults(self.command, self.path, self.headers) if outer.faults
+                          else None)
                 if action == "conflict":
-                    self._reply(409, b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict"
-                                     b"</Code><Message>A conflicting operation occurred.</Message></Error>",
+                    self._reply(409,
+                                b"<?xml version='1.0' encoding='UTF-8'?><Error>"
+                                b"<Code>ConditionalRequestConflict</Code>"
+                                b"<Message>A conflicting operation occurred.</Message></Error>",
                                 [("Content-Type", "application/xml")])
                     return
-                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))  # the simulation
+                # the simulation
+                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
                 conn.request(self.command, self.path, body=body or None, headers=headers)
@@ -110,7 +116,8 @@ class LatencyProxy:
                         if k.lower() not in ("transfer-encoding", "connection", "content-length")]
                 self._reply(r.status, data, hdrs, truncate=action == "truncate")
 
-            def _reply(self, status: int, data: bytes, headers: list, truncate: bool = False) -> None:
+            def _reply(self, status: int, data: bytes, headers: list,
+                       truncate: bool = False) -> None:
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
@@ -160,7 +167,8 @@ class Env:
         return f"{self.root}/{name}-{uuid.uuid4().hex[:8]}"
 
     def store(self, root: str) -> ObjectStore:
-        """The store lakevilla uses: latency (local only; S3 pays it in the proxy), then counting."""
+        """The store lakevilla uses: latency (local only; S3 pays it in the
+        proxy), then counting."""
         s = open_store(root, self.storage_options or None)
         if self.kind == "local" and self.profile is not None:
             s = LatencyStore(s, self.profile)
@@ -169,7 +177,8 @@ class Env:
     def lake(self, root: str, **kw: Any) -> tuple[lv.Lake, AreaCountingStore]:
         """A ``Lake`` over this environment's store, and the store that counts its requests."""
         counting = AreaCountingStore(self.store(root))
-        return lv.Lake(root, storage_options=self.storage_options or None, store=counting, **kw), counting
+        return lv.Lake(root, storage_options=self.storage_options or None, store=counting,
+                       **kw), counting
 
     @property
     def delta_rs_slowed(self) -> bool:
@@ -210,13 +219,15 @@ def make_env(args: argparse.Namespace) -> Env:
         proxy = LatencyProxy(endpoint, profile)
         env._cleanup.append(proxy.close)
         endpoint = proxy.url
-    opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
+    opts = {"AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": os.environ.get("AWS_ACCESS_KEY_ID", "testing"),
             "AWS_SECRET_ACCESS_KEY": os.environ.get("AWS_SECRET_ACCESS_KEY", "testing"),
             "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"}
     import boto3
 
     bucket = f"lv-bench-{uuid.uuid4().hex[:10]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id=opts["AWS_ACCESS_KEY_ID"],
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id=opts["AWS_ACCESS_KEY_ID"],
                  aws_secret_access_key=opts["AWS_SECRET_ACCESS_KEY"]).create_bucket(Bucket=bucket)
     env.root = f"s3://{bucket}/bench"
     env.storage_options = opts
@@ -244,7 +255,8 @@ def print_table(rows: list[dict[str, Any]], columns: list[str], title: str = "")
             return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
         return str(v)
 
-    widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) if rows else len(c) for c in columns}
+    widths = {c: max(len(c), *(len(fmt(r.get(c, ""))) for r in rows)) if rows else len(c)
+              for c in columns}
     lines = []
     if title:
         lines.append(title)
@@ -274,8 +286,9 @@ def _json_default(o: Any) -> Any:
 
 
 def run_info(args: argparse.Namespace, env: Env) -> dict[str, Any]:
-    return {"store": env.kind, "latency": env.latency_label, "quick": bool(args.quick), "seed": args.seed,
-            "delta_rs_pays_latency": env.delta_rs_slowed, "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {"store": env.kind, "latency": env.latency_label, "quick": bool(args.quick),
+            "seed": args.seed, "delta_rs_pays_latency": env.delta_rs_slowed,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
 
 def plot(out_dir: str | Path, name: str, draw) -> Path:
@@ -397,7 +410,8 @@ def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1", "-p", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1",
+                             "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while True:  # readiness probe: the server answers HTTP once it is up
@@ -462,7 +476,8 @@ def request_area(key: str, detail: bool = False) -> str:
             return "lakevilla"
         if "/_lakevilla/gvl/" in k:
             return "lakevilla:gvl"
-        if "/_lakevilla/txns/" in k:  # txns/<attempt>.json is a record, txns/<txn>/<seq>.json a sublog
+        # txns/<attempt>.json is a record, txns/<txn>/<seq>.json a sublog
+        if "/_lakevilla/txns/" in k:
             rest = k.split("/_lakevilla/txns/", 1)[1]
             return "lakevilla:sublog" if "/" in rest else "lakevilla:record"
         return "lakevilla:other"
@@ -511,7 +526,8 @@ def finite_or_none(x: float) -> float | None:
 
 
 def parse_systems(spec: str) -> dict[str, str | None]:
-    """``--systems`` as a dict, splitting on the commas outside brackets ("LV[R,CT]" is one name)."""
+    """``--systems`` as a dict, splitting on the commas outside brackets
+    ("LV[R,CT]" is one name)."""
     names, depth, cur = [], 0, ""
     for ch in spec:
         depth += (ch == "[") - (ch == "]")
@@ -544,4 +560,5 @@ def parse_with_quick(p: argparse.ArgumentParser, argv: list[str] | None,
 def add_commit_mode_arg(p: argparse.ArgumentParser) -> None:
     """DESIGN section 4: benchmarks run in both commit modes (tail is lakevilla's default)."""
     p.add_argument("--commit-mode", choices=["tail", "in_place"], default="tail",
-                   help="where lakevilla's marker-based commits go (tail: a new version; in_place: the marker's)")
+                   help="where lakevilla's marker-based commits go (tail: a new version; "
+                        "in_place: the marker's)")

@@ -53,7 +53,8 @@ def _batch(ids: list[int], p: str) -> pa.Table:
 
 
 def _lake(spec: dict):
-    env = Env(spec["kind"], spec["root"], spec["opts"], latency_profile(spec["latency"]), spec["latency"])
+    env = Env(spec["kind"], spec["root"], spec["opts"], latency_profile(spec["latency"]),
+              spec["latency"])
     return env.lake(spec["root"])[0]
 
 
@@ -81,7 +82,8 @@ def _writer(spec: dict, w: int, n: int, retries: int, out) -> None:
             dt = DeltaTable(uri, storage_options=opts)
             for i in range(n):
                 ids = [w * 100_000 + 2 * i, w * 100_000 + 2 * i + 1]
-                if _retrying(lambda ids=ids: write_deltalake(uri, _batch(ids, p), mode="append", storage_options=opts),
+                if _retrying(lambda ids=ids: write_deltalake(uri, _batch(ids, p), mode="append",
+                                                             storage_options=opts),
                              (CommitFailedError,), retries, stats):
                     stats["inserted"] += ids
                 if i >= 2:
@@ -112,7 +114,8 @@ def _writer(spec: dict, w: int, n: int, retries: int, out) -> None:
                             t.delete(TABLE, where=f"id = {gone}")
                     if _retrying(insert, (lv.TransactionAborted,), retries, stats):
                         stats["inserted"] += ids
-                    if gone is not None and _retrying(delete, (lv.TransactionAborted,), retries, stats):
+                    if gone is not None and _retrying(delete, (lv.TransactionAborted,), retries,
+                                                      stats):
                         stats["deleted"].append(gone)
                     stats["committed"] += 1
                     continue
@@ -189,17 +192,23 @@ def _final(env: Env, root: str) -> tuple[list[int], int]:
     from deltalake import DeltaTable
 
     dt = DeltaTable(f"{root}/{TABLE}", storage_options=env.storage_options or None)
-    return pa.table(dt.to_pyarrow_table(columns=["id"])).column("id").to_pylist(), len(dt.file_uris())
+    return (pa.table(dt.to_pyarrow_table(columns=["id"])).column("id").to_pylist(),
+            len(dt.file_uris()))
 
 
 def run_one(env: Env, system: str, compact: bool, args: argparse.Namespace) -> dict[str, Any]:
-    root = env.fresh_root(f"{system.replace('[', '').replace(']', '').replace(',', '')}-{int(compact)}")
+    root = env.fresh_root(
+        f"{system.replace('[', '').replace(']', '').replace(',', '')}-{int(compact)}")
     _setup(env, system, root)
-    spec = {"system": system, "root": root, "opts": env.storage_options, "kind": env.kind, "latency": env.latency_label}
+    spec = {"system": system, "root": root, "opts": env.storage_options, "kind": env.kind,
+            "latency": env.latency_label}
     ctx = mp.get_context("spawn")
     out, done = ctx.Queue(), ctx.Event()
-    writers = [ctx.Process(target=_writer, args=(spec, w, args.txns, args.retries, out)) for w in range(args.writers)]
-    opt = ctx.Process(target=_optimizer, args=(spec, done, args.target, args.interval, args.retries, out)) if compact else None
+    writers = [ctx.Process(target=_writer, args=(spec, w, args.txns, args.retries, out))
+               for w in range(args.writers)]
+    opt = ctx.Process(target=_optimizer,
+                      args=(spec, done, args.target, args.interval, args.retries, out)) \
+        if compact else None
     t0 = time.perf_counter()
     for p in writers + ([opt] if opt else []):
         p.start()
@@ -236,24 +245,27 @@ def run_one(env: Env, system: str, compact: bool, args: argparse.Namespace) -> d
         "txn_per_s": committed / max(s["seconds"] for s in got) if got else 0.0,
         "writer_aborts": sum(s["aborts"] for s in got), "given_up": sum(s["given_up"] for s in got),
         "opt_runs": opt_stats.get("runs", 0), "opt_aborts": opt_stats.get("aborts", 0),
-        "opt_redos": opt_stats.get("redos", 0), "files_compacted": opt_stats.get("files_removed", 0),
-        "final_files": files, "rows_ok": sorted(ids) == sorted(expected) and len(ids) == len(set(ids)),
-        "seconds": wall,
+        "opt_redos": opt_stats.get("redos", 0),
+        "files_compacted": opt_stats.get("files_removed", 0), "final_files": files,
+        "rows_ok": sorted(ids) == sorted(expected) and len(ids) == len(set(ids)), "seconds": wall,
     }
 
 
-COLUMNS = ["system", "optimize", "writer_txns", "txn_per_s", "writer_aborts", "given_up", "opt_runs",
-           "opt_aborts", "opt_redos", "files_compacted", "final_files", "rows_ok"]
+COLUMNS = ["system", "optimize", "writer_txns", "txn_per_s", "writer_aborts", "given_up",
+           "opt_runs", "opt_aborts", "opt_redos", "files_compacted", "final_files", "rows_ok"]
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.compaction", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compaction",
+                                description=__doc__.splitlines()[0])
     add_common_args(p, "results/compaction")
     p.set_defaults(systems=DEFAULT_SYSTEMS)
     p.add_argument("--writers", type=int, default=4)
     p.add_argument("--txns", type=int, default=30, help="transactions per writer")
-    p.add_argument("--retries", type=int, default=10, help="application retries per aborted statement")
-    p.add_argument("--target", type=int, default=16 << 20, help="compaction target file size (bytes)")
+    p.add_argument("--retries", type=int, default=10,
+                   help="application retries per aborted statement")
+    p.add_argument("--target", type=int, default=16 << 20,
+                   help="compaction target file size (bytes)")
     p.add_argument("--interval", type=float, default=0.5, help="seconds between compactions")
     args = p.parse_args(argv)
     if args.quick:
@@ -268,18 +280,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         info = run_info(args, env)
     finally:
         env.close()
-    print_table(rows, COLUMNS, f"compaction beside {args.writers} writers x {args.txns} transactions "
-                               f"({info['store']}, latency {info['latency']})")
+    print_table(rows, COLUMNS,
+                f"compaction beside {args.writers} writers x {args.txns} transactions "
+                f"({info['store']}, latency {info['latency']})")
     payload = {"run": info, "writers": args.writers, "txns": args.txns, "results": rows}
     write_json(args.out, "compaction", payload)
 
     def draw(fig) -> None:
         ax = fig.add_subplot(1, 1, 1)
-        labels = [f"{r['system']}\n{'+optimize' if r['optimize'] == 'yes' else 'alone'}" for r in rows]
+        labels = [f"{r['system']}\n{'+optimize' if r['optimize'] == 'yes' else 'alone'}"
+                  for r in rows]
         ax.bar(range(len(rows)), [r["txn_per_s"] for r in rows],
                color=["#888" if r["optimize"] == "no" else "#37a" for r in rows])
         for i, r in enumerate(rows):
-            ax.text(i, r["txn_per_s"], f"{r['writer_aborts']} aborts", ha="center", va="bottom", fontsize=8)
+            ax.text(i, r["txn_per_s"], f"{r['writer_aborts']} aborts", ha="center", va="bottom",
+                    fontsize=8)
         ax.set_xticks(range(len(rows)), labels, fontsize=8)
         ax.set_ylabel("writer transactions / s")
         ax.set_title("Writers beside a compaction")

@@ -25,7 +25,8 @@ from typing import Any
 
 from .ycsb import TABLE, fill, insert_row, load_table, usertable_schema
 
-FEATURE_SETS = {"LV[DL]": "", "LV[R]": "R", "LV[R,CT]": "R,CT", "LV[I]": "I", "LV[R,CT,I]": "R,CT,I"}
+FEATURE_SETS = {"LV[DL]": "", "LV[R]": "R", "LV[R,CT]": "R,CT", "LV[I]": "I",
+                "LV[R,CT,I]": "R,CT,I"}
 
 # transaction shapes: the single-operation kinds, then the two transaction kinds
 SCENARIOS: dict[str, tuple[str, ...]] = {
@@ -61,10 +62,13 @@ def run_txn(lake: Any, features: str, ops: tuple[str, ...], keys: Keys) -> None:
             if op == "read":
                 txn.read(TABLE, where=f"key = {keys.existing()}")
             elif op == "update":
-                txn.update(TABLE, set={"field1": f"'{fill('cost')}'"}, where=f"key = {keys.existing()}")
+                txn.update(TABLE, set={"field1": f"'{fill('cost')}'"},
+                           where=f"key = {keys.existing()}")
             else:
                 k = keys.new()
-                txn.insert(TABLE, pa.Table.from_pylist([insert_row(k, f"i{k}")], schema=usertable_schema()))
+                txn.insert(TABLE,
+                           pa.Table.from_pylist([insert_row(k, f"i{k}")],
+                                                schema=usertable_schema()))
 
 
 def run_delta_rs(dt: Any, ops: tuple[str, ...], keys: Keys) -> None:
@@ -80,7 +84,9 @@ def run_delta_rs(dt: Any, ops: tuple[str, ...], keys: Keys) -> None:
             dt.update(updates={"field1": f"'{fill('cost')}'"}, predicate=f"key = {keys.existing()}")
         else:
             k = keys.new()
-            write_deltalake(dt, pa.Table.from_pylist([insert_row(k, f"i{k}")], schema=usertable_schema()), mode="append")
+            write_deltalake(dt,
+                            pa.Table.from_pylist([insert_row(k, f"i{k}")],
+                                                 schema=usertable_schema()), mode="append")
 
 
 def counted(store: Any) -> dict[str, Any]:
@@ -95,13 +101,14 @@ def counted(store: Any) -> dict[str, Any]:
         (data if area == "data" else meta)[kind] += n
     r, w = reads_writes(counts)
     mr, mw = reads_writes(meta)
-    return {"kinds": {k: counts.get(k, 0) for k in KINDS}, "reads": r, "writes": w, "meta_reads": mr,
-            "meta_writes": mw, "data_reads": r - mr, "data_writes": w - mw,
+    return {"kinds": {k: counts.get(k, 0) for k in KINDS}, "reads": r, "writes": w,
+            "meta_reads": mr, "meta_writes": mw, "data_reads": r - mr, "data_writes": w - mw,
             "by_area": {f"{k}:{a}": n for (k, a), n in sorted(areas.items())}}
 
 
 def scale(m: dict[str, Any], n: int) -> dict[str, Any]:
-    out = {k: (v / n if isinstance(v, int | float) else v) for k, v in m.items() if k not in ("kinds", "by_area")}
+    out = {k: (v / n if isinstance(v, int | float) else v)
+           for k, v in m.items() if k not in ("kinds", "by_area")}
     out["kinds"] = {k: v / n for k, v in m["kinds"].items()}
     out["by_area"] = {k: v / n for k, v in m["by_area"].items()}
     return out
@@ -119,7 +126,8 @@ def measure_feature_set(ce: Any, name: str, features: str, records: int, reps: i
         try:
             run_txn(lake, features, ops, keys)
             lake.flush()
-            rows.append({"system": name, "scenario": scen, "state": "cold", "n": 1, **counted(store)})
+            rows.append({"system": name, "scenario": scen, "state": "cold", "n": 1,
+                         **counted(store)})
         finally:
             lake.close()
     lake, store = env.lake(root, commit_mode=commit_mode)
@@ -158,9 +166,9 @@ def measure_delta_rs(ce: Any, records: int, reps: int) -> list[dict[str, Any]]:
         counts = ce.proxy.reset()
         r, w = reads_writes(counts)
         rows.append({"system": "delta-rs", "scenario": scen, "state": "warm", "n": reps,
-                     "kinds": {k: counts.get(k, 0) / reps for k in KINDS}, "reads": r / reps, "writes": w / reps,
-                     "meta_reads": None, "meta_writes": None, "data_reads": None, "data_writes": None,
-                     "by_area": {}})
+                     "kinds": {k: counts.get(k, 0) / reps for k in KINDS}, "reads": r / reps,
+                     "writes": w / reps, "meta_reads": None, "meta_writes": None,
+                     "data_reads": None, "data_writes": None, "by_area": {}})
     return rows
 
 
@@ -194,7 +202,9 @@ def write_history(store: Any, root: str, commits: int, bar: Any) -> dict[str, An
         lake.create_table(TABLE, usertable_schema())
         for k in range(commits - 1):
             with lake.transaction(features="") as txn:
-                txn.insert(TABLE, pa.Table.from_pylist([insert_row(k, f"h{k}")], schema=usertable_schema()))
+                txn.insert(TABLE,
+                           pa.Table.from_pylist([insert_row(k, f"h{k}")],
+                                                schema=usertable_schema()))
             bar.update(1)
         lake.flush()
         log = lake._client.log(TABLE)
@@ -212,7 +222,8 @@ def median_time(fn: Callable[[], Any], n: int) -> float:
     return statistics.median(times)
 
 
-def _timed_on_new_lake(store_factory: Callable[[], Any], root: str, fn: Callable[[Any], None]) -> tuple[float, dict[str, int]]:
+def _timed_on_new_lake(store_factory: Callable[[], Any], root: str,
+                       fn: Callable[[Any], None]) -> tuple[float, dict[str, int]]:
     """``fn(lake)`` on a new Lake over a new store: its time and the requests it made."""
     import lakevilla as lv
 
@@ -274,14 +285,17 @@ def measure_load(ce: Any, commits: int, loads: int) -> dict[str, Any]:
     # log still has (a checkpoint may hold half of a multi-table commit); it then joins the
     # global log, and later isolated reads start from where an entry has it
     first_t, first_reqs = lv_isolated_read(lambda: AreaCountingStore(env.store(root)), root)
-    known = [lv_isolated_read(lambda: AreaCountingStore(env.store(root)), root) for _ in range(loads)]
-    # delta-rs pays the simulated latency only on S3; on the local store compare unslowed to unslowed
+    known = [lv_isolated_read(lambda: AreaCountingStore(env.store(root)), root)
+             for _ in range(loads)]
+    # delta-rs pays the simulated latency only on S3; on the local store
+    # compare unslowed to unslowed
     same = lv_env_t if env.delta_rs_slowed else lv_direct_t
-    return {"commits": meta["version"] + 1, "last_checkpoint": meta["last_checkpoint"], "loads": loads,
-            "lakevilla_s": lv_env_t, "lakevilla_unslowed_s": lv_direct_t, "delta_rs_s": dr_t,
-            "delta_rs_pays_latency": env.delta_rs_slowed, "ratio_lakevilla_over_delta_rs": same / dr_t,
-            "lakevilla_requests": lv_reqs, "delta_rs_requests": dr_reqs,
-            "isolated_first_read_s": first_t, "isolated_first_read_requests": first_reqs,
+    return {"commits": meta["version"] + 1, "last_checkpoint": meta["last_checkpoint"],
+            "loads": loads, "lakevilla_s": lv_env_t, "lakevilla_unslowed_s": lv_direct_t,
+            "delta_rs_s": dr_t, "delta_rs_pays_latency": env.delta_rs_slowed,
+            "ratio_lakevilla_over_delta_rs": same / dr_t, "lakevilla_requests": lv_reqs,
+            "delta_rs_requests": dr_reqs, "isolated_first_read_s": first_t,
+            "isolated_first_read_requests": first_reqs,
             "isolated_known_read_s": statistics.median(t for t, _ in known),
             "isolated_known_read_requests": known[0][1]}
 
@@ -312,8 +326,8 @@ def measure_latency(ce: Any, systems: dict[str, str], records: int, n: int,
                 lat.append(time.perf_counter() - t0)
             lake.flush()
             rows.append({"system": name, "n": n, "median_ms": statistics.median(lat) * 1000,
-                         "mean_ms": statistics.fmean(lat) * 1000, "p90_ms": percentile(lat, 90) * 1000,
-                         **scale(counted(store), n)})
+                         "mean_ms": statistics.fmean(lat) * 1000,
+                         "p90_ms": percentile(lat, 90) * 1000, **scale(counted(store), n)})
         finally:
             lake.close()
     base = next((r for r in rows if r["system"] == "LV[DL]"), None)
@@ -336,15 +350,19 @@ def request_table(rows: list[dict[str, Any]], state: str) -> list[dict[str, Any]
     for r in rows:
         if r["state"] != state:
             continue
-        d = {"scenario": r["scenario"], "system": r["system"], "reads": r["reads"], "writes": r["writes"]}
+        d = {"scenario": r["scenario"], "system": r["system"], "reads": r["reads"],
+             "writes": r["writes"]}
         d.update({_short(k): r["kinds"][k] for k in KINDS})
-        d["meta r/w"] = "n/a" if r.get("meta_reads") is None else f"{r['meta_reads']:.1f}/{r['meta_writes']:.1f}"
-        d["+r/+w vs DL"] = "" if "extra_reads" not in r else f"{r['extra_reads']:+.1f}/{r['extra_writes']:+.1f}"
+        d["meta r/w"] = ("n/a" if r.get("meta_reads") is None
+                         else f"{r['meta_reads']:.1f}/{r['meta_writes']:.1f}")
+        d["+r/+w vs DL"] = ("" if "extra_reads" not in r
+                            else f"{r['extra_reads']:+.1f}/{r['extra_writes']:+.1f}")
         out.append(d)
     return out
 
 
-REQ_COLUMNS = ["scenario", "system", "reads", "writes", *[_short(k) for k in KINDS], "meta r/w", "+r/+w vs DL"]
+REQ_COLUMNS = ["scenario", "system", "reads", "writes", *[_short(k) for k in KINDS], "meta r/w",
+               "+r/+w vs DL"]
 
 
 def plot_costs(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -> str:
@@ -362,13 +380,16 @@ def plot_costs(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -> 
                 xs = [x + j * width for x in range(len(scen))]
                 bottom = [0.0] * len(scen)
                 for kind in kinds:
-                    ys = [((warm.get((sc, s)) or {}).get("kinds") or {}).get(kind, 0) for sc in scen]
-                    ax.bar(xs, ys, width, bottom=bottom, color=_color(kind), edgecolor="white", linewidth=0.3,
-                           label=_short(kind) if j == 0 else None)
+                    ys = [((warm.get((sc, s)) or {}).get("kinds") or {}).get(kind, 0)
+                          for sc in scen]
+                    ax.bar(xs, ys, width, bottom=bottom, color=_color(kind), edgecolor="white",
+                           linewidth=0.3, label=_short(kind) if j == 0 else None)
                     bottom = [b + y for b, y in zip(bottom, ys)]
                 for x, b in zip(xs, bottom):
-                    ax.text(x, b, s.replace("LV", ""), rotation=90, fontsize=5, ha="center", va="bottom")
-            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(scen))], scen, fontsize=7, rotation=20)
+                    ax.text(x, b, s.replace("LV", ""), rotation=90, fontsize=5, ha="center",
+                            va="bottom")
+            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(scen))], scen, fontsize=7,
+                          rotation=20)
             ax.set_title(label, fontsize=9)
             ax.set_ylabel("requests per transaction (warm)" if i == 0 else "")
             ax.legend(fontsize=7)
@@ -377,22 +398,25 @@ def plot_costs(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -> 
 
 
 def _color(kind: str) -> str:
-    return {"get": "#4c72b0", "head": "#64b5cd", "list": "#8172b2", "put": "#dd8452", "put_if_absent": "#c44e52",
-            "put_if_match": "#da8bc3", "delete": "#937860"}[kind]
+    return {"get": "#4c72b0", "head": "#64b5cd", "list": "#8172b2", "put": "#dd8452",
+            "put_if_absent": "#c44e52", "put_if_match": "#da8bc3", "delete": "#937860"}[kind]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from .common import add_commit_mode_arg, add_common_args, parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.costs", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.costs",
+                                description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/costs")
     add_commit_mode_arg(p)
     p.add_argument("--reps", type=int, default=20, help="warm transactions averaged per shape")
     p.add_argument("--records", type=int, default=1000)
     p.add_argument("--commits", type=int, default=1000, help="commits in the snapshot-load table")
     p.add_argument("--loads", type=int, default=5, help="cold loads per system (median)")
-    p.add_argument("--updates", type=int, default=30, help="transactions in the latency measurement")
-    return parse_with_quick(p, argv, {"reps": 3, "records": 100, "commits": 100, "loads": 3, "updates": 5})
+    p.add_argument("--updates", type=int, default=30,
+                   help="transactions in the latency measurement")
+    return parse_with_quick(p, argv,
+                            {"reps": 3, "records": 100, "commits": 100, "loads": 3, "updates": 5})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -408,7 +432,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t0 = time.time()
         rows: list[dict[str, Any]] = []
         for name, features in systems.items():
-            rows.extend(measure_feature_set(ce, name, features, args.records, args.reps, args.commit_mode))
+            rows.extend(measure_feature_set(ce, name, features, args.records, args.reps,
+                                            args.commit_mode))
         if "delta-rs" in chosen and ce.proxy is not None:
             rows.extend(measure_delta_rs(ce, args.records, args.reps))
         add_extra(rows)
@@ -421,36 +446,41 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ce.close()
     texts = [
         print_table(request_table(rows, "warm"), REQ_COLUMNS,
-                    title=f"\nRequests per transaction, warm Lake (mean of {args.reps}); meta = log + _lakevilla"),
-        print_table(request_table(rows, "cold"), REQ_COLUMNS, title="\nRequests of the first transaction of a new Lake"),
+                    title=f"\nRequests per transaction, warm Lake (mean of {args.reps}); meta = "
+                          "log + _lakevilla"),
+        print_table(request_table(rows, "cold"), REQ_COLUMNS,
+                    title="\nRequests of the first transaction of a new Lake"),
         print_table([{"commits": load["commits"], "last checkpoint": load["last_checkpoint"],
                       "lakevilla ms": load["lakevilla_s"] * 1000, "lakevilla unslowed ms":
                       load["lakevilla_unslowed_s"] * 1000, "delta-rs ms": load["delta_rs_s"] * 1000,
                       "ratio lv/delta-rs": load["ratio_lakevilla_over_delta_rs"],
                       "lakevilla requests": _fmt_counts(load["lakevilla_requests"]),
                       "delta-rs requests": _fmt_counts(load["delta_rs_requests"])}],
-                    ["commits", "last checkpoint", "lakevilla ms", "lakevilla unslowed ms", "delta-rs ms",
-                     "ratio lv/delta-rs", "lakevilla requests", "delta-rs requests"],
-                    title=f"\nCold snapshot load (median of {args.loads}); ratio under equal conditions "
-                          f"({'both slowed' if load['delta_rs_pays_latency'] else 'both unslowed'})"),
+                    ["commits", "last checkpoint", "lakevilla ms", "lakevilla unslowed ms",
+                     "delta-rs ms", "ratio lv/delta-rs", "lakevilla requests", "delta-rs requests"],
+                    title=f"\nCold snapshot load (median of {args.loads}); ratio under equal "
+                          "conditions (both "
+                          f"{'slowed' if load['delta_rs_pays_latency'] else 'unslowed'})"),
         print_table([{"read": what, "ms": load[f"isolated_{k}_read_s"] * 1000,
                       "x cold snapshot load": load[f"isolated_{k}_read_s"] / load["lakevilla_s"],
                       "requests": _fmt_counts(load[f"isolated_{k}_read_requests"])}
                      for k, what in (("first", "first, table new to the global log (once)"),
                                      ("known", f"table known (median of {args.loads})"))],
                     ["read", "ms", "x cold snapshot load", "requests"],
-                    title=f"\nAn isolated transaction of a new Lake reading that table ({load['commits']} commits)"),
+                    title="\nAn isolated transaction of a new Lake reading that table "
+                          f"({load['commits']} commits)"),
         print_table([{"system": r["system"], "median ms": r["median_ms"], "mean ms": r["mean_ms"],
                       "p90 ms": r["p90_ms"], "x LV[DL] (median)": r["median_ratio_vs_DL"],
-                      "x LV[DL] (mean)": r["mean_ratio_vs_DL"], "reads": r["reads"], "writes": r["writes"]}
+                      "x LV[DL] (mean)": r["mean_ratio_vs_DL"], "reads": r["reads"],
+                      "writes": r["writes"]}
                      for r in latency],
-                    ["system", "median ms", "mean ms", "p90 ms", "x LV[DL] (median)", "x LV[DL] (mean)", "reads",
-                     "writes"],
+                    ["system", "median ms", "mean ms", "p90 ms", "x LV[DL] (median)",
+                     "x LV[DL] (mean)", "reads", "writes"],
                     title=f"\nSingle-writer update transactions, simulated latency {args.latency} "
                           f"({args.updates} transactions)"),
     ]
-    payload = {"benchmark": "costs", "info": info, "requests": rows, "snapshot_load": load, "latency": latency,
-               "table": "\n".join(texts)}
+    payload = {"benchmark": "costs", "info": info, "requests": rows, "snapshot_load": load,
+               "latency": latency, "table": "\n".join(texts)}
     path = write_json(args.out, "costs", payload)
     payload["files"] = [str(path), plot_costs(args.out, rows, [*systems, *(["delta-rs"] if any(
         r["system"] == "delta-rs" for r in rows) else [])])]

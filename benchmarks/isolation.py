@@ -63,7 +63,8 @@ def create_tables(store: Any, root: str, n: int, rows: int) -> None:
             lake.create_table(table_name(i), schema)
             with lake.transaction(features="") as txn:
                 for ids in file_ranges(rows):
-                    txn.insert(table_name(i), pa.table({"id": list(ids), "v": [0] * len(ids)}, schema=schema))
+                    txn.insert(table_name(i),
+                               pa.table({"id": list(ids), "v": [0] * len(ids)}, schema=schema))
 
         lake._client.map(one, range(n))
     finally:
@@ -118,7 +119,8 @@ class ValidationMeter:
             try:
                 return original(decider, *args, **kw)
             finally:
-                meter.calls.append((time.perf_counter() - t0, sum(store.snapshot().values()) - before))
+                meter.calls.append((time.perf_counter() - t0,
+                                    sum(store.snapshot().values()) - before))
 
         GlobalDecider.entry_for = wrapped  # type: ignore[method-assign]
         try:
@@ -137,7 +139,8 @@ def bump(lake: Any, features: str, table: int, row: int) -> None:
         txn.update(table_name(table), set={"v": "v + 1"}, where=f"id = {row}")
 
 
-def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace,
+                  bar: Any) -> list[dict[str, Any]]:
     from .common import reads_writes
 
     env = ce.env
@@ -149,11 +152,12 @@ def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, b
     out = []
     want = args.tables * args.rows
 
-    def row(scenario: str, lat: list[float], counts: dict[str, int], n: int, bad: int) -> dict[str, Any]:
+    def row(scenario: str, lat: list[float], counts: dict[str, int], n: int,
+            bad: int) -> dict[str, Any]:
         r, w = reads_writes(counts)
-        return {"system": name, "scenario": scenario, "n": n, "median_ms": statistics.median(lat) * 1000,
-                "reads": r / n, "writes": w / n, "kinds": {k: counts.get(k, 0) / n for k in KINDS},
-                "wrong_row_counts": bad}
+        return {"system": name, "scenario": scenario, "n": n,
+                "median_ms": statistics.median(lat) * 1000, "reads": r / n, "writes": w / n,
+                "kinds": {k: counts.get(k, 0) / n for k in KINDS}, "wrong_row_counts": bad}
 
     # cold: a new Lake's first read-only transaction
     lat, total, bad = [], {k: 0 for k in KINDS}, 0
@@ -182,7 +186,8 @@ def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, b
             lat, bad = [], 0
             for _ in range(args.reps):
                 if scenario == "busy":
-                    bump(writer, features, rng.randrange(args.tables), rng.randrange(args.rows))  # not counted
+                    # not counted
+                    bump(writer, features, rng.randrange(args.tables), rng.randrange(args.rows))
                 t0 = time.perf_counter()
                 bad += read_all(lake, features, args.tables) != want
                 lat.append(time.perf_counter() - t0)
@@ -195,17 +200,20 @@ def measure_reads(ce: Any, name: str, features: str, args: argparse.Namespace, b
     return out
 
 
-def read_then_update(lake: Any, writer: Any, features: str, isolation: str, args: argparse.Namespace,
-                     rng: random.Random, key: int, interfere: bool) -> None:
+def read_then_update(lake: Any, writer: Any, features: str, isolation: str,
+                     args: argparse.Namespace, rng: random.Random, key: int,
+                     interfere: bool) -> None:
     with lake.transaction(features=features, isolation=isolation) as txn:
         for i in range(args.tables):
             txn.read(table_name(i), where=f"id = {key}")
         if interfere and args.tables > 1:  # lands between our reads and our commit
-            bump(writer, features, 1 + rng.randrange(args.tables - 1), in_another_file(key, args.rows, rng))
+            bump(writer, features, 1 + rng.randrange(args.tables - 1),
+                 in_another_file(key, args.rows, rng))
         txn.update(table_name(0), set={"v": "v + 1"}, where="id = 0")
 
 
-def measure_validation(ce: Any, name: str, features: str, args: argparse.Namespace, bar: Any) -> list[dict[str, Any]]:
+def measure_validation(ce: Any, name: str, features: str, args: argparse.Namespace,
+                       bar: Any) -> list[dict[str, Any]]:
     """Read a row of every table, update the first; another client commits in between."""
     from .common import reads_writes
 
@@ -230,7 +238,8 @@ def measure_validation(ce: Any, name: str, features: str, args: argparse.Namespa
                     meter.calls.clear()
                     t0 = time.perf_counter()
                     try:
-                        read_then_update(lake, writer, features, isolation, args, rng, rng.randrange(args.rows), True)
+                        read_then_update(lake, writer, features, isolation, args, rng,
+                                         rng.randrange(args.rows), True)
                         committed += 1
                     except Exception as e:  # noqa: BLE001 - an abort is a result
                         import lakevilla as lv
@@ -252,7 +261,8 @@ def measure_validation(ce: Any, name: str, features: str, args: argparse.Namespa
         out.append({"system": name, "isolation": isolation, "n": len(lat), "committed": committed,
                     "aborts": aborts, "median_ms": statistics.median(x[0] for x in lat) * 1000,
                     "validation_ms": statistics.median(x[1] for x in lat) * 1000,
-                    "validation_requests": sum(x[2] for x in lat) / n, "reads": r / n, "writes": w / n,
+                    "validation_requests": sum(x[2] for x in lat) / n, "reads": r / n,
+                    "writes": w / n,
                     # the first table's row 0 is only touched by the measured transactions
                     "lost_updates": (committed + 1) - final})
     return out
@@ -284,8 +294,8 @@ def transfer_in(txn: Any, a: int, b: int) -> None:
         txn.update(table_name(t), set={"v": "v + 1"}, where="id = 1")
 
 
-def mixed_writer(env: Any, root: str, seed: int, rate: float, tables: int, acked: Acknowledged, stop: Any,
-                 errors: list[str]) -> int:
+def mixed_writer(env: Any, root: str, seed: int, rate: float, tables: int, acked: Acknowledged,
+                 stop: Any, errors: list[str]) -> int:
     """R,CT transfers at ``rate`` per second (Poisson arrivals) until ``stop``."""
     rng = random.Random(seed)
     lake, _ = env.lake(root)
@@ -310,8 +320,8 @@ def mixed_writer(env: Any, root: str, seed: int, rate: float, tables: int, acked
     return done
 
 
-def mixed_reader(env: Any, root: str, name: str, features: str, args: argparse.Namespace, acked: Acknowledged,
-                 bar: Any) -> dict[str, Any]:
+def mixed_reader(env: Any, root: str, name: str, features: str, args: argparse.Namespace,
+                 acked: Acknowledged, bar: Any) -> dict[str, Any]:
     import lakevilla as lv
 
     from .common import reads_writes
@@ -352,13 +362,16 @@ def mixed_reader(env: Any, root: str, name: str, features: str, args: argparse.N
         lake.close()
     n = max(len(lat) + aborts, 1)
     r, w = reads_writes(counts)
-    return {"system": name, "n": len(lat) + aborts, "median_ms": statistics.median(lat) * 1000 if lat else None,
+    return {"system": name, "n": len(lat) + aborts,
+            "median_ms": statistics.median(lat) * 1000 if lat else None,
             "p90_ms": sorted(lat)[int(0.9 * (len(lat) - 1))] * 1000 if lat else None,
             "reads": r / n, "writes": w / n, "kinds": {k: counts.get(k, 0) / n for k in KINDS},
-            "aborts": aborts, "wrong_totals": wrong, "stale_commits": stale, "stale_txns": stale_txns}
+            "aborts": aborts, "wrong_totals": wrong, "stale_commits": stale,
+            "stale_txns": stale_txns}
 
 
-def measure_mixed(ce: Any, systems: dict[str, str], args: argparse.Namespace, bar: Any) -> dict[str, Any]:
+def measure_mixed(ce: Any, systems: dict[str, str], args: argparse.Namespace,
+                  bar: Any) -> dict[str, Any]:
     """R,CT writers at a fixed rate; readers of every system at the same time."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
@@ -369,8 +382,8 @@ def measure_mixed(ce: Any, systems: dict[str, str], args: argparse.Namespace, ba
     acked = Acknowledged(args.tables)
     stop, errors = threading.Event(), []
     with ThreadPoolExecutor(max_workers=args.writers + len(systems)) as pool:
-        writers = [pool.submit(mixed_writer, env, root, args.seed + w, args.rate / args.writers, args.tables, acked,
-                               stop, errors) for w in range(args.writers)]
+        writers = [pool.submit(mixed_writer, env, root, args.seed + w, args.rate / args.writers,
+                               args.tables, acked, stop, errors) for w in range(args.writers)]
         readers = [pool.submit(mixed_reader, env, root, name, features, args, acked, bar)
                    for name, features in systems.items()]
         rows = [f.result() for f in readers]
@@ -378,7 +391,8 @@ def measure_mixed(ce: Any, systems: dict[str, str], args: argparse.Namespace, ba
         transfers = sum(f.result() for f in writers)
     lake, _ = env.lake(root)
     try:
-        final = sum(lake.read(table_name(i), where="id = 0").column("v").to_pylist()[0] for i in range(args.tables))
+        final = sum(lake.read(table_name(i), where="id = 0").column("v").to_pylist()[0]
+                    for i in range(args.tables))
     finally:
         lake.close()
     return {"rows": rows, "transfers": transfers, "writer_errors": errors, "final_balance": final}
@@ -418,19 +432,23 @@ def plot_reads(out_dir: str, rows: list[dict[str, Any]]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from .common import add_common_args, parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.isolation", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.isolation",
+                                description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/isolation")
     p.add_argument("--tables", type=int, default=10)
     p.add_argument("--rows", type=int, default=100)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--loads", type=int, default=5, help="new lakes for the cold measurement")
-    p.add_argument("--rate", type=float, default=4.0, help="mixed: R,CT transfers per second, all writers")
+    p.add_argument("--rate", type=float, default=4.0,
+                   help="mixed: R,CT transfers per second, all writers")
     p.add_argument("--writers", type=int, default=2, help="mixed: R,CT writer clients")
     p.add_argument("--parts", default="reads,validation,mixed", help="which measurements to run")
     p.set_defaults(systems=",".join(FEATURE_SETS))
     args = parse_with_quick(p, argv, {"tables": 3, "rows": 10, "reps": 3, "loads": 2, "rate": 10.0})
-    if args.tables < 2 or args.rows < 2 or args.reps < 1 or args.loads < 1 or args.writers < 1 or args.rate <= 0:
-        p.error("--tables and --rows must be at least 2; --reps, --loads, --writers, --rate positive")
+    if (args.tables < 2 or args.rows < 2 or args.reps < 1 or args.loads < 1 or args.writers < 1
+            or args.rate <= 0):
+        p.error("--tables and --rows must be at least 2; --reps, --loads, "
+                "--writers, --rate positive")
     args.parts = {x.strip() for x in args.parts.split(",") if x.strip()}
     return args
 
@@ -464,34 +482,40 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         finally:
             bar.close()
         info = run_info(args, ce.env)
-        info.update({"tables": args.tables, "rows": args.rows, "reps": args.reps, "loads": args.loads,
-                     "rate": args.rate, "writers": args.writers, "wall_s": time.time() - t0})
+        info.update({"tables": args.tables, "rows": args.rows, "reps": args.reps,
+                     "loads": args.loads, "rate": args.rate, "writers": args.writers,
+                     "wall_s": time.time() - t0})
     finally:
         ce.close()
     add_ratios(reads)
     texts = []
     if reads:
-        texts.append(print_table([{**r, **{k: r["kinds"][k] for k in ("get", "head", "list")}} for r in reads],
-                    ["scenario", "system", "median_ms", "latency_vs_DL", "reads", "get", "head", "list", "writes",
-                     "requests_vs_DL", "wrong_row_counts"],
-                    title=f"\nRead-only transaction over {args.tables} tables, latency {args.latency} "
-                          f"(store {info['store']}); requests per transaction"))
+        texts.append(print_table([{**r, **{k: r["kinds"][k] for k in ("get", "head", "list")}}
+                                  for r in reads],
+                    ["scenario", "system", "median_ms", "latency_vs_DL", "reads", "get", "head",
+                     "list", "writes", "requests_vs_DL", "wrong_row_counts"],
+                    title=f"\nRead-only transaction over {args.tables} tables, "
+                          f"latency {args.latency} (store {info['store']}); "
+                          "requests per transaction"))
     if validation:
-        texts.append(print_table(validation, ["system", "isolation", "n", "committed", "aborts", "median_ms", "validation_ms",
-                                 "validation_requests", "reads", "writes", "lost_updates"],
+        texts.append(print_table(validation,
+                                 ["system", "isolation", "n", "committed", "aborts", "median_ms",
+                                  "validation_ms", "validation_requests", "reads", "writes",
+                                  "lost_updates"],
                     title=f"\nRead {args.tables} tables + update one, a writer busy on the others: "
                           "time (median) and requests (mean) inside global-log validation"))
     if mixed:
         texts.append(print_table(
             [{**r, **{k: r["kinds"][k] for k in ("get", "list", "put_if_absent", "put_if_match")}}
              for r in mixed["rows"]],
-            ["system", "n", "median_ms", "p90_ms", "reads", "get", "list", "writes", "put_if_absent", "put_if_match",
-             "aborts", "wrong_totals", "stale_commits", "stale_txns"],
+            ["system", "n", "median_ms", "p90_ms", "reads", "get", "list", "writes",
+             "put_if_absent", "put_if_match", "aborts", "wrong_totals", "stale_commits",
+             "stale_txns"],
             title=f"\nMixed: {args.writers} R,CT writers, {args.rate:g} transfers/s in all "
-                  f"({mixed['transfers']} transfers, final balance {mixed['final_balance']}); read-only "
-                  f"transactions over {args.tables} tables, requests per transaction"))
-    payload = {"benchmark": "isolation", "info": info, "reads": reads, "validation": validation, "mixed": mixed,
-               "table": "\n".join(texts)}
+                  f"({mixed['transfers']} transfers, final balance {mixed['final_balance']}); "
+                  f"read-only transactions over {args.tables} tables, requests per transaction"))
+    payload = {"benchmark": "isolation", "info": info, "reads": reads, "validation": validation,
+               "mixed": mixed, "table": "\n".join(texts)}
     path = write_json(args.out, "isolation", payload)
     payload["files"] = [str(path)] + ([plot_reads(args.out, reads)] if reads else [])
     print("wrote " + ", ".join(payload["files"]))

@@ -48,7 +48,8 @@ TABLE = "t"
 def schema():
     import pyarrow as pa
 
-    return pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.float64()), ("s", pa.string())])
+    return pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.float64()),
+                      ("s", pa.string())])
 
 
 def write_table(store: Any, root: str, rows: int, files: int, seed: int) -> None:
@@ -65,7 +66,8 @@ def write_table(store: Any, root: str, rows: int, files: int, seed: int) -> None
         per = rows // files
         for f in range(files):
             ids = np.arange(f * per, (f + 1) * per if f < files - 1 else rows)
-            t = pa.table({"id": ids, "k": rng.integers(0, 1000, len(ids)), "v": rng.random(len(ids)),
+            t = pa.table({"id": ids, "k": rng.integers(0, 1000, len(ids)),
+                          "v": rng.random(len(ids)),
                           "s": pa.array([f"s{x % 997}" for x in ids.tolist()])}, schema=schema())
             with lake.transaction(features="") as txn:
                 txn.insert(TABLE, t)
@@ -130,7 +132,8 @@ class Readers:
 
             if self.ce.proxy is not None:
                 self.ce.proxy.reset()
-            dt = DeltaTable(f"{self.root}/{TABLE}", storage_options=self.env.storage_options or None)
+            dt = DeltaTable(f"{self.root}/{TABLE}",
+                            storage_options=self.env.storage_options or None)
             out = pa.table(dt.to_pyarrow_table(filters=dnf))
             if self.ce.proxy is not None:
                 self.requests[system] = self.ce.proxy.snapshot()
@@ -140,7 +143,8 @@ class Readers:
 
             con = duckdb.connect()
             try:
-                sql = f"SELECT * FROM read_parquet({self.local_files!r})" + (f" WHERE {where}" if where else "")
+                sql = (f"SELECT * FROM read_parquet({self.local_files!r})"
+                       + (f" WHERE {where}" if where else ""))
                 return con.sql(sql).to_arrow_table()
             finally:
                 con.close()
@@ -160,7 +164,8 @@ class Readers:
         raise ValueError(system)
 
 
-def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any, bar: Any) -> list[dict[str, Any]]:
+def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any,
+                  bar: Any) -> list[dict[str, Any]]:
     import numpy as np
 
     env = ce.env
@@ -177,9 +182,10 @@ def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any, bar:
     # the Spark systems run after the others (an idle JVM beside them still takes CPU from a
     # 2-core machine right after its own reads); in each phase the order of systems rotates
     # from round to round, so that none always follows the same one
-    phases = [[s for s in systems if not s.startswith("spark")], [s for s in systems if s.startswith("spark")]]
-    plan = [(rep, shape, system) for group in phases if group for rep in range(args.reps + 1) for shape in SHAPES
-            for system in group[rep % len(group):] + group[:rep % len(group)]]
+    phases = [[s for s in systems if not s.startswith("spark")],
+              [s for s in systems if s.startswith("spark")]]
+    plan = [(rep, shape, system) for group in phases if group for rep in range(args.reps + 1)
+            for shape in SHAPES for system in group[rep % len(group):] + group[:rep % len(group)]]
     for rep, shape, system in plan:  # round 0 warms every system up and is not measured
         where, dnf = filters[shape]
         gc.collect()
@@ -193,7 +199,8 @@ def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any, bar:
         except Exception as e:  # noqa: BLE001 - Spark loses a large result now and then: reported
             if not system.startswith("spark"):
                 raise
-            errors[(shape, system)] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            errors[(shape, system)] = \
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
             continue
         if rep == 0:
             counts[(shape, system)] = out.num_rows
@@ -209,18 +216,22 @@ def measure_reads(ce: Any, args: argparse.Namespace, rows: int, spark: Any, bar:
         for system in systems:
             if (shape, system) in errors:
                 out.append({"rows_table": rows, "shape": shape, "system": system, "median_ms": None,
-                            "error": errors[(shape, system)], "same_rows_as_delta_rs": None, "requests": None})
+                            "error": errors[(shape, system)], "same_rows_as_delta_rs": None,
+                            "requests": None})
                 continue
             ts = times[(shape, system)]
             reqs = requests.get((shape, system))
             mine = ids.get((shape, system))
-            same = None if mine is None or ref is None else bool(len(mine) == len(ref) and (mine == ref).all())
-            out.append({"rows_table": rows, "shape": shape, "system": system, "median_ms": statistics.median(ts) * 1000,
-                        "min_ms": min(ts) * 1000, "reps": len(ts), "rows": counts[(shape, system)],
+            same = (None if mine is None or ref is None
+                    else bool(len(mine) == len(ref) and (mine == ref).all()))
+            out.append({"rows_table": rows, "shape": shape, "system": system,
+                        "median_ms": statistics.median(ts) * 1000, "min_ms": min(ts) * 1000,
+                        "reps": len(ts), "rows": counts[(shape, system)],
                         "same_rows_as_delta_rs": same,
-                        "requests": None if not reqs else {k: sum(r.get(k, 0) for r in reqs) / len(reqs)
-                                                           for k in ("get", "head", "list", "mb")
-                                                           if k != "mb" or "mb" in reqs[0]}})
+                        "requests": None if not reqs else {
+                            k: sum(r.get(k, 0) for r in reqs) / len(reqs)
+                            for k in ("get", "head", "list", "mb")
+                            if k != "mb" or "mb" in reqs[0]}})
     add_ratios(out)
     return out
 
@@ -258,7 +269,8 @@ def _path(i: int) -> str:
 
 def _stats(i: int) -> str:
     return (f'{{"numRecords":{PER_FILE},"minValues":{{"id":{i * PER_FILE},"v":{i * 0.5}}},'
-            f'"maxValues":{{"id":{i * PER_FILE + PER_FILE - 1},"v":{i * 0.5 + 1}}},"nullCount":{{"id":0,"v":0}}}}')
+            f'"maxValues":{{"id":{i * PER_FILE + PER_FILE - 1},"v":{i * 0.5 + 1}}},'
+            '"nullCount":{"id":0,"v":0}}')
 
 
 def synthetic_table(store: Any, table: str, n: int) -> int:
@@ -281,8 +293,9 @@ def synthetic_table(store: Any, table: str, n: int) -> int:
     ids = np.arange(target * PER_FILE, (target + 1) * PER_FILE)
     pq.write_table(pa.table({"id": ids, "v": ids * 0.005, "p": pa.array(["x"] * PER_FILE)}), data)
     store.put(f"{table}/{_path(target)}", data.getvalue())
-    meta = Metadata(id=str(uuid.uuid4()), schema_string=json.dumps(SCALE_SCHEMA), partition_columns=[],
-                    configuration={"delta.checkpointInterval": "1000000"}, created_time=0)
+    meta = Metadata(id=str(uuid.uuid4()), schema_string=json.dumps(SCALE_SCHEMA),
+                    partition_columns=[], configuration={"delta.checkpointInterval": "1000000"},
+                    created_time=0)
     proto = Protocol(1, 2)
     store.put(f"{log}/{0:020d}.json", (json.dumps({"protocol": proto.to_json()}) + "\n" +
                                        json.dumps({"metaData": meta.to_json()}) + "\n").encode())
@@ -290,19 +303,23 @@ def synthetic_table(store: Any, table: str, n: int) -> int:
     sizes = np.full(n, 12345, dtype=np.int64)
     sizes[target] = len(data.getvalue())
     adds = pa.table({"path": pa.array([_path(i) for i in range(n)]),
-                     "partitionValues": pa.array([[]] * n, ADD_SCHEMA.field("partitionValues").type),
-                     "size": pa.array(sizes), "modificationTime": pa.array(np.full(n, 1_700_000_000_000)),
-                     "dataChange": pa.array(np.zeros(n, bool)), "stats": pa.array([_stats(i) for i in range(n)]),
+                     "partitionValues": pa.array([[]] * n,
+                                                 ADD_SCHEMA.field("partitionValues").type),
+                     "size": pa.array(sizes),
+                     "modificationTime": pa.array(np.full(n, 1_700_000_000_000)),
+                     "dataChange": pa.array(np.zeros(n, bool)),
+                     "stats": pa.array([_stats(i) for i in range(n)]),
                      "tags": pa.nulls(n, ADD_SCHEMA.field("tags").type)}, schema=ADD_SCHEMA)
     body, rows = write_checkpoint_table(proto, meta, adds, REMOVE_SCHEMA.empty_table(), {})
     store.put(f"{log}/{1:020d}.checkpoint.parquet", body)
     store.put(f"{log}/_last_checkpoint", last_checkpoint_json(1, rows, len(body), n))
     for v in (2, 3, 4):  # a tail of commits after the checkpoint, as a live table has
         i = n + v
-        add = {"path": _path(i), "partitionValues": {}, "size": 12345, "modificationTime": 0, "dataChange": True,
-               "stats": _stats(i)}
+        add = {"path": _path(i), "partitionValues": {}, "size": 12345, "modificationTime": 0,
+               "dataChange": True, "stats": _stats(i)}
         rm = {"path": _path(v), "deletionTimestamp": 1_700_000_000_000, "dataChange": True}
-        store.put(f"{log}/{v:020d}.json", (json.dumps({"add": add}) + "\n" + json.dumps({"remove": rm}) + "\n").encode())
+        store.put(f"{log}/{v:020d}.json",
+                  (json.dumps({"add": add}) + "\n" + json.dumps({"remove": rm}) + "\n").encode())
     return int(target * PER_FILE + 42)
 
 
@@ -311,7 +328,8 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: int, update: bool, out: Any) -> None:
+def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: int, update: bool,
+                  out: Any) -> None:
     """One cold measurement in a fresh process (spawned: delta-rs does not survive fork)."""
     import gc
 
@@ -321,7 +339,8 @@ def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: in
             import pyarrow  # noqa: F401
             from deltalake import DeltaTable
 
-            DeltaTable(warm_uri, storage_options=opts).to_pyarrow_dataset(file_pruning_predicate="id = 1")
+            DeltaTable(warm_uri, storage_options=opts).to_pyarrow_dataset(
+                file_pruning_predicate="id = 1")
         else:
             import lakevilla as lv
             from lakevilla.scan.pruning import candidates
@@ -344,13 +363,14 @@ def _scale_worker(system: str, uri: str, warm_uri: str, options: dict, point: in
         t1 = time.perf_counter()
         r1 = _rss()
         if system == "delta-rs":
-            found = len(list(dt.to_pyarrow_dataset(file_pruning_predicate=f"id = {point}").get_fragments()))
+            found = len(list(
+                dt.to_pyarrow_dataset(file_pruning_predicate=f"id = {point}").get_fragments()))
         else:
             found = len(candidates(snap, f"id = {point}"))
         t2 = time.perf_counter()
         r2 = _rss()
-        res = {"version": version, "load_s": t1 - t0, "load_mb": (r1 - r0) / 1e6, "pruned_s": t2 - t0,
-               "pruned_mb": (r2 - r0) / 1e6, "candidates": found}
+        res = {"version": version, "load_s": t1 - t0, "load_mb": (r1 - r0) / 1e6,
+               "pruned_s": t2 - t0, "pruned_mb": (r2 - r0) / 1e6, "candidates": found}
         if update:
             t3 = time.perf_counter()
             if system == "delta-rs":
@@ -385,9 +405,10 @@ def measure_scale(ce: Any, args: argparse.Namespace, bar: Any) -> list[dict[str,
         for rep in range(args.scale_reps):
             for system in runs:
                 q = ctx.Queue()
-                p = ctx.Process(target=_scale_worker, args=(system, f"{root}/{name}", f"{root}/warm",
-                                                            env.storage_options if env.kind == "s3" else opts,
-                                                            point, rep == 0, q))
+                p = ctx.Process(target=_scale_worker,
+                                args=(system, f"{root}/{name}", f"{root}/warm",
+                                      env.storage_options if env.kind == "s3" else opts,
+                                      point, rep == 0, q))
                 p.start()
                 res = None
                 try:
@@ -396,7 +417,8 @@ def measure_scale(ce: Any, args: argparse.Namespace, bar: Any) -> list[dict[str,
                             res = q.get(timeout=5)
                         except queue.Empty:
                             if not p.is_alive():  # died before reporting: no result to wait for
-                                res = {"error": f"worker exited with status {p.exitcode} before reporting"}
+                                res = {"error": f"worker exited with status {p.exitcode} "
+                                                "before reporting"}
                 finally:
                     p.join(60)
                 runs[system].append(res)
@@ -498,12 +520,15 @@ def plot_reads(out_dir: str, rows: list[dict[str, Any]], scale_rows: list[dict[s
 
     def draw(fig: Any) -> None:
         ax = fig.add_subplot(1, 2, 1)
-        systems = [s for s in READ_SYSTEMS if s != "delta-rs" and any(r["system"] == s for r in rows)]
+        systems = [s for s in READ_SYSTEMS
+                   if s != "delta-rs" and any(r["system"] == s for r in rows)]
         width = 0.8 / max(1, len(systems) * len(sizes))
         for j, size in enumerate(sizes):
             for i, s in enumerate(systems):
-                vals = [next((r["vs_delta_rs"] for r in rows if r["rows_table"] == size and r["shape"] == sh
-                              and r["system"] == s), None) or 0 for sh in SHAPES]
+                vals = [next((r["vs_delta_rs"]
+                              for r in rows
+                              if r["rows_table"] == size and r["shape"] == sh and r["system"] == s),
+                             None) or 0 for sh in SHAPES]
                 xs = [k + (j * len(systems) + i) * width for k in range(len(SHAPES))]
                 ax.bar(xs, vals, width, label=f"{s} {size:,} rows")
         ax.axhline(1.0, color="black", linewidth=0.8)
@@ -532,10 +557,10 @@ def plot_reads(out_dir: str, rows: list[dict[str, Any]], scale_rows: list[dict[s
     return str(plot(out_dir, "reads", draw))
 
 
-READ_COLUMNS = ["rows", "shape", "system", "median ms", "vs delta-rs", "vs duckdb", "vs plain spark",
-                "GET/HEAD/LIST", "MB read", "same rows"]
-SCALE_COLUMNS = ["files", "system", "load ms", "load MB", "load+prune ms", "load+prune MB", "txn ms", "load x",
-                 "MB x", "prune x", "prune MB x", "txn x"]
+READ_COLUMNS = ["rows", "shape", "system", "median ms", "vs delta-rs", "vs duckdb",
+                "vs plain spark", "GET/HEAD/LIST", "MB read", "same rows"]
+SCALE_COLUMNS = ["files", "system", "load ms", "load MB", "load+prune ms", "load+prune MB",
+                 "txn ms", "load x", "MB x", "prune x", "prune MB x", "txn x"]
 
 
 def _fmt_ratio(x: float | None) -> str:
@@ -547,38 +572,47 @@ def _read_row(r: dict[str, Any]) -> dict[str, Any]:
             "median ms": "failed" if r["median_ms"] is None else r["median_ms"],
             "vs delta-rs": _fmt_ratio(r["vs_delta_rs"]), "vs duckdb": _fmt_ratio(r["vs_duckdb"]),
             "vs plain spark": _fmt_ratio(r.get("vs_plain_spark")),
-            "GET/HEAD/LIST": "" if not r["requests"] else "/".join(f"{r['requests'][k]:.0f}"
-                                                                   for k in ("get", "head", "list")),
-            "MB read": "" if not r["requests"] or "mb" not in r["requests"] else r["requests"]["mb"],
+            "GET/HEAD/LIST": "" if not r["requests"] else "/".join(
+                f"{r['requests'][k]:.0f}" for k in ("get", "head", "list")),
+            "MB read": ("" if not r["requests"] or "mb" not in r["requests"]
+                        else r["requests"]["mb"]),
             "same rows": {True: "yes", False: "NO", None: ""}[r["same_rows_as_delta_rs"]]}
 
 
 def _scale_row(r: dict[str, Any]) -> dict[str, Any]:
     ms = (lambda x: "n/a" if x is None else x * 1000)  # noqa: E731
-    return {"files": f"{r['files']:,}", "system": r["system"], "load ms": ms(r["load_s"]), "load MB": r["load_mb"],
-            "load+prune ms": ms(r["pruned_s"]), "load+prune MB": r["pruned_mb"], "txn ms": ms(r["txn_s"]),
-            "load x": _fmt_ratio(r["load_s_vs_delta_rs"]), "MB x": _fmt_ratio(r["load_mb_vs_delta_rs"]),
-            "prune x": _fmt_ratio(r["pruned_s_vs_delta_rs"]), "prune MB x": _fmt_ratio(r["pruned_mb_vs_delta_rs"]),
+    return {"files": f"{r['files']:,}", "system": r["system"], "load ms": ms(r["load_s"]),
+            "load MB": r["load_mb"], "load+prune ms": ms(r["pruned_s"]),
+            "load+prune MB": r["pruned_mb"], "txn ms": ms(r["txn_s"]),
+            "load x": _fmt_ratio(r["load_s_vs_delta_rs"]),
+            "MB x": _fmt_ratio(r["load_mb_vs_delta_rs"]),
+            "prune x": _fmt_ratio(r["pruned_s_vs_delta_rs"]),
+            "prune MB x": _fmt_ratio(r["pruned_mb_vs_delta_rs"]),
             "txn x": _fmt_ratio(r["txn_s_vs_delta_rs"])}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from .common import add_common_args, parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.reads", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.reads",
+                                description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/reads")
     p.add_argument("--rows", default="1000000,5000000", help="table sizes for the read shapes")
     p.add_argument("--files", type=int, default=20, help="data files per table")
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--scale", default="1000,10000,100000,300000,1000000", help="file counts for snapshot loading")
+    p.add_argument("--scale", default="1000,10000,100000,300000,1000000",
+                   help="file counts for snapshot loading")
     p.add_argument("--scale-reps", type=int, default=3, help="cold loads per system and file count")
     p.add_argument("--no-spark", action="store_true", help="skip the Spark engine and plain Spark")
     p.add_argument("--no-scale", action="store_true", help="skip snapshot scaling")
     p.add_argument("--commits", type=int, default=1000,
-                   help="commits of the history table loaded cold (0: skip; checkpoints every 10 commits)")
-    p.add_argument("--loads", type=int, default=7, help="cold loads of the history table per system (median)")
-    args = parse_with_quick(p, argv, {"rows": "20000", "files": 4, "reps": 1, "scale": "1000,10000", "scale_reps": 1,
-                                      "no_spark": True, "commits": 25, "loads": 3})
+                   help="commits of the history table loaded cold (0: skip; checkpoints "
+                        "every 10 commits)")
+    p.add_argument("--loads", type=int, default=7,
+                   help="cold loads of the history table per system (median)")
+    args = parse_with_quick(p, argv,
+                            {"rows": "20000", "files": 4, "reps": 1, "scale": "1000,10000",
+                             "scale_reps": 1, "no_spark": True, "commits": 25, "loads": 3})
     args.rows = [int(x) for x in str(args.rows).split(",") if x]
     args.scale = [int(x) for x in str(args.scale).split(",") if x]
     return args
@@ -595,8 +629,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_spark and env.kind == "local":
         from lakevilla.engines.spark import local_session
 
-        spark = local_session("lakevilla-bench-reads", cores=2, extra={"spark.sql.shuffle.partitions": "2",
-                                                                       "spark.driver.memory": "3g"})
+        spark = local_session("lakevilla-bench-reads", cores=2,
+                              extra={"spark.sql.shuffle.partitions": "2",
+                                     "spark.driver.memory": "3g"})
     try:
         t0 = time.time()
         n_sys = 2 + (env.kind == "local") + 2 * (spark is not None and env.kind == "local")
@@ -617,29 +652,34 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     finally:
         ce.close()
     text = print_table([_read_row(r) for r in reads], READ_COLUMNS,
-                       title=f"Cold reads: store={env.kind}, latency={args.latency}, median of {args.reps} (ms); "
-                             "ratios to delta-rs / DuckDB / plain Spark in the same run")
+                       title=f"Cold reads: store={env.kind}, latency={args.latency}, median "
+                             f"of {args.reps} (ms); ratios to delta-rs / DuckDB / plain "
+                             "Spark in the same run")
     if scale:
         text += "\n\n" + print_table([_scale_row(r) for r in scale], SCALE_COLUMNS,
-                                     title=f"Snapshot scaling: cold, in a fresh process, median of {args.scale_reps}; "
-                                           "load = the snapshot object (lakevilla decodes the checkpoint lazily), "
-                                           "load+prune = it plus the files a point lookup must read; MB = resident "
-                                           "memory added; txn = one point update; x = lakevilla / delta-rs")
+                                     title="Snapshot scaling: cold, in a fresh process, median "
+                                           f"of {args.scale_reps}; load = the snapshot object "
+                                           "(lakevilla decodes the checkpoint lazily), load+prune "
+                                           "= it plus the files a point lookup must read; MB = "
+                                           "resident memory added; txn = one point update; x = "
+                                           "lakevilla / delta-rs")
     if history:
         text += "\n\n" + print_table(
             [{"commits": history["commits"], "last checkpoint": history["last_checkpoint"],
               "lakevilla ms": history["lakevilla_unslowed_s"] * 1000,
               f"lakevilla ms ({args.latency})": history["lakevilla_s"] * 1000,
-              "delta-rs ms": history["delta_rs_s"] * 1000, "ratio": history["ratio_lakevilla_over_delta_rs"],
-              "lakevilla requests": " ".join(f"{k}={v}" for k, v in sorted(history["lakevilla_requests"].items())
-                                             if v)}],
-            ["commits", "last checkpoint", "lakevilla ms", *([f"lakevilla ms ({args.latency})"] if args.latency != "none"
-                                                             else []), "delta-rs ms", "ratio", "lakevilla requests"],
-            title=f"Cold snapshot load of a table with a history (median of {args.loads}, in this process); ratio = "
-                  f"lakevilla / delta-rs under equal conditions "
+              "delta-rs ms": history["delta_rs_s"] * 1000,
+              "ratio": history["ratio_lakevilla_over_delta_rs"],
+              "lakevilla requests": " ".join(
+                  f"{k}={v}" for k, v in sorted(history["lakevilla_requests"].items()) if v)}],
+            ["commits", "last checkpoint", "lakevilla ms",
+             *([f"lakevilla ms ({args.latency})"] if args.latency != "none"
+               else []), "delta-rs ms", "ratio", "lakevilla requests"],
+            title=f"Cold snapshot load of a table with a history (median of {args.loads}, in this "
+                  f"process); ratio = lakevilla / delta-rs under equal conditions "
                   f"({'both slowed' if history['delta_rs_pays_latency'] else 'both unslowed'})")
-    payload = {"benchmark": "reads", "info": info, "reads": reads, "scale": scale, "history": history,
-               "table": text}
+    payload = {"benchmark": "reads", "info": info, "reads": reads, "scale": scale,
+               "history": history, "table": text}
     path = write_json(args.out, "reads", payload)
     payload["files"] = [str(path), plot_reads(args.out, reads, scale)]
     print("wrote " + ", ".join(payload["files"]))

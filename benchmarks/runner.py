@@ -19,7 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 Tick = Callable[[int], None]  # progress: n operations done
-JobFn = Callable[[Any, "Gate", Tick], Any]  # (job, gate, tick) -> result; module-level for processes
+# (job, gate, tick) -> result; module-level for processes
+JobFn = Callable[[Any, "Gate", Tick], Any]
 
 
 class RunFailed(Exception):
@@ -79,7 +80,8 @@ class Workers:
         if not jobs:
             return []
         if len(jobs) > self.size:
-            raise ValueError(f"{len(jobs)} jobs for {self.size} workers: they would wait for each other forever")
+            raise ValueError(f"{len(jobs)} jobs for {self.size} workers: they would wait for "
+                             "each other forever")
         if self.processes:
             return self._run_processes(fn, jobs, tick, timeout, on_ready)
         return self._run_threads(fn, jobs, tick, timeout, on_ready)

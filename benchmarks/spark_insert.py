@@ -32,10 +32,13 @@ NAME = "spark_insert"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="20,000 rows, 2 repetitions: seconds")
-    p.add_argument("--rows", type=int, default=None, help="rows per insert (default 1,000,000; quick 20,000)")
-    p.add_argument("--reps", type=int, default=None, help="timed repetitions of each (default 3; quick 2)")
+    p.add_argument("--rows", type=int, default=None,
+                   help="rows per insert (default 1,000,000; quick 20,000)")
+    p.add_argument("--reps", type=int, default=None,
+                   help="timed repetitions of each (default 3; quick 2)")
     p.add_argument("--master", default="local[*]", help="Spark master when no session is active")
     p.add_argument("--out", default=f"results/{NAME}", help="results folder (JSON + PNG)")
     args = p.parse_args(argv)
@@ -53,7 +56,8 @@ def spark_session(master: str) -> tuple[Any, bool]:
         return active, False
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     spark = (SparkSession.builder.master(master).appName("lakevilla-spark-insert")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     return spark, True
@@ -62,7 +66,8 @@ def spark_session(master: str) -> tuple[Any, bool]:
 def make_frame(spark: Any, rows: int) -> Any:
     """The rows to insert, cached so both paths time writing, not generating."""
     df = spark.range(rows).selectExpr(
-        "id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS x", "concat('name-', CAST(id AS STRING)) AS s",
+        "id", "CAST(id % 1000 AS INT) AS k", "id * 0.5 AS x",
+        "concat('name-', CAST(id AS STRING)) AS s",
         "timestamp_micros(1700000000000000 + id * 1000) AS at")
     df = df.cache()
     df.count()
@@ -121,9 +126,10 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     lv_rate = args.rows / statistics.median(lv_times)
     plain_rate = args.rows / statistics.median(plain_times)
     return {
-        "rows": args.rows, "reps": args.reps, "master": spark.sparkContext.master, "spark": spark.version,
-        "lakevilla_seconds": lv_times, "plain_seconds": plain_times,
-        "lakevilla_rows_per_s": lv_rate, "plain_rows_per_s": plain_rate, "ratio": lv_rate / plain_rate,
+        "rows": args.rows, "reps": args.reps, "master": spark.sparkContext.master,
+        "spark": spark.version, "lakevilla_seconds": lv_times, "plain_seconds": plain_times,
+        "lakevilla_rows_per_s": lv_rate, "plain_rows_per_s": plain_rate,
+        "ratio": lv_rate / plain_rate,
         "requests": {"total": sum(requests.values()), "by_kind": requests},
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
@@ -131,23 +137,27 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
 def report(result: dict[str, Any], out: str) -> None:
     rows = [
-        {"path": "lakevilla txn.insert (R)", "median s": statistics.median(result["lakevilla_seconds"]),
+        {"path": "lakevilla txn.insert (R)",
+         "median s": statistics.median(result["lakevilla_seconds"]),
          "rows/s": result["lakevilla_rows_per_s"]},
         {"path": "df.write.parquet", "median s": statistics.median(result["plain_seconds"]),
          "rows/s": result["plain_rows_per_s"]},
     ]
     print_table(rows, ["path", "median s", "rows/s"],
-                title=f"Spark insert of {result['rows']:,} rows ({result['master']}, {result['reps']} reps)")
+                title=f"Spark insert of {result['rows']:,} rows "
+                      f"({result['master']}, {result['reps']} reps)")
     print(f"lakevilla / plain throughput: {result['ratio']:.2f}")
     req = result["requests"]
     print_table([{"kind": k, "requests": v} for k, v in req["by_kind"].items()] +
                 [{"kind": "total", "requests": req["total"]}], ["kind", "requests"],
-                title="store requests of one insert transaction (data files excluded: Spark writes them)")
+                title="store requests of one insert transaction (data files excluded: "
+                      "Spark writes them)")
     write_json(out, NAME, result)
 
     def draw(fig) -> None:
         ax1, ax2 = fig.subplots(1, 2)
-        ax1.bar(["lakevilla (R)", "plain parquet"], [result["lakevilla_rows_per_s"], result["plain_rows_per_s"]],
+        ax1.bar(["lakevilla (R)", "plain parquet"],
+                [result["lakevilla_rows_per_s"], result["plain_rows_per_s"]],
                 color=["tab:blue", "tab:gray"])
         ax1.set_ylabel("rows / s")
         ax1.set_title(f"insert of {result['rows']:,} rows (ratio {result['ratio']:.2f})")

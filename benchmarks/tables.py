@@ -19,24 +19,28 @@ import statistics
 import time
 from typing import Any
 
-FEATURE_SETS = {"LV[DL]": "", "LV[R]": "R", "LV[R,CT]": "R,CT", "LV[I]": "I", "LV[R,CT,I]": "R,CT,I"}
+FEATURE_SETS = {"LV[DL]": "", "LV[R]": "R", "LV[R,CT]": "R,CT", "LV[I]": "I",
+                "LV[R,CT,I]": "R,CT,I"}
 PRELOAD = 10
 
 
 def customer_schema():
     import pyarrow as pa
 
-    return pa.schema([("c_custkey", pa.int64()), ("c_name", pa.string()), ("c_address", pa.string()),
-                      ("c_nationkey", pa.int32()), ("c_phone", pa.string()), ("c_acctbal", pa.float64()),
+    return pa.schema([("c_custkey", pa.int64()), ("c_name", pa.string()),
+                      ("c_address", pa.string()), ("c_nationkey", pa.int32()),
+                      ("c_phone", pa.string()), ("c_acctbal", pa.float64()),
                       ("c_mktsegment", pa.string()), ("c_comment", pa.string())])
 
 
 def customer_rows(keys: range | list[int]):
     import pyarrow as pa
 
-    rows = [{"c_custkey": k, "c_name": f"Customer#{k:09d}", "c_address": f"addr {k}", "c_nationkey": k % 25,
-             "c_phone": f"{10 + k % 25}-{k % 1000:03d}-555-0100", "c_acctbal": float(k % 10000) / 3,
-             "c_mktsegment": ("BUILDING", "AUTOMOBILE", "MACHINERY", "HOUSEHOLD", "FURNITURE")[k % 5],
+    rows = [{"c_custkey": k, "c_name": f"Customer#{k:09d}", "c_address": f"addr {k}",
+             "c_nationkey": k % 25, "c_phone": f"{10 + k % 25}-{k % 1000:03d}-555-0100",
+             "c_acctbal": float(k % 10000) / 3,
+             "c_mktsegment": ("BUILDING", "AUTOMOBILE", "MACHINERY", "HOUSEHOLD",
+                              "FURNITURE")[k % 5],
              "c_comment": "regular deposits sleep carefully"} for k in keys]
     return pa.Table.from_pylist(rows, schema=customer_schema())
 
@@ -79,7 +83,8 @@ class Writer:
                 if self.op == "insert":
                     txn.insert(table_name(i), customer_rows([k]))
                 else:
-                    txn.update(table_name(i), set={"c_acctbal": "c_acctbal + 1"}, where=f"c_custkey = {k % PRELOAD}")
+                    txn.update(table_name(i), set={"c_acctbal": "c_acctbal + 1"},
+                               where=f"c_custkey = {k % PRELOAD}")
             t1 = time.perf_counter()
             txn.commit()
         except BaseException:
@@ -123,9 +128,9 @@ def measure(env: Any, root: str, name: str, features: str, op: str, n: int, reps
             stats[k] = stats.get(k, 0) + v
     return {"system": name, "op": op, "tables": n, "reps": reps, "ok": len(runs), "errors": errors,
             "latency_ms": med("total"), "ops_ms": med("ops"), "commit_ms": med("commit"),
-            "requests": {k: v / done for k, v in counts.items()}, "reads": r / done, "writes": wr / done,
-            "reads_per_table": r / done / n, "writes_per_table": wr / done / n, "stats": stats,
-            "applied": w.applied}
+            "requests": {k: v / done for k, v in counts.items()}, "reads": r / done,
+            "writes": wr / done, "reads_per_table": r / done / n, "writes_per_table": wr / done / n,
+            "stats": stats, "applied": w.applied}
 
 
 def verify(root: str, options: dict[str, str], tables: int, inserts: dict[int, int],
@@ -138,15 +143,18 @@ def verify(root: str, options: dict[str, str], tables: int, inserts: dict[int, i
     base = sum(r["c_acctbal"] for r in customer_rows(range(PRELOAD)).to_pylist())
     bad = []
     for i in range(tables):
-        t = pa.table(DeltaTable(f"{root}/{table_name(i)}", storage_options=options or None).to_pyarrow_table())
+        t = pa.table(DeltaTable(f"{root}/{table_name(i)}",
+                                storage_options=options or None).to_pyarrow_table())
         keys = t.column("c_custkey").to_pylist()
         want_rows = PRELOAD + inserts.get(i, 0)
         preload = [r for r in t.to_pylist() if r["c_custkey"] < PRELOAD]
         got_sum = sum(r["c_acctbal"] for r in preload)
         if len(keys) != want_rows or len(set(keys)) != len(keys):
-            bad.append(f"{table_name(i)}: {len(keys)} rows ({len(set(keys))} distinct), expected {want_rows}")
+            bad.append(f"{table_name(i)}: {len(keys)} rows ({len(set(keys))} distinct), "
+                       f"expected {want_rows}")
         if abs(got_sum - base - updates.get(i, 0)) > 1e-6:
-            bad.append(f"{table_name(i)}: acctbal sum {got_sum:.3f}, expected {base + updates.get(i, 0):.3f}")
+            bad.append(f"{table_name(i)}: acctbal sum {got_sum:.3f}, "
+                       f"expected {base + updates.get(i, 0):.3f}")
     return {"tables": tables, "ok": not bad, "problems": bad[:20]}
 
 
@@ -174,13 +182,15 @@ def plot_tables(out_dir: str, rows: list[dict[str, Any]]) -> str:
                              if r["op"] == op and r["system"] == s and r["latency_ms"] is not None)
                 if not pts:
                     continue
-                line = ax.plot([p[0] for p in pts], [p[1] / 1000 for p in pts], marker="o", label=f"{s} total")
+                line = ax.plot([p[0] for p in pts], [p[1] / 1000 for p in pts], marker="o",
+                               label=f"{s} total")
                 ax.plot([p[0] for p in pts], [p[2] / 1000 for p in pts], marker=".", linestyle="--",
                         color=line[0].get_color(), alpha=0.6)
             ax.set_xscale("log", base=2)
             ax.set_xlabel("tables per transaction")
             ax.set_ylabel("seconds (solid: transaction, dashed: commit)" if i == 0 else "")
-            ax.set_title(f"one row {'inserted' if op == 'insert' else 'updated'} per table", fontsize=9)
+            ax.set_title(f"one row {'inserted' if op == 'insert' else 'updated'} per table",
+                         fontsize=9)
             ax.legend(fontsize=7)
 
     return str(plot(out_dir, "tables", draw))
@@ -189,12 +199,14 @@ def plot_tables(out_dir: str, rows: list[dict[str, Any]]) -> str:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from .common import add_commit_mode_arg, add_common_args, parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.tables", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.tables",
+                                description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/tables")
     add_commit_mode_arg(p)
     p.set_defaults(latency="s3")
     p.add_argument("--tables", default="1,2,4,8,16,32,64")
-    p.add_argument("--ops", default="insert,update", help="insert and/or update (one row per table)")
+    p.add_argument("--ops", default="insert,update",
+                   help="insert and/or update (one row per table)")
     p.add_argument("--reps", type=int, default=3)
     return parse_with_quick(p, argv, {"tables": "1,2,4", "reps": 1, "latency": "none"})
 
@@ -215,7 +227,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         t0 = time.time()
         # one lake per feature set: equal log lengths, and no feature set reads another's commits
-        roots = {name: env.fresh_root("tables-" + (f.replace(",", "") or "DL")) for name, f in systems.items()}
+        roots = {name: env.fresh_root("tables-" + (f.replace(",", "") or "DL"))
+                 for name, f in systems.items()}
         for root in roots.values():
             create_tables(ce.direct_store(root), root, max(counts))
         bar = progress(len(systems) * len(ops) * sum(counts) * (args.reps + 1), "tables")
@@ -227,7 +240,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 for name, features in systems.items():
                     for n in counts:
                         bar.set_description(f"tables {op} {name} n={n}")
-                        row = measure(env, roots[name], name, features, op, n, args.reps, key, args.commit_mode)
+                        row = measure(env, roots[name], name, features, op, n, args.reps, key,
+                                      args.commit_mode)
                         key += args.reps + 1
                         for i, c in row.pop("applied").items():
                             applied[(name, op)][i] = applied[(name, op)].get(i, 0) + c
@@ -258,8 +272,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return payload
 
 
-COLUMNS = ["op", "system", "tables", "txn ms", "commit ms", "reads", "writes", "reads/table", "writes/table",
-           "+r/+w per table vs DL", "markers", "errors"]
+COLUMNS = ["op", "system", "tables", "txn ms", "commit ms", "reads", "writes", "reads/table",
+           "writes/table", "+r/+w per table vs DL", "markers", "errors"]
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +284,8 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
             "writes/table": r["writes_per_table"],
             "+r/+w per table vs DL": "" if "extra_reads_per_table" not in r else
             f"{r['extra_reads_per_table']:+.1f}/{r['extra_writes_per_table']:+.1f}",
-            "markers": r["stats"].get("markers", 0) / max(r["ok"], 1), "errors": len(r["errors"]) or ""}
+            "markers": r["stats"].get("markers", 0) / max(r["ok"], 1),
+            "errors": len(r["errors"]) or ""}
 
 
 if __name__ == "__main__":

@@ -54,14 +54,16 @@ class LakeSpec:
     kind: str
     storage_options: dict[str, str] = field(default_factory=dict)
     latency: str = "none"
-    lake_options: dict[str, Any] = field(default_factory=dict)  # Lake(...) keywords, e.g. wait_timeout
+    # Lake(...) keywords, e.g. wait_timeout
+    lake_options: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, env: Env, lake_options: dict[str, Any]) -> LakeSpec:
         return cls(env.kind, dict(env.storage_options), env.latency_label, dict(lake_options))
 
     def open(self, root: str) -> tuple[lv.Lake, CountingStore]:
-        env = Env(self.kind, root, dict(self.storage_options), latency_profile(self.latency), self.latency)
+        env = Env(self.kind, root, dict(self.storage_options), latency_profile(self.latency),
+                  self.latency)
         return env.lake(root, **self.lake_options)
 
 
@@ -87,8 +89,9 @@ def client_main(job: ClientJob, gate: Gate, tick: Callable[[int], None]) -> dict
         gate()
         start = time.time()
         deadline = start + job.max_seconds if job.max_seconds > 0 else None
-        stats = run_client(lake, job.features, job.client, job.txns, job.scale, job.seed, job.retries,
-                           lambda: sum(counting.snapshot().values()), lambda: tick(1), deadline)
+        stats = run_client(lake, job.features, job.client, job.txns, job.scale, job.seed,
+                           job.retries, lambda: sum(counting.snapshot().values()), lambda: tick(1),
+                           deadline)
         end = time.time()
         lake.flush()
     finally:
@@ -134,11 +137,12 @@ def _sum_stats(results: list[dict]) -> dict[str, TypeStats]:
     return total
 
 
-def summarize(system: str, features: str, clients: int, results: list[dict] | None, violations: dict,
-              txns: int) -> dict[str, Any]:
-    row: dict[str, Any] = {"system": system, "features": features, "clients": clients, "hung": results is None,
-                           "violations": violations["total"], "c1": violations["c1"], "c2": violations["c2"],
-                           "c3": violations["c3"], "c4": violations["c4"],
+def summarize(system: str, features: str, clients: int, results: list[dict] | None,
+              violations: dict, txns: int) -> dict[str, Any]:
+    row: dict[str, Any] = {"system": system, "features": features, "clients": clients,
+                           "hung": results is None, "violations": violations["total"],
+                           "c1": violations["c1"], "c2": violations["c2"], "c3": violations["c3"],
+                           "c4": violations["c4"],
                            "unreadable": ",".join(violations["unreadable"]) or "-",
                            "violation_details": violations["details"][:12], "txns_per_client": txns,
                            "cut_by_deadline": False}
@@ -152,15 +156,17 @@ def summarize(system: str, features: str, clients: int, results: list[dict] | No
     requests = sum(r["requests"] for r in results)
     row.update({
         "cut_by_deadline": tot.issued < clients * txns,
-        "elapsed_s": elapsed, "issued": tot.issued, "committed": tot.committed, "rollbacks": tot.rollbacks,
-        "aborts": tot.aborts, "retries": tot.retries, "failed": tot.failed, "partial": tot.partial,
-        "errors": tot.errors, "redos": tot.redos, "requests": requests,
-        "txn_per_s": tot.committed / elapsed if elapsed > 0 else 0.0,
-        "new_orders_per_min": by_type["new_order"].committed * 60.0 / elapsed if elapsed > 0 else 0.0,
+        "elapsed_s": elapsed, "issued": tot.issued, "committed": tot.committed,
+        "rollbacks": tot.rollbacks, "aborts": tot.aborts, "retries": tot.retries,
+        "failed": tot.failed, "partial": tot.partial, "errors": tot.errors, "redos": tot.redos,
+        "requests": requests, "txn_per_s": tot.committed / elapsed if elapsed > 0 else 0.0,
+        "new_orders_per_min": (by_type["new_order"].committed * 60.0 / elapsed if elapsed > 0
+                               else 0.0),
         "requests_per_txn": requests / max(tot.committed, 1),
         "error_samples": [s for st in by_type.values() for s in st.error_samples][:8],
         "by_type": {k: {**asdict(st), "issued": st.issued,
-                        "requests_per_txn": st.requests / max(st.issued, 1)} for k, st in by_type.items()},
+                        "requests_per_txn": st.requests / max(st.issued, 1)}
+                    for k, st in by_type.items()},
     })
     return row
 
@@ -184,33 +190,36 @@ def run_once(env: Env, workers: Workers, template: str, system: str, features: s
     with lv.Lake(root, storage_options=env.storage_options or None) as lake:
         violations = check_consistency(lake).as_dict()
     row = summarize(system, features, clients, results, violations, args.txns_per_client)
-    row["load_average"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]  # machine load before/after
+    # machine load before/after
+    row["load_average"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     return row
 
 
 # -- reporting -------------------------------------------------------------------------------------
-COLUMNS = ["system", "clients", "issued", "committed", "txn_per_s", "new_orders_per_min", "aborts", "retries",
-           "failed", "partial", "errors", "redos", "rollbacks", "requests_per_txn", "violations", "c1", "c2", "c3",
-           "c4", "unreadable"]
+COLUMNS = ["system", "clients", "issued", "committed", "txn_per_s", "new_orders_per_min", "aborts",
+           "retries", "failed", "partial", "errors", "redos", "rollbacks", "requests_per_txn",
+           "violations", "c1", "c2", "c3", "c4", "unreadable"]
 
 
-def _bars(ax, runs: list[dict], systems: list[str], clients: list[int], metric: str, extra: str | None = None):
+def _bars(ax, runs: list[dict], systems: list[str], clients: list[int], metric: str,
+          extra: str | None = None):
     """Grouped bars per system, one per client count; ``extra`` stacked on top, hatched."""
     width = 0.8 / max(len(clients), 1)
     for j, c in enumerate(clients):
-        rows = [next((r for r in runs if r["system"] == s and r["clients"] == c), {}) for s in systems]
+        rows = [next((r for r in runs if r["system"] == s and r["clients"] == c), {})
+                for s in systems]
         xs = [x + j * width for x in range(len(systems))]
         base = [r.get(metric) or 0 for r in rows]
         label = "sequential" if c == 1 else f"{c} clients"
         bars = ax.bar(xs, base, width, label=label)
         if extra is not None:
             top = [r.get(extra) or 0 for r in rows]
-            ax.bar(xs, top, width, bottom=base, color=bars.patches[0].get_facecolor(), alpha=0.45, hatch="//",
-                   label=f"{label}: partial commits" if any(top) else None)
+            ax.bar(xs, top, width, bottom=base, color=bars.patches[0].get_facecolor(), alpha=0.45,
+                   hatch="//", label=f"{label}: partial commits" if any(top) else None)
             for x, b, t, r in zip(xs, base, top, rows):
                 if r.get("unreadable", "-") != "-":
-                    ax.annotate(f"lost: {r['unreadable']}", (x, b + t), ha="center", va="bottom", fontsize=7,
-                                rotation=90)
+                    ax.annotate(f"lost: {r['unreadable']}", (x, b + t), ha="center", va="bottom",
+                                fontsize=7, rotation=90)
     ax.set_xticks([x + width * (len(clients) - 1) / 2 for x in range(len(systems))])
     ax.set_xticklabels(systems, rotation=20)
     ax.legend(fontsize=7)
@@ -235,15 +244,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_common_args(p, "results/tpcc")
     p.set_defaults(systems=",".join(n for n, f in SYSTEMS.items() if f is not None))
-    p.add_argument("--clients", default=None, help="comma-separated client counts (default 1,16; quick 1,4)")
+    p.add_argument("--clients", default=None,
+                   help="comma-separated client counts (default 1,16; quick 1,4)")
     p.add_argument("--txns-per-client", type=int, default=None,
                    help="most transactions per client (default 25; quick 4)")
-    p.add_argument("--items", type=int, default=None, help=f"ITEM/STOCK rows (default {Scale.items}, spec 100000)")
+    p.add_argument("--items", type=int, default=None,
+                   help=f"ITEM/STOCK rows (default {Scale.items}, spec 100000)")
     p.add_argument("--customers", type=int, default=None,
                    help=f"customers per district (default {Scale.customers}, spec 3000)")
     p.add_argument("--orders", type=int, default=None,
                    help=f"initial orders per district (default {Scale.orders}, spec 3000)")
-    p.add_argument("--chunk", type=int, default=None, help=f"keys per data file at load (default {Scale.chunk})")
+    p.add_argument("--chunk", type=int, default=None,
+                   help=f"keys per data file at load (default {Scale.chunk})")
     p.add_argument("--retries", type=int, default=10, help="lake.run retries per transaction")
     p.add_argument("--workers", choices=["processes", "threads"], default="processes",
                    help="clients as spawned processes (default) or threads; each has its own Lake")
@@ -251,12 +263,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="measurement interval per run: clients start no transaction after it "
                         "(default 60; quick: none, every client runs all its transactions)")
     p.add_argument("--wait-timeout", type=float, default=None,
-                   help="seconds a commit waits for earlier markers before it shifts (CT) or aborts: "
-                        "Lake(wait_timeout=...); default 10, quick 5; 0 keeps lakevilla's own "
-                        "default (2 x marker_ttl = 60 s)")
-    p.add_argument("--run-timeout", type=float, default=1800.0, help="seconds before a run counts as hung")
+                   help="seconds a commit waits for earlier markers before it shifts (CT) or "
+                        "aborts: Lake(wait_timeout=...); default 10, quick 5; 0 keeps lakevilla's "
+                        "own default (2 x marker_ttl = 60 s)")
+    p.add_argument("--run-timeout", type=float, default=1800.0,
+                   help="seconds before a run counts as hung")
     args = p.parse_args(argv)
-    args.clients = [int(c) for c in (args.clients or ("1,4" if args.quick else "1,16")).split(",") if c.strip()]
+    args.clients = [int(c) for c in (args.clients or ("1,4" if args.quick else "1,16")).split(",")
+                    if c.strip()]
     if args.max_seconds is None:
         args.max_seconds = 0.0 if args.quick else 60.0
     if args.wait_timeout is None:
@@ -294,21 +308,25 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 # feature set run second
                 workers = Workers(clients, processes=args.workers == "processes")
                 try:
-                    runs.append(run_once(env, workers, template, system, features, clients, args, scale))
+                    runs.append(run_once(env, workers, template, system, features, clients, args,
+                                         scale))
                 finally:
                     workers.close()
     finally:
         env.close()
     payload = {"benchmark": NAME, "info": {**run_info(args, env), "workers": args.workers},
-               "config": {"scale": asdict(scale), "clients": args.clients, "txns_per_client": args.txns_per_client,
-                          "retries": args.retries, "max_seconds": args.max_seconds, "mix": MIX,
+               "config": {"scale": asdict(scale), "clients": args.clients,
+                          "txns_per_client": args.txns_per_client, "retries": args.retries,
+                          "max_seconds": args.max_seconds, "mix": MIX,
                           "lake_options": lake_options(args), "tables": list(TABLES)},
                "load_rows": rows, "runs": runs, "notes": notes}
-    print_table(runs, COLUMNS, title=f"TPC-C, 1 warehouse, {args.txns_per_client} transactions per client "
-                                     f"(store {env.kind}, latency {env.latency_label})")
+    print_table(runs, COLUMNS,
+                title=f"TPC-C, 1 warehouse, {args.txns_per_client} transactions per client "
+                      f"(store {env.kind}, latency {env.latency_label})")
     for r in runs:
         if r.get("hung"):
-            print(f"!! {r['system']} x{r['clients']}: did not finish within {args.run_timeout:.0f}s")
+            print(f"!! {r['system']} x{r['clients']}: did not finish "
+                  f"within {args.run_timeout:.0f}s")
         for s in r.get("error_samples", [])[:3]:
             print(f"   {r['system']} x{r['clients']}: {s}")
     for n in notes:

@@ -73,22 +73,23 @@ def _f(n: str) -> pa.Field:
 
 
 SCHEMAS: dict[str, pa.Schema] = {
-    "warehouse": pa.schema([_i32("w_id"), _s("w_name"), _s("w_street_1"), _s("w_street_2"), _s("w_city"),
-                            _s("w_state"), _s("w_zip"), _f("w_tax"), _i64("w_ytd")]),
-    "district": pa.schema([_i32("d_id"), _i32("d_w_id"), _s("d_name"), _s("d_street_1"), _s("d_street_2"),
-                           _s("d_city"), _s("d_state"), _s("d_zip"), _f("d_tax"), _i64("d_ytd"),
-                           _i32("d_next_o_id")]),
-    "customer": pa.schema([_i32("c_id"), _i32("c_d_id"), _i32("c_w_id"), _s("c_first"), _s("c_middle"),
-                           _s("c_last"), _s("c_street_1"), _s("c_street_2"), _s("c_city"), _s("c_state"),
-                           _s("c_zip"), _s("c_phone"), pa.field("c_since", TS), _s("c_credit"),
-                           _i64("c_credit_lim"),
-                           _f("c_discount"), _i64("c_balance"), _i64("c_ytd_payment"), _i32("c_payment_cnt"),
-                           _i32("c_delivery_cnt"), _s("c_data")]),
-    "history": pa.schema([_i32("h_c_id"), _i32("h_c_d_id"), _i32("h_c_w_id"), _i32("h_d_id"), _i32("h_w_id"),
-                          pa.field("h_date", TS), _i64("h_amount"), _s("h_data")]),
+    "warehouse": pa.schema([_i32("w_id"), _s("w_name"), _s("w_street_1"), _s("w_street_2"),
+                            _s("w_city"), _s("w_state"), _s("w_zip"), _f("w_tax"), _i64("w_ytd")]),
+    "district": pa.schema([_i32("d_id"), _i32("d_w_id"), _s("d_name"), _s("d_street_1"),
+                           _s("d_street_2"), _s("d_city"), _s("d_state"), _s("d_zip"), _f("d_tax"),
+                           _i64("d_ytd"), _i32("d_next_o_id")]),
+    "customer": pa.schema([_i32("c_id"), _i32("c_d_id"), _i32("c_w_id"), _s("c_first"),
+                           _s("c_middle"), _s("c_last"), _s("c_street_1"), _s("c_street_2"),
+                           _s("c_city"), _s("c_state"), _s("c_zip"), _s("c_phone"),
+                           pa.field("c_since", TS), _s("c_credit"), _i64("c_credit_lim"),
+                           _f("c_discount"), _i64("c_balance"), _i64("c_ytd_payment"),
+                           _i32("c_payment_cnt"), _i32("c_delivery_cnt"), _s("c_data")]),
+    "history": pa.schema([_i32("h_c_id"), _i32("h_c_d_id"), _i32("h_c_w_id"), _i32("h_d_id"),
+                          _i32("h_w_id"), pa.field("h_date", TS), _i64("h_amount"), _s("h_data")]),
     "new_order": pa.schema([_i32("no_o_id"), _i32("no_d_id"), _i32("no_w_id")]),
-    "orders": pa.schema([_i32("o_id"), _i32("o_d_id"), _i32("o_w_id"), _i32("o_c_id"), pa.field("o_entry_d", TS),
-                         pa.field("o_carrier_id", pa.int32()), _i32("o_ol_cnt"), _i32("o_all_local")]),
+    "orders": pa.schema([_i32("o_id"), _i32("o_d_id"), _i32("o_w_id"), _i32("o_c_id"),
+                         pa.field("o_entry_d", TS), pa.field("o_carrier_id", pa.int32()),
+                         _i32("o_ol_cnt"), _i32("o_all_local")]),
     "order_line": pa.schema([_i32("ol_o_id"), _i32("ol_d_id"), _i32("ol_w_id"), _i32("ol_number"),
                              _i32("ol_i_id"), _i32("ol_supply_w_id"), pa.field("ol_delivery_d", TS),
                              _i32("ol_quantity"), _i64("ol_amount"), _s("ol_dist_info")]),
@@ -99,8 +100,9 @@ SCHEMAS: dict[str, pa.Schema] = {
 }
 
 PARTITIONS: dict[str, str | None] = {
-    "warehouse": None, "district": "d_id", "customer": "c_d_id", "history": None, "new_order": "no_d_id",
-    "orders": "o_d_id", "order_line": "ol_d_id", "item": None, "stock": None,
+    "warehouse": None, "district": "d_id", "customer": "c_d_id", "history": None,
+    "new_order": "no_d_id", "orders": "o_d_id", "order_line": "ol_d_id", "item": None,
+    "stock": None,
 }
 TABLES = tuple(SCHEMAS)
 
@@ -155,14 +157,16 @@ def _warehouse(rng: random.Random) -> list[dict[str, Any]]:
 
 def _district(rng: random.Random, scale: Scale) -> list[dict[str, Any]]:
     return [{"d_id": d, "d_w_id": W_ID, "d_name": astring(rng, 6, 10), **_address(rng, "d"),
-             "d_tax": round(rng.uniform(0, 0.2), 4), "d_ytd": 3_000_000, "d_next_o_id": scale.orders + 1}
+             "d_tax": round(rng.uniform(0, 0.2), 4), "d_ytd": 3_000_000,
+             "d_next_o_id": scale.orders + 1}
             for d in range(1, DISTRICTS + 1)]
 
 
 def _customer(rng: random.Random, d: int, c: int, scale: Scale, now: dt.datetime) -> dict[str, Any]:
     num = c - 1 if c <= 1000 else nurand(rng, 255, 0, last_name_range(scale))
-    return {"c_id": c, "c_d_id": d, "c_w_id": W_ID, "c_first": astring(rng, 8, 16), "c_middle": "OE",
-            "c_last": last_name(num), **_address(rng, "c"), "c_phone": nstring(rng, 16), "c_since": now,
+    return {"c_id": c, "c_d_id": d, "c_w_id": W_ID, "c_first": astring(rng, 8, 16),
+            "c_middle": "OE", "c_last": last_name(num), **_address(rng, "c"),
+            "c_phone": nstring(rng, 16), "c_since": now,
             "c_credit": "BC" if rng.random() < 0.1 else "GC", "c_credit_lim": 5_000_000,
             "c_discount": round(rng.uniform(0, 0.5), 4), "c_balance": -1000, "c_ytd_payment": 1000,
             "c_payment_cnt": 1, "c_delivery_cnt": 0, "c_data": astring(rng, 300, 500)}
@@ -171,7 +175,8 @@ def _customer(rng: random.Random, d: int, c: int, scale: Scale, now: dt.datetime
 def _stock(rng: random.Random, i: int) -> dict[str, Any]:
     row: dict[str, Any] = {"s_i_id": i, "s_w_id": W_ID, "s_quantity": rng.randint(10, 100)}
     row.update({f"s_dist_{d:02d}": astring(rng, 24, 24) for d in range(1, DISTRICTS + 1)})
-    row.update({"s_ytd": 0, "s_order_cnt": 0, "s_remote_cnt": 0, "s_data": with_original(rng, 26, 50)})
+    row.update({"s_ytd": 0, "s_order_cnt": 0, "s_remote_cnt": 0,
+                "s_data": with_original(rng, 26, 50)})
     return row
 
 
@@ -184,9 +189,9 @@ def _orders(rng: random.Random, d: int, scale: Scale, now: dt.datetime
     for o in range(1, scale.orders + 1):
         delivered = o < scale.first_undelivered
         cnt = rng.randint(5, 15)
-        orders.append({"o_id": o, "o_d_id": d, "o_w_id": W_ID, "o_c_id": owners[o - 1], "o_entry_d": now,
-                       "o_carrier_id": rng.randint(1, 10) if delivered else None, "o_ol_cnt": cnt,
-                       "o_all_local": 1})
+        orders.append({"o_id": o, "o_d_id": d, "o_w_id": W_ID, "o_c_id": owners[o - 1],
+                       "o_entry_d": now, "o_carrier_id": rng.randint(1, 10) if delivered else None,
+                       "o_ol_cnt": cnt, "o_all_local": 1})
         for n in range(1, cnt + 1):
             lines.append({"ol_o_id": o, "ol_d_id": d, "ol_w_id": W_ID, "ol_number": n,
                           "ol_i_id": rng.randint(1, scale.items), "ol_supply_w_id": W_ID,
@@ -223,14 +228,16 @@ def population(scale: Scale, seed: int) -> dict[str, list[list[dict]]]:
     out: dict[str, list[list[dict]]] = {
         "warehouse": [_warehouse(rng)], "district": [_district(rng, scale)],
         "item": list(_chunks(items, "i_id", scale.chunk * 10)),  # read-only: bigger files
-        "stock": list(_chunks([_stock(rng, i) for i in range(1, scale.items + 1)], "s_i_id", scale.chunk)),
+        "stock": list(_chunks([_stock(rng, i) for i in range(1, scale.items + 1)], "s_i_id",
+                              scale.chunk)),
         "customer": [], "history": [], "orders": [], "order_line": [], "new_order": [],
     }
     for d in range(1, DISTRICTS + 1):
         custs = [_customer(rng, d, c, scale, now) for c in range(1, scale.customers + 1)]
         out["customer"] += list(_chunks(custs, "c_id", scale.chunk))
-        out["history"].append([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W_ID, "h_d_id": d, "h_w_id": W_ID,
-                                "h_date": now, "h_amount": 1000, "h_data": astring(rng, 12, 24)}
+        out["history"].append([{"h_c_id": c, "h_c_d_id": d, "h_c_w_id": W_ID, "h_d_id": d,
+                                "h_w_id": W_ID, "h_date": now, "h_amount": 1000,
+                                "h_data": astring(rng, 12, 24)}
                                for c in range(1, scale.customers + 1)])
         orders, lines, new = _orders(rng, d, scale, now)
         out["orders"] += list(_chunks(orders, "o_id", scale.chunk))
@@ -275,7 +282,8 @@ class Consistency:
                 "unreadable": list(self.unreadable), "details": list(self.details)}
 
 
-def _per_district(table: pa.Table | None, key: str, aggs: list[tuple[str, str]]) -> dict[int, dict[str, Any]]:
+def _per_district(table: pa.Table | None, key: str,
+                  aggs: list[tuple[str, str]]) -> dict[int, dict[str, Any]]:
     if table is None or table.num_rows == 0:
         return {}
     g = table.group_by(key).aggregate(aggs)
@@ -285,9 +293,11 @@ def _per_district(table: pa.Table | None, key: str, aggs: list[tuple[str, str]])
 def _read(lake: lv.Lake, table: str, columns: list[str], out: Consistency) -> pa.Table | None:
     try:
         return lake.read(table, columns=columns)
-    except Exception as e:  # noqa: BLE001 - reported, not raised: the checker must survive a broken table
+    # reported, not raised: the checker must survive a broken table
+    except Exception as e:  # noqa: BLE001
         out.unreadable.append(table)
-        out.details.append(f"{table} unreadable: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        out.details.append(
+            f"{table} unreadable: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         return None
 
 
@@ -308,7 +318,8 @@ def check_consistency(lake: lv.Lake) -> Consistency:
     no_t = _read(lake, "new_order", ["no_d_id", "no_o_id"], out)
     ol_t = _read(lake, "order_line", ["ol_d_id", "ol_number"], out)
     orders = _per_district(o_t, "o_d_id", [("o_id", "max"), ("o_ol_cnt", "sum")])
-    new = _per_district(no_t, "no_d_id", [("no_o_id", "max"), ("no_o_id", "min"), ("no_o_id", "count")])
+    new = _per_district(no_t, "no_d_id",
+                        [("no_o_id", "max"), ("no_o_id", "min"), ("no_o_id", "count")])
     lines = _per_district(ol_t, "ol_d_id", [("ol_number", "count")])
     for d, row in sorted(dist.items()):
         nxt = row["d_next_o_id"] - 1
@@ -316,7 +327,8 @@ def check_consistency(lake: lv.Lake) -> Consistency:
         if o_t is not None and no_t is not None and (
                 o.get("o_id_max") != nxt or (n is not None and n["no_o_id_max"] != nxt)):
             out.c2 += 1
-            out.details.append(f"2: district {d}: D_NEXT_O_ID-1={nxt}, max(O_ID)={o.get('o_id_max')}, "
+            out.details.append(f"2: district {d}: D_NEXT_O_ID-1={nxt}, "
+                               f"max(O_ID)={o.get('o_id_max')}, "
                                f"max(NO_O_ID)={n and n['no_o_id_max']}")
         if n is not None and n["no_o_id_max"] - n["no_o_id_min"] + 1 != n["no_o_id_count"]:
             out.c3 += 1

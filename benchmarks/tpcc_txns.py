@@ -100,8 +100,8 @@ def draw_input(kind: str, rng: random.Random, scale: Scale, terminal_district: i
         rollback = rng.random() < 0.01
         if rollback:
             items[-1] = scale.items + 1  # an unused item number (clause 2.4.1.5)
-        return NewOrderInput(rng.randint(1, DISTRICTS), nurand(rng, 1023, 1, scale.customers), tuple(items),
-                             tuple(rng.randint(1, 10) for _ in items), rollback)
+        return NewOrderInput(rng.randint(1, DISTRICTS), nurand(rng, 1023, 1, scale.customers),
+                             tuple(items), tuple(rng.randint(1, 10) for _ in items), rollback)
     if kind == "payment":
         c_id, c_last = _customer_choice(rng, scale)
         return PaymentInput(rng.randint(1, DISTRICTS), c_id, c_last, rng.randint(100, 500_000))
@@ -131,17 +131,20 @@ def _one(table: pa.Table, what: str) -> dict[str, Any]:
 def new_order(txn: lv.Transaction, inp: NewOrderInput) -> dict[str, Any]:
     d = inp.d_id
     w = _one(txn.read("warehouse", where=f"w_id = {W_ID}", columns=["w_tax"]), "warehouse")
-    dist = _one(txn.read("district", where=f"d_id = {d}", columns=["d_tax", "d_next_o_id"]), "district")
+    dist = _one(txn.read("district", where=f"d_id = {d}", columns=["d_tax", "d_next_o_id"]),
+                "district")
     o_id = dist["d_next_o_id"]  # read, then used for every row below
     txn.update("district", set={"d_next_o_id": "d_next_o_id + 1"}, where=f"d_id = {d}")
     cust = _one(txn.read("customer", where=f"c_d_id = {d} AND c_id = {inp.c_id}",
                          columns=["c_discount", "c_last", "c_credit"]), "customer")
     now = _now()
-    txn.insert("orders", [{"o_id": o_id, "o_d_id": d, "o_w_id": W_ID, "o_c_id": inp.c_id, "o_entry_d": now,
-                           "o_carrier_id": None, "o_ol_cnt": len(inp.items), "o_all_local": 1}])
+    txn.insert("orders",
+               [{"o_id": o_id, "o_d_id": d, "o_w_id": W_ID, "o_c_id": inp.c_id, "o_entry_d": now,
+                 "o_carrier_id": None, "o_ol_cnt": len(inp.items), "o_all_local": 1}])
     txn.insert("new_order", [{"no_o_id": o_id, "no_d_id": d, "no_w_id": W_ID}])
     items = {r["i_id"]: r for r in txn.read("item", where=f"i_id IN {_in(list(inp.items))}",
-                                            columns=["i_id", "i_price", "i_name", "i_data"]).to_pylist()}
+                                            columns=["i_id", "i_price", "i_name",
+                                                     "i_data"]).to_pylist()}
     if len(items) != len(inp.items):
         raise NewOrderRollback(f"item {inp.items[-1]} does not exist")
     dist_col = f"s_dist_{d:02d}"
@@ -160,7 +163,8 @@ def new_order(txn: lv.Transaction, inp: NewOrderInput) -> dict[str, Any]:
               "ol_amount": qty[i] * items[i]["i_price"], "ol_dist_info": stock[i][dist_col]}
              for n, i in enumerate(inp.items, start=1)]
     txn.insert("order_line", lines)
-    total = sum(r["ol_amount"] for r in lines) * (1 - cust["c_discount"]) * (1 + w["w_tax"] + dist["d_tax"])
+    total = sum(r["ol_amount"]
+                for r in lines) * (1 - cust["c_discount"]) * (1 + w["w_tax"] + dist["d_tax"])
     return {"o_id": o_id, "total_cents": round(total)}
 
 
@@ -177,7 +181,8 @@ def _customer_by_name(txn: lv.Transaction, d: int, c_last: str) -> int:
 def payment(txn: lv.Transaction, inp: PaymentInput) -> dict[str, Any]:
     d, amt = inp.d_id, inp.amount
     txn.update("warehouse", set={"w_ytd": f"w_ytd + {amt}"}, where=f"w_id = {W_ID}")
-    w = _one(txn.read("warehouse", where=f"w_id = {W_ID}", columns=["w_name", "w_city"]), "warehouse")
+    w = _one(txn.read("warehouse", where=f"w_id = {W_ID}", columns=["w_name", "w_city"]),
+             "warehouse")
     txn.update("district", set={"d_ytd": f"d_ytd + {amt}"}, where=f"d_id = {d}")
     dist = _one(txn.read("district", where=f"d_id = {d}", columns=["d_name", "d_city"]), "district")
     c_id = inp.c_id if inp.c_id is not None else _customer_by_name(txn, d, inp.c_last or "")
@@ -187,11 +192,13 @@ def payment(txn: lv.Transaction, inp: PaymentInput) -> dict[str, Any]:
     txn.update("customer", set={
         "c_balance": f"c_balance - {amt}", "c_ytd_payment": f"c_ytd_payment + {amt}",
         "c_payment_cnt": "c_payment_cnt + 1",
-        "c_data": f"CASE WHEN c_credit = 'BC' THEN substr('{note}' || c_data, 1, 500) ELSE c_data END"},
+        "c_data": f"CASE WHEN c_credit = 'BC' THEN substr('{note}' || c_data, 1, "
+                  "500) ELSE c_data END"},
         where=where)
-    txn.insert("history", [{"h_c_id": c_id, "h_c_d_id": d, "h_c_w_id": W_ID, "h_d_id": d, "h_w_id": W_ID,
-                            "h_date": _now(), "h_amount": amt,
-                            "h_data": f"{w['w_name']}    {dist['d_name']}"}])
+    txn.insert("history",
+               [{"h_c_id": c_id, "h_c_d_id": d, "h_c_w_id": W_ID, "h_d_id": d, "h_w_id": W_ID,
+                 "h_date": _now(), "h_amount": amt,
+                 "h_data": f"{w['w_name']}    {dist['d_name']}"}])
     return {"c_id": c_id, "balance_cents": cust["c_balance"] - amt}
 
 
@@ -200,7 +207,8 @@ def order_status(txn: lv.Transaction, inp: OrderStatusInput) -> dict[str, Any]:
     c_id = inp.c_id if inp.c_id is not None else _customer_by_name(txn, d, inp.c_last or "")
     _one(txn.read("customer", where=f"c_d_id = {d} AND c_id = {c_id}",
                   columns=["c_balance", "c_first", "c_last"]), "customer")
-    orders = txn.read("orders", where=f"o_d_id = {d} AND o_c_id = {c_id}", columns=["o_id", "o_carrier_id"])
+    orders = txn.read("orders", where=f"o_d_id = {d} AND o_c_id = {c_id}",
+                      columns=["o_id", "o_carrier_id"])
     if orders.num_rows == 0:
         return {"c_id": c_id, "o_id": None, "lines": 0}
     o_id = max(orders.column("o_id").to_pylist())
@@ -213,8 +221,8 @@ def delivery(txn: lv.Transaction, inp: DeliveryInput) -> dict[str, Any]:
     """All ten districts in one transaction (the spec allows up to ten)."""
     oldest: dict[int, int] = {}
     for d in range(1, DISTRICTS + 1):  # the spec's query per district: its oldest undelivered order
-        first = txn.read("new_order", where=f"no_w_id = {W_ID} AND no_d_id = {d}", columns=["no_o_id"],
-                         order_by="no_o_id", limit=1).to_pylist()
+        first = txn.read("new_order", where=f"no_w_id = {W_ID} AND no_d_id = {d}",
+                         columns=["no_o_id"], order_by="no_o_id", limit=1).to_pylist()
         if first:
             oldest[d] = first[0]["no_o_id"]
     if not oldest:
@@ -231,7 +239,8 @@ def delivery(txn: lv.Transaction, inp: DeliveryInput) -> dict[str, Any]:
     for r in txn.read("order_line", where=ol_where, columns=["ol_d_id", "ol_amount"]).to_pylist():
         amounts[r["ol_d_id"]] += r["ol_amount"]
     c_where = " OR ".join(f"(c_d_id = {d} AND c_id = {c})" for d, c in sorted(owners.items()))
-    add = " ".join(f"WHEN c_d_id = {d} AND c_id = {c} THEN {amounts[d]}" for d, c in sorted(owners.items()))
+    add = " ".join(f"WHEN c_d_id = {d} AND c_id = {c} THEN {amounts[d]}"
+                   for d, c in sorted(owners.items()))
     txn.update("customer", set={"c_balance": f"c_balance + CASE {add} ELSE 0 END",
                                 "c_delivery_cnt": "c_delivery_cnt + 1"}, where=c_where)
     return {"delivered": len(oldest), "skipped": DISTRICTS - len(oldest)}
@@ -239,8 +248,10 @@ def delivery(txn: lv.Transaction, inp: DeliveryInput) -> dict[str, Any]:
 
 def stock_level(txn: lv.Transaction, inp: StockLevelInput) -> dict[str, Any]:
     d = inp.d_id
-    nxt = _one(txn.read("district", where=f"d_id = {d}", columns=["d_next_o_id"]), "district")["d_next_o_id"]
-    lines = txn.read("order_line", where=f"ol_d_id = {d} AND ol_o_id >= {nxt - 20} AND ol_o_id < {nxt}",
+    nxt = _one(txn.read("district", where=f"d_id = {d}",
+                        columns=["d_next_o_id"]), "district")["d_next_o_id"]
+    lines = txn.read("order_line",
+                     where=f"ol_d_id = {d} AND ol_o_id >= {nxt - 20} AND ol_o_id < {nxt}",
                      columns=["ol_i_id"])
     items = sorted(set(lines.column("ol_i_id").to_pylist()))
     if not items:
@@ -272,15 +283,16 @@ class TypeStats:
     requests: int = 0  # store requests made by this client during these transactions
     seconds: float = 0.0
     error_samples: list[str] = field(default_factory=list)
-    protocol: dict[str, int] = field(default_factory=dict)  # lakevilla's own counters (waits, shifts, ...)
+    # lakevilla's own counters (waits, shifts, ...)
+    protocol: dict[str, int] = field(default_factory=dict)
 
     @property
     def issued(self) -> int:
         return self.committed + self.rollbacks + self.failed + self.partial + self.errors
 
     def add(self, other: TypeStats) -> None:
-        for k in ("committed", "rollbacks", "aborts", "retries", "failed", "partial", "errors", "redos",
-                  "requests", "seconds"):
+        for k in ("committed", "rollbacks", "aborts", "retries", "failed", "partial", "errors",
+                  "redos", "requests", "seconds"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         self.error_samples = (self.error_samples + other.error_samples)[:5]
         self.protocol = dict(Counter(self.protocol) + Counter(other.protocol))
@@ -325,8 +337,8 @@ def run_one(lake: lv.Lake, features: str, kind: str, inp: Any, st: TypeStats, re
     st.protocol = dict(counters)
 
 
-def run_client(lake: lv.Lake, features: str, client: int, n: int, scale: Scale, seed: int, retries: int,
-               requests: Callable[[], int], tick: Callable[[], None] = lambda: None,
+def run_client(lake: lv.Lake, features: str, client: int, n: int, scale: Scale, seed: int,
+               retries: int, requests: Callable[[], int], tick: Callable[[], None] = lambda: None,
                deadline: float | None = None) -> dict[str, TypeStats]:
     """Terminal ``client``: up to ``n`` transactions from its own deck and input stream,
     starting none after ``deadline`` (wall-clock seconds; the measurement interval)."""

@@ -59,7 +59,8 @@ def part_of(key: int) -> str:
     return f"p{key % PARTS}"
 
 
-def make_batches(clients: int, batches: int, keys: int, batch_size: int, seed: int) -> list[list[tuple[int, list[int]]]]:
+def make_batches(clients: int, batches: int, keys: int, batch_size: int,
+                 seed: int) -> list[list[tuple[int, list[int]]]]:
     """Per client: (batch id, sorted keys). Windows overlap across clients and reach past the
     loaded keys (new keys are inserted, and may be inserted concurrently by two clients)."""
     rng = random.Random(seed)
@@ -85,9 +86,10 @@ def _on(partitioned: bool, delta_rs: bool) -> Any:
     return ["id", "part"] if partitioned else ["id"]
 
 
-def _worker(system: str, features: str | None, uri: str, opts: dict, work: list, partitioned: bool, retries: int,
-            ready: Any, go: Any, out: Any) -> None:
-    res: dict[str, Any] = {"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [], "busy_s": 0.0}
+def _worker(system: str, features: str | None, uri: str, opts: dict, work: list, partitioned: bool,
+            retries: int, ready: Any, go: Any, out: Any) -> None:
+    res: dict[str, Any] = {"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [],
+                           "busy_s": 0.0}
     try:
         if features is None:
             from deltalake import DeltaTable
@@ -98,7 +100,8 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
                 (dt.merge(source_of(ks), predicate=_on(partitioned, True), source_alias="source",
                           target_alias="target")
                  .when_matched_update({"v": "target.v + 1"})
-                 .when_not_matched_insert({"id": "source.id", "part": "source.part", "v": "source.v"})
+                 .when_not_matched_insert({"id": "source.id", "part": "source.part",
+                                           "v": "source.v"})
                  .execute())
             lost: tuple = (CommitFailedError,)
         else:
@@ -121,7 +124,8 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
     out.put(res)
 
 
-def _apply_batches(attempt: Any, lost: tuple, work: list, retries: int, res: dict[str, Any]) -> None:
+def _apply_batches(attempt: Any, lost: tuple, work: list, retries: int,
+                   res: dict[str, Any]) -> None:
     """Merge each batch, retrying what aborts as an application would; record the outcome."""
     t0 = time.perf_counter()
     for bid, ks in work:
@@ -138,8 +142,8 @@ def _apply_batches(attempt: Any, lost: tuple, work: list, retries: int, res: dic
     res["busy_s"] = time.perf_counter() - t0
 
 
-def _spark_client(system: str, features: str | None, root: str, spark: Any, work: list, retries: int,
-                  start: Any, res: dict[str, Any]) -> None:
+def _spark_client(system: str, features: str | None, root: str, spark: Any, work: list,
+                  retries: int, start: Any, res: dict[str, Any]) -> None:
     """One Spark-engine client (or a delta-rs one beside it) as a thread of this driver."""
     try:
         if features is None:
@@ -147,10 +151,11 @@ def _spark_client(system: str, features: str | None, root: str, spark: Any, work
             from deltalake.exceptions import CommitFailedError
 
             def attempt(ks: list[int]) -> None:
-                (DeltaTable(f"{root}/{TABLE}").merge(source_of(ks), predicate=_on(False, True), source_alias="source",
-                                                     target_alias="target")
+                (DeltaTable(f"{root}/{TABLE}").merge(source_of(ks), predicate=_on(False, True),
+                                                     source_alias="source", target_alias="target")
                  .when_matched_update({"v": "target.v + 1"})
-                 .when_not_matched_insert({"id": "source.id", "part": "source.part", "v": "source.v"})
+                 .when_not_matched_insert({"id": "source.id", "part": "source.part",
+                                           "v": "source.v"})
                  .execute())
             lost: tuple = (CommitFailedError,)
         else:
@@ -187,17 +192,20 @@ def run_spark(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     n = args.spark_clients
     runs = []
     try:
-        for system, features in (("delta-rs", None), ("LV[DL] on Spark", ""), ("LV[R] on Spark", "R")):
+        for system, features in (("delta-rs", None), ("LV[DL] on Spark", ""),
+                                 ("LV[R] on Spark", "R")):
             work_dir = tempfile.mkdtemp(prefix="lakevilla-upserts-spark-")
             root = "file://" + work_dir
             try:
                 uri = load(root, {}, args.keys, args.files, False)
                 work = make_batches(n, args.batches, args.keys, args.batch_size, seed)
                 start = threading.Barrier(n + 1)
-                results = [{"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [], "busy_s": 0.0}
+                results = [{"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [],
+                            "busy_s": 0.0}
                            for _ in range(n)]
-                threads = [threading.Thread(target=_spark_client, args=(system, features, root, spark, work[c],
-                                                                         args.retries, start, results[c]))
+                threads = [threading.Thread(target=_spark_client,
+                                            args=(system, features, root, spark, work[c],
+                                                  args.retries, start, results[c]))
                            for c in range(n)]
                 for t in threads:
                     t.start()
@@ -218,9 +226,11 @@ def run_spark(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
             runs.append({"system": system, "table": "plain (Spark, local store)", "clients": n,
                          "batches": n * args.batches, "applied": len(applied),
                          "given_up": sum(len(r["given_up"]) for r in results),
-                         "aborts": sum(r["aborts"] for r in results), "redos": sum(r["redos"] for r in results),
-                         "wall_s": wall, "throughput": len(applied) / wall if wall > 0 else 0.0,
-                         "requests": dict(counts), "requests_per_batch": sum(counts.values()) / nb if counts else None,
+                         "aborts": sum(r["aborts"] for r in results),
+                         "redos": sum(r["redos"] for r in results), "wall_s": wall,
+                         "throughput": len(applied) / wall if wall > 0 else 0.0,
+                         "requests": dict(counts),
+                         "requests_per_batch": sum(counts.values()) / nb if counts else None,
                          "requests_source": "store layer" if counts else "n/a", "check": chk,
                          "errors": [e for r in results for e in r["errors"]]})
             r = runs[-1]
@@ -241,13 +251,15 @@ def load(root: str, opts: dict, keys: int, files: int, partitioned: bool) -> str
     for lo in range(0, keys, per):
         ks = list(range(lo, min(lo + per, keys)))
         with lake.transaction("") as txn:
-            txn.insert(TABLE, pa.table({"id": ks, "part": [part_of(k) for k in ks], "v": [0] * len(ks)},
-                                       schema=SCHEMA))
+            txn.insert(TABLE,
+                       pa.table({"id": ks, "part": [part_of(k) for k in ks], "v": [0] * len(ks)},
+                                schema=SCHEMA))
     lake.close()
     return f"{root}/{TABLE}"
 
 
-def check(uri: str, opts: dict, batches: dict[int, list[int]], applied: list[int], keys: int) -> dict[str, Any]:
+def check(uri: str, opts: dict, batches: dict[int, list[int]], applied: list[int],
+          keys: int) -> dict[str, Any]:
     from deltalake import DeltaTable
 
     t = pa.table(DeltaTable(uri, storage_options=opts or None).to_pyarrow_table())
@@ -263,12 +275,13 @@ def check(uri: str, opts: dict, batches: dict[int, list[int]], applied: list[int
     lost = sum(max(0, want[k] - vals.get(k, 0)) for k in set(want) | set(vals))
     extra = sum(max(0, vals.get(k, 0) - want[k]) for k in set(want) | set(vals))
     missing = [k for k in range(keys) if k not in got]
-    return {"rows": t.num_rows, "duplicate_keys": dup, "lost_updates": lost, "double_applied": extra,
-            "missing_loaded_keys": len(missing), "ok": dup == 0 and lost == 0 and extra == 0 and not missing}
+    return {"rows": t.num_rows, "duplicate_keys": dup, "lost_updates": lost,
+            "double_applied": extra, "missing_loaded_keys": len(missing),
+            "ok": dup == 0 and lost == 0 and extra == 0 and not missing}
 
 
-def run_one(ce: Any, system: str, features: str | None, clients: int, partitioned: bool, args: argparse.Namespace,
-            seed: int) -> dict[str, Any]:
+def run_one(ce: Any, system: str, features: str | None, clients: int, partitioned: bool,
+            args: argparse.Namespace, seed: int) -> dict[str, Any]:
     env = ce.env
     root = env.fresh_root(f"upserts-{'p' if partitioned else 'u'}{clients}")
     uri = load(root, ce.direct_options or env.storage_options, args.keys, args.files, partitioned)
@@ -276,7 +289,8 @@ def run_one(ce: Any, system: str, features: str | None, clients: int, partitione
     ctx = mp.get_context("spawn")
     ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
     procs = [ctx.Process(target=_worker, args=(system, features, uri if features is None else root,
-                                               env.storage_options, work[c], partitioned, args.retries, ready, go, out))
+                                               env.storage_options, work[c], partitioned,
+                                               args.retries, ready, go, out))
              for c in range(clients)]
     for p in procs:
         p.start()
@@ -293,27 +307,29 @@ def run_one(ce: Any, system: str, features: str | None, clients: int, partitione
     applied = [b for r in results for b in r["applied"]]
     given_up = sum(len(r["given_up"]) for r in results)
     errors = [e for r in results for e in r["errors"]]
-    chk = check(uri, ce.direct_options or env.storage_options, {b: ks for w in work for b, ks in w}, applied,
-                args.keys)
+    chk = check(uri, ce.direct_options or env.storage_options, {b: ks for w in work for b, ks in w},
+                applied, args.keys)
     n = max(len(applied), 1)
-    return {"system": system, "table": "partitioned" if partitioned else "plain", "clients": clients,
-            "batches": clients * args.batches, "applied": len(applied), "given_up": given_up,
-            "aborts": sum(r["aborts"] for r in results), "redos": sum(r["redos"] for r in results),
-            "wall_s": wall, "throughput": len(applied) / wall if wall > 0 else 0.0,
-            "requests": counts, "requests_per_batch": sum(counts.values()) / n if counts else None,
+    return {"system": system, "table": "partitioned" if partitioned else "plain",
+            "clients": clients, "batches": clients * args.batches, "applied": len(applied),
+            "given_up": given_up, "aborts": sum(r["aborts"] for r in results),
+            "redos": sum(r["redos"] for r in results), "wall_s": wall,
+            "throughput": len(applied) / wall if wall > 0 else 0.0, "requests": counts,
+            "requests_per_batch": sum(counts.values()) / n if counts else None,
             "requests_source": "proxy" if counts else "n/a", "check": chk, "errors": errors}
 
 
-COLUMNS = ["table", "clients", "system", "applied", "given_up", "aborts", "redos", "batches/s", "x delta-rs",
-           "lost", "dup", "req/batch"]
+COLUMNS = ["table", "clients", "system", "applied", "given_up", "aborts", "redos", "batches/s",
+           "x delta-rs", "lost", "dup", "req/batch"]
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     c = r["check"]
     return {"table": r["table"], "clients": r["clients"], "system": r["system"],
-            "applied": f"{r['applied']}/{r['batches']}", "given_up": r["given_up"], "aborts": r["aborts"],
-            "redos": r["redos"], "batches/s": r["throughput"], "x delta-rs": r.get("vs_delta_rs") or "",
-            "lost": c["lost_updates"], "dup": c["duplicate_keys"] + c["double_applied"],
+            "applied": f"{r['applied']}/{r['batches']}", "given_up": r["given_up"],
+            "aborts": r["aborts"], "redos": r["redos"], "batches/s": r["throughput"],
+            "x delta-rs": r.get("vs_delta_rs") or "", "lost": c["lost_updates"],
+            "dup": c["duplicate_keys"] + c["double_applied"],
             "req/batch": r["requests_per_batch"] if r["requests_per_batch"] is not None else "n/a"}
 
 
@@ -325,21 +341,26 @@ def add_ratios(runs: list[dict[str, Any]]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.upserts", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.upserts",
+                                description=__doc__.split("\n")[0])
     add_common_args(p, "results/upserts")
     p.set_defaults(store="s3", latency="s3", systems=DEFAULT_SYSTEMS)
     p.add_argument("--clients", default="1,4,8")
     p.add_argument("--batches", type=int, default=8, help="merges per client")
     p.add_argument("--batch-size", type=int, default=40, help="keys per merge")
     p.add_argument("--keys", type=int, default=2000, help="keys loaded before the run")
-    p.add_argument("--files", type=int, default=8, help="files the loaded keys are spread over (key ranges)")
-    p.add_argument("--retries", type=int, default=10, help="attempts per batch before it is given up")
+    p.add_argument("--files", type=int, default=8,
+                   help="files the loaded keys are spread over (key ranges)")
+    p.add_argument("--retries", type=int, default=10,
+                   help="attempts per batch before it is given up")
     p.add_argument("--tables", default="plain,partitioned")
     p.add_argument("--timeout", type=float, default=1800.0)
     p.add_argument("--spark-clients", type=int, default=4,
-                   help="clients of the Spark-engine section (threads of one driver, local store); 0 skips it")
-    return parse_with_quick(p, argv, {"clients": "2", "batches": 2, "batch_size": 10, "keys": 100, "files": 2,
-                                      "latency": "none", "spark_clients": 0})
+                   help="clients of the Spark-engine section (threads of one driver, local "
+                        "store); 0 skips it")
+    return parse_with_quick(p, argv,
+                            {"clients": "2", "batches": 2, "batch_size": 10, "keys": 100,
+                             "files": 2, "latency": "none", "spark_clients": 0})
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -361,15 +382,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.spark_clients > 0:
             runs.extend(run_spark(args, args.seed + args.spark_clients))
         info = run_info(args, ce.env)
-        info.update({"clients": clients, "batches_per_client": args.batches, "batch_size": args.batch_size,
-                     "keys": args.keys, "files": args.files, "retries": args.retries,
-                     "spark_clients": args.spark_clients, "wall_s": time.time() - t0})
+        info.update({"clients": clients, "batches_per_client": args.batches,
+                     "batch_size": args.batch_size, "keys": args.keys, "files": args.files,
+                     "retries": args.retries, "spark_clients": args.spark_clients,
+                     "wall_s": time.time() - t0})
     finally:
         ce.close()
     add_ratios(runs)
     text = print_table([_row(r) for r in runs], COLUMNS,
                        title=f"Upserts (MERGE): store={info['store']}, latency={info['latency']}, "
-                             f"{args.batches} merges of {args.batch_size} keys per client; x = throughput / delta-rs")
+                             f"{args.batches} merges of {args.batch_size} keys per client; x = "
+                             "throughput / delta-rs")
     payload = {"benchmark": "upserts", "info": info, "runs": runs, "table": text,
                "systems": {k: v for k, v in SYSTEMS.items() if k in systems}}
     write_json(args.out, "upserts", payload)
@@ -381,7 +404,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for i, tbl in enumerate(tables):
             ax = fig.add_subplot(1, panels, i + 1)
             for name in systems:
-                pts = sorted((r["clients"], r["throughput"]) for r in runs if r["system"] == name and r["table"] == tbl)
+                pts = sorted((r["clients"], r["throughput"])
+                             for r in runs if r["system"] == name and r["table"] == tbl)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
             ax.set_title(f"{tbl} table")
             ax.set_xlabel("clients")
@@ -397,8 +421,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     plot(args.out, "upserts", draw)
     if args.spark_clients > 0:
-        print("Spark section: local store, no latency; lakevilla's clients use SparkEngine (threads of one "
-              "driver); requests are the store layer's (Spark writes the data files itself)")
+        print("Spark section: local store, no latency; lakevilla's clients use SparkEngine "
+              "(threads of one driver); requests are the store layer's (Spark writes the "
+              "data files itself)")
     return payload
 
 

@@ -52,15 +52,18 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-_logging.getLogger(__name__).addHandler(_logging.NullHandler())  # silent unless the application logs
+# silent unless the application logs
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Lake", "LakeSettings", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError", "TransactionAborted",
-    "PartialCommitError", "CommitPendingError", "TableNotFoundError", "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
-    "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError", "TransactionStateError",
-    "InvalidArgumentError", "ConditionalWritesUnsupportedError", "StorageError", "DataOutsidePredicateError",
-    "SchemaEvolutionError", "VersionNotFoundError", "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
+    "Lake", "LakeSettings", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError",
+    "TransactionAborted", "PartialCommitError", "CommitPendingError", "TableNotFoundError",
+    "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
+    "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError",
+    "TransactionStateError", "InvalidArgumentError", "ConditionalWritesUnsupportedError",
+    "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
+    "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError",
 ]

@@ -58,7 +58,8 @@ class Command:
     help: str
     run: Callable[[Any, argparse.Namespace], Any]
     text: Callable[[Any], str]
-    arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None
+    # adds them (result unused)
+    arguments: Callable[[argparse.ArgumentParser], object] = lambda p: None
 
 
 def _storage_options(text: str | None) -> dict[str, str] | None:
@@ -104,12 +105,14 @@ def _recover(lake, args):
 
 
 def _abandoned(lake, args) -> dict[str, Any]:
-    files = lake.maintenance.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete, force=args.force)
+    files = lake.maintenance.delete_abandoned_files(min_age=args.min_age, dry_run=not args.delete,
+                                                    force=args.force)
     return {"files": [{"table": t, "key": k} for t, k in files], "deleted": bool(args.delete)}
 
 
 def _abandoned_text(r: dict[str, Any]) -> str:
-    print(f"{len(r['files'])} abandoned file(s){' deleted' if r['deleted'] else ''}", file=sys.stderr)
+    print(f"{len(r['files'])} abandoned file(s){' deleted' if r['deleted'] else ''}",
+          file=sys.stderr)
     return "\n".join(f"{f['table']}\t{f['key']}" for f in r["files"])
 
 
@@ -123,13 +126,15 @@ def _cleanup_text(r: dict[str, int]) -> str:
 
 
 def _history(lake, args) -> dict[str, Any]:
-    return {"table": args.table, "versions": [e.to_json() for e in lake.history(args.table, args.limit)]}
+    return {"table": args.table,
+            "versions": [e.to_json() for e in lake.history(args.table, args.limit)]}
 
 
 def _history_text(r: dict[str, Any]) -> str:
     lines = []
     for e in r["versions"]:
-        when = dt.datetime.fromtimestamp(e["timestamp"], dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        when = dt.datetime.fromtimestamp(e["timestamp"], dt.UTC).strftime(
+            "%Y-%m-%d %H:%M:%S.%f")[:-3]
         rows = e["metrics"].get("numOutputRows")
         who = "marker" if e["marker"] else (f"txn {e['txn']} features={e['features'] or 'DL'}"
                                             if e["txn"] else "")
@@ -148,8 +153,8 @@ def _status_text(st) -> str:
     return render_text(st)
 
 
-def _force_argument(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--force", action="store_true",
+def _force_argument(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--force", action="store_true",
                    help="allow a retention below the lake's max transaction age (safe only "
                         "if every writer uses a shorter one)")
 
@@ -157,20 +162,24 @@ def _force_argument(p: argparse.ArgumentParser) -> None:
 COMMANDS = [
     Command("status", "open markers, running/waiting/stalled/decided transactions, the global log",
             _status, _status_text),
-    Command("tables", "list the Delta tables under ROOT", _tables, lambda r: "\n".join(r["tables"])),
+    Command("tables", "list the Delta tables under ROOT", _tables,
+            lambda r: "\n".join(r["tables"])),
     Command("recover", "finish or undo every stalled transaction", _recover, str),
     Command("abandoned", "list data files no version references", _abandoned, _abandoned_text,
             lambda p: (p.add_argument("--delete", action="store_true", help="delete them"),
-                       p.add_argument("--min-age", type=float, default=None, help="seconds (default 7 days)"),
+                       p.add_argument("--min-age", type=float, default=None,
+                                      help="seconds (default 7 days)"),
                        _force_argument(p))),
     Command("cleanup", "delete finished transaction records and old global log entries", _cleanup,
             _cleanup_text,
-            lambda p: (p.add_argument("--older-than", type=float, default=None, help="seconds (default 7 days)"),
+            lambda p: (p.add_argument("--older-than", type=float, default=None,
+                                      help="seconds (default 7 days)"),
                        _force_argument(p))),
     Command("history", "show a table's versions, newest first, markers included (times in UTC; "
             "--json gives seconds since the epoch)", _history, _history_text,
             lambda p: (p.add_argument("table"),
-                       p.add_argument("--limit", type=int, default=None, help="show at most this many versions"))),
+                       p.add_argument("--limit", type=int, default=None,
+                                      help="show at most this many versions"))),
 ]
 
 

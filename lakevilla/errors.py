@@ -43,7 +43,8 @@ class UnsupportedTableFeatureError(LakeVillaError):
     def __init__(self, table: str, feature: str, detail: str = "") -> None:
         self.table = table
         self.feature = feature
-        msg = f"table {table!r} uses the Delta feature {feature!r}, which lakevilla does not support"
+        msg = (f"table {table!r} uses the Delta feature {feature!r}, "
+               "which lakevilla does not support")
         if detail:
             msg += f" ({detail})"
         msg += "; nothing was written to it"
@@ -57,16 +58,19 @@ class CorruptLogError(LakeVillaError):
 class TransactionAborted(LakeVillaError):
     """The transaction did not commit; nothing of it is visible. ``lake.run`` retries these."""
 
-    def __init__(self, message: str, *, txn_id: str | None = None, reason: str = "conflict") -> None:
+    def __init__(self, message: str, *, txn_id: str | None = None,
+                 reason: str = "conflict") -> None:
         self.txn_id = txn_id
         self.reason = reason
         super().__init__(message)
 
 
 class PartialCommitError(LakeVillaError):
-    """Some tables committed and a later one could not (features without CT commit table by table)."""
+    """Some tables committed and a later one could not (features without CT
+    commit table by table)."""
 
-    def __init__(self, message: str, *, committed: dict[str, int], txn_id: str | None = None) -> None:
+    def __init__(self, message: str, *, committed: dict[str, int],
+                 txn_id: str | None = None) -> None:
         self.committed = committed
         self.txn_id = txn_id
         super().__init__(message)
@@ -131,7 +135,8 @@ class LakeNotFoundError(LakeVillaError):
 
 
 class DataOutsidePredicateError(InvalidArgumentError):
-    """``overwrite(where=...)`` was given rows the predicate does not select (Delta's replaceWhere rule)."""
+    """``overwrite(where=...)`` was given rows the predicate does not select
+    (Delta's replaceWhere rule)."""
 
 
 class SchemaEvolutionError(SchemaMismatchError):

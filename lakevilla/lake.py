@@ -86,9 +86,10 @@ class Lake:
         read_only: bool = False,
     ) -> None:
         settings = LakeSettings(
-            marker_ttl=marker_ttl, commit_mode=commit_mode, wait_timeout=wait_timeout, shift_timeout=shift_timeout,
-            max_retries=max_retries, max_shifts=max_shifts, poll_max=poll_max, gvl_keep=gvl_keep,
-            delete_sublogs=delete_sublogs, max_transaction_age=max_transaction_age)
+            marker_ttl=marker_ttl, commit_mode=commit_mode, wait_timeout=wait_timeout,
+            shift_timeout=shift_timeout, max_retries=max_retries, max_shifts=max_shifts,
+            poll_max=poll_max, gvl_keep=gvl_keep, delete_sublogs=delete_sublogs,
+            max_transaction_age=max_transaction_age)
         self.store = store if store is not None else open_store(root, storage_options)
         if read_only:
             self.store = ReadOnlyStore(self.store)
@@ -101,7 +102,8 @@ class Lake:
 
             engine = EmbeddedEngine()
         self.engine = engine
-        self._client = LakeClient(self.store, self.root_uri, engine, settings, clock, read_only=bool(read_only))
+        self._client = LakeClient(self.store, self.root_uri, engine, settings, clock,
+                                  read_only=bool(read_only))
         if hasattr(engine, "attach"):
             engine.attach(self)
         self.maintenance = Maintenance(self._client, self.tables)
@@ -114,11 +116,13 @@ class Lake:
     @settings.setter
     def settings(self, value: LakeSettings) -> None:
         if not isinstance(value, LakeSettings):
-            raise InvalidArgumentError(f"settings must be a LakeSettings, got {type(value).__name__}")
+            raise InvalidArgumentError("settings must be a LakeSettings, "
+                                       f"got {type(value).__name__}")
         self._client.settings = value
 
     # -- settings (``self.settings``; kept readable and replaceable one by one) -------
-    def _setting(name: str, doc: str) -> property:  # noqa: N805 - runs at class creation
+    @staticmethod
+    def _setting(name: str, doc: str) -> property:  # runs at class creation
         def get(self: Lake) -> Any:
             return getattr(self.settings, name)
 
@@ -126,15 +130,19 @@ class Lake:
             self.settings = self.settings.with_(**{name: value})
         return property(get, put, doc=doc)
 
-    marker_ttl = _setting("marker_ttl", "seconds after which an unrefreshed marker counts as stalled")
+    marker_ttl = _setting("marker_ttl",
+                          "seconds after which an unrefreshed marker counts as stalled")
     commit_mode = _setting("commit_mode", "tail or in_place")
     shift_timeout = _setting("shift_timeout", "rule IV's patience (seconds)")
     max_retries = _setting("max_retries", "lost commit races before an abort")
     max_shifts = _setting("max_shifts", "rule IV shifts before an abort")
-    poll_max = _setting("poll_max", "longest pause between two looks at a predecessor, per transaction queued ahead")
+    poll_max = _setting("poll_max", "longest pause between two looks at a predecessor, per "
+                                    "transaction queued ahead")
     gvl_keep = _setting("gvl_keep", "global-log entries clean-up keeps")
-    delete_sublogs = _setting("delete_sublogs", "remove a finished transaction's sublogs right away")
-    max_transaction_age = _setting("max_transaction_age", "seconds after its start a transaction may commit")
+    delete_sublogs = _setting("delete_sublogs",
+                              "remove a finished transaction's sublogs right away")
+    max_transaction_age = _setting("max_transaction_age",
+                                   "seconds after its start a transaction may commit")
     del _setting
 
     @property
@@ -172,11 +180,13 @@ class Lake:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Lake({self.root_uri!r}, engine={getattr(self.engine, 'name', '?')}, commit_mode={str(self.commit_mode)!r})"
+        return (f"Lake({self.root_uri!r}, engine={getattr(self.engine, 'name', '?')}, "
+                f"commit_mode={str(self.commit_mode)!r})")
 
     # -- tables ------------------------------------------------------------------
-    def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
-                     data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
+    def create_table(self, name: str, schema: Any = None,
+                     partition_by: list[str] | str | None = None, *, data: Any = None,
+                     properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> Snapshot:
         """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
 
@@ -187,8 +197,9 @@ class Lake:
         appears whole or not at all. A concurrent creator of the same name gets
         ``TableExistsError`` and its files are deleted."""
         self._client.check_writable(f"create_table({name!r})")
-        return create_now(self._client, name, schema, partition_by, data=data, properties=properties,
-                          if_not_exists=if_not_exists, description=description)
+        return create_now(self._client, name, schema, partition_by, data=data,
+                          properties=properties, if_not_exists=if_not_exists,
+                          description=description)
 
     def table_exists(self, name: str) -> bool:
         """Whether ``name`` has a Delta log (version 0 at least)."""
@@ -230,7 +241,8 @@ class Lake:
     def history(self, name: str, limit: int | None = None) -> list[HistoryEntry]:
         """The table's versions, newest first (at most ``limit``): version, UTC time, operation,
         metrics, and the lakevilla transaction and features that wrote it where one did."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
             raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
         return history.history(self._client.log(name), limit)
 
@@ -242,7 +254,8 @@ class Lake:
         any transaction; ``order_by``/``limit`` as in ``Transaction.read``."""
         order = Ordering.parse(order_by, limit)
         snap = self.snapshot(name, version, timestamp=timestamp)
-        ctx = TableContext(name, self.store, self.root_uri, snap.schema, tuple(snap.partition_columns))
+        ctx = TableContext(name, self.store, self.root_uri, snap.schema,
+                           tuple(snap.partition_columns))
         if where is not None:
             self.engine.validate_where(ctx, where)
         return self.engine.scan(ctx, candidates(snap, where), where, columns, order)
@@ -263,14 +276,15 @@ class Lake:
         return sorted(found)
 
     # -- transactions --------------------------------------------------------------
-    def begin(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable", slack: int = 0,
-              commit_mode: str | None = None) -> Transaction:
+    def begin(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable",
+              slack: int = 0, commit_mode: str | None = None) -> Transaction:
         """A transaction to drive by hand: ``txn.commit()`` or ``txn.abort()``."""
         return Transaction(self._client, parse_features(features), isolation=isolation, slack=slack,
                            commit_mode=commit_mode)
 
-    def transaction(self, features: str | Iterable[str] | None = "R", isolation: str = "serializable",
-                    slack: int = 0, commit_mode: str | None = None) -> Transaction:
+    def transaction(self, features: str | Iterable[str] | None = "R",
+                    isolation: str = "serializable", slack: int = 0,
+                    commit_mode: str | None = None) -> Transaction:
         """``with lake.transaction(...) as txn:`` commits on exit, aborts on an exception."""
         return self.begin(features, isolation=isolation, slack=slack, commit_mode=commit_mode)
 
@@ -293,12 +307,14 @@ class Lake:
                 return out
             except TransactionAborted as e:
                 if txn.committed:
-                    # features="": each statement committed on its own; re-running fn would repeat them
+                    # features="": each statement committed on its own;
+                    # re-running fn would repeat them
                     raise PartialCommitError(
-                        f"{e} -- not re-run: with features='' every statement commits on its own, and "
-                        f"{', '.join(sorted(txn.committed))} already committed in this run; re-running the "
-                        "function would apply those statements twice. Use features='R' (or more) for a block "
-                        "that lake.run can retry as a whole", committed=txn.committed, txn_id=txn.id) from e
+                        f"{e} -- not re-run: with features='' every statement commits on its own, "
+                        f"and {', '.join(sorted(txn.committed))} already committed in this run; "
+                        "re-running the function would apply those statements twice. Use "
+                        "features='R' (or more) for a block that lake.run can retry as a whole",
+                        committed=txn.committed, txn_id=txn.id) from e
                 if attempt == retries:
                     raise
                 time.sleep(random.uniform(0, delay))  # back off before re-running the function
@@ -308,7 +324,8 @@ class Lake:
     def resume(self, txn_id: str) -> Transaction:
         """Continue a transaction whose client crashed, from its sublogs (LV[R])."""
         client = self._client
-        return Transaction.resumed(client, txn_id, resuming.load(client.services(), client.log, client.root_uri,
+        return Transaction.resumed(client, txn_id,
+                                   resuming.load(client.services(), client.log, client.root_uri,
                                                                     txn_id))
 
     # -- recovery ---------------------------------------------------------------------

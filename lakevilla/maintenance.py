@@ -39,14 +39,17 @@ DEFAULT_RETENTION = 7 * 24 * 3600.0
 class RecoveryReport:
     """What ``Lake.recover`` found and did."""
 
-    committed: list[tuple[str, int, str]] = field(default_factory=list)  # (table, marker version, txn attempt)
+    # (table, marker version, txn attempt)
+    committed: list[tuple[str, int, str]] = field(default_factory=list)
     freed: list[tuple[str, int, str]] = field(default_factory=list)
     running: list[tuple[str, int, str]] = field(default_factory=list)  # alive: left alone
     records_rolled_forward: list[str] = field(default_factory=list)
     pending_resolved: list[tuple[str, str]] = field(default_factory=list)
     tables_scanned: int = 0
-    names_released: list[str] = field(default_factory=list)  # reservations of dead or finished creators
-    create_conflicts: list[str] = field(default_factory=list)  # decided creates a foreign writer pre-empted
+    # reservations of dead or finished creators
+    names_released: list[str] = field(default_factory=list)
+    # decided creates a foreign writer pre-empted
+    create_conflicts: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
@@ -60,16 +63,19 @@ class RecoveryReport:
     @property
     def acted(self) -> int:
         """How many things recovery did (0: the lake needed nothing)."""
-        return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward) + len(self.pending_resolved)
-                + len(self.names_released))
+        return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward)
+                + len(self.pending_resolved) + len(self.names_released))
 
     def __str__(self) -> str:
         return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
-                f"{len(self.running)} still running, {len(self.records_rolled_forward)} records completed, "
-                f"{len(self.pending_resolved)} global-log writes completed, {self.tables_scanned} tables scanned"
-                + (f", {len(self.names_released)} name reservations released" if self.names_released else "")
-                + (f", CREATE CONFLICTS (a client outside lakevilla created a table a decided transaction "
-                   f"creates): {self.create_conflicts}" if self.create_conflicts else ""))
+                f"{len(self.running)} still running, {len(self.records_rolled_forward)} records "
+                f"completed, {len(self.pending_resolved)} global-log writes "
+                f"completed, {self.tables_scanned} tables scanned"
+                + (f", {len(self.names_released)} name reservations released" if self.names_released
+                   else "")
+                + (", CREATE CONFLICTS (a client outside lakevilla created a table a decided "
+                   f"transaction creates): {self.create_conflicts}" if self.create_conflicts
+                   else ""))
 
 
 class Maintenance:
@@ -86,7 +92,8 @@ class Maintenance:
     def checkpoint(self, name: str) -> int:
         """Write a checkpoint of ``name`` at its newest version (refused above an open marker)."""
         self._client.check_writable("checkpoint")
-        self._client.flush()  # our own last commit's marker closes in the background: not an open one
+        # our own last commit's marker closes in the background: not an open one
+        self._client.flush()
         return checkpoints.checkpoint_now(self._client.log(name))
 
     def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
@@ -117,12 +124,13 @@ class Maintenance:
                     gvl_resolve.resolve(self._client.log(t), head, t, patience=0.0)
                     report.pending_resolved.append((t, p.attempt))
         now = self._client.now()
-        for res, _etag in reservations.all_reservations(self._client.store):
-            if res.state != reservations.HELD or (tables is not None and res.table not in tables):
+        for rsv, _etag in reservations.all_reservations(self._client.store):
+            if rsv.state != reservations.HELD or (tables is not None and rsv.table not in tables):
                 continue
-            if self._client.log(res.table).latest_version() >= 0 or reservations.dead(self._client.store, res, now, force=force):
-                reservations.release(self._client.store, res.table, res.holder, "recovered")
-                report.names_released.append(res.table)
+            if (self._client.log(rsv.table).latest_version() >= 0
+                    or reservations.dead(self._client.store, rsv, now, force=force)):
+                reservations.release(self._client.store, rsv.table, rsv.holder, "recovered")
+                report.names_released.append(rsv.table)
         for t in (tables if tables is not None else self._tables()):
             log = self._client.log(t)
             latest = log.latest_version()
@@ -142,7 +150,8 @@ class Maintenance:
                     report.freed.append(row)
                 elif res.outcome == "running":
                     report.running.append(row)
-        logs.maintenance("recovery_report", "%s", report, level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
+        logs.maintenance("recovery_report", "%s", report,
+                         level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
         return report
 
 
@@ -153,9 +162,10 @@ class Maintenance:
             raise InvalidArgumentError(f"{what} must be >= 0 seconds")
         if seconds < self._settings.max_transaction_age and not force:
             raise InvalidArgumentError(
-                f"{what}={seconds:g}s is shorter than this lake's max_transaction_age ({self._settings.max_transaction_age:g}s): "
-                "a transaction still running could lose its files or its records. Pass force=True only if every "
-                f"client writing to this lake uses a max_transaction_age below {seconds:g}s")
+                f"{what}={seconds:g}s is shorter than this lake's max_transaction_age "
+                f"({self._settings.max_transaction_age:g}s): a transaction still running could "
+                "lose its files or its records. Pass force=True only if every client writing to "
+                f"this lake uses a max_transaction_age below {seconds:g}s")
         return seconds
 
     def _live_files(self) -> set[str]:
@@ -180,8 +190,8 @@ class Maintenance:
                 except NotFound:
                     continue
                 except (ValueError, TypeError) as err:
-                    raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will not guess "
-                                          "which files it protects") from None
+                    raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will "
+                                          "not guess which files it protects") from None
                 for a in e.added:
                     keys.add(data_file_key(e.table, a["path"], self._client.root_uri))
                 continue
@@ -205,7 +215,8 @@ class Maintenance:
         A value below ``max_transaction_age`` is refused unless ``force=True``. Files named
         by sublogs, COMMITTING records or pending global-log writes are never listed, nor
         files of tables nested inside ``table``."""
-        retention = self._check_retention(DEFAULT_RETENTION if min_age is None else min_age, "min_age", force)
+        retention = self._check_retention(DEFAULT_RETENTION if min_age is None else min_age,
+                                          "min_age", force)
         live = self._live_files()
         now = self._client.now()
         out = []
@@ -254,8 +265,10 @@ class Maintenance:
             self._client.check_writable("delete_abandoned_files")
         files = self.abandoned_files(table, min_age=min_age, force=force)
         if not dry_run:
-            self._client.store.delete_many([k for _t, k in files])  # S3: one request per 1,000 files
-            logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files), files=len(files))
+            # S3: one request per 1,000 files
+            self._client.store.delete_many([k for _t, k in files])
+            logs.maintenance("abandoned_deleted", "deleted %d abandoned data file(s)", len(files),
+                             files=len(files))
         return files
 
     def _live_txns(self) -> set[str]:
@@ -273,7 +286,8 @@ class Maintenance:
                 if m is None or m.state != RUNNING or m.txn in live:
                     continue
                 try:
-                    m = marker_of(log.read_commit_raw(v)[0])  # the cached copy may predate heartbeats
+                    # the cached copy may predate heartbeats
+                    m = marker_of(log.read_commit_raw(v)[0])
                 except NotFound:
                     continue
                 if m is not None and m.state == RUNNING and not m.expired(now):
@@ -332,8 +346,10 @@ class Maintenance:
                 if old(m) and state(m) in (records.COMMITTED, records.ABORTED):
                     self._client.store.delete(m.key)
                     done["records"] += 1
-        # entries younger than max_transaction_age stay (gvl.cleanup says why), unless forced below it
-        done["global_entries"] = self._client.gvl.cleanup(keep_global if keep_global is not None else self._settings.gvl_keep,
-                                                  min_age=min(older_than, self._settings.max_transaction_age), now=now)
+        # entries younger than max_transaction_age stay (gvl.cleanup says why),
+        # unless forced below it
+        done["global_entries"] = self._client.gvl.cleanup(
+            keep_global if keep_global is not None else self._settings.gvl_keep,
+            min_age=min(older_than, self._settings.max_transaction_age), now=now)
         logs.maintenance("cleanup", "cleanup deleted %s", done, **done)
         return done

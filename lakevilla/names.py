@@ -29,11 +29,12 @@ def check_table_name(name: str) -> str:
     segments = name.split("/")
     for seg in segments:
         if seg in ("", ".", ".."):
-            raise InvalidTableNameError(f"table name {name!r} escapes or leaves the lake root ({seg!r} segment)")
+            raise InvalidTableNameError(f"table name {name!r} escapes or leaves the lake root "
+                                        f"({seg!r} segment)")
         if not _SEGMENT.match(seg):
             raise InvalidTableNameError(
-                f"table name {name!r}: segment {seg!r} must start with a letter or digit and use only "
-                "letters, digits, '_' and '-'")
+                f"table name {name!r}: segment {seg!r} must start with a letter or digit and use "
+                "only letters, digits, '_' and '-'")
     return name
 
 

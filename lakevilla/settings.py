@@ -22,7 +22,8 @@ def _positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"{name} must be a number, got {value!r}") from None
     if math.isnan(v) or v < 0 or (v == 0 and not allow_zero):
-        raise InvalidArgumentError(f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
+        raise InvalidArgumentError(
+            f"{name} must be {'non-negative' if allow_zero else 'positive'}, got {value!r}")
     return v
 
 
@@ -39,12 +40,13 @@ class LakeSettings:
     for earlier markers before aborting (None: ``2 * marker_ttl``). ``shift_timeout`` /
     ``max_shifts``: rule IV's patience and its limit. ``poll_max``: the longest pause between
     two looks at a predecessor, per transaction queued ahead (at most 0.2 s in all).
-    ``max_retries``: lost commit races (and redos) before an abort. ``gvl_keep``: global-log entries clean-up keeps. ``delete_sublogs``: remove a
-    finished transaction's sublogs right away. ``max_transaction_age``: seconds after its start
-    a transaction may still commit (maintenance keeps what a transaction needs that long)."""
+    ``max_retries``: lost commit races (and redos) before an abort. ``gvl_keep``: global-log entries
+    clean-up keeps. ``delete_sublogs``: remove a finished transaction's sublogs right away.
+    ``max_transaction_age``: seconds after its start a transaction may still commit (maintenance
+    keeps what a transaction needs that long)."""
 
     marker_ttl: float = 30.0
-    commit_mode: CommitMode = CommitMode.TAIL
+    commit_mode: CommitMode | str = CommitMode.TAIL  # a CommitMode once built (__post_init__)
     wait_timeout: float | None = None
     shift_timeout: float = 2.0
     max_retries: int = 10

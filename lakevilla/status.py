@@ -32,11 +32,13 @@ from .store import NotFound, ObjectMeta
 from .vocab import Decision
 
 if TYPE_CHECKING:
-    from .core.client import Client as Lake  # what status reads: the store, logs, the global log
+    # what status reads: the store, logs, the global log
+    from .core.client import LakeClient as Lake
 
 MARKER_WINDOW = 1000  # versions below the newest searched for open markers (as recover does)
 RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
-_DECIDERS = {Decision.TABLE: "table", Decision.RECORD: "record", Decision.GVL: "global_log"}
+_DECIDERS: dict[str, str] = {Decision.TABLE: "table", Decision.RECORD: "record",
+                             Decision.GVL: "global_log"}
 DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
 ABANDONED = "abandoned"  # sublogs only, older than max_transaction_age: it can never commit
 
@@ -57,7 +59,8 @@ class MarkerStatus:
     age: float
     heartbeat_age: float
     waits_for: list[str] = field(default_factory=list)  # attempts of open markers below this one
-    committed_at: int | None = None  # its transaction's commit already landed here (marker not closed yet)
+    # its transaction's commit already landed here (marker not closed yet)
+    committed_at: int | None = None
 
 
 @dataclass
@@ -81,8 +84,10 @@ class TransactionStatus:
     heartbeat_age: float | None = None
     waits_for: list[str] = field(default_factory=list)
     decided_by: str | None = None  # "record" | "global_log"
-    unpublished: list[str] = field(default_factory=list)  # decided tables whose commit is not written
-    tables: list[str] = field(default_factory=list)  # the tables it touched (markers, sublog entries)
+    # decided tables whose commit is not written
+    unpublished: list[str] = field(default_factory=list)
+    # the tables it touched (markers, sublog entries)
+    tables: list[str] = field(default_factory=list)
     statements: int = 0  # write statements its sublogs hold (R)
     activity_age: float | None = None  # seconds since its newest sublog entry
 
@@ -135,17 +140,19 @@ def _open_markers(lake: Lake, table: str, now: float) -> TableStatus:
     below: list[str] = []
     for v in candidates:
         try:
-            fresh, _ = log.read_commit_raw(v)  # heartbeats and states move: never trust a cached marker
+            # heartbeats and states move: never trust a cached marker
+            fresh, _ = log.read_commit_raw(v)
         except NotFound:
             continue
         m = marker_of(fresh)
         if m is None or m.state != RUNNING:
             continue
         out.open_markers.append(MarkerStatus(
-            table=table, version=v, txn=m.txn, attempt=m.attempt, features=m.features, decision=m.decision,
-            mode=m.mode, state=STALLED if m.expired(now) else RUNNING_STATE, started=m.started,
-            heartbeat=m.heartbeat, expires=m.expires, age=round(now - m.started, 3),
-            heartbeat_age=round(now - m.heartbeat, 3), waits_for=sorted({a for a in below if a != m.attempt}),
+            table=table, version=v, txn=m.txn, attempt=m.attempt, features=m.features,
+            decision=m.decision, mode=m.mode, state=STALLED if m.expired(now) else RUNNING_STATE,
+            started=m.started, heartbeat=m.heartbeat, expires=m.expires,
+            age=round(now - m.started, 3), heartbeat_age=round(now - m.heartbeat, 3),
+            waits_for=sorted({a for a in below if a != m.attempt}),
             committed_at=landed.get(m.attempt)))
         below.append(m.attempt)
     return out
@@ -171,17 +178,19 @@ def _global_log(lake: Lake) -> GlobalLogStatus | None:
     except (NotFound, ValueError, KeyError, TypeError):
         hint = None
     oldest, entries = gvl_horizon(lake)
-    pending = [{"table": t, "attempt": p.attempt, "published": gvl_resolve.find_pending(lake.log(t), p) is not None}
+    pending = [{"table": t, "attempt": p.attempt,
+                "published": gvl_resolve.find_pending(lake.log(t), p) is not None}
                for t, p in sorted(head.pending.items())]
-    return GlobalLogStatus(head=head.seq, head_txn=head.txn, head_created=head.created, hint=hint, oldest=oldest,
-                           entries=entries, pending=pending)
+    return GlobalLogStatus(head=head.seq, head_txn=head.txn, head_created=head.created, hint=hint,
+                           oldest=oldest, entries=entries, pending=pending)
 
 
-def _records(lake: Lake, sublogs: dict[str, list[ObjectMeta]]) -> tuple[dict[str, int], list[records.TxnRecord],
-                                                                      set[str]]:
+def _records(
+    lake: Lake, sublogs: dict[str, list[ObjectMeta]],
+) -> tuple[dict[str, int], list[records.TxnRecord], set[str]]:
     """Record counts by state, the COMMITTING records, and the transactions a record ended;
     ``sublogs`` receives each transaction's sublog entries (listed in the same pass)."""
-    counts = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
+    counts: dict[str, int] = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
     committing, ended = [], set()  # ended: transactions committed, and attempts recovery aborted
     for meta in list(lake.store.list(f"{TXN_DIR}/")):
         rest = meta.key[len(TXN_DIR) + 1:]
@@ -233,8 +242,9 @@ def _from_sublogs(lake: Lake, now: float, txn: str, metas: list[ObjectMeta], end
     newest = max((m.last_modified for m in metas if m.last_modified is not None), default=None)
     # no marker says whether its client lives; past max_transaction_age it can never commit
     state = ABANDONED if newest is not None and now - newest > max_age else RUNNING_STATE
-    return TransactionStatus(attempt=last.attempt or txn, txn=txn, state=state, features=last.features,
-                             started=started, age=round(now - started, 3) if started else None, tables=tables,
+    return TransactionStatus(attempt=last.attempt or txn, txn=txn, state=state,
+                             features=last.features, started=started,
+                             age=round(now - started, 3) if started else None, tables=tables,
                              statements=len({e.op_seq for e in entries}),
                              activity_age=round(now - newest, 3) if newest is not None else None)
 
@@ -250,11 +260,13 @@ def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
     return out
 
 
-def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], list[str]]) -> LakeStatus:
+def lake_status(lake: Lake, tables: list[str] | None,
+                list_tables: Callable[[], list[str]]) -> LakeStatus:
     """``tables``: the tables to report (None: every table ``list_tables`` finds)."""
     now = lake.now()
     st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.settings.marker_ttl)
-    st.tables = [_open_markers(lake, t, now) for t in (tables if tables is not None else list_tables())]
+    st.tables = [_open_markers(lake, t, now)
+                 for t in (tables if tables is not None else list_tables())]
     missing = [ts.name for ts in st.tables if ts.version < 0] if tables is not None else []
     if missing:
         raise TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}")
@@ -263,9 +275,10 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
         for m in ts.open_markers:
             t = txns.get(m.attempt)
             if t is None:
-                t = txns[m.attempt] = TransactionStatus(attempt=m.attempt, txn=m.txn, state=RUNNING_STATE,
-                                                        features=m.features, decision=m.decision,
-                                                        started=m.started, heartbeat=m.heartbeat)
+                t = txns[m.attempt] = TransactionStatus(attempt=m.attempt, txn=m.txn,
+                                                        state=RUNNING_STATE, features=m.features,
+                                                        decision=m.decision, started=m.started,
+                                                        heartbeat=m.heartbeat)
             t.markers[m.table] = m.version
             t.heartbeat = max(t.heartbeat or 0.0, m.heartbeat)
             t.waits_for = sorted(set(t.waits_for) | set(m.waits_for))
@@ -277,12 +290,14 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
             by_attempt.setdefault(m.attempt, []).append(m)
     for attempt, t in txns.items():
         if all(m.committed_at is not None for m in by_attempt[attempt]):
-            t.state, t.decided_by = DECIDED, _DECIDERS.get(t.decision, t.decision)  # markers not closed yet
+            # markers not closed yet
+            t.state, t.decided_by = DECIDED, _DECIDERS.get(t.decision, t.decision)
         elif t.state != STALLED and t.waits_for:
             t.state = WAITING
 
     def decided(attempt: str, txn: str, by: str, unpublished: list[str]) -> None:
-        t = txns.get(attempt) or txns.setdefault(attempt, TransactionStatus(attempt=attempt, txn=txn, state=DECIDED))
+        t = txns.get(attempt) or txns.setdefault(
+            attempt, TransactionStatus(attempt=attempt, txn=txn, state=DECIDED))
         t.decided_by = by
         t.unpublished = sorted(set(t.unpublished) | set(unpublished))
         t.state = DECIDED_UNPUBLISHED if t.unpublished else DECIDED
@@ -304,8 +319,8 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
                 if extra is not None:
                     t.statements, t.activity_age = extra.statements, extra.activity_age
                     t.tables = sorted(set(t.tables) | set(extra.tables))
-        elif txn not in ended and (t := _from_sublogs(lake, now, txn, metas, ended,
-                                                          lake.settings.max_transaction_age)) is not None:
+        elif txn not in ended and (t := _from_sublogs(
+                lake, now, txn, metas, ended, lake.settings.max_transaction_age)) is not None:
             txns[t.attempt] = t
     for t in txns.values():
         t.tables = sorted(set(t.tables) | set(t.markers) | set(t.unpublished))
@@ -317,9 +332,11 @@ def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], 
 
     for res, _etag in reservations.all_reservations(lake.store):
         if res.state == reservations.HELD and (tables is None or res.table in tables):
-            st.creating.append({"table": res.table, "holder": res.holder, "txn": res.txn, "kind": res.kind,
-                                "age": round(now - res.created, 3), "expired": now > res.expires})
-    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4, ABANDONED: 5}
+            st.creating.append({"table": res.table, "holder": res.holder, "txn": res.txn,
+                                "kind": res.kind, "age": round(now - res.created, 3),
+                                "expired": now > res.expires})
+    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4,
+             ABANDONED: 5}
     st.transactions = sorted(txns.values(), key=lambda t: (order.get(t.state, 9), t.attempt))
     return st
 
@@ -342,8 +359,8 @@ def render_text(st: LakeStatus) -> str:
         lines.append(f"  {ts.name:<24} version {ts.version:<6} {opened}")
         for m in ts.open_markers:
             queue = f"  waits for {', '.join(m.waits_for)}" if m.waits_for else ""
-            lines.append(f"    @{m.version:<5} {m.attempt}  {m.features or '-':<7} {m.state:<8} age {_ago(m.age)}, "
-                         f"heartbeat {_ago(m.heartbeat_age)} ago{queue}")
+            lines.append(f"    @{m.version:<5} {m.attempt}  {m.features or '-':<7} {m.state:<8} "
+                         f"age {_ago(m.age)}, heartbeat {_ago(m.heartbeat_age)} ago{queue}")
     lines += ["", f"transactions ({len(st.transactions)})"]
     if not st.transactions:
         lines.append("  none open")
@@ -351,21 +368,27 @@ def render_text(st: LakeStatus) -> str:
         where = ", ".join(f"{k}@{v}" for k, v in sorted(t.markers.items())) or "-"
         extra = []
         if t.unpublished:
-            extra.append(f"unpublished: {', '.join(t.unpublished)} (decided by {t.decided_by.replace('_', ' ')})")
+            assert t.decided_by is not None  # set with them (``decided``)
+            extra.append(f"unpublished: {', '.join(t.unpublished)} (decided "
+                         f"by {t.decided_by.replace('_', ' ')})")
         elif t.decided_by:
-            extra.append(f"all published (decided by {t.decided_by.replace('_', ' ')}; bookkeeping left)")
+            extra.append(f"all published (decided by {t.decided_by.replace('_', ' ')}; "
+                         "bookkeeping left)")
         if t.waits_for:
             extra.append(f"waits for {', '.join(t.waits_for)}")
         if t.state in (STALLED, DECIDED_UNPUBLISHED):
             extra.append("'lakevilla recover' finishes it")
         if t.statements:
-            extra.append(f"{t.statements} statement(s) in its sublogs, the newest {_ago(t.activity_age)} ago")
+            extra.append(f"{t.statements} statement(s) in its sublogs, the "
+                         f"newest {_ago(t.activity_age)} ago")
         beat = f"heartbeat {_ago(t.heartbeat_age)} ago" if t.heartbeat is not None else "no marker"
-        lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} tables {', '.join(t.tables) or '-'}; "
-                     f"markers {where}; age {_ago(t.age)}, {beat}" + ("; " + "; ".join(extra) if extra else ""))
+        lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} "
+                     f"tables {', '.join(t.tables) or '-'}; markers {where}; "
+                     f"age {_ago(t.age)}, {beat}" + ("; " + "; ".join(extra) if extra else ""))
     for c in st.creating:
         dead = "expired: 'lakevilla recover' frees it" if c["expired"] else "held"
-        lines.append(f"  creating {c['table']} by {c['holder']} ({c['kind']}), age {_ago(c['age'])}, {dead}")
+        lines.append(f"  creating {c['table']} by {c['holder']} ({c['kind']}), "
+                     f"age {_ago(c['age'])}, {dead}")
     rec = st.records
     lines += ["", "records: " + ", ".join(f"{n} {s}" for s, n in rec.items())]
     g = st.global_log
@@ -373,7 +396,9 @@ def render_text(st: LakeStatus) -> str:
         lines.append("global log: none (no LV[I] transaction has run)")
     else:
         waiting = [p for p in g.pending if not p["published"]]
-        lines.append(f"global log: head {g.head} (txn {g.head_txn or '-'}, {_ago(st.now - g.head_created)} ago), "
-                     f"hint {g.hint if g.hint is not None else '-'}, oldest entry {g.oldest} (clean-up horizon), "
-                     f"{g.entries} entries, {len(g.pending)} pending write(s), {len(waiting)} not yet in their table")
+        lines.append(f"global log: head {g.head} (txn {g.head_txn or '-'}, "
+                     f"{_ago(st.now - g.head_created)} ago), "
+                     f"hint {g.hint if g.hint is not None else '-'}, oldest entry {g.oldest} "
+                     f"(clean-up horizon), {g.entries} entries, {len(g.pending)} pending "
+                     f"write(s), {len(waiting)} not yet in their table")
     return "\n".join(lines)

@@ -93,7 +93,8 @@ class CommitInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> CommitInfo:
         if int(d.get("v", FORMAT_VERSION)) > FORMAT_VERSION:
-            raise CorruptLogError(f"commit format version {d['v']} is newer than this lakevilla understands")
+            raise CorruptLogError(f"commit format version {d['v']} is newer than this "
+                                  "lakevilla understands")
         known = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in known})
 

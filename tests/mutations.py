@@ -83,7 +83,8 @@ MUTATIONS: list[Mutation] = [
       [P + "test_a_marker_is_stalled_only_after_marker_ttl"],
       "markers expire 2 s early (the TTL boundary)"),
     M("rewrite-loss-unnoticed", "markers", "lakevilla/markers/marker.py",
-      "            h.lost = True\n            raise MarkerLost(f\"marker {h.table}@{h.version} was changed by another client\") from None",
+      "            h.lost = True\n            raise MarkerLost(\n"
+      "                f\"marker {h.table}@{h.version} was changed by another client\") from None",
       "            pass",
       [P + "test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail",
        R + "test_expired_marker_is_freed_and_the_late_owner_continues[local-in_place]"],
@@ -115,10 +116,12 @@ MUTATIONS: list[Mutation] = [
       "a writer without a marker commits above a marker claimed while it waited (its last round's probe "
       "found a predecessor's commit above it), never waiting for it",
       ("lakevilla/core/per_table.py",
-       "upto = max(tw.log.known_latest(), tw.marker.version) if tw.marker else tw.waited_upto",
+       "upto = (max(tw.log.known_latest(), tw.marker.version) if tw.marker\n"
+       "                            else tw.waited_upto)",
        "upto = max(tw.log.known_latest(), tw.marker.version if tw.marker else -1)")),
     M("overtake-ignores-footprint", "markers", OVERTAKE,
-      "            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:",
+      "            if fps is not None and ours is not None and first_conflict(\n"
+      "                    fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:",
       "            if fps is not None:",
       [R + "test_a_follower_whose_commit_would_conflict_still_waits"],
       "a follower commits before a waiting predecessor whose footprint its commit invalidates"),
@@ -133,19 +136,19 @@ MUTATIONS: list[Mutation] = [
       [R + "test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all"],
       "a follower whose redo made its commit conflict with an overtaken predecessor still overtakes it"),
     M('lost-race-no-relist', "markers", 'lakevilla/core/per_table.py',
-      '                    tw.log.latest_version()  # are behind (others committed while we waited), not racing; one LIST',
-      '                    pass',
+      '                    tw.log.latest_version()\n                continue',
+      '                    pass\n                continue',
       [R + "test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races",
        "tests/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
       "a writer that waited while others committed walks up the log one lost race per version (and queues)"),
     M('relist-after-every-loss', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):  # again and again: we',
-      '                if lost >= RELIST_AFTER_LOST:  # again and again: we',
+      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):',
+      '                if lost >= RELIST_AFTER_LOST:',
       [R + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken[at-the-tail]"],
       "a commit that lost a race at the tail after its LIST LISTs again (a serial round trip for nothing)"),
     M('relist-ignores-the-version-past', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):  # again and again: we',
-      '                if lost >= RELIST_AFTER_LOST and not ahead:  # again and again: we',
+      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):',
+      '                if lost >= RELIST_AFTER_LOST and not ahead:',
       [R + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken[behind]"],
       "a commit that fell behind again after its LIST walks up the log one lost race per version"),
     M("overtake-no-withdraw", "markers", OVERTAKE,
@@ -215,7 +218,8 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
       "round(dec, 2) is given the types bound for round(dec, 1)"),
     M("compared-literal-any-column", "expressions", "lakevilla/scan/expressions.py",
-      "        return scope.relations[ref.relation].schema.field(ref.column).type in (pa.int32(), pa.int64())",
+      "        return (scope.relations[ref.relation].schema.field(ref.column).type\n"
+      "                in (pa.int32(), pa.int64()))",
       "        return True",
       ["tests/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape",
        "tests/test_expressions.py::test_a_shape_bound_before_types_each_text_as_duckdb_would"],
@@ -242,12 +246,16 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
       "a failing SET of several columns does not say which assignment failed"),
     M("commit-parsed-per-footprint", "conflicts", "lakevilla/scan/conflicts.py",
-      "            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns, table) if adds else []",
-      "            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns) if adds else []",
+      "            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns, table)\n"
+      "                    if adds else [])",
+      "            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns)\n"
+      "                    if adds else [])",
       ["tests/test_pruning.py::test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against"],
       "each footprint a landed commit is checked against parses the commit's statistics again"),
     M("mask-always-by-duckdb", "expressions", "lakevilla/engines/embedded.py",
-      "        if exact:  # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms",
+      "        # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms\n"
+      "        if exact:",
+      "        # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms\n"
       "        if False:",
       ["tests/test_exact_predicates.py::test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask"],
       "an update or delete asks DuckDB (~3 ms a query, again on every redo) which rows a plain equality selects"),
@@ -312,7 +320,8 @@ MUTATIONS: list[Mutation] = [
       "the files a redo replaced are deleted before the commit (a round trip on its path, and an entry "
       "not yet replaced names a missing file)"),
     M("small-file-fetched-twice", "reads", "lakevilla/engines/embedded.py",
-      "        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True) if s.size <= ranged.WHOLE_FILE_BYTES)",
+      "        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True)\n"
+      "                       if s.size <= ranged.WHOLE_FILE_BYTES)",
       "        pass",
       ["tests/test_reads.py::test_a_small_file_an_update_or_delete_rewrites_is_fetched_once[local-update]"],
       "an update fetches a small file whole to find its rows, then again to rewrite it"),
@@ -363,8 +372,8 @@ MUTATIONS: list[Mutation] = [
       "a resumed physical operation that conflicts is committed anyway"),
     # -- recovery (R) -------------------------------------------------------------------------------
     M("recover-frees-a-committed-marker", "recovery", ST,
-      "    found = find_commit(log, m.attempt, version, latest)\n    if found is not None:  # the owner",
-      "    found = None\n    if found is not None:  # the owner",
+      "    found = find_commit(log, m.attempt, version, latest)\n    # the owner's table commit landed",
+      "    found = None\n    # the owner's table commit landed",
       [R + "test_crash_at_every_store_call_of_a_queued_r_transaction"],  # at the tail R queues to hold one
       "recovery undoes (frees) a transaction whose table commit landed"),
     M("recover-scans-no-markers", "recovery", LK,
@@ -477,7 +486,8 @@ MUTATIONS: list[Mutation] = [
       [C + "test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle"],
       "rule III: a list naming our markers from before our last shift still counts as a cycle"),
     M("free-stalled-changes-the-read-marker", "markers", "lakevilla/markers/marker.py",
-      "    payload = replace(payload, state=state, reason=reason, commit_version=commit_version, rev=payload.rev + 1)\n",
+      "    payload = replace(payload, state=state, reason=reason, commit_version=commit_version,\n"
+      "                      rev=payload.rev + 1)\n",
       "    payload.state, payload.reason, payload.commit_version = state, reason, commit_version\n"
       "    payload.rev += 1\n",
       [P + "test_freeing_a_marker_that_moved_fails"],
@@ -498,8 +508,10 @@ MUTATIONS: list[Mutation] = [
       [C + "test_a_waiting_commit_reads_only_the_table_it_is_blocked_on"],
       "a wait round re-reads every table while one of them is still blocked"),
     M('ct-claims-at-first-write', "dag", 'lakevilla/txn/parts.py',
-      '    claims = ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic else ClaimLater(markers, journal)',
-      '    claims = ClaimAtFirstWrite(markers, journal) if r or ct else ClaimLater(markers, journal)',
+      '    claims = (ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic\n'
+      '              else ClaimLater(markers, journal))',
+      '    claims = (ClaimAtFirstWrite(markers, journal) if r or ct\n'
+      '              else ClaimLater(markers, journal))',
       [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]",
        C + "test_g1c_circular_information_flow_across_tables[local-tail]"],
       "CT claims its markers statement by statement instead of at commit, all at once"),
@@ -559,8 +571,10 @@ MUTATIONS: list[Mutation] = [
       [I + "test_a_read_whose_rows_did_not_change_is_not_stale[I]"],
       "R1 aborts a read whose rows the conflicting commit did not change (no validation by value)"),
     M('r1-rows-not-compared', "validation", 'lakevilla/core/validate.py',
-      '        return all(changed is False for changed in self._reread(tw, 0, tw.footprints(), commits, version))',
-      '        return all(changed is not None for changed in self._reread(tw, 0, tw.footprints(), commits, version))',
+      '        return all(changed is False\n'
+      '                   for changed in self._reread(tw, 0, tw.footprints(), commits, version))',
+      '        return all(changed is not None\n'
+      '                   for changed in self._reread(tw, 0, tw.footprints(), commits, version))',
       [I + "test_slack_tolerates_recent_versions"],
       "R1 by value passes a read without comparing its rows"),
     M("slack-disables-validation", "validation", "lakevilla/isolation/validation.py",
@@ -621,7 +635,9 @@ MUTATIONS: list[Mutation] = [
       "a finished transaction's commit is looked for between its marker and the scan's start, "
       "which a Delta log clean-up may have deleted (the read fails with CorruptLogError)"),
     M("closure-creates-on-a-foreign-table", "one-cut", "lakevilla/isolation/closure.py",
-      "        if it.create:  # version 0 or nothing: never on top of a table a foreign client created meanwhile",
+      "        # version 0 or nothing: never on top of a table a foreign client created meanwhile\n"
+      "        if it.create:",
+      "        # version 0 or nothing: never on top of a table a foreign client created meanwhile\n"
       "        if False:",
       [OC + "test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table[local-True]"],
       "a reader finishing a decided create appends it to a table a foreign client created meanwhile"),
@@ -690,7 +706,8 @@ MUTATIONS: list[Mutation] = [
        NL + "test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery"],
       "an error after the deciding write undoes (deletes files of) a commit that may stand"),
     M('block-exit-undoes-in-doubt-commit', "decision", 'lakevilla/txn/transaction.py',
-      'if ctx.state in (State.COMMITTED, State.ABORTED, State.DECIDED, State.IN_DOUBT) or ctx.decided or ctx.in_doubt:',
+      'if (ctx.state in (State.COMMITTED, State.ABORTED, State.DECIDED, State.IN_DOUBT)\n'
+      '                or ctx.decided or ctx.in_doubt):',
       'if ctx.state in (State.COMMITTED, State.ABORTED):',
       [P + "test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing"],
       "leaving a with block after an in-doubt commit undoes it"),
@@ -747,7 +764,8 @@ MUTATIONS: list[Mutation] = [
       ["tests/test_overwrite.py::test_a_resumed_overwrite_is_redone_from_its_sublog"],
       "a logical overwrite entry does not name its new rows (resume redoes it without them)"),
     M('optimize-footprint-empty', "conflicts", 'lakevilla/statements/optimize.py',
-      '        return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})',
+      '        return Footprint(read_files={a.path for a in self.removed},\n'
+      '                         removed_files={a.path for a in self.removed})',
       '        return Footprint()',
       ["tests/test_optimize.py::test_optimize_conflicts_only_on_its_own_files[local-R]",
        "tests/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],

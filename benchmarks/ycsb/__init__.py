@@ -64,34 +64,43 @@ from .workload import (
 )
 
 __all__ = [
-    "COLUMNS", "FIELDS", "FIELD_LEN", "GUARANTEES_P4", "MAX_SCAN", "TABLE", "WORKLOADS", "ZIPF_THETA",
-    "ClientResult", "ClientSpec", "DeltaRsSession", "LvSession", "Op", "Plan", "ScrambledZipfian", "Workload",
-    "Zipfian", "add_ratios", "check_run", "concurrency_label", "counter_of", "counter_value", "fill",
-    "final_rows", "fnv1a64", "generate_ops", "insert_row", "lakevilla_rows", "load_row", "load_table", "main",
-    "make_batches", "open_session", "parse_args", "plot_results", "run_all", "run_batch", "run_one", "run_ops",
-    "split_ops", "summarize", "table_rows", "token_of", "usertable_schema",
+    "COLUMNS", "FIELDS", "FIELD_LEN", "GUARANTEES_P4", "MAX_SCAN", "TABLE", "WORKLOADS",
+    "ZIPF_THETA", "ClientResult", "ClientSpec", "DeltaRsSession", "LvSession", "Op", "Plan",
+    "ScrambledZipfian", "Workload", "Zipfian", "add_ratios", "check_run", "concurrency_label",
+    "counter_of", "counter_value", "fill", "final_rows", "fnv1a64", "generate_ops", "insert_row",
+    "lakevilla_rows", "load_row", "load_table", "main", "make_batches", "open_session",
+    "parse_args", "plot_results", "run_all", "run_batch", "run_one", "run_ops", "split_ops",
+    "summarize", "table_rows", "token_of", "usertable_schema",
 ]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from ..common import add_commit_mode_arg, add_common_args, parse_with_quick
 
-    p = argparse.ArgumentParser(prog="python -m benchmarks.ycsb", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.ycsb",
+                                description=__doc__.split("\n\n")[0])
     add_common_args(p, "results/ycsb")
     add_commit_mode_arg(p)
     p.add_argument("--clients", default="1,8,64", help="comma-separated client counts")
-    p.add_argument("--mode", default="op,client", help="'op' (txn per operation), 'client' (txn per client)")
+    p.add_argument("--mode", default="op,client",
+                   help="'op' (txn per operation), 'client' (txn per client)")
     p.add_argument("--workloads", default="A,B,C,D,E,F")
     p.add_argument("--records", type=int, default=1000)
-    p.add_argument("--ops", type=int, default=1000, help="operations per run, split across the clients")
-    p.add_argument("--load-files", type=int, default=10, help="Parquet files the load is split into")
-    p.add_argument("--retries", type=int, default=10, help="re-runs of an aborted operation / transaction")
-    p.add_argument("--slack", type=int, default=0, help="LV[I]'s R1 slack (the paper's hidden version interval)")
-    p.add_argument("--procs", type=int, default=8, help="worker processes (0: all clients as threads here)")
-    p.add_argument("--run-timeout", type=float, default=900.0, help="seconds before a run counts as hung")
+    p.add_argument("--ops", type=int, default=1000,
+                   help="operations per run, split across the clients")
+    p.add_argument("--load-files", type=int, default=10,
+                   help="Parquet files the load is split into")
+    p.add_argument("--retries", type=int, default=10,
+                   help="re-runs of an aborted operation / transaction")
+    p.add_argument("--slack", type=int, default=0,
+                   help="LV[I]'s R1 slack (the paper's hidden version interval)")
+    p.add_argument("--procs", type=int, default=8,
+                   help="worker processes (0: all clients as threads here)")
+    p.add_argument("--run-timeout", type=float, default=900.0,
+                   help="seconds before a run counts as hung")
     p.add_argument("--distribution", choices=["workload", "uniform"], default="workload",
-                   help="key choice: the workload's (zipfian / latest) or uniform (low contention, with many "
-                        "--load-files)")
+                   help="key choice: the workload's (zipfian / latest) or uniform (low contention, "
+                        "with many --load-files)")
     return parse_with_quick(p, argv, {"clients": "1,2", "workloads": "F", "records": 100, "ops": 30,
                                       "load_files": 4, "run_timeout": 120.0})
 
@@ -102,10 +111,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     plan = Plan(systems=parse_systems(args.systems),
                 workloads=[w.strip().upper() for w in args.workloads.split(",") if w],
-                clients=[int(c) for c in args.clients.split(",") if c], modes=[m.strip() for m in args.mode.split(",")],
-                records=args.records, ops=args.ops, load_files=args.load_files, retries=args.retries,
-                procs=args.procs, timeout=args.run_timeout, slack=args.slack,
-                commit_mode=args.commit_mode, distribution=args.distribution)
+                clients=[int(c) for c in args.clients.split(",") if c],
+                modes=[m.strip() for m in args.mode.split(",")], records=args.records, ops=args.ops,
+                load_files=args.load_files, retries=args.retries, procs=args.procs,
+                timeout=args.run_timeout, slack=args.slack, commit_mode=args.commit_mode,
+                distribution=args.distribution)
     for w in plan.workloads:
         if w not in WORKLOADS:
             raise SystemExit(f"unknown workload {w}; choose from {','.join(WORKLOADS)}")
@@ -117,9 +127,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         t0 = time.time()
         rows = run_all(plan, ce, args.seed)
         info = run_info(args, ce.env)
-        info.update({"records": plan.records, "ops_per_run": plan.ops, "load_files": plan.load_files,
-                     "slack": plan.slack, "commit_mode": plan.commit_mode,
-                     "distribution": plan.distribution,
+        info.update({"records": plan.records, "ops_per_run": plan.ops,
+                     "load_files": plan.load_files, "slack": plan.slack,
+                     "commit_mode": plan.commit_mode, "distribution": plan.distribution,
                      "retries": plan.retries, "procs": plan.procs, "wall_s": time.time() - t0,
                      "delta_rs_requests_observable": ce.proxy is not None,
                      "concurrency": {c: concurrency_label(c, plan.procs)[0] for c in plan.clients}})

@@ -32,7 +32,8 @@ def final_rows(root: str, options: dict[str, str]) -> list[dict[str, Any]]:
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    return pa.table(DeltaTable(f"{root}/{TABLE}", storage_options=options or None).to_pyarrow_table()).to_pylist()
+    return pa.table(DeltaTable(f"{root}/{TABLE}",
+                               storage_options=options or None).to_pyarrow_table()).to_pylist()
 
 
 def lakevilla_rows(store: Any, root: str) -> list[dict[str, Any]]:
@@ -73,13 +74,14 @@ def check_run(system: str, records: int, rows: list[dict[str, Any]], clients: li
     rmw_committed = sum(c["rmw_committed"] for c in clients)
     counter_sum = sum(counter_of(r["field0"]) for r in rows if "|" in r["field0"])
     out = {
-        "rows": len(rows), "expected_rows": len(expected), "duplicate_keys": len(keys) - len(present),
-        "missing_inserts": len(expected - present), "failed_inserts_visible": len(present & failed_ins),
+        "rows": len(rows), "expected_rows": len(expected),
+        "duplicate_keys": len(keys) - len(present), "missing_inserts": len(expected - present),
+        "failed_inserts_visible": len(present & failed_ins),
         "unexpected_keys": len(present - expected - failed_ins),
         "updated_cells": len(committed_upd), "cells_lost_all_updates": lost_cells,
-        "aborted_values_visible": aborted_visible,
-        "rmw_committed": rmw_committed, "rmw_counter_sum": counter_sum,
-        "lost_updates": max(rmw_committed - counter_sum, 0), "extra_increments": max(counter_sum - rmw_committed, 0),
+        "aborted_values_visible": aborted_visible, "rmw_committed": rmw_committed,
+        "rmw_counter_sum": counter_sum, "lost_updates": max(rmw_committed - counter_sum, 0),
+        "extra_increments": max(counter_sum - rmw_committed, 0),
         "prevents_lost_updates": system in GUARANTEES_P4,
         "lakevilla_matches_delta_rs": None if lv_rows is None else _same_rows(rows, lv_rows),
     }

@@ -31,7 +31,8 @@ class ClientResult:
     requests_by_area: dict[str, int] = field(default_factory=dict)  # lakevilla clients only
     start: float = 0.0
     end: float = 0.0
-    committed_updates: list[tuple[int, str, str]] = field(default_factory=list)  # (key, field, token)
+    # (key, field, token)
+    committed_updates: list[tuple[int, str, str]] = field(default_factory=list)
     failed_updates: list[tuple[int, str, str]] = field(default_factory=list)
     committed_inserts: list[int] = field(default_factory=list)
     failed_inserts: list[int] = field(default_factory=list)
@@ -68,7 +69,8 @@ def _record(res: ClientResult, ops: Sequence[Op], found: list[int], ok: bool) ->
     for op in ops:
         (res.done if ok else res.failed)[op.kind] += 1
         if op.kind == "update":
-            (res.committed_updates if ok else res.failed_updates).append((op.key, op.field, op.token))
+            (res.committed_updates if ok else res.failed_updates).append(
+                (op.key, op.field, op.token))
         elif op.kind == "insert":
             (res.committed_inserts if ok else res.failed_inserts).append(op.key)
         elif op.kind == "rmw" and ok:
@@ -80,7 +82,8 @@ def _backoff(delay: float) -> float:
     return min(delay * 2, 1.0)
 
 
-def _unit(sess: Any, ops: Sequence[Op], res: ClientResult, retries: int, shared: Any = None) -> None:
+def _unit(sess: Any, ops: Sequence[Op], res: ClientResult, retries: int,
+          shared: Any = None) -> None:
     """Run ``ops`` as one transaction (or in ``shared``), retrying on aborts."""
     lat = res.latency
     t_unit = time.perf_counter()
@@ -131,7 +134,8 @@ def run_ops(sess: Any, spec: ClientSpec, res: ClientResult, tick: Callable[[int]
         sess.commit(shared)
 
 
-def run_batch(specs: list[ClientSpec], gate: Gate, tick: Callable[[int], None]) -> list[dict[str, Any]]:
+def run_batch(specs: list[ClientSpec], gate: Gate,
+              tick: Callable[[int], None]) -> list[dict[str, Any]]:
     """Open and warm every client, pass the gate (the parent resets its counters once every
     worker is set up), run the clients in threads, then collect their results."""
     results = [ClientResult(client=s.client) for s in specs]

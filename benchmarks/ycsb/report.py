@@ -39,20 +39,23 @@ def summarize(system: str, workload: str, n_clients: int, mode: str, clients: li
     own = dict(reqs) if is_lv else (dict(proxy_counts) if proxy_counts is not None else None)
     total_req = sum(own.values()) if own is not None else None
     return {
-        "system": system, "workload": workload, "clients": n_clients, "mode": mode, "concurrency": concurrency,
-        "ops_planned": sum(done.values()) + sum(failed.values()),
-        "ops_committed": committed, "ops_failed": sum(failed.values()), "elapsed_s": finite_or_none(elapsed),
-        "throughput": finite_or_none(committed / elapsed) if elapsed and elapsed == elapsed else None,
-        "latency_ms": {k: {"n": len(v), "p50": percentile(v, 50) * 1000, "p99": percentile(v, 99) * 1000}
+        "system": system, "workload": workload, "clients": n_clients, "mode": mode,
+        "concurrency": concurrency, "ops_planned": sum(done.values()) + sum(failed.values()),
+        "ops_committed": committed, "ops_failed": sum(failed.values()),
+        "elapsed_s": finite_or_none(elapsed),
+        "throughput": finite_or_none(committed
+                                     / elapsed) if elapsed and elapsed == elapsed else None,
+        "latency_ms": {k: {"n": len(v), "p50": percentile(v, 50) * 1000,
+                           "p99": percentile(v, 99) * 1000}
                        for k, v in sorted(lat.items())},
         "aborts": sum(c["aborts"] for c in clients), "abort_reasons": dict(reasons),
         "redos": stats.get("redos", 0), "stats": dict(stats),
-        "requests": own, "requests_source": ("store" if is_lv else "proxy") if own is not None else "n/a",
+        "requests": own,
+        "requests_source": ("store" if is_lv else "proxy") if own is not None else "n/a",
         "requests_per_op": (total_req / committed) if total_req is not None and committed else None,
         "proxy_requests": proxy_counts,
-        "requests_by_area": dict(sorted(areas.items())) if is_lv else None,
-        "errors": errors[:10], "error_count": len(errors),
-        "reads_found": sum(c["reads_found"] for c in clients),
+        "requests_by_area": dict(sorted(areas.items())) if is_lv else None, "errors": errors[:10],
+        "error_count": len(errors), "reads_found": sum(c["reads_found"] for c in clients),
         "reads_missing": sum(c["reads_missing"] for c in clients),
     }
 
@@ -83,7 +86,8 @@ def table_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "x delta-rs": r["vs_delta_rs"] if r["vs_delta_rs"] is not None else "",
             "x LV[DL]": r["vs_LV_DL"] if r["vs_LV_DL"] is not None else "",
             "aborts": r["aborts"], "failed": r["ops_failed"], "redos": r["redos"],
-            "read p50/p99": _pair(_lat(r, ("read", "scan"), "p50"), _lat(r, ("read", "scan"), "p99")),
+            "read p50/p99": _pair(_lat(r, ("read", "scan"), "p50"),
+                                  _lat(r, ("read", "scan"), "p99")),
             "write p50/p99": _pair(_lat(r, ("update", "rmw", "insert"), "p50"),
                                    _lat(r, ("update", "rmw", "insert"), "p99")),
             "commit p50": _lat(r, ("commit",), "p50"),
@@ -101,8 +105,9 @@ def _pair(a: Any, b: Any) -> str:
     return f"{a:.0f}/{b:.0f} ms"
 
 
-COLUMNS = ["wl", "clients", "mode", "system", "ops/s", "x delta-rs", "x LV[DL]", "aborts", "failed", "redos",
-           "read p50/p99", "write p50/p99", "commit p50", "req/op", "lost upd", "check", "errors"]
+COLUMNS = ["wl", "clients", "mode", "system", "ops/s", "x delta-rs", "x LV[DL]", "aborts", "failed",
+           "redos", "read p50/p99", "write p50/p99", "commit p50", "req/op", "lost upd", "check",
+           "errors"]
 
 
 def plot_results(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -> list[str]:
@@ -130,8 +135,10 @@ def plot_results(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -
         modes = sorted({r["mode"] for r in rows})
         for i, m in enumerate(modes):
             ax = fig.add_subplot(len(modes), 1, i + 1)
-            labels = [(w, k) for w in workloads for k in ("read", "scan", "update", "insert", "rmw", "commit")
-                      if any(k in (by.get((w, c, m, s)) or {}).get("latency_ms", {}) for s in systems)]
+            labels = [(w, k) for w in workloads
+                      for k in ("read", "scan", "update", "insert", "rmw", "commit")
+                      if any(k in (by.get((w, c, m, s)) or {}).get("latency_ms", {})
+                             for s in systems)]
             width = 0.8 / max(len(systems), 1)
             for j, s in enumerate(systems):
                 xs = [x + j * width for x in range(len(labels))]
@@ -139,8 +146,8 @@ def plot_results(out_dir: str, rows: list[dict[str, Any]], systems: list[str]) -
                 p99 = [_q(by.get((w, c, m, s)), k, "p99") for w, k in labels]
                 ax.bar(xs, p50, width, label=s)
                 ax.scatter(xs, p99, marker="_", color="black", s=30)
-            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))], [f"{w}:{k}" for w, k in labels],
-                          fontsize=7, rotation=45)
+            ax.set_xticks([x + 0.4 - width / 2 for x in range(len(labels))],
+                          [f"{w}:{k}" for w, k in labels], fontsize=7, rotation=45)
             if any(p.get_height() > 0 for p in ax.patches):
                 ax.set_yscale("log")
             ax.set_ylabel("ms (bar p50, tick p99)", fontsize=8)
@@ -157,9 +164,11 @@ def _q(run: dict[str, Any] | None, kind: str, q: str) -> float:
 
 def _title(info: dict[str, Any]) -> str:
     lat = info["latency"]
-    slowed = "delta-rs pays it too" if info["delta_rs_pays_latency"] else "lakevilla only: delta-rs runs unslowed"
+    slowed = ("delta-rs pays it too" if info["delta_rs_pays_latency"]
+              else "lakevilla only: delta-rs runs unslowed")
     reqs = "delta-rs requests counted at the proxy" if info["delta_rs_requests_observable"] else \
         "delta-rs requests not observable on the local store (n/a)"
-    return (f"YCSB: {info['records']} records, {info['ops_per_run']} ops/run, store={info['store']}, "
-            f"latency={lat} ({slowed if lat != 'none' else 'none simulated'}); {reqs}; "
+    return (f"YCSB: {info['records']} records, {info['ops_per_run']} ops/run, "
+            f"store={info['store']}, latency={lat} "
+            f"({slowed if lat != 'none' else 'none simulated'}); {reqs}; "
             f"commit_mode={info['commit_mode']}, keys={info.get('distribution', 'workload')}")

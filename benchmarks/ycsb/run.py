@@ -1,4 +1,5 @@
-"""The parent: one run per system, workload, client count and mode, in processes of its own per system."""
+"""The parent: one run per system, workload, client count and mode, in processes
+of its own per system."""
 
 from __future__ import annotations
 
@@ -43,14 +44,16 @@ class Plan:
     distribution: str = "workload"
 
 
-def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients: int, mode: str, seed: int,
-            concurrency: str, bar: Any) -> tuple[dict[str, Any], str | None]:
+def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients: int, mode: str,
+            seed: int, concurrency: str, bar: Any) -> tuple[dict[str, Any], str | None]:
     env = ce.env
-    root = env.fresh_root(f"ycsb-{wl}-{n_clients}-{mode}-{system.strip('[]').replace('[', '-').replace(',', '')}")
+    root = env.fresh_root(
+        f"ycsb-{wl}-{n_clients}-{mode}-{system.strip('[]').replace('[', '-').replace(',', '')}")
     direct_opts = ce.direct_options or env.storage_options
     load_table(ce.direct_store(root), root, plan.records, plan.load_files)
-    specs = [ClientSpec(system, plan.systems[system], root, env.storage_options, env.kind, env.latency_label, mode,
-                        c, generate_ops(WORKLOADS[wl], plan.records, n, c, n_clients, seed, wl,
+    specs = [ClientSpec(system, plan.systems[system], root, env.storage_options, env.kind,
+                        env.latency_label, mode, c,
+                        generate_ops(WORKLOADS[wl], plan.records, n, c, n_clients, seed, wl,
                                                          plan.distribution), plan.retries,
                         plan.slack, plan.commit_mode)
              for c, n in enumerate(split_ops(plan.ops, n_clients))]
@@ -82,7 +85,8 @@ def concurrency_label(n_clients: int, procs: int) -> tuple[str, int]:
     workers = min(n_clients, procs)
     if workers == n_clients:
         return f"{n_clients} processes", workers
-    return f"{workers} processes x {math.ceil(n_clients / workers)} threads, one Lake/DeltaTable per client", workers
+    return (f"{workers} processes x {math.ceil(n_clients / workers)} threads, one Lake/DeltaTable "
+            "per client", workers)
 
 
 def run_all(plan: Plan, ce: Any, seed: int) -> list[dict[str, Any]]:
@@ -103,9 +107,11 @@ def run_all(plan: Plan, ce: Any, seed: int) -> list[dict[str, Any]]:
                     for wl in plan.workloads:
                         for mode in plan.modes:
                             bar.set_description(f"ycsb {wl} {n_clients}c {mode} {system}")
-                            row, _ = run_one(plan, ce, pool, system, wl, n_clients, mode, seed, label, bar)
+                            row, _ = run_one(plan, ce, pool, system, wl, n_clients, mode, seed,
+                                             label, bar)
                             rows.append(row)
-                            # a hung or dead worker: Workers killed the processes, the next run starts fresh ones
+                            # a hung or dead worker: Workers killed the processes, the
+                            # next run starts fresh ones
                 finally:
                     pool.close()
     finally:

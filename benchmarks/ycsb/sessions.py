@@ -48,8 +48,8 @@ class LvSession:
         if spec.store_kind == "local" and profile is not None:
             inner = LatencyStore(inner, profile, seed=spec.client)
         self.store = AreaCountingStore(inner, detail=True)
-        self.lake = lv.Lake(spec.root, storage_options=spec.storage_options or None, store=self.store,
-                            commit_mode=spec.commit_mode)
+        self.lake = lv.Lake(spec.root, storage_options=spec.storage_options or None,
+                            store=self.store, commit_mode=spec.commit_mode)
         self.features = spec.features or ""
         self.slack = spec.slack
         self.per_op_commit = not self.features
@@ -94,7 +94,8 @@ class LvSession:
         if t.num_rows == 0:
             return False
         n = counter_of(t.column("field0")[0].as_py())
-        txn.update(TABLE, set={"field0": _sql_str(counter_value(n + 1, token))}, where=f"key = {key}")
+        txn.update(TABLE, set={"field0": _sql_str(counter_value(n + 1, token))},
+                   where=f"key = {key}")
         return True
 
     def finish(self) -> dict[str, int]:
@@ -105,7 +106,8 @@ class LvSession:
 
     def areas(self) -> dict[str, int]:
         """Requests by kind and area ("get log:commit"): where they went, for the report."""
-        return {f"{kind} {area}": n for (kind, area), n in sorted(self.store.area_snapshot().items())}
+        return {f"{kind} {area}": n
+                for (kind, area), n in sorted(self.store.area_snapshot().items())}
 
 
 class DeltaRsSession:
@@ -153,7 +155,8 @@ class DeltaRsSession:
         import pyarrow as pa
         from deltalake import write_deltalake
 
-        write_deltalake(self.dt, pa.Table.from_pylist([row], schema=usertable_schema()), mode="append")
+        write_deltalake(self.dt, pa.Table.from_pylist([row], schema=usertable_schema()),
+                        mode="append")
 
     def rmw(self, txn: Any, key: int, token: str) -> bool:
         t = self._rows([("key", "=", key)], columns=["field0"])
@@ -161,7 +164,8 @@ class DeltaRsSession:
             return False
         n = counter_of(t.column("field0")[0].as_py())
         # no refresh in between: delta-rs checks the commits since the version it read
-        self.dt.update(updates={"field0": _sql_str(counter_value(n + 1, token))}, predicate=f"key = {key}")
+        self.dt.update(updates={"field0": _sql_str(counter_value(n + 1, token))},
+                       predicate=f"key = {key}")
         return True
 
     def finish(self) -> dict[str, int]:

@@ -41,7 +41,8 @@ class Zipfian:
             self.n, self.zetan = 0, 0.0
         self.zetan += sum(1.0 / (i ** self.theta) for i in range(self.n + 1, n + 1))
         self.n = n
-        self.eta = (1.0 - (2.0 / n) ** (1.0 - self.theta)) / (1.0 - self.zeta2 / self.zetan) if n > 1 else 0.0
+        self.eta = ((1.0 - (2.0 / n) ** (1.0 - self.theta)) / (1.0 - self.zeta2 / self.zetan)
+                    if n > 1 else 0.0)
 
     def next(self, n: int | None = None) -> int:
         if n is not None and n != self.n:
@@ -85,7 +86,8 @@ class Workload:
     dist: str = "zipfian"  # or "latest"
 
     def mix(self) -> list[tuple[str, float]]:
-        return [(k, getattr(self, k)) for k in ("read", "update", "insert", "scan", "rmw") if getattr(self, k)]
+        return [(k, getattr(self, k))
+                for k in ("read", "update", "insert", "scan", "rmw") if getattr(self, k)]
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -159,7 +161,8 @@ def generate_ops(wl: Workload, records: int, n_ops: int, client: int, clients: i
         elif wl.dist == "latest":
             known = records + len(own_inserts)
             r = latest.next(known)
-            key = own_inserts[-1 - r] if r < len(own_inserts) else records - 1 - (r - len(own_inserts))
+            key = (own_inserts[-1 - r] if r < len(own_inserts)
+                   else records - 1 - (r - len(own_inserts)))
         else:
             key = zipf.next()
         if kind == "scan":

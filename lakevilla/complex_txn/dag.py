@@ -42,9 +42,12 @@ def tag_of(p: MarkerPayload) -> str:
 @dataclass
 class Dependencies:
     me: str  # our attempt id
-    epoch: int = 0  # our shifts so far: a list naming an older epoch of ours predates our last shift
-    preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)  # table -> pred tag -> its deps
-    yielded: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)  # -> (rev, when)
+    # our shifts so far: a list naming an older epoch of ours predates our last shift
+    epoch: int = 0
+    # table -> pred tag -> its deps
+    preds: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    # -> (rev, when)
+    yielded: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     published: frozenset[str] = frozenset()
 
     @property

@@ -20,8 +20,11 @@ from . import record as records
 class Deciding(Protocol):
     """What the record decider needs from a transaction: its names and three hooks."""
 
-    id: str
-    attempt: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def attempt(self) -> str: ...
 
     def check_age(self) -> None:
         """Raise if the transaction is too old to decide now."""
@@ -34,12 +37,14 @@ class Deciding(Protocol):
 
 
 def decide_by_record(store: ObjectStore, txn: Deciding,
-                     prepare: Callable[[], dict[str, records.TableIntent]], max_retries: int) -> records.TxnRecord:
+                     prepare: Callable[[], dict[str, records.TableIntent]],
+                     max_retries: int) -> records.TxnRecord:
     """The COMMITTING record that decides ``txn`` (``prepare`` runs before each try and
     returns the table intents); ``TransactionAborted`` if recovery keeps preempting it."""
     for _ in range(max_retries + 1):
         intents = prepare()
-        rec = records.TxnRecord(attempt=txn.attempt, txn=txn.id, state=records.COMMITTING, tables=intents)
+        rec = records.TxnRecord(attempt=txn.attempt, txn=txn.id, state=records.COMMITTING,
+                                tables=intents)
         txn.check_age()
         txn.in_doubt(f"its transaction record {txn.attempt}")
         decided = records.decide(store, rec)  # OutcomeUnknown: in doubt, CommitPendingError

@@ -25,7 +25,8 @@ class ByRecord(PerTable):
     def decide(self, written: list[TableWork]) -> CommitResult:
         unclaimed = [tw for tw in written if tw.marker is None and tw.creating is None]
         if unclaimed:
-            self.markers.claim(unclaimed)  # all at once: the window in which a cycle can form is one round trip
+            # all at once: the window in which a cycle can form is one round trip
+            self.markers.claim(unclaimed)
             self.markers.watch()
         return self._commit_record(written) if len(written) > 1 else super().decide(written)
 
@@ -36,8 +37,8 @@ class ByRecord(PerTable):
             self.prepare_all(written)
             return self.intents(written)
 
-        decided = decide_by_record(ctx.client.store, Deciding(ctx, self.markers, self.validator), prepare,
-                                   ctx.settings.max_retries)
+        decided = decide_by_record(ctx.client.store, Deciding(ctx, self.markers, self.validator),
+                                   prepare, ctx.settings.max_retries)
         ctx.decided = True
         versions = self.publish_all(decided.tables, written)
         ctx.post_commit("record", records.finish, ctx.client.store, decided)

@@ -55,10 +55,12 @@ class TxnRecord:
         try:
             d = json.loads(data)
             if int(d.get("v", 1)) > 1:
-                raise CorruptLogError(f"{where}: format version {d['v']} is newer than this lakevilla")
+                raise CorruptLogError(f"{where}: format version {d['v']} is newer "
+                                      "than this lakevilla")
             tables = {k: TableIntent(**v) for k, v in (d.get("tables") or {}).items()}
             return cls(attempt=d["attempt"], txn=d["txn"], state=d["state"], tables=tables,
-                       created=d.get("created", 0.0), by=d.get("by", "owner"), reason=d.get("reason"))
+                       created=d.get("created", 0.0), by=d.get("by", "owner"),
+                       reason=d.get("reason"))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptLogError(f"{where} is damaged: {e}") from None
 
@@ -82,16 +84,19 @@ def decide(store: ObjectStore, rec: TxnRecord) -> TxnRecord:
         store.put_if_absent(record_key(rec.attempt), data)
         return rec
     except (PreconditionFailed, StorageError) as e:
-        if not isinstance(e, PreconditionFailed) and settle_create(store, record_key(rec.attempt), data, e):
+        if not isinstance(e, PreconditionFailed) and settle_create(store, record_key(rec.attempt),
+                                                                   data, e):
             return rec
         existing = read(store, rec.attempt)
-        if existing is None:  # deleted between our write and read: only cleanup deletes, after resolution
+        # deleted between our write and read: only cleanup deletes, after resolution
+        if existing is None:
             raise CorruptLogError(f"record {rec.attempt} vanished while deciding") from None
         return existing
 
 
 def abort(store: ObjectStore, attempt: str, txn: str, reason: str) -> TxnRecord:
-    return decide(store, TxnRecord(attempt=attempt, txn=txn, state=ABORTED, by="recovery", reason=reason))
+    return decide(store,
+                  TxnRecord(attempt=attempt, txn=txn, state=ABORTED, by="recovery", reason=reason))
 
 
 def finish(store: ObjectStore, rec: TxnRecord) -> None:

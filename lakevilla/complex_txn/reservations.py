@@ -67,10 +67,11 @@ class Reservation:
         try:
             d = json.loads(data)
             if int(d.get("v", 1)) > 1:
-                raise CorruptLogError(f"{where}: format version {d['v']} is newer than this lakevilla")
-            return cls(table=d["table"], holder=d["holder"], txn=d["txn"], kind=d["kind"], state=d["state"],
-                       created=float(d.get("created", 0.0)), expires=float(d.get("expires", 0.0)),
-                       outcome=d.get("outcome"))
+                raise CorruptLogError(f"{where}: format version {d['v']} is newer "
+                                      "than this lakevilla")
+            return cls(table=d["table"], holder=d["holder"], txn=d["txn"], kind=d["kind"],
+                       state=d["state"], created=float(d.get("created", 0.0)),
+                       expires=float(d.get("expires", 0.0)), outcome=d.get("outcome"))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptLogError(f"{where} is damaged: {e}") from None
 
@@ -97,7 +98,8 @@ def dead(store: ObjectStore, res: Reservation, now: float, *, force: bool = Fals
     return rec.state == records.ABORTED
 
 
-def hold(store: ObjectStore, res: Reservation, table_exists, *, now: float, etag: str | None = None) -> str:
+def hold(store: ObjectStore, res: Reservation, table_exists, *, now: float,
+         etag: str | None = None) -> str:
     """Hold the name for ``res`` (new, or refreshing our own reservation at ``etag``); returns
     the etag. ``TableExistsError`` if the table exists or another live creator holds the name.
     ``table_exists()`` is checked after holding: nobody can create the table from then on."""
@@ -141,10 +143,11 @@ def hold(store: ObjectStore, res: Reservation, table_exists, *, now: float, etag
             continue
         who = "a lake.create_table call" if other.kind == "table" else f"transaction {other.txn}"
         raise TableExistsError(
-            f"table {res.table!r} is being created by {who} (reserved {max(0.0, now - other.created):.0f}s ago); "
-            "only one creator can win. If that client died, lake.recover() frees the name once its reservation "
-            "expires")
-    raise TableExistsError(f"table {res.table!r}: the reservation kept changing under us (concurrent creators)")
+            f"table {res.table!r} is being created by {who} "
+            f"(reserved {max(0.0, now - other.created):.0f}s ago); only one creator can win. If "
+            "that client died, lake.recover() frees the name once its reservation expires")
+    raise TableExistsError(f"table {res.table!r}: the reservation kept changing under us "
+                           "(concurrent creators)")
 
 
 def release(store: ObjectStore, table: str, holder: str, outcome: str) -> None:

@@ -10,18 +10,18 @@ timeout, up to ``max_shifts``; only then does the wait abort.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..markers.wait import MarkerWait, Pending, WaitContext, WaitState, queue_length
+from ..markers.wait import MarkerWait, Pending, W, WaitContext, WaitState, queue_length
 from .dag import younger
 
 if TYPE_CHECKING:
-    from ..markers.marker import HeldTable as TableWork
     from ..markers.marker import MarkerPayload
 
 
 class DagWait(MarkerWait):
-    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+    def claimed(self, ctx: WaitContext[W], tws: list[W],
+                found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Rules II/III as soon as markers are claimed: learn the dependencies, break a cycle
         at once (the younger shifts), else publish our dependency list."""
         deps = ctx.deps()
@@ -35,7 +35,8 @@ class DagWait(MarkerWait):
             return
         ctx.publish_deps()
 
-    def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
+    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W],
+                      st: WaitState) -> bool:
         deps = ctx.deps()
         for tw in tws:
             deps.observe(tw.name, [q for t2, _, q in pending if t2 is tw])
@@ -61,7 +62,7 @@ class DagWait(MarkerWait):
             return True
         return False
 
-    def shift_on_timeout(self, ctx: WaitContext, st: WaitState) -> bool:
+    def shift_on_timeout(self, ctx: WaitContext[Any], st: WaitState) -> bool:
         if st.shifts >= ctx.max_shifts:
             return False
         ctx.shift("wait timed out", "timeout")

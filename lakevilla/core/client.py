@@ -32,7 +32,8 @@ from ..store import ObjectStore
 T = TypeVar("T")
 R = TypeVar("R")
 
-_CLIENTS: weakref.WeakSet[LakeClient] = weakref.WeakSet()  # every client of this process, for flush_all
+# every client of this process, for flush_all
+_CLIENTS: weakref.WeakSet[LakeClient] = weakref.WeakSet()
 
 
 class LakeClient:
@@ -64,7 +65,8 @@ class LakeClient:
     def check_writable(self, what: str) -> None:
         """``ReadOnlyLakeError`` before any request, on a lake opened read-only."""
         if self.read_only:
-            raise ReadOnlyLakeError(f"{what}: this lake was opened with read_only=True; nothing was sent")
+            raise ReadOnlyLakeError(f"{what}: this lake was opened with read_only=True; "
+                                    "nothing was sent")
 
     def log(self, table: str) -> DeltaLog:
         """The one ``DeltaLog`` of ``table`` for this client (its cache is shared)."""
@@ -81,7 +83,7 @@ class LakeClient:
         """``fn`` over ``items`` on the I/O pool (independent requests: tables, markers)."""
         return pmap(fn, items)
 
-    def background(self, fn: Callable[[], None]) -> None:
+    def background(self, fn: Callable[[], object]) -> None:
         """Best-effort work off the commit's latency path (marker closes, checkpoints, deletes)."""
         def safe() -> None:
             with contextlib.suppress(BaseException):  # includes a simulated crash of this client

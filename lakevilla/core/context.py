@@ -43,8 +43,8 @@ def features_label(features: frozenset[str]) -> str:
 class TxnContext:
     """One transaction's shared state (see the module docstring)."""
 
-    def __init__(self, client: LakeClient, txn_id: str, features: frozenset[str], isolation: str, slack: int,
-                 mode: str, decision: str, started: float, attempt_no: int) -> None:
+    def __init__(self, client: LakeClient, txn_id: str, features: frozenset[str], isolation: str,
+                 slack: int, mode: str, decision: str, started: float, attempt_no: int) -> None:
         self.client = client
         self.id = txn_id
         self.features = features
@@ -65,7 +65,8 @@ class TxnContext:
         # a deciding write (tail commit, fill, record, announcement) was attempted and its outcome
         # is not known yet: from here on only the decision may undo anything
         self.in_doubt: str | None = None
-        self.committed: dict[str, int] = {}  # table -> version: commits that landed (R: table by table)
+        # table -> version: commits that landed (R: table by table)
+        self.committed: dict[str, int] = {}
         self.gvl_base: Callable[[], int | None] = lambda: None  # I: where an abort of ours can be
 
     @property
@@ -96,9 +97,10 @@ class TxnContext:
         age = self.now() - (self.started if started is None else started)
         if age > self.settings.max_transaction_age:
             raise TransactionAborted(
-                f"transaction {self.id} has been open for {age:.0f}s, longer than the lake's max_transaction_age "
-                f"({self.settings.max_transaction_age:.0f}s); maintenance may have deleted its data files, so it "
-                "cannot commit", txn_id=self.id, reason="too-old")
+                f"transaction {self.id} has been open for {age:.0f}s, longer than the lake's "
+                f"max_transaction_age ({self.settings.max_transaction_age:.0f}s); maintenance may "
+                "have deleted its data files, so it cannot commit", txn_id=self.id,
+                reason="too-old")
 
     def landed(self, tw: TableWork, version: int) -> None:
         """Our commit is in ``tw`` at ``version``: nothing may undo it any more."""
@@ -117,8 +119,8 @@ class TxnContext:
 
     def commit_info(self, ntables: int, **more: Any) -> dict[str, Any]:
         """The ``commitInfo.lakevilla`` object of a table commit of ours."""
-        return CommitInfo(txn=self.id, attempt=self.attempt, features=self.label, decision=self.decision,
-                          tables=ntables, **more).to_json()
+        return CommitInfo(txn=self.id, attempt=self.attempt, features=self.label,
+                          decision=self.decision, tables=ntables, **more).to_json()
 
     @staticmethod
     def timestamp_ms() -> int:

@@ -24,9 +24,10 @@ from ..store import NotFound
 from .client import LakeClient
 
 
-def create_now(client: LakeClient, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
-                 data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
-                 description: str | None = None) -> Snapshot:
+def create_now(client: LakeClient, name: str, schema: Any = None,
+               partition_by: list[str] | str | None = None, *, data: Any = None,
+               properties: dict[str, str] | None = None, if_not_exists: bool = False,
+               description: str | None = None) -> Snapshot:
     """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
 
     ``schema``: a pyarrow schema, a dict or list of fields, a Spark ``StructType`` or a
@@ -51,8 +52,9 @@ def create_now(client: LakeClient, name: str, schema: Any = None, partition_by: 
     commit = creation_commit(metadata, adds, with_data=data is not None)
     # hold the name (reservations.py): a transaction creating it too must not decide meanwhile
     started = client.now()
-    res = reservations.Reservation(table=name, holder=f"create-{table_id}", txn=f"create-{table_id}",
-                                   kind="table", created=started, expires=started + client.settings.max_transaction_age)
+    res = reservations.Reservation(table=name, holder=f"create-{table_id}",
+                                   txn=f"create-{table_id}", kind="table", created=started,
+                                   expires=started + client.settings.max_transaction_age)
     try:
         reservations.hold(client.store, res, lambda: log.latest_version() >= 0, now=started)
     except TableExistsError:
@@ -64,16 +66,17 @@ def create_now(client: LakeClient, name: str, schema: Any = None, partition_by: 
         _discard_files(client, name, adds)
         raise
     try:
-        return _write_version_zero(client, log, name, commit, table_id, adds, if_not_exists, res.expires)
+        return _write_version_zero(client, log, name, commit, table_id, adds, if_not_exists,
+                                   res.expires)
     finally:
         reservations.release(client.store, name, res.holder, "done")
 
-def _write_version_zero(client: LakeClient, log: DeltaLog, name: str, commit: Commit, table_id: str, adds: list,
-                        if_not_exists: bool, deadline: float) -> Snapshot:
+def _write_version_zero(client: LakeClient, log: DeltaLog, name: str, commit: Commit, table_id: str,
+                        adds: list, if_not_exists: bool, deadline: float) -> Snapshot:
     if client.now() > deadline:  # our reservation may have been taken over: we must not decide
         _discard_files(client, name, adds)
-        raise TransactionAborted(f"creating {name!r} took longer than max_transaction_age; nothing was created",
-                                 reason="too-old")
+        raise TransactionAborted(f"creating {name!r} took longer than max_transaction_age; "
+                                 "nothing was created", reason="too-old")
     try:
         log.write_commit(0, commit)
     except VersionExists:
@@ -89,7 +92,8 @@ def _write_version_zero(client: LakeClient, log: DeltaLog, name: str, commit: Co
             _discard_files(client, name, adds)
             if if_not_exists:
                 return log.snapshot()
-            raise TableExistsError(f"table {name!r} already exists (created concurrently)") from None
+            raise TableExistsError(
+                f"table {name!r} already exists (created concurrently)") from None
         if owner != "ours":
             if owner == "absent":
                 _discard_files(client, name, adds)

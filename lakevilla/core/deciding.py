@@ -51,7 +51,8 @@ class CommitResult:
 class Decider:
     """The skeleton; a subclass decides the written tables (``decide``)."""
 
-    creates_tables = True  # create_table inside the transaction (the global log cannot announce it yet)
+    # create_table inside the transaction (the global log cannot announce it yet)
+    creates_tables = True
     uses_markers = True
 
     def __init__(self, ctx: TxnContext, markers: MarkerSet, validator: Validator, journal: Journal,
@@ -113,7 +114,8 @@ class Decider:
         written = [tw for tw in written if tw.creating is None]  # no marker, nothing to validate
         for _ in range(ctx.settings.max_retries + 1):
             self.markers.wait(written, self.validator.abort_if_doomed)
-            ctx.client.map(self.validator.validate, written)  # tables in parallel: latency stays flat
+            # tables in parallel: latency stays flat
+            ctx.client.map(self.validator.validate, written)
             if not any(tw.marker is not None and tw.marker.lost for tw in written):
                 for tw in created:  # the names we create are ours, and the tables still absent
                     self.markers.hold_name(tw)
@@ -129,17 +131,20 @@ class Decider:
 
         def one(tw: TableWork) -> tuple[str, records.TableIntent]:
             if tw.creating is not None:
-                lv_info = CommitInfo(kind=InfoKind.CREATE, txn=ctx.id, attempt=ctx.attempt, features=ctx.label,
-                                     decision=Decision.RECORD, tables=len(written), txn_tables=together).to_json()
+                lv_info = CommitInfo(kind=InfoKind.CREATE, txn=ctx.id, attempt=ctx.attempt,
+                                     features=ctx.label, decision=Decision.RECORD,
+                                     tables=len(written), txn_tables=together).to_json()
                 c = tw.build_commit({"timestamp": ctx.timestamp_ms(), "lakevilla": lv_info})
-                return tw.name, records.TableIntent(marker=None, mode=CommitMode.TAIL, commit=c.to_bytes().decode(),
-                                                    create=True)
+                return tw.name, records.TableIntent(marker=None, mode=CommitMode.TAIL,
+                                                    commit=c.to_bytes().decode(), create=True)
             assert tw.marker is not None
             lv_info = ctx.commit_info(len(written), marker=tw.marker.version, txn_tables=together)
-            c = tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO, "lakevilla": lv_info})
+            c = tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO,
+                                 "lakevilla": lv_info})
             fill = ctx.mode == CommitMode.IN_PLACE and self.fill_ok(tw, tw.validated_upto)
             mode = ctx.mode if fill else CommitMode.TAIL
-            return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode, commit=c.to_bytes().decode())
+            return tw.name, records.TableIntent(marker=tw.marker.version, mode=mode,
+                                                commit=c.to_bytes().decode())
 
         return dict(ctx.client.map(one, written))
 
@@ -175,14 +180,16 @@ class Decider:
                 return name, v
 
             def foreign(v: int, c: Commit) -> None:
-                hit = first_conflict(tw.footprints(), [(v, c)], tw.schema, tw.base.partition_columns)
+                hit = first_conflict(tw.footprints(), [(v, c)], tw.schema,
+                                     tw.base.partition_columns)
                 if hit is not None and marker_of(c) is None:
                     ctx.count("conflicts_after_decision")
-                    warnings.warn(f"{name}@{v} was committed by a client that ignores lakevilla markers after "
-                                  f"transaction {ctx.id} decided, and conflicts with it ({hit[2]})", stacklevel=2)
+                    warnings.warn(f"{name}@{v} was committed by a client that ignores lakevilla "
+                                  f"markers after transaction {ctx.id} decided, and conflicts "
+                                  f"with it ({hit[2]})", stacklevel=2)
 
-            v = publish(tw.log, ctx.attempt, Commit.from_bytes(it.commit.encode()), marker_version=it.marker,
-                        mode=it.mode, hint=hint, on_foreign=foreign)
+            v = publish(tw.log, ctx.attempt, Commit.from_bytes(it.commit.encode()),
+                        marker_version=it.marker, mode=it.mode, hint=hint, on_foreign=foreign)
             ctx.landed(tw, v)
             if v != it.marker:
                 ctx.post_commit("close_marker", self.markers.close, tw, v)
@@ -249,5 +256,6 @@ class Deciding:
 
 def delete_keys(ctx: TxnContext, keys: list[str]) -> None:
     if keys:
-        with contextlib.suppress(LakeVillaError):  # what is left, abandoned-file deletion and cleanup find
+        # what is left, abandoned-file deletion and cleanup find
+        with contextlib.suppress(LakeVillaError):
             ctx.client.store.delete_many(keys)

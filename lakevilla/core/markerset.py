@@ -101,7 +101,8 @@ class MarkerSet:
             return preds
 
         found = self.ctx.client.map(one, tws)
-        self.waits.claimed(self.wait_context(lambda tws: None), tws, found)  # with a DAG: rules II/III now
+        # with a DAG: rules II/III now
+        self.waits.claimed(self.wait_context(lambda tws: None), tws, found)
 
     def running_predecessors(self, tw: TableWork) -> Running:
         """Running markers below ours (without one: below the tail we know), excluding our own,
@@ -118,7 +119,8 @@ class MarkerSet:
         landed: set[str] = set()
         for v, c in tw.log.commits_between(lo, m - 1):
             p = marker_of(c)
-            if p is not None and p.state == RUNNING and p.attempt != ctx.attempt and p.txn != ctx.id:
+            if (p is not None and p.state == RUNNING and p.attempt != ctx.attempt
+                    and p.txn != ctx.id):
                 candidates.append((v, p))
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
@@ -141,10 +143,12 @@ class MarkerSet:
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
                 blocked = not full and p.footprint is None
-        if out:  # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
+        # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
+        if out:
             top = m if tw.marker is not None else m - 1
             newest = tw.log.probe_versions(max(top, tw.log.known_latest()))
-            landed.update(a for _, c in tw.log.commits_between(top, newest) if (a := commit_txn(c)) is not None)
+            landed.update(a for _, c in tw.log.commits_between(top, newest)
+                          if (a := commit_txn(c)) is not None)
             done = [(v, p) for v, p in out if p.attempt in landed]
             if done:
                 ctx.count("waits_ended_by_commit", len(done))
@@ -163,7 +167,8 @@ class MarkerSet:
             return
         deps = self.deps.mark_published()
         with self.ctx.mlock:
-            held = [tw for tw in self.ctx.tables.values() if tw.marker is not None and not tw.marker.lost]
+            held = [tw for tw in self.ctx.tables.values()
+                    if tw.marker is not None and not tw.marker.lost]
             where = {t: w.marker.version for t, w in self.ctx.tables.items() if w.marker}
 
             def one(tw: TableWork) -> None:
@@ -232,15 +237,18 @@ class MarkerSet:
         self.shift("new attempt after our markers were freed", "new_attempt")
 
     # -- waiting ---------------------------------------------------------------------------
-    def wait(self, tws: list[TableWork], abort_if_doomed: Callable[[list[TableWork]], None]) -> None:
+    def wait(self, tws: list[TableWork],
+             abort_if_doomed: Callable[[list[TableWork]], None]) -> None:
         """Wait until no running marker precedes ours in any of ``tws``."""
         self.waits.wait(self.wait_context(abort_if_doomed), tws)
 
-    def wait_context(self, abort_if_doomed: Callable[[list[TableWork]], None]) -> WaitContext:
+    def wait_context(self,
+                     abort_if_doomed: Callable[[list[TableWork]], None]) -> WaitContext[TableWork]:
         ctx, client, s = self.ctx, self.ctx.client, self.ctx.settings
         return WaitContext(
-            txn_id=ctx.id, wait_timeout=s.wait_limit, poll_max=s.poll_max, shift_timeout=s.shift_timeout,
-            max_shifts=s.max_shifts, now=client.now, heartbeat=self.heartbeat, check_held=self.check_held,
+            txn_id=ctx.id, wait_timeout=s.wait_limit, poll_max=s.poll_max,
+            shift_timeout=s.shift_timeout, max_shifts=s.max_shifts, now=client.now,
+            heartbeat=self.heartbeat, check_held=self.check_held,
             predecessors=lambda tws: client.map(self.running_predecessors, tws),
             recover=lambda table, v: resolve_marker(client.services(), table, v).outcome,
             count=ctx.count, waited=lambda who, secs: logs.waited(ctx, who, secs),
@@ -285,15 +293,17 @@ class MarkerSet:
                         ctx.count("heartbeat_failures")
                         failed = e
             if failed is None:
-                self._last_beat = now  # a failed beat is retried on the next round, not a third of a ttl later
+                # a failed beat is retried on the next round, not a third of a ttl later
+                self._last_beat = now
         finally:
             ctx.mlock.release()
 
     # -- names we create (reservations.py) ---------------------------------------------------
     def _reservation(self, tw: TableWork, now: float) -> reservations.Reservation:
         ctx = self.ctx
-        return reservations.Reservation(table=tw.name, holder=ctx.attempt, txn=ctx.id, kind="record",
-                                        created=ctx.started, expires=now + ctx.settings.marker_ttl)
+        return reservations.Reservation(table=tw.name, holder=ctx.attempt, txn=ctx.id,
+                                        kind="record", created=ctx.started,
+                                        expires=now + ctx.settings.marker_ttl)
 
     def hold_name(self, tw: TableWork) -> None:
         """Hold (or confirm, under our current attempt) the reservation of a name we create,
@@ -304,12 +314,15 @@ class MarkerSet:
                                                 etag=tw.reservation_etag)
 
     def _refresh_name(self, tw: TableWork, now: float) -> None:
+        assert tw.reservation_etag is not None  # only a name we hold is refreshed
         try:
             tw.reservation_etag = self.ctx.client.store.put_if_match(
-                reservations.reservation_key(tw.name), self._reservation(tw, now).to_bytes(), tw.reservation_etag)
+                reservations.reservation_key(tw.name), self._reservation(tw, now).to_bytes(),
+                tw.reservation_etag)
             self.ctx.count("heartbeats")
         except (PreconditionFailed, NotFound):
-            tw.reservation_etag = None  # taken over (we were stalled): the commit finds out and aborts
+            # taken over (we were stalled): the commit finds out and aborts
+            tw.reservation_etag = None
 
     def release_names(self, outcome: str) -> None:
         for tw in self.ctx.tables.values():
@@ -318,7 +331,8 @@ class MarkerSet:
 
     # -- the end ---------------------------------------------------------------------------
     def close(self, tw: TableWork, version: int) -> None:
-        """Say in our marker that we committed at ``version`` (followers that look need not wait)."""
+        """Say in our marker that we committed at ``version`` (followers that
+        look need not wait)."""
         h = tw.marker
         if h is None or h.lost:
             return

@@ -66,9 +66,10 @@ class EachCommits(StatementRunner):
                 log.write_commit(v, commit)  # settled by reading back if the store reports an error
             except OutcomeUnknown as e:
                 raise CommitPendingError(
-                    f"{op.kind} on {op.table!r}: the outcome of its commit at version {v} could not be learned "
-                    f"({e}); it may or may not have committed. Nothing was undone; read the table to see",
-                    txn_id=ctx.id, decided=False, committed=dict(ctx.committed)) from e
+                    f"{op.kind} on {op.table!r}: the outcome of its commit at version {v} could "
+                    f"not be learned ({e}); it may or may not have committed. Nothing was undone; "
+                    "read the table to see", txn_id=ctx.id, decided=False,
+                    committed=dict(ctx.committed)) from e
             except VersionExists:
                 ctx.stats["retries"] += 1
                 latest = log.newest()
@@ -86,8 +87,9 @@ class EachCommits(StatementRunner):
             ctx.post_commit("checkpoint", client.checkpoint_if_due, log, v)
             return result
         self._drop(op)
-        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit race {ctx.settings.max_retries + 1} "
-                                 "times", txn_id=ctx.id, reason="retries")
+        raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit "
+                                 f"race {ctx.settings.max_retries + 1} times", txn_id=ctx.id,
+                                 reason="retries")
 
     def _drop(self, op: Statement) -> None:
         root = self.ctx.client.root_uri
@@ -97,12 +99,14 @@ class EachCommits(StatementRunner):
         return self.ctx.client.log(table).snapshot().schema  # each statement reads the newest
 
     def create_table(self, name: str, schema: Any, partition_by: list[str] | str | None, data: Any,
-                     properties: dict[str, str] | None, if_not_exists: bool, description: str | None) -> int | None:
+                     properties: dict[str, str] | None, if_not_exists: bool,
+                     description: str | None) -> int | None:
         """Creates the table at once (version 0), as ``lake.create_table`` does, with its rows:
         returns how many."""
         self.ctx.client.check_writable(f"create_table({name!r})")
-        snap = create_now(self.ctx.client, name, schema, partition_by, data=data, properties=properties,
-                          if_not_exists=if_not_exists, description=description)
+        snap = create_now(self.ctx.client, name, schema, partition_by, data=data,
+                          properties=properties, if_not_exists=if_not_exists,
+                          description=description)
         return sum(a.num_records or 0 for a in snap.files.values()) if snap.version == 0 else 0
 
 
@@ -115,7 +119,8 @@ class PerStatement(Decider):
         self.ctx = ctx
 
     def commit(self) -> CommitResult:
-        return CommitResult(self.ctx.id, dict(self.ctx.committed), dict(self.ctx.stats), partial=True)
+        return CommitResult(self.ctx.id, dict(self.ctx.committed), dict(self.ctx.stats),
+                            partial=True)
 
     def undo(self) -> None:
         pass  # each statement already committed on its own: nothing can be undone

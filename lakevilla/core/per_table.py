@@ -10,6 +10,7 @@ creates decides by a transaction record of its own, which its name's reservation
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from .. import parallel
@@ -41,7 +42,8 @@ class PerTable(Decider):
             else:
                 self.commit_one_table(tw)
         self.cleanup_after_commit()
-        return CommitResult(self.ctx.id, dict(self.ctx.committed), dict(self.ctx.stats), partial=len(written) > 1)
+        return CommitResult(self.ctx.id, dict(self.ctx.committed), dict(self.ctx.stats),
+                            partial=len(written) > 1)
 
     def commit_create(self, tw: TableWork) -> int:
         """A created table outside a CT commit decides by a record of its own (one intent), so
@@ -52,14 +54,16 @@ class PerTable(Decider):
             self.markers.hold_name(tw)
             return self.intents([tw])
 
-        decided = decide_by_record(ctx.client.store, Deciding(ctx, self.markers, self.validator), prepare,
-                                   ctx.settings.max_retries)
+        decided = decide_by_record(ctx.client.store, Deciding(ctx, self.markers, self.validator),
+                                   prepare, ctx.settings.max_retries)
         ctx.decided = True
-        v = publish_create(tw.log, ctx.attempt, Commit.from_bytes(decided.tables[tw.name].commit.encode()))
+        v = publish_create(tw.log, ctx.attempt,
+                           Commit.from_bytes(decided.tables[tw.name].commit.encode()))
         ctx.decided = False  # landed: later tables of an R commit are decided on their own
         ctx.landed(tw, v)
         ctx.post_commit("record", records.finish, ctx.client.store, decided)
-        ctx.post_commit("release", reservations.release, ctx.client.store, tw.name, ctx.attempt, "committed")
+        ctx.post_commit("release", reservations.release, ctx.client.store, tw.name, ctx.attempt,
+                        "committed")
         return v
 
     def commit_one_table(self, tw: TableWork) -> int:
@@ -78,11 +82,14 @@ class PerTable(Decider):
             self._wait(tw)
             if ctx.mode == CommitMode.IN_PLACE:
                 self.validator.validate(tw)
-            else:  # no probe first: the commit's put-if-absent right after what we know is the probe
+            else:
+                # no probe first: the commit's put-if-absent right after what we know is the probe
                 with self.journal.deferred():  # a redo's entries go out beside the put below
-                    upto = max(tw.log.known_latest(), tw.marker.version) if tw.marker else tw.waited_upto
+                    upto = (max(tw.log.known_latest(), tw.marker.version) if tw.marker
+                            else tw.waited_upto)
                     redone = self.validator.validate(tw, upto=upto)
-                conflicted += bool(lost and redone)  # the race we lost went to a commit that conflicted
+                # the race we lost went to a commit that conflicted
+                conflicted += bool(lost and redone)
                 if tw.marker is None and conflicted >= QUEUE_AFTER_CONFLICTS:
                     self._queue(tw, "conflicts")
                     tries = 0  # as above; then wait for what precedes the marker, as any holder
@@ -90,7 +97,8 @@ class PerTable(Decider):
             if tw.marker is not None and tw.marker.lost:
                 continue  # a recovering client freed it: the wait claims a new one
             commit = tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO,
-                                      "lakevilla": ctx.commit_info(1, marker=tw.marker and tw.marker.version)})
+                                      "lakevilla": ctx.commit_info(
+                                          1, marker=tw.marker and tw.marker.version)})
             if self.overtake.revoked_by(tw, commit):
                 continue  # a redo changed our commit: wait for that predecessor after all
             latest = tw.validated_upto
@@ -100,7 +108,8 @@ class PerTable(Decider):
                 ctx.in_doubt = f"the in-place commit to {tw.name}@{tw.marker.version}"
                 try:
                     with ctx.mlock:
-                        rewrite_marker(tw.log, tw.marker, commit)  # marks the handle committed, under its lock
+                        # marks the handle committed, under its lock
+                        rewrite_marker(tw.log, tw.marker, commit)
                 except MarkerLost:
                     ctx.in_doubt = None
                     ctx.stats["fill_lost"] += 1
@@ -112,23 +121,27 @@ class PerTable(Decider):
             ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
             try:
                 v, c = latest + 1, commit
-                flush = [self.journal.flush] if self.journal.has_deferred else []  # a redo's entries
+                # a redo's entries
+                flush = [self.journal.flush] if self.journal.has_deferred else []
                 # once a LIST has found the tail, look one version past ours as well: taken too, we
                 # are behind again (LIST); free, we lost a race at the tail (put again, no LIST)
                 ahead = lost >= RELIST_AFTER_LOST
-                peeks = [lambda: _peek(tw, v)] + ([lambda: _peek(tw, v + 1)] if ahead else [])  # noqa: B023
+                peeks = ([lambda: _peek(tw, v)]  # noqa: B023
+                         + ([lambda: _peek(tw, v + 1)] if ahead else []))  # noqa: B023
                 parallel.together(*peeks, *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 ctx.in_doubt = None
                 ctx.stats["retries"] += 1
-                self.overtake.lost_race(tw, latest + 1)  # followers overtaking us must not starve us
+                # followers overtaking us must not starve us
+                self.overtake.lost_race(tw, latest + 1)
                 lost += 1
-                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):  # again and again: we
-                    tw.log.latest_version()  # are behind (others committed while we waited), not racing; one LIST
-                    # finds the tail instead of a put per version
+                # again and again: we are behind (others committed while we waited), not racing;
+                # one LIST finds the tail instead of a put per version
+                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):
+                    tw.log.latest_version()
                 continue
             ctx.landed(tw, latest + 1)
-            ctx.client.background(lambda v=latest + 1: self._after_single_commit(tw, v))
+            ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
             return latest + 1
 
     def _wait(self, tw: TableWork) -> None:
@@ -157,8 +170,8 @@ class PerTable(Decider):
         our marker, so a client that finds the marker still running sees that it committed
         (recovery closes it if we die first); the close only spares followers that look."""
         self.ctx.post_commit("close_marker", self.markers.close, tw, version)
-        self.ctx.post_commit("checkpoint", self.after_table_commit, tw, version)  # after the close: a
-        # checkpoint is refused above an open marker
+        # after the close: a checkpoint is refused above an open marker
+        self.ctx.post_commit("checkpoint", self.after_table_commit, tw, version)
 
 
 def _peek(tw: TableWork, version: int) -> None:

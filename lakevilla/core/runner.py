@@ -16,6 +16,7 @@ from .. import parallel
 from ..data.schemas import table_spec
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.features import check_readable, protocol_for
+from ..delta.files import FileSet
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext
 from ..errors import InvalidArgumentError, TableExistsError
@@ -35,7 +36,8 @@ class Reader(Protocol):
     """Which snapshot a transaction reads a table at (``precheck``: the statement's checks
     against the newest snapshot, for a reader that must refuse bad input before it reads)."""
 
-    def snapshot(self, name: str, log: DeltaLog, precheck: Callable[[Snapshot], None]) -> Snapshot: ...
+    def snapshot(self, name: str, log: DeltaLog,
+                 precheck: Callable[[Snapshot], None]) -> Snapshot: ...
 
     def report(self) -> dict[str, Any]: ...
 
@@ -72,7 +74,8 @@ class ClaimAtFirstWrite(ClaimLater):
     def after_write(self, tw: TableWork, op: Statement) -> None:
         if tw.marker is None and tw.creating is None:
             if self.journal.together_with_claim(op):
-                parallel.together(lambda: self.markers.claim_first(tw), lambda: self.journal.statement(tw, op, True))
+                parallel.together(lambda: self.markers.claim_first(tw),
+                                  lambda: self.journal.statement(tw, op, True))
                 return
             self.markers.claim_first(tw)
         self.journal.statement(tw, op, False)
@@ -94,8 +97,8 @@ class StatementRunner:
 
     def table_context(self, name: str, snap: Snapshot) -> TableContext:
         client = self.ctx.client
-        return TableContext(name=name, store=client.store, lake_uri=client.root_uri, schema=snap.schema,
-                            partition_columns=tuple(snap.partition_columns))
+        return TableContext(name=name, store=client.store, lake_uri=client.root_uri,
+                            schema=snap.schema, partition_columns=tuple(snap.partition_columns))
 
     def table(self, name: str, op: Statement | None = None) -> TableWork:
         """The view of ``name`` (made at the first statement on it)."""
@@ -123,7 +126,8 @@ class StatementRunner:
         tw = self.table(op.table, op)
         op.check(tw, client.engine, client.store)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
-        # partial writes), so the marker comes after: its data is not reachable before commit anyway.
+        # partial writes), so the marker comes after: its data is not
+        # reachable before commit anyway.
         result = tw.run(client.engine, op, data)
         tw.ops.append(op)
         if op.is_write:
@@ -138,26 +142,28 @@ class StatementRunner:
         return self.table(table).schema
 
     def create_table(self, name: str, schema: Any, partition_by: list[str] | str | None, data: Any,
-                     properties: dict[str, str] | None, if_not_exists: bool, description: str | None) -> int | None:
+                     properties: dict[str, str] | None, if_not_exists: bool,
+                     description: str | None) -> int | None:
         """Plan the creation of ``name`` in this transaction: its version 0 is written at commit;
         the name is reserved now, so a second creator learns now, not at its commit. None: the
         caller inserts ``data`` next; 0: it exists already and ``if_not_exists``."""
         self.ctx.client.check_writable(f"create_table({name!r})")
         if not self.creates_tables:
             raise InvalidArgumentError(
-                "create_table inside a transaction with feature I is not supported yet: create the table first "
-                "(lake.create_table) or create it in an 'R' or 'R,CT' transaction")
+                "create_table inside a transaction with feature I is not supported yet: create the "
+                "table first (lake.create_table) or create it in an 'R' or 'R,CT' transaction")
         ctx = self.ctx
         tw = ctx.tables.get(name)
         log = ctx.client.log(name)
         if tw is not None or log.latest_version() >= 0:
             if if_not_exists:
                 return 0
-            raise TableExistsError(f"table {name!r} already exists" + (" (created in this transaction)"
-                                                                        if tw is not None and tw.creating else ""))
+            raise TableExistsError(f"table {name!r} already exists"
+                                   + (" (created in this transaction)"
+                                      if tw is not None and tw.creating else ""))
         tschema, parts = table_spec(name, schema, partition_by, data)
         metadata = new_metadata(tschema, parts, properties, description)
-        snap = Snapshot(name, -1, protocol_for(tschema), metadata, {})
+        snap = Snapshot(name, -1, protocol_for(tschema), metadata, FileSet())
         tw = TableWork(name, log, snap, self.table_context(name, snap))
         tw.creating = creation_commit(metadata, [], with_data=False)
         self.markers.hold_name(tw)

@@ -28,7 +28,8 @@ Commits = list[tuple[int, "Commit"]]
 
 
 class Validator:
-    def __init__(self, ctx: TxnContext, markers: MarkerSet, conflicts: ConflictPolicy, redo: RedoContext) -> None:
+    def __init__(self, ctx: TxnContext, markers: MarkerSet, conflicts: ConflictPolicy,
+                 redo: RedoContext) -> None:
         self.ctx = ctx
         self.markers = markers
         self.conflicts = conflicts
@@ -74,15 +75,17 @@ class Validator:
                 continue
             k, version, why = hit
             doomed = self.conflicts.doomed(tw, k)
-            if not doomed and not (self.conflicts.redoes and self._read_changed(tw, k, fps, landed, upto)):
+            if not doomed and not (self.conflicts.redoes
+                                   and self._read_changed(tw, k, fps, landed, upto)):
                 continue
             self.ctx.count("conflicts", 1)
             self.ctx.count("aborted_while_waiting", 1)
             if doomed:
                 self.conflicts.on_conflict(self.redo, tw, k, version, why, upto)  # raises
-            raise TransactionAborted(f"{tw.name}: a commit up to version {upto} invalidates a read whose result "
-                                     "this transaction already returned (its rows differ now); re-run it "
-                                     "(lake.run does)", txn_id=self.ctx.id, reason="consumed-read")
+            raise TransactionAborted(f"{tw.name}: a commit up to version {upto} invalidates a read "
+                                     "whose result this transaction already returned (its rows "
+                                     "differ now); re-run it (lake.run does)", txn_id=self.ctx.id,
+                                     reason="consumed-read")
 
     def _reread(self, tw: TableWork, k: int, fps: list[Footprint], commits: Commits,
                 upto: int) -> Iterator[bool | None]:
@@ -99,7 +102,8 @@ class Validator:
             snap = snap or tw.log.snapshot(upto)
             yield tw.ops[i].would_change(tw, self.ctx.client.engine, snap)
 
-    def _read_changed(self, tw: TableWork, k: int, fps: list[Footprint], landed: Commits, upto: int) -> bool:
+    def _read_changed(self, tw: TableWork, k: int, fps: list[Footprint], landed: Commits,
+                      upto: int) -> bool:
         """A kept read at or after ``ops[k]`` that a landed commit conflicts with and that would
         return other rows at ``upto``: its redo after the wait would abort, so abort now."""
         return any(changed is True for changed in self._reread(tw, k, fps, landed, upto))
@@ -110,7 +114,8 @@ class Validator:
         ``read_results.py``), so we may be serialized after those commits."""
         if any(o.is_write for o in tw.ops):
             return False
-        return all(changed is False for changed in self._reread(tw, 0, tw.footprints(), commits, version))
+        return all(changed is False
+                   for changed in self._reread(tw, 0, tw.footprints(), commits, version))
 
     def validate(self, tw: TableWork, upto: int | None = None) -> bool:
         """Check our statements against every commit since we last validated; redo (R) or abort.
@@ -132,4 +137,5 @@ class Validator:
             if upto is None:
                 continue
             return conflicted
-        raise TransactionAborted(f"{tw.name}: conflicts kept recurring", txn_id=self.ctx.id, reason="retries")
+        raise TransactionAborted(f"{tw.name}: conflicts kept recurring", txn_id=self.ctx.id,
+                                 reason="retries")

@@ -26,7 +26,8 @@ def _is_struct_type(obj: Any) -> bool:
 
 
 def _is_spark_frame(obj: Any) -> bool:
-    return hasattr(type(obj), "schema") and callable(getattr(obj, "toArrow", None)) and not isinstance(obj, pa.Table)
+    return (hasattr(type(obj), "schema") and callable(getattr(obj, "toArrow", None))
+            and not isinstance(obj, pa.Table))
 
 
 def _is_polars_frame(obj: Any) -> bool:
@@ -121,7 +122,8 @@ def _from_spark_json(text: str) -> pa.Schema:
     try:
         return schema_from_json(text)
     except CorruptLogError as e:  # a Spark type Delta has no name for (interval, variant, ...)
-        raise SchemaMismatchError(f"the Spark schema has a type a Delta table cannot hold: {e}") from None
+        raise SchemaMismatchError("the Spark schema has a type a Delta table "
+                                  f"cannot hold: {e}") from None
 
 
 def check_merge_source(table: str, spec: Any, source: pa.Schema, target: pa.Schema) -> None:
@@ -148,10 +150,12 @@ def rows_to_table(rows: list) -> pa.Table:
     row's keys and would silently drop a column only later rows carry). Missing keys are NULL."""
     bad = next((r for r in rows if not isinstance(r, dict)), None)
     if bad is not None:
-        raise SchemaMismatchError(f"a list of rows must hold dicts (column -> value), got a {type(bad).__name__}")
+        raise SchemaMismatchError("a list of rows must hold dicts (column -> value), got "
+                                  f"a {type(bad).__name__}")
     names = list(dict.fromkeys(k for r in rows for k in r))
     try:
-        return pa.table({n: pa.array([r.get(n) for r in rows]) for n in names}) if names else pa.table({})
+        return (pa.table({n: pa.array([r.get(n) for r in rows]) for n in names}) if names
+                else pa.table({}))
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise SchemaMismatchError(f"rows do not form columns of one type each: {e}") from None
 
@@ -250,7 +254,8 @@ def schema_of_data(data: Any) -> pa.Schema:
     schema = _data_schema(data)
     untyped = [f.name for f in schema if pa.types.is_null(f.type)]
     if untyped:
-        raise SchemaMismatchError(f"column(s) {untyped} hold only nulls, so their type is unknown: pass schema=")
+        raise SchemaMismatchError(f"column(s) {untyped} hold only nulls, so their type is "
+                                  "unknown: pass schema=")
     # in the types the table's log will say, so the first snapshot matches the data
     return _nullable(pa.schema([f.with_type(delta_typed(f.type)) for f in schema]))
 
@@ -268,11 +273,12 @@ def to_arrow_schema(schema: Any) -> pa.Schema:
     if (isinstance(schema, pa.Table | pa.RecordBatch | pa.RecordBatchReader)
             or _is_spark_frame(schema) or _is_pandas_frame(schema) or _is_polars_frame(schema)):
         return schema_of_data(schema)
-    raise SchemaMismatchError(f"schema must be a pyarrow.Schema, a dict or list of fields, a Spark StructType or "
-                              f"a DataFrame, got {type(schema).__name__}")
+    raise SchemaMismatchError("schema must be a pyarrow.Schema, a dict or list of fields, a Spark "
+                              f"StructType or a DataFrame, got {type(schema).__name__}")
 
 
-def table_spec(name: str, schema: Any, partition_by: list[str] | str | None, data: Any) -> tuple[pa.Schema, list[str]]:
+def table_spec(name: str, schema: Any, partition_by: list[str] | str | None,
+               data: Any) -> tuple[pa.Schema, list[str]]:
     """The checked schema and partition columns of a table to create (``create_table``'s
     arguments, in a lake or in a transaction)."""
     if schema is None and data is None:
@@ -293,5 +299,6 @@ def table_spec(name: str, schema: Any, partition_by: list[str] | str | None, dat
         if p not in names:
             raise SchemaMismatchError(f"partition column {p!r} is not in the schema {names}")
     if parts and len(parts) == len(names):
-        raise SchemaMismatchError("a table needs at least one column that is not a partition column")
+        raise SchemaMismatchError("a table needs at least one column that is not a "
+                                  "partition column")
     return schema, parts

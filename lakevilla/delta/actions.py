@@ -26,7 +26,8 @@ class Protocol:
     writer_features: list[str] | None = None
 
     def to_json(self) -> dict:
-        d: dict[str, Any] = {"minReaderVersion": self.min_reader_version, "minWriterVersion": self.min_writer_version}
+        d: dict[str, Any] = {"minReaderVersion": self.min_reader_version,
+                             "minWriterVersion": self.min_writer_version}
         if self.reader_features is not None:
             d["readerFeatures"] = list(self.reader_features)
         if self.writer_features is not None:
@@ -138,7 +139,8 @@ class AddFile:
     def remove(self, timestamp_ms: int, data_change: bool = True) -> RemoveFile:
         return RemoveFile(
             path=self.path, deletion_timestamp=timestamp_ms, data_change=data_change,
-            partition_values=dict(self.partition_values), size=self.size, extended_file_metadata=True,
+            partition_values=dict(self.partition_values), size=self.size,
+            extended_file_metadata=True,
         )
 
 
@@ -196,7 +198,8 @@ class TxnAction:
 
 
 # Actions a commit may hold; the value is the class that models it (None: kept raw).
-_KNOWN = {"protocol": Protocol, "metaData": Metadata, "add": AddFile, "remove": RemoveFile, "txn": TxnAction}
+_KNOWN = {"protocol": Protocol, "metaData": Metadata, "add": AddFile, "remove": RemoveFile,
+          "txn": TxnAction}
 _RAW_OK = {"commitInfo", "cdc", "domainMetadata", "checkpointMetadata", "sidecar"}
 
 
@@ -241,7 +244,8 @@ class Commit:
         lines.extend({"remove": r.to_json()} for r in self.removes)
         lines.extend({"add": a.to_json()} for a in self.adds)
         lines.extend(self.other)
-        return ("\n".join(json.dumps(line, separators=(",", ":")) for line in lines) + "\n").encode()
+        return ("\n".join(json.dumps(line, separators=(",", ":"))
+                          for line in lines) + "\n").encode()
 
     @classmethod
     def from_bytes(cls, data: bytes, where: str = "commit") -> Commit:
@@ -276,5 +280,6 @@ class Commit:
                 else:
                     c.other.append(obj)
             except (KeyError, TypeError, ValueError) as e:
-                raise CorruptLogError(f"{where}: malformed {kind} action on line {n} ({e})") from None
+                raise CorruptLogError(f"{where}: malformed {kind} action "
+                                      f"on line {n} ({e})") from None
         return c

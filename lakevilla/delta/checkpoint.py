@@ -44,15 +44,18 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("partitionValues", _STR_MAP), pa.field("size", pa.int64()),
     ])),
     pa.field("metaData", pa.struct([
-        pa.field("id", pa.string(), False), pa.field("name", pa.string()), pa.field("description", pa.string()),
+        pa.field("id", pa.string(), False), pa.field("name", pa.string()),
+        pa.field("description", pa.string()),
         pa.field("format", pa.struct([pa.field("provider", pa.string(), False),
                                       pa.field("options", _STR_MAP_NN, False)]), False),
-        pa.field("schemaString", pa.string(), False), pa.field("partitionColumns", _STR_LIST, False),
-        pa.field("createdTime", pa.int64()), pa.field("configuration", _STR_MAP_NN, False),
+        pa.field("schemaString", pa.string(), False),
+        pa.field("partitionColumns", _STR_LIST, False), pa.field("createdTime", pa.int64()),
+        pa.field("configuration", _STR_MAP_NN, False),
     ])),
     pa.field("protocol", pa.struct([
-        pa.field("minReaderVersion", pa.int32(), False), pa.field("minWriterVersion", pa.int32(), False),
-        pa.field("readerFeatures", _STR_LIST), pa.field("writerFeatures", _STR_LIST),
+        pa.field("minReaderVersion", pa.int32(), False),
+        pa.field("minWriterVersion", pa.int32(), False), pa.field("readerFeatures", _STR_LIST),
+        pa.field("writerFeatures", _STR_LIST),
     ])),
     pa.field("domainMetadata", pa.struct([
         pa.field("domain", pa.string(), False), pa.field("configuration", pa.string(), False),
@@ -74,15 +77,18 @@ def _filled(t: pa.DataType, n: int) -> pa.Array:
     """``n`` non-null placeholder values of ``t`` (children of a null struct are never read, but
     Parquet refuses nulls in a non-nullable child)."""
     if pa.types.is_struct(t):
-        return pa.StructArray.from_arrays([_filled(t.field(i).type, n) for i in range(t.num_fields)],
+        return pa.StructArray.from_arrays([_filled(t.field(i).type, n)
+                                           for i in range(t.num_fields)],
                                           fields=list(t))
     if pa.types.is_map(t):
         return pa.MapArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _filled(t.key_type, 0),
                                        _filled(t.item_type, 0), type=t)
     if pa.types.is_list(t):
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)), _filled(t.value_type, 0), type=t)
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, np.int32)),
+                                        _filled(t.value_type, 0), type=t)
     if pa.types.is_string(t):
-        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, np.int32).tobytes()), pa.py_buffer(b""))
+        return pa.StringArray.from_buffers(n, pa.py_buffer(np.zeros(n + 1, np.int32).tobytes()),
+                                           pa.py_buffer(b""))
     if pa.types.is_boolean(t):
         return pa.array(np.zeros(n, bool))
     return pa.array(np.zeros(n, np.int64)).cast(t)
@@ -92,8 +98,8 @@ def _absent(t: pa.DataType, n: int) -> pa.Array:
     """``n`` null rows of an action column."""
     if not pa.types.is_struct(t):
         return pa.nulls(n, t)
-    return pa.StructArray.from_arrays([_filled(t.field(i).type, n) for i in range(t.num_fields)], fields=list(t),
-                                      mask=pa.array(np.ones(n, bool)))
+    return pa.StructArray.from_arrays([_filled(t.field(i).type, n) for i in range(t.num_fields)],
+                                      fields=list(t), mask=pa.array(np.ones(n, bool)))
 
 
 def _block(column: str, values: pa.StructArray) -> pa.Table:
@@ -105,8 +111,9 @@ def _block(column: str, values: pa.StructArray) -> pa.Table:
 
 def _struct(t: pa.Table, struct_type: pa.StructType) -> pa.StructArray:
     t = t.combine_chunks()
-    return pa.StructArray.from_arrays([t.column(f.name).chunk(0) if t.num_rows else pa.array([], f.type)
-                                       for f in struct_type], fields=list(struct_type))
+    return pa.StructArray.from_arrays([t.column(f.name).chunk(0) if t.num_rows
+                                       else pa.array([], f.type) for f in struct_type],
+                                      fields=list(struct_type))
 
 
 def write_checkpoint_table(
@@ -121,27 +128,33 @@ def write_checkpoint_table(
     ``tombstones`` are tables in ``ADD_SCHEMA`` / ``REMOVE_SCHEMA`` (an ``ActionSet``'s table)."""
     rows: list[dict[str, Any]] = []
     p = protocol.to_json()
-    rows.append({"protocol": {"minReaderVersion": p["minReaderVersion"], "minWriterVersion": p["minWriterVersion"],
-                              "readerFeatures": p.get("readerFeatures"), "writerFeatures": p.get("writerFeatures")}})
+    rows.append({"protocol": {"minReaderVersion": p["minReaderVersion"],
+                              "minWriterVersion": p["minWriterVersion"],
+                              "readerFeatures": p.get("readerFeatures"),
+                              "writerFeatures": p.get("writerFeatures")}})
     rows.append({"metaData": {
         "id": metadata.id, "name": metadata.name, "description": metadata.description,
-        "format": {"provider": metadata.format_provider, "options": list(metadata.format_options.items())},
-        "schemaString": metadata.schema_string, "partitionColumns": list(metadata.partition_columns),
-        "createdTime": metadata.created_time, "configuration": list(metadata.configuration.items()),
+        "format": {"provider": metadata.format_provider,
+                   "options": list(metadata.format_options.items())},
+        "schemaString": metadata.schema_string,
+        "partitionColumns": list(metadata.partition_columns), "createdTime": metadata.created_time,
+        "configuration": list(metadata.configuration.items()),
     }})
     for t in app_txns.values():
-        rows.append({"txn": {"appId": t.app_id, "version": t.version, "lastUpdated": t.last_updated}})
+        rows.append({"txn": {"appId": t.app_id, "version": t.version,
+                             "lastUpdated": t.last_updated}})
     for d in (domains or {}).values():
         rows.append({"domainMetadata": {"domain": d["domain"], "configuration": d["configuration"],
                                         "removed": bool(d.get("removed", False))}})
-    head = pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type) for f in CHECKPOINT_SCHEMA},
+    head = pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type)
+                     for f in CHECKPOINT_SCHEMA},
                     schema=CHECKPOINT_SCHEMA)
     files = conform_columns(files, ADD_SCHEMA)
     files = files.set_column(files.schema.get_field_index("dataChange"), "dataChange",
                              pa.array(np.zeros(files.num_rows, bool)))
     tombstones = conform_columns(tombstones, REMOVE_SCHEMA)
-    tombstones = tombstones.set_column(tombstones.schema.get_field_index("dataChange"), "dataChange",
-                                       pa.array(np.zeros(tombstones.num_rows, bool)))
+    tombstones = tombstones.set_column(tombstones.schema.get_field_index("dataChange"),
+                                       "dataChange", pa.array(np.zeros(tombstones.num_rows, bool)))
     buf = io.BytesIO()
     with pq.ParquetWriter(buf, CHECKPOINT_SCHEMA, compression="snappy") as w:
         w.write_table(head)
@@ -161,8 +174,10 @@ def write_checkpoint_bytes(
     domains: dict[str, dict] | None = None,
 ) -> tuple[bytes, int]:
     """``write_checkpoint_table`` for lists of actions."""
-    return write_checkpoint_table(protocol, metadata, ActionTable.from_actions(files, AddFile).table,
-                                  ActionTable.from_actions(tombstones, RemoveFile).table, app_txns, domains)
+    return write_checkpoint_table(protocol, metadata,
+                                  ActionTable.from_actions(files, AddFile).table,
+                                  ActionTable.from_actions(tombstones, RemoveFile).table, app_txns,
+                                  domains)
 
 
 def _as_dict(v: Any) -> dict | None:
@@ -204,7 +219,8 @@ def _groups_with(pf: pq.ParquetFile, leaf: str) -> list[int]:
     return out
 
 
-def _read_rows(pf: pq.ParquetFile, column: str, leaf: str, fields: list[str] | None = None) -> pa.ChunkedArray | None:
+def _read_rows(pf: pq.ParquetFile, column: str, leaf: str,
+               fields: list[str] | None = None) -> pa.ChunkedArray | None:
     """The ``column`` struct over the row groups that may hold it (only ``fields`` of it)."""
     groups = _groups_with(pf, f"{column}.{leaf}")
     if not groups:
@@ -228,7 +244,8 @@ def _locate(pf: pq.ParquetFile, column: str, keys: tuple[str, ...], rows: LazyRo
     n = 0
     for rg in _groups_with(pf, f"{column}.{key}"):
         arr = pf.read_row_group(rg, columns=[f"{column}.{key}"]).column(column)
-        n += rows.add(pf, rg, pc.is_valid(arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)))
+        n += rows.add(pf, rg,
+                      pc.is_valid(arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)))
     return n
 
 
@@ -255,9 +272,11 @@ def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint") -> Chec
             if "sidecar" in names:
                 side = _read_rows(pf, "sidecar", "path")
                 if side is not None and side.null_count < len(side):
-                    raise CorruptLogError(f"{where} uses sidecar files (V2 checkpoints), which lakevilla does not read")
-            small = {c: _read_rows(pf, c, leaf) for c, leaf in (("protocol", "minReaderVersion"), ("metaData", "id"),
-                                                               ("txn", "appId"), ("domainMetadata", "domain"))
+                    raise CorruptLogError(f"{where} uses sidecar files (V2 checkpoints), which "
+                                          "lakevilla does not read")
+            small = {c: _read_rows(pf, c, leaf)
+                     for c, leaf in (("protocol", "minReaderVersion"), ("metaData", "id"),
+                                     ("txn", "appId"), ("domainMetadata", "domain"))
                      if c in names}
             if "add" in names:
                 n_adds += _locate(pf, "add", ("size", "modificationTime", "path"), adds)

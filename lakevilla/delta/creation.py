@@ -17,19 +17,21 @@ from .schema import schema_from_json, schema_to_json
 def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,
                  description: str | None) -> Metadata:
     """A fresh table id; ``schema_to_json`` raises ``SchemaMismatchError`` for types Delta lacks."""
-    return Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema), partition_columns=list(parts),
+    return Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema),
+                    partition_columns=list(parts),
                     configuration={str(k): str(v) for k, v in (properties or {}).items()},
                     created_time=int(time.time() * 1000), name=None, description=description)
 
 
 def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                     lakevilla: dict[str, Any] | None = None) -> Commit:
-    """Version 0: ``CREATE TABLE`` or ``CREATE TABLE AS SELECT`` (protocol 1/2, or reader 3 / writer 7
-    with ``timestampNtz`` when a column is a timestamp without time zone)."""
+    """Version 0: ``CREATE TABLE`` or ``CREATE TABLE AS SELECT`` (protocol 1/2, or reader 3 / writer
+    7 with ``timestampNtz`` when a column is a timestamp without time zone)."""
     rows = sum(a.num_records or 0 for a in adds)
     info: dict[str, Any] = {"timestamp": int(time.time() * 1000),
                             "operation": "CREATE TABLE AS SELECT" if with_data else "CREATE TABLE",
-                            "operationParameters": {"partitionBy": str(list(metadata.partition_columns))},
+                            "operationParameters": {
+                                "partitionBy": str(list(metadata.partition_columns))},
                             "isBlindAppend": True, "engineInfo": ENGINE_INFO,
                             "lakevilla": lakevilla or CommitInfo(kind=InfoKind.CREATE).to_json()}
     if with_data:

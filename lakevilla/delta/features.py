@@ -14,10 +14,12 @@ from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck"}
-WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz", "vacuumProtocolCheck",
-                   "changeDataFeed", "generatedColumns", "identityColumns", "domainMetadata"}
+WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
+                   "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
+                   "domainMetadata"}
 # Writer features we accept only while the table does not actually use them.
-_INACTIVE_ONLY = {"invariants", "checkConstraints", "changeDataFeed", "generatedColumns", "identityColumns"}
+_INACTIVE_ONLY = {"invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
+                  "identityColumns"}
 
 
 def _active_legacy_features(md: Metadata) -> dict[str, str]:
@@ -90,4 +92,5 @@ def protocol_for(schema: pa.Schema) -> Protocol:
 
 
 def is_append_only(metadata: Metadata) -> bool:
-    return {k.lower(): v for k, v in metadata.configuration.items()}.get("delta.appendonly", "false").lower() == "true"
+    return {k.lower(): v for k, v in metadata.configuration.items()}.get(
+        "delta.appendonly", "false").lower() == "true"

@@ -28,13 +28,14 @@ from .actions import AddFile, RemoveFile
 STR_MAP = pa.map_(pa.string(), pa.string())
 
 ADD_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
-    pa.field("modificationTime", pa.int64()), pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()),
-    pa.field("tags", STR_MAP),
+    pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP),
+    pa.field("size", pa.int64()), pa.field("modificationTime", pa.int64()),
+    pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()), pa.field("tags", STR_MAP),
 ])
 REMOVE_SCHEMA = pa.schema([
-    pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()), pa.field("dataChange", pa.bool_()),
-    pa.field("extendedFileMetadata", pa.bool_()), pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
+    pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()),
+    pa.field("dataChange", pa.bool_()), pa.field("extendedFileMetadata", pa.bool_()),
+    pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
 ])
 
 # Overlays larger than this are folded into a new table when a snapshot is built.
@@ -43,6 +44,7 @@ FOLD_AT = 4096
 EAGER_ROWS = 1 << 16
 
 A = TypeVar("A", AddFile, RemoveFile)
+S = TypeVar("S", bound="ActionSet[Any]")  # the set a builder makes: FileSet or RemoveSet
 
 
 def _pairs(d: dict | None) -> list[tuple[str, Any]] | None:
@@ -92,12 +94,15 @@ class LazyRows:
             count = sel.stop - sel.start if isinstance(sel, slice) else len(sel)
             got = {}
             if present:
-                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}" for n in present]).column(self.column)
+                arr = pf.read_row_group(group, columns=[f"{self.column}.{n}"
+                                                        for n in present]).column(self.column)
                 for n in present:
                     i = arr.type.get_field_index(n)
                     kids = [c.field(i) for c in arr.chunks]
-                    child = kids[0] if len(kids) == 1 else pa.chunked_array(kids, arr.type.field(i).type).combine_chunks()
-                    got[n] = child.slice(sel.start, count) if isinstance(sel, slice) else child.take(sel)
+                    child = kids[0] if len(kids) == 1 else pa.chunked_array(
+                        kids, arr.type.field(i).type).combine_chunks()
+                    got[n] = (child.slice(sel.start, count) if isinstance(sel, slice)
+                              else child.take(sel))
             for n in names:
                 f = self.schema.field(n)
                 child = got.get(n, pa.nulls(count, f.type))
@@ -115,7 +120,7 @@ class ActionTable(Generic[A]):
 
     def __init__(self, table: pa.Table | None, kind: type[A], *, lazy: LazyRows | None = None,
                  num_rows: int | None = None) -> None:
-        self.kind = kind
+        self.kind: type[A] = kind
         self.schema = ADD_SCHEMA if kind is AddFile else REMOVE_SCHEMA
         self._columns: dict[str, pa.ChunkedArray] = {}
         if table is not None:
@@ -138,8 +143,8 @@ class ActionTable(Generic[A]):
                 assert self._lazy is not None
                 # a small table is decoded whole at once (one read per row group); a big one field
                 # by field, as asked (pruning needs the statistics, not the paths, first)
-                names = [n for n in self.schema.names if n not in self._columns] if self._rows <= EAGER_ROWS \
-                    else [name]
+                names = [n for n in self.schema.names if n not in self._columns] \
+                    if self._rows <= EAGER_ROWS else [name]
                 self._columns.update(self._lazy.fields(names))
                 got = self._columns[name]
             return got
@@ -154,46 +159,54 @@ class ActionTable(Generic[A]):
 
     @classmethod
     def from_actions(cls, actions: Iterable[A], kind: type[A]) -> ActionTable[A]:
-        actions = list(actions)
+        # ``kind`` says which of the two the rows are: the constrained TypeVar cannot be narrowed
+        # by it, so the rows are read as Any
+        rows: list[Any] = list(actions)
         if kind is AddFile:
             cols = {
-                "path": [a.path for a in actions],
-                "partitionValues": [_pairs(a.partition_values) for a in actions],
-                "size": [a.size for a in actions],
-                "modificationTime": [a.modification_time for a in actions],
-                "dataChange": [a.data_change for a in actions],
-                "stats": [a.stats for a in actions],
-                "tags": [_pairs(a.tags) for a in actions],
+                "path": [a.path for a in rows],
+                "partitionValues": [_pairs(a.partition_values) for a in rows],
+                "size": [a.size for a in rows],
+                "modificationTime": [a.modification_time for a in rows],
+                "dataChange": [a.data_change for a in rows],
+                "stats": [a.stats for a in rows],
+                "tags": [_pairs(a.tags) for a in rows],
             }
             schema = ADD_SCHEMA
         else:
             cols = {
-                "path": [r.path for r in actions],
-                "deletionTimestamp": [r.deletion_timestamp for r in actions],
-                "dataChange": [r.data_change for r in actions],
-                "extendedFileMetadata": [r.extended_file_metadata for r in actions],
-                "partitionValues": [_pairs(r.partition_values) for r in actions],
-                "size": [r.size for r in actions],
+                "path": [r.path for r in rows],
+                "deletionTimestamp": [r.deletion_timestamp for r in rows],
+                "dataChange": [r.data_change for r in rows],
+                "extendedFileMetadata": [r.extended_file_metadata for r in rows],
+                "partitionValues": [_pairs(r.partition_values) for r in rows],
+                "size": [r.size for r in rows],
             }
             schema = REMOVE_SCHEMA
-        if not actions:
+        if not rows:
             return cls(schema.empty_table(), kind)
-        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema}, schema=schema), kind)
+        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema},
+                            schema=schema), kind)
 
     def actions(self, indices: Any = None) -> list[A]:
         """The rows at ``indices`` (all when None) as action objects."""
         t = self.table if indices is None else self.table.take(indices)
         rows = t.to_pylist()
+        out: list[Any]  # AddFile or RemoveFile as ``kind`` says (see ``from_actions``)
         if self.kind is AddFile:
-            return [AddFile(path=r["path"], size=int(r["size"] or 0),
-                            partition_values=_as_dict(r["partitionValues"]) or {},
-                            modification_time=int(r["modificationTime"] or 0),
-                            data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
-                            stats=r["stats"], tags=_as_dict(r["tags"])) for r in rows]
-        return [RemoveFile(path=r["path"], deletion_timestamp=r["deletionTimestamp"],
-                           data_change=bool(r["dataChange"]) if r["dataChange"] is not None else True,
-                           partition_values=_as_dict(r["partitionValues"]), size=r["size"],
-                           extended_file_metadata=r["extendedFileMetadata"]) for r in rows]
+            out = [AddFile(path=r["path"], size=int(r["size"] or 0),
+                           partition_values=_as_dict(r["partitionValues"]) or {},
+                           modification_time=int(r["modificationTime"] or 0),
+                           data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
+                                        else True),
+                           stats=r["stats"], tags=_as_dict(r["tags"])) for r in rows]
+            return out
+        out = [RemoveFile(path=r["path"], deletion_timestamp=r["deletionTimestamp"],
+                          data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
+                                       else True),
+                          partition_values=_as_dict(r["partitionValues"]), size=r["size"],
+                          extended_file_metadata=r["extendedFileMetadata"]) for r in rows]
+        return out
 
     def index_of(self, paths: Iterable[str]) -> dict[str, int]:
         """Row index of each of ``paths`` that the table holds (one vectorised pass)."""
@@ -215,10 +228,10 @@ class ActionSet(Mapping[str, A]):
 
     def __init__(self, base: ActionTable[A] | None, hidden: frozenset[str], extra: dict[str, A],
                  kind: type[A]) -> None:
-        self.base = base if base is not None else _empty(kind)
+        self.base: ActionTable[A] = base if base is not None else _empty(kind)
         self.hidden = hidden
-        self.extra = extra
-        self.kind = kind
+        self.extra: dict[str, A] = extra
+        self.kind: type[A] = kind
         self._live: np.ndarray | None = None
         self._overlay: ActionTable[A] | None = None
         self._lock = threading.Lock()
@@ -232,7 +245,8 @@ class ActionSet(Mapping[str, A]):
                 if not self.hidden or not n:
                     self._live = np.arange(n, dtype=np.int64)
                 else:
-                    gone = pc.is_in(self.base.paths, value_set=pa.array(list(self.hidden), pa.string()))
+                    gone = pc.is_in(self.base.paths,
+                                    value_set=pa.array(list(self.hidden), pa.string()))
                     self._live = pc.indices_nonzero(pc.invert(gone)).to_numpy().astype(np.int64)
             return self._live
 
@@ -292,10 +306,10 @@ class ActionSet(Mapping[str, A]):
         yield from self.base.paths.take(self.live_indices()).to_pylist()
         yield from self.extra
 
-    def values(self):  # type: ignore[override] - a list, built in one pass
+    def values(self) -> list[A]:  # type: ignore[override]  # a list, built in one pass
         return self.select(self.live_indices(), self.extra.values())
 
-    def items(self):  # type: ignore[override]
+    def items(self) -> list[tuple[str, A]]:  # type: ignore[override]  # a list, as values()
         return [(a.path, a) for a in self.values()]
 
     def __eq__(self, other: object) -> bool:
@@ -303,6 +317,7 @@ class ActionSet(Mapping[str, A]):
             return dict(self.items()) == dict(other.items())
         return NotImplemented
 
+    # unhashable (it defines __eq__), said explicitly; typeshed declares __hash__ a method
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
@@ -312,7 +327,8 @@ class ActionSet(Mapping[str, A]):
 class FileSet(ActionSet[AddFile]):
     """A snapshot's live data files."""
 
-    def __init__(self, base: ActionTable[AddFile] | None = None, hidden: frozenset[str] = frozenset(),
+    def __init__(self, base: ActionTable[AddFile] | None = None,
+                 hidden: frozenset[str] = frozenset(),
                  extra: dict[str, AddFile] | None = None) -> None:
         super().__init__(base, hidden, dict(extra or {}), AddFile)
 
@@ -323,7 +339,8 @@ class FileSet(ActionSet[AddFile]):
 class RemoveSet(ActionSet[RemoveFile]):
     """A snapshot's tombstones (removed files still within retention)."""
 
-    def __init__(self, base: ActionTable[RemoveFile] | None = None, hidden: frozenset[str] = frozenset(),
+    def __init__(self, base: ActionTable[RemoveFile] | None = None,
+                 hidden: frozenset[str] = frozenset(),
                  extra: dict[str, RemoveFile] | None = None) -> None:
         super().__init__(base, hidden, dict(extra or {}), RemoveFile)
 
@@ -335,12 +352,11 @@ class RemoveSet(ActionSet[RemoveFile]):
         return t.filter(pc.greater(ts, keep_after_ms))
 
 
-class SetBuilder(Generic[A]):
-    """Mutable replay state of an ``ActionSet``."""
+class SetBuilder(Generic[A, S]):
+    """Mutable replay state of an ``ActionSet`` (``S``: the set class that ``make`` builds)."""
 
-    def __init__(self, kind: type[A], start: ActionSet[A] | None = None,
-                 make: Callable[..., ActionSet[A]] | None = None) -> None:
-        self.kind = kind
+    def __init__(self, kind: type[A], start: ActionSet[A] | None, make: Callable[..., S]) -> None:
+        self.kind: type[A] = kind
         self.make = make
         self.base: ActionTable[A] | None = start.base if start is not None else None
         self.hidden: set[str] = set(start.hidden) if start is not None else set()
@@ -357,9 +373,10 @@ class SetBuilder(Generic[A]):
         self.extra.pop(path, None)
         self.hidden.add(path)
 
-    def build(self) -> ActionSet[A]:
+    def build(self) -> S:
         out = self.make(self.base, frozenset(self.hidden), dict(self.extra))
-        if len(self.extra) + len(self.hidden) > max(FOLD_AT, (self.base.num_rows if self.base else 0) // 8):
+        if len(self.extra) + len(self.hidden) > max(FOLD_AT,
+                                                    (self.base.num_rows if self.base else 0) // 8):
             folded = ActionTable(out.table(), self.kind)  # one table again: lookups stay vectorised
             self.reset(folded)
             out = self.make(folded, frozenset(), {})

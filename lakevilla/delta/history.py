@@ -39,9 +39,10 @@ class HistoryEntry:
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON; ``timestamp`` in seconds since the epoch."""
-        return {"version": self.version, "timestamp": self.timestamp.timestamp(), "operation": self.operation,
-                "parameters": self.parameters, "metrics": self.metrics, "txn": self.txn, "attempt": self.attempt,
-                "features": self.features, "marker": self.marker, "engine": self.engine}
+        return {"version": self.version, "timestamp": self.timestamp.timestamp(),
+                "operation": self.operation, "parameters": self.parameters, "metrics": self.metrics,
+                "txn": self.txn, "attempt": self.attempt, "features": self.features,
+                "marker": self.marker, "engine": self.engine}
 
 
 def parse_moment(when: dt.datetime | str, what: str = "timestamp") -> dt.datetime:
@@ -49,12 +50,14 @@ def parse_moment(when: dt.datetime | str, what: str = "timestamp") -> dt.datetim
     if isinstance(when, str):
         text = when.strip()
         try:
-            when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z")) else text)
+            when = dt.datetime.fromisoformat(text[:-1] + "+00:00" if text.endswith(("Z", "z"))
+                                             else text)
         except ValueError:
             raise InvalidArgumentError(f"{what} must be a datetime or an ISO-8601 string such as "
                                        f"'2026-11-27T09:00:00Z', got {text!r}") from None
     if not isinstance(when, dt.datetime):
-        raise InvalidArgumentError(f"{what} must be a datetime or an ISO-8601 string, got {type(when).__name__}")
+        raise InvalidArgumentError(f"{what} must be a datetime or an ISO-8601 string, "
+                                   f"got {type(when).__name__}")
     return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
 
 
@@ -85,11 +88,13 @@ def check_version(log: DeltaLog, version: int) -> None:
         raise InvalidArgumentError(f"version must be an integer, got {version!r}")
     listing = log.list_log()
     if not listing.commits:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log at {log.prefix})")
+        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
+                                 f"at {log.prefix})")
     ok = readable(listing)
     if version not in ok:
         gone = " (older commits were removed by log clean-up)" if ok and version < ok[0] else ""
-        raise VersionNotFoundError(f"{_span(log.table, ok)}{gone}; version {version} cannot be read")
+        raise VersionNotFoundError(f"{_span(log.table, ok)}{gone}; "
+                                   f"version {version} cannot be read")
 
 
 def version_times(listing: LogListing) -> dict[int, float]:
@@ -114,14 +119,16 @@ def version_at(log: DeltaLog, when: dt.datetime | str) -> int:
     moment = round(parse_moment(when).timestamp(), 6)
     listing = log.list_log()
     if not listing.commits:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log at {log.prefix})")
+        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
+                                 f"at {log.prefix})")
     ok = set(readable(listing))
     times = version_times(listing)
     at = [v for v, t in times.items() if t <= moment and v in ok]
     if not at:
         first = min((times[v] for v in ok if v in times), default=None)
         oldest = (f"; the oldest readable version is from "
-                  f"{dt.datetime.fromtimestamp(first, dt.UTC).isoformat()}" if first is not None else "")
+                  f"{dt.datetime.fromtimestamp(first, dt.UTC).isoformat()}" if first is not None
+                  else "")
         raise VersionNotFoundError(f"table {log.table!r} has no version written at or before "
                                    f"{parse_moment(when).isoformat()}{oldest}")
     return max(at)
@@ -132,7 +139,8 @@ def _metrics(c: Any, info: dict[str, Any]) -> dict[str, Any]:
     (lakevilla's own, so far), what its actions show: files added and removed, rows added."""
     raw = info.get("operationMetrics")
     if isinstance(raw, dict) and raw:
-        return {k: int(x) if isinstance(x, str) and x.lstrip("-").isdigit() else x for k, x in raw.items()}
+        return {k: int(x) if isinstance(x, str) and x.lstrip("-").isdigit() else x
+                for k, x in raw.items()}
     if c.is_empty:
         return {}
     rows = [a.num_records for a in c.adds]
@@ -146,7 +154,8 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     """The readable versions, newest first (at most ``limit``)."""
     listing = log.list_log()
     if not listing.commits:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log at {log.prefix})")
+        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
+                                 f"at {log.prefix})")
     ok = readable(listing)
     times = version_times(listing)
     chosen = list(reversed(ok))[:limit] if limit is not None else list(reversed(ok))
@@ -156,11 +165,13 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     out = []
     for v in chosen:
         info = commits[v].commit_info or {}
-        lv = info.get("lakevilla") if isinstance(info.get("lakevilla"), dict) else {}
+        lv = commits[v].lakevilla or {}
         when = times.get(v, (info.get("timestamp") or 0) / 1000)
         out.append(HistoryEntry(
-            version=v, timestamp=dt.datetime.fromtimestamp(when, dt.UTC), operation=str(info.get("operation", "")),
-            parameters=dict(info.get("operationParameters") or {}), metrics=_metrics(commits[v], info),
-            txn=lv.get("txn"), attempt=lv.get("attempt"), features=lv.get("features"),
-            marker=commits[v].is_empty and lv.get("kind") == "marker", engine=info.get("engineInfo")))
+            version=v, timestamp=dt.datetime.fromtimestamp(when, dt.UTC),
+            operation=str(info.get("operation", "")),
+            parameters=dict(info.get("operationParameters") or {}),
+            metrics=_metrics(commits[v], info), txn=lv.get("txn"), attempt=lv.get("attempt"),
+            features=lv.get("features"), marker=commits[v].is_empty and lv.get("kind") == "marker",
+            engine=info.get("engineInfo")))
     return out

@@ -13,9 +13,9 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import Executor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
@@ -43,21 +43,35 @@ class LogListing:
     commits: list[int] = field(default_factory=list)
     checkpoints: dict[int, dict[int, str]] = field(default_factory=dict)  # version -> {part: key}
     checkpoint_parts: dict[int, int] = field(default_factory=dict)  # version -> number of parts
-    written: dict[int, float] = field(default_factory=dict)  # commit version -> its file's last-modified (s)
+    # commit version -> its file's last-modified (s)
+    written: dict[int, float] = field(default_factory=dict)
 
     def complete_checkpoints(self) -> list[int]:
-        return sorted(v for v, parts in self.checkpoints.items() if len(parts) == self.checkpoint_parts[v])
+        return sorted(v for v, parts in self.checkpoints.items()
+                      if len(parts) == self.checkpoint_parts[v])
 
 
 def _retention_ms(configuration: dict[str, str]) -> int:
     raw = {k.lower(): v for k, v in configuration.items()}.get("delta.deletedfileretentionduration")
     if not raw:
         return _DEFAULT_RETENTION_MS
-    m = re.fullmatch(r"\s*interval\s+(\d+)\s+(day|days|hour|hours|minute|minutes|second|seconds)\s*", raw.lower())
+    m = re.fullmatch(r"\s*interval\s+(\d+)\s+"
+                     r"(day|days|hour|hours|minute|minutes|second|seconds)\s*", raw.lower())
     if not m:
         return _DEFAULT_RETENTION_MS
     unit = {"day": 86400, "hour": 3600, "minute": 60, "second": 1}[m.group(2).rstrip("s")]
     return int(m.group(1)) * unit * 1000
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Executor(Protocol):
+    """What the log needs of an executor: ``map``, to read commits at once
+    (``lakevilla.parallel.Executor``, or any ``concurrent.futures`` one)."""
+
+    def map(self, fn: Callable[[T], R], items: Iterable[T], /) -> Iterable[R]: ...
 
 
 class DeltaLog:
@@ -94,7 +108,7 @@ class DeltaLog:
         return f"{self.prefix}_last_checkpoint"
 
     # -- low-level reads -----------------------------------------------------
-    def _map(self, fn, items):
+    def _map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         items = list(items)
         if self.executor is None or len(items) <= 1:
             return [fn(i) for i in items]
@@ -108,7 +122,8 @@ class DeltaLog:
         return commit, got.etag
 
     def _cached(self, version: int) -> Commit | None:
-        """A cached commit that can no longer change (final), freshened in the LRU; call under the lock."""
+        """A cached commit that can no longer change (final), freshened in the LRU;
+        call under the lock."""
         c = self._commits.get(version)
         if c is None or version in self._unstable:
             return None
@@ -143,7 +158,8 @@ class DeltaLog:
         try:
             got.update(zip(missing, self._map(self.read_commit, missing)))
         except NotFound as e:
-            raise CorruptLogError(f"table {self.table!r}: commit missing between {lo} and {hi} ({e})") from None
+            raise CorruptLogError(f"table {self.table!r}: commit missing "
+                                  f"between {lo} and {hi} ({e})") from None
         return [(v, got[v]) for v in versions]
 
     def list_log(self, after: int | None = None) -> LogListing:
@@ -182,7 +198,8 @@ class DeltaLog:
         try:
             parts = self._map(lambda k: self.store.get_range(k, 0), keys)  # one GET each
         except NotFound as e:
-            raise CorruptLogError(f"table {self.table!r}: checkpoint {version} is incomplete ({e})") from None
+            raise CorruptLogError(f"table {self.table!r}: checkpoint {version} is "
+                                  f"incomplete ({e})") from None
         cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}")
         b = SnapshotBuilder(self.table)
         b.apply_checkpoint(version, cp)
@@ -199,7 +216,8 @@ class DeltaLog:
             except NotFound:
                 return None
 
-        jobs: list[Callable[[], object]] = [load, *[lambda v=v: commit(v) for v in range(lo + 1, hi + 1)]]
+        jobs: list[Callable[[], Any]] = [load,
+                                         *[lambda v=v: commit(v) for v in range(lo + 1, hi + 1)]]
         got = self._map(lambda job: job(), jobs)
         return got[0], {v: c for v, c in enumerate(got[1:], lo + 1) if c is not None}
 
@@ -276,20 +294,24 @@ class DeltaLog:
             else:
                 version = self.latest_version()
         if version < 0:
-            raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log at {self.prefix})")
+            raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log "
+                                     f"at {self.prefix})")
         if builder is None:
             with self._lock:
-                base = self._base if self._base is not None and self._base.version <= version else None
+                base = (self._base if self._base is not None and self._base.version <= version
+                        else None)
             if base is None:
                 builder = self._cold_builder(version, list_log=list_log)
             else:
                 builder = SnapshotBuilder(self.table, base)
         with self._lock:
-            stale = [v for v in self._unstable if builder.version < v <= version and v not in fetched]
+            stale = [v for v in self._unstable
+                     if builder.version < v <= version and v not in fetched]
         for v in stale:  # in-place markers may have been filled since we read them
             self.read_commit_raw(v)
         unstable = False
-        prefix: Snapshot | None = None  # newest snapshot below the first commit that may still change
+        # newest snapshot below the first commit that may still change
+        prefix: Snapshot | None = None
         if fetched and all(v in fetched for v in range(builder.version + 1, version + 1)):
             commits = sorted(fetched.items())
         else:
@@ -302,7 +324,8 @@ class DeltaLog:
         snap = builder.build()
         new_base = prefix if unstable else snap
         with self._lock:
-            if new_base is not None and (self._base is None or new_base.version > self._base.version):
+            if new_base is not None and (self._base is None
+                                         or new_base.version > self._base.version):
                 self._base = new_base
         return snap
 
@@ -327,11 +350,12 @@ class DeltaLog:
             keys = [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])]
             return self._cold_from(cv, keys, latest)
         if listing.commits and listing.commits[0] != 0:
-            raise CorruptLogError(f"table {self.table!r}: log starts at version {listing.commits[0]} without a "
-                                  "checkpoint")
+            raise CorruptLogError(f"table {self.table!r}: log starts at "
+                                  f"version {listing.commits[0]} without a checkpoint")
         return SnapshotBuilder(self.table), latest, {}
 
-    def _cold_from(self, cv: int, keys: list[str], latest: int) -> tuple[SnapshotBuilder, int, dict[int, Commit]]:
+    def _cold_from(self, cv: int, keys: list[str],
+                   latest: int) -> tuple[SnapshotBuilder, int, dict[int, Commit]]:
         builder, fetched = self._with_commits(lambda: self._load_checkpoint(cv, keys), cv, latest)
         return builder, latest, fetched
 
@@ -343,10 +367,12 @@ class DeltaLog:
             if parts == 1:
                 keys = [self.checkpoint_key(hv)]
             else:
-                keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+                keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet"
+                        for i in range(1, parts + 1)]
             try:
                 if list_log:  # a newer complete checkpoint than the hint may exist: LIST meanwhile
-                    jobs = [lambda: self._load_checkpoint(hv, keys), lambda: self.list_log(after=hv)]
+                    jobs: list[Callable[[], Any]] = [lambda: self._load_checkpoint(hv, keys),
+                                                     lambda: self.list_log(after=hv)]
                     b, listing = self._map(lambda job: job(), jobs)
                 else:
                     b = self._load_checkpoint(hv, keys)
@@ -356,7 +382,9 @@ class DeltaLog:
                     newer = [v for v in listing.complete_checkpoints() if hv < v <= version]
                     if newer:
                         nv = newer[-1]
-                        b = self._load_checkpoint(nv, [listing.checkpoints[nv][p] for p in sorted(listing.checkpoints[nv])])
+                        b = self._load_checkpoint(nv,
+                                                  [listing.checkpoints[nv][p]
+                                                   for p in sorted(listing.checkpoints[nv])])
                     for v in listing.commits:
                         with self._lock:
                             self._latest = max(self._latest, v)
@@ -369,11 +397,13 @@ class DeltaLog:
         cks = [v for v in listing.complete_checkpoints() if v <= version]
         if cks:
             cv = cks[-1]
-            return self._load_checkpoint(cv, [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])])
+            return self._load_checkpoint(cv,
+                                         [listing.checkpoints[cv][p]
+                                          for p in sorted(listing.checkpoints[cv])])
         if listing.commits and listing.commits[0] != 0:
             raise CorruptLogError(
-                f"table {self.table!r}: log starts at version {listing.commits[0]} and no checkpoint covers "
-                f"version {version}"
+                f"table {self.table!r}: log starts at version {listing.commits[0]} and no "
+                f"checkpoint covers version {version}"
             )
         return SnapshotBuilder(self.table)
 
@@ -384,6 +414,7 @@ class DeltaLog:
         A write that reports an error is settled by reading it back (``store.settle``):
         an error never hides a version we did write. ``OutcomeUnknown`` if that fails too."""
         key, data = self.commit_key(version), commit.to_bytes()
+        etag: str | None
         try:
             etag = self.store.put_if_absent(key, data)
         except PreconditionFailed:
@@ -399,6 +430,7 @@ class DeltaLog:
         """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
         Settled like ``write_commit`` when the store reports an error."""
         key, data = self.commit_key(version), commit.to_bytes()
+        new: str | None
         try:
             new = self.store.put_if_match(key, data, etag)
         except StorageError as e:
@@ -426,8 +458,8 @@ class DeltaLog:
         keep_after = now_ms - _retention_ms(snap.metadata.configuration)
         files = snap.files.table()
         data, rows = write_checkpoint_table(snap.protocol, snap.metadata, files,
-                                            snap.tombstones.table_kept(keep_after, now_ms), snap.app_txns,
-                                            snap.domains)
+                                            snap.tombstones.table_kept(keep_after, now_ms),
+                                            snap.app_txns, snap.domains)
         self.store.put(self.checkpoint_key(snap.version), data)
         self.store.put(self.last_checkpoint_key,
                        last_checkpoint_json(snap.version, rows, len(data), files.num_rows))

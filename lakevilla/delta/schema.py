@@ -39,10 +39,12 @@ def delta_type_to_arrow(t: Any) -> pa.DataType:
     if kind == "struct":
         return pa.struct([delta_field_to_arrow(f) for f in t["fields"]])
     if kind == "array":
-        return pa.list_(pa.field("element", delta_type_to_arrow(t["elementType"]), t.get("containsNull", True)))
+        return pa.list_(pa.field("element", delta_type_to_arrow(t["elementType"]),
+                                 t.get("containsNull", True)))
     if kind == "map":
         return pa.map_(delta_type_to_arrow(t["keyType"]),
-                       pa.field("value", delta_type_to_arrow(t["valueType"]), t.get("valueContainsNull", True)))
+                       pa.field("value", delta_type_to_arrow(t["valueType"]),
+                                t.get("valueContainsNull", True)))
     raise CorruptLogError(f"unknown Delta type {t!r}")
 
 
@@ -84,18 +86,21 @@ def arrow_type_to_delta(t: pa.DataType) -> Any:
     if pa.types.is_decimal(t):
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_struct(t):
-        return {"type": "struct", "fields": [arrow_field_to_delta(t.field(i)) for i in range(t.num_fields)]}
+        return {"type": "struct",
+                "fields": [arrow_field_to_delta(t.field(i)) for i in range(t.num_fields)]}
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return {"type": "array", "elementType": arrow_type_to_delta(t.value_type),
                 "containsNull": t.value_field.nullable}
     if pa.types.is_map(t):
         return {"type": "map", "keyType": arrow_type_to_delta(t.key_type),
-                "valueType": arrow_type_to_delta(t.item_type), "valueContainsNull": t.item_field.nullable}
+                "valueType": arrow_type_to_delta(t.item_type),
+                "valueContainsNull": t.item_field.nullable}
     raise SchemaMismatchError(f"arrow type {t} has no Delta equivalent")
 
 
 def arrow_field_to_delta(f: pa.Field) -> dict:
-    return {"name": f.name, "type": arrow_type_to_delta(f.type), "nullable": f.nullable, "metadata": {}}
+    return {"name": f.name, "type": arrow_type_to_delta(f.type), "nullable": f.nullable,
+            "metadata": {}}
 
 
 def schema_to_json(schema: pa.Schema) -> str:

@@ -33,10 +33,12 @@ class Snapshot:
     domains: dict[str, dict] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.files, FileSet):  # a plain dict of AddFiles (tests, hand-built snapshots)
+        # a plain dict of AddFiles (tests, hand-built snapshots)
+        if not isinstance(self.files, FileSet):
             object.__setattr__(self, "files", FileSet.of(dict(self.files).values()))
         if not isinstance(self.tombstones, RemoveSet):
-            object.__setattr__(self, "tombstones", RemoveSet(None, frozenset(), dict(self.tombstones)))
+            object.__setattr__(self, "tombstones",
+                               RemoveSet(None, frozenset(), dict(self.tombstones)))
 
     @cached_property
     def schema(self) -> pa.Schema:
@@ -56,9 +58,10 @@ class SnapshotBuilder:
         self.version = base.version if base else -1
         self.protocol = base.protocol if base else None
         self.metadata = base.metadata if base else None
-        self.files: SetBuilder[AddFile] = SetBuilder(AddFile, base.files if base else None, FileSet)
-        self.tombstones: SetBuilder[RemoveFile] = SetBuilder(RemoveFile, base.tombstones if base else None,
-                                                             RemoveSet)
+        self.files: SetBuilder[AddFile, FileSet] = SetBuilder(
+            AddFile, base.files if base else None, FileSet)
+        self.tombstones: SetBuilder[RemoveFile, RemoveSet] = SetBuilder(
+            RemoveFile, base.tombstones if base else None, RemoveSet)
         self.app_txns: dict[str, TxnAction] = dict(base.app_txns) if base else {}
         self.domains: dict[str, dict] = dict(base.domains) if base else {}
 
@@ -73,7 +76,8 @@ class SnapshotBuilder:
 
     def apply(self, version: int, c: Commit) -> None:
         if version != self.version + 1:
-            raise CorruptLogError(f"table {self.table!r}: log replay expected version {self.version + 1}, got {version}")
+            raise CorruptLogError(f"table {self.table!r}: log replay expected "
+                                  f"version {self.version + 1}, got {version}")
         self.version = version
         if c.protocol is not None:
             self.protocol = c.protocol
@@ -97,6 +101,7 @@ class SnapshotBuilder:
 
     def build(self) -> Snapshot:
         if self.protocol is None or self.metadata is None:
-            raise CorruptLogError(f"table {self.table!r}: no protocol/metaData action up to version {self.version}")
+            raise CorruptLogError(f"table {self.table!r}: no protocol/metaData action up to "
+                                  f"version {self.version}")
         return Snapshot(self.table, self.version, self.protocol, self.metadata, self.files.build(),
                         self.tombstones.build(), dict(self.app_txns), dict(self.domains))

@@ -56,7 +56,8 @@ def _supports_minmax(t: pa.DataType) -> bool:
                 or pa.types.is_struct(t) or pa.types.is_null(t))
 
 
-def _column_stats(arr: pa.ChunkedArray | pa.Array, t: pa.DataType, mins: dict, maxs: dict, nulls: dict, name: str):
+def _column_stats(arr: pa.ChunkedArray | pa.Array, t: pa.DataType, mins: dict, maxs: dict,
+                  nulls: dict, name: str):
     if pa.types.is_struct(t):
         sub_min: dict = {}
         sub_max: dict = {}
@@ -64,7 +65,8 @@ def _column_stats(arr: pa.ChunkedArray | pa.Array, t: pa.DataType, mins: dict, m
         combined = arr.combine_chunks() if isinstance(arr, pa.ChunkedArray) else arr
         for i in range(t.num_fields):
             f = t.field(i)
-            _column_stats(pc.struct_field(combined, [i]), f.type, sub_min, sub_max, sub_null, f.name)
+            _column_stats(pc.struct_field(combined, [i]), f.type, sub_min, sub_max, sub_null,
+                          f.name)
         if sub_min:
             mins[name] = sub_min
         if sub_max:
@@ -110,10 +112,12 @@ def stats_from_table(table: pa.Table, partition_columns: list[str] | tuple[str, 
         if f.name in partition_columns:
             continue
         _column_stats(table.column(f.name), f.type, mins, maxs, nulls, f.name)
-    return stats_json({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+    return stats_json({"numRecords": table.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": nulls})
 
 
-def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tuple[str, ...] = ()) -> str:
+def stats_from_parquet(meta: pq.FileMetaData,
+                       partition_columns: list[str] | tuple[str, ...] = ()) -> str:
     """Statistics from a footer alone (no data read), for top-level primitive columns."""
     arrow_schema = meta.schema.to_arrow_schema()
     mins: dict = {}
@@ -124,7 +128,8 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
         path = meta.schema.column(ci).path
         if "." in path or path in partition_columns or path not in top:
             continue
-        lo = hi = None
+        lo: Any = None  # the file's bounds so far (set together)
+        hi: Any = None
         nc = 0
         ok = True
         for rg in range(meta.num_row_groups):
@@ -148,10 +153,12 @@ def stats_from_parquet(meta: pq.FileMetaData, partition_columns: list[str] | tup
         nulls[path] = nc
         if lo is not None and _supports_minmax(top[path]):
             t = top[path]
-            if pa.types.is_timestamp(t) and isinstance(lo, dt.datetime) and t.tz is not None and lo.tzinfo is None:
+            if (pa.types.is_timestamp(t) and isinstance(lo, dt.datetime) and t.tz is not None
+                    and lo.tzinfo is None):
                 lo, hi = lo.replace(tzinfo=dt.UTC), hi.replace(tzinfo=dt.UTC)
             jl, jh = _signed_zeros(_jsonable(lo), _jsonable(hi))
             if jl is not None and jh is not None:
                 mins[path] = jl
                 maxs[path] = jh
-    return stats_json({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
+    return stats_json({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs,
+                       "nullCount": nulls})

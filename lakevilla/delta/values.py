@@ -15,7 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-STRING_PREFIX_LIMIT = 32  # string maxima this long may be truncated prefixes (Delta Spark's default)
+# string maxima this long may be truncated prefixes (Delta Spark's default)
+STRING_PREFIX_LIMIT = 32
 EXACT_DECIMAL_DIGITS = 15  # decimals up to this precision survive a double round trip exactly
 
 
@@ -71,7 +72,9 @@ def partition_value(raw: str | None, t: pa.DataType) -> Any:
 
 
 def fits(v: decimal.Decimal, t: pa.Decimal128Type) -> bool:
-    return v.is_finite() and len(v.as_tuple().digits) - max(0, -v.as_tuple().exponent) <= t.precision - t.scale
+    # int(): a finite Decimal's exponent is an int (a letter only for NaN and infinities)
+    return v.is_finite() and (len(v.as_tuple().digits) - max(0, -int(v.as_tuple().exponent))
+                              <= t.precision - t.scale)
 
 
 def bounds(lo: Any, hi: Any, t: pa.DataType) -> tuple[Any, Any]:

@@ -13,7 +13,8 @@ import lakevilla as lv
 
 ORDERS = pa.schema([("order_id", pa.int64()), ("day", pa.string()), ("lines", pa.int64()),
                     ("total", pa.int64())])
-LINES = pa.schema([("order_id", pa.int64()), ("line", pa.int64()), ("day", pa.string()), ("amount", pa.int64())])
+LINES = pa.schema([("order_id", pa.int64()), ("line", pa.int64()), ("day", pa.string()),
+                   ("amount", pa.int64())])
 BATCHES = 6
 ORDERS_PER_BATCH = 200
 
@@ -44,7 +45,9 @@ def act_spark(base: Path) -> bool:
             orders = (spark.range(b * ORDERS_PER_BATCH, (b + 1) * ORDERS_PER_BATCH)
                       .withColumnRenamed("id", "order_id").withColumn("day", F.lit(day))
                       .withColumn("lines", (F.col("order_id") % 4 + 1).cast("long")))
-            lines = (orders.withColumn("line", F.explode(F.sequence(F.lit(1), F.col("lines")).cast("array<long>")))
+            lines = (orders
+                     .withColumn("line", F.explode(
+                         F.sequence(F.lit(1), F.col("lines")).cast("array<long>")))
                      .withColumn("amount", (F.col("order_id") * 7 + F.col("line") * 3) % 100)
                      .select("order_id", "line", "day", "amount"))
             totals = lines.groupBy("order_id").agg(F.sum("amount").alias("total"))
@@ -56,8 +59,10 @@ def act_spark(base: Path) -> bool:
 
     def both(txn: lv.Transaction):
         checks["attempts"] += 1
-        o = txn.read("orders").agg(F.sum("lines").alias("lines"), F.sum("total").alias("total")).first()
-        ln = txn.read("order_lines").agg(F.count("*").alias("lines"), F.sum("amount").alias("total")).first()
+        o = txn.read("orders").agg(F.sum("lines").alias("lines"),
+                                   F.sum("total").alias("total")).first()
+        ln = txn.read("order_lines").agg(F.count("*").alias("lines"),
+                                         F.sum("amount").alias("total")).first()
         return o, ln
 
     def reader() -> None:
@@ -84,10 +89,11 @@ def act_spark(base: Path) -> bool:
     for e in errors:
         say(f"   a job stopped: {e}")
     final = lake.read("orders").count(), lake.read("order_lines").count()
-    say(f"   ingested {BATCHES} batches ({final[0]} orders, {final[1]} lines) in {time.time() - t0:.1f}s")
+    say(f"   ingested {BATCHES} batches ({final[0]} orders, {final[1]} lines) "
+        f"in {time.time() - t0:.1f}s")
     say(f"   reader job: {checks['consistent']} snapshots with matching order and line totals, "
-        f"{checks['inconsistent']} mismatched ({checks['attempts'] - checks['consistent']} re-reads after an "
-        "ingest overtook the reads)")
+        f"{checks['inconsistent']} mismatched ({checks['attempts'] - checks['consistent']} "
+        "re-reads after an ingest overtook the reads)")
     from deltalake import DeltaTable
 
     dr = pa.table(DeltaTable(f"{root}/orders").to_pyarrow_table()).num_rows

@@ -10,6 +10,7 @@ was conserved.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import shutil
 import threading
@@ -63,14 +64,17 @@ def setup(root: str) -> lv.Lake:
     for bank in BANKS:
         lake.create_table(bank, ACCOUNTS)
         with lake.transaction("") as txn:
-            txn.insert(bank, {"id": list(range(N_ACCOUNTS)), "owner": [f"{bank}-{i}" for i in range(N_ACCOUNTS)],
-                              "balance": [START] * N_ACCOUNTS})
+            txn.insert(bank,
+                       {"id": list(range(N_ACCOUNTS)),
+                        "owner": [f"{bank}-{i}" for i in range(N_ACCOUNTS)],
+                        "balance": [START] * N_ACCOUNTS})
     lake.create_table("ledger", LEDGER)
     return lake
 
 
 def total(reader) -> int:
-    return sum(sum(reader.read(b, columns=["balance"]).column("balance").to_pylist()) for b in BANKS)
+    return sum(sum(reader.read(b, columns=["balance"]).column("balance").to_pylist())
+               for b in BANKS)
 
 
 def transfer(txn: lv.Transaction, tid: str, rng: random.Random, fail: bool) -> None:
@@ -99,10 +103,12 @@ def run_clients(root: str, features: str, clients: int, per_client: int,
             for i in range(per_client):
                 tid = f"c{c}-t{i}"
                 fail = fail_every > 0 and i % fail_every == fail_every - 1
-                outcome, reason = outcome_of(
-                    lambda tid=tid, fail=fail: lake.run(
-                        lambda txn: transfer(txn, tid, random.Random(hash(tid)), fail),
-                        features=features, retries=10), features)
+
+                def one(tid: str = tid, fail: bool = fail) -> None:
+                    lake.run(lambda txn: transfer(txn, tid, random.Random(hash(tid)), fail),
+                             features=features, retries=10)
+
+                outcome, reason = outcome_of(one, features)
                 with lock:
                     stats[outcome] += 1
                     why[reason] += 1 if reason else 0
@@ -110,7 +116,7 @@ def run_clients(root: str, features: str, clients: int, per_client: int,
             lake.close()
 
     errors: list[str] = []
-    threads = [thread(lambda c=c: client(c), errors) for c in range(clients)]
+    threads = [thread(functools.partial(client, c), errors) for c in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
@@ -133,10 +139,11 @@ def check(root: str, label: str, expected: int) -> bool:
 
     lake = lv.Lake(root)
     ours = total(lake)
-    theirs = sum(sum(pa.table(DeltaTable(f"{root}/{b}").to_pyarrow_table()).column("balance").to_pylist())
-                 for b in BANKS)
+    theirs = sum(sum(pa.table(DeltaTable(f"{root}/{b}").to_pyarrow_table()).column("balance")
+                     .to_pylist()) for b in BANKS)
     ok = ours == theirs == expected
-    verdict = "money conserved" if ok else f"MONEY {'CREATED' if ours > expected else 'LOST'}: {ours - expected:+d}"
+    verdict = ("money conserved" if ok
+               else f"MONEY {'CREATED' if ours > expected else 'LOST'}: {ours - expected:+d}")
     say(f"   {label}: total = {ours} (delta-rs reads {theirs}), expected {expected} -> {verdict}")
     return ok
 
@@ -158,8 +165,8 @@ def act_auditors(base: Path) -> tuple[int, int, int]:
     setup(root)
     say("\n== Auditors sum both banks while transfers run (writers use R,CT,I)")
     stop = threading.Event()
-    wrong = Counter()
-    audits = Counter()
+    wrong: Counter[str] = Counter()
+    audits: Counter[str] = Counter()
 
     def auditor(features: str) -> None:
         lake = lv.Lake(root)
@@ -173,7 +180,7 @@ def act_auditors(base: Path) -> tuple[int, int, int]:
             lake.close()
 
     errors: list[str] = []
-    threads = [thread(lambda f=f: auditor(f), errors) for f in ("I", "R")]
+    threads = [thread(functools.partial(auditor, f), errors) for f in ("I", "R")]
     for t in threads:
         t.start()
     stats, why = run_clients(root, "R,CT,I", clients=3, per_client=15, fail_every=0)
@@ -195,7 +202,8 @@ def act_crash(base: Path) -> bool:
     setup(root)
     say("\n== A client crashes in the middle of a two-bank commit (R,CT)")
     plan = FaultPlan(crash_after=1, kinds=("put_if_absent",),
-                     predicate=lambda kind, key: key.startswith("_lakevilla/txns/"))  # right after deciding
+                     # right after deciding
+                     predicate=lambda kind, key: key.startswith("_lakevilla/txns/"))
     dying = lv.Lake(root, store=FaultInjectingStore(open_store(root), plan), marker_ttl=2.0)
     txn = dying.begin("R,CT")
     txn.update("bank_eu", set={"balance": "balance - 500"}, where="id = 0")
@@ -203,7 +211,8 @@ def act_crash(base: Path) -> bool:
     try:
         txn.commit()
     except SimulatedCrash:
-        say("   the client died right after its commit decision, before writing either table commit")
+        say("   the client died right after its commit decision, before writing "
+            "either table commit")
     plain = lv.Lake(root)
     eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
     us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
@@ -221,16 +230,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lake", default="demo-lake", help="folder for the demo lake (recreated)")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--transfers", type=int, default=12, help="per client")
-    p.add_argument("--no-spark", dest="spark", action="store_false", help="skip the PySpark pipeline act")
+    p.add_argument("--no-spark", dest="spark", action="store_false",
+                   help="skip the PySpark pipeline act")
     args = p.parse_args(argv)
     base = Path(args.lake).resolve()
     shutil.rmtree(base, ignore_errors=True)
     base.mkdir(parents=True)
     say(f"lakevilla demo: a bank on plain Delta tables under {base}")
     results = {
-        "plain Delta (LV[DL])": act_transfers(base, "", "Plain Delta: every statement commits on its own",
+        "plain Delta (LV[DL])": act_transfers(base, "",
+                                              "Plain Delta: every statement commits on its own",
                                               args.clients, args.transfers),
-        "LV[R,CT]": act_transfers(base, "R,CT", "lakevilla R,CT: each transfer is one multi-table transaction",
+        "LV[R,CT]": act_transfers(base, "R,CT",
+                                  "lakevilla R,CT: each transfer is one multi-table transaction",
                                   args.clients, args.transfers),
     }
     wrong_i, _wrong_r, stopped = act_auditors(base)

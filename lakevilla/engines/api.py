@@ -53,13 +53,14 @@ class Engine(Protocol):
 
     def validate_where(self, ctx: TableContext, where: str) -> None: ...
 
-    def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None: ...
+    def validate_set(self, ctx: TableContext, assignments: dict[str, str],
+                     where: str | None) -> None: ...
 
     def write(self, ctx: TableContext, data: Any) -> list[AddFile]:
         """Write ``data`` as new data files of the table; nothing is committed."""
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
-             order: Ordering | None = None) -> Any:
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None,
+             columns: list[str] | None, order: Ordering | None = None) -> Any:
         """Rows of ``files`` satisfying ``where`` (pyarrow.Table, or the engine's DataFrame),
         the first ``order.limit`` of them in ``order`` when given (``ordering.py``)."""
 
@@ -67,6 +68,11 @@ class Engine(Protocol):
                 assignments: dict[str, str] | None) -> RewriteResult:
         """Update (``assignments``) or delete (None) the rows matching ``where`` in ``files``;
         files without a matching row are left alone."""
+
+    def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
+              source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
+        """MERGE ``source`` into the rows of ``files`` (``cm``: the clauses as checked, ``spec``:
+        the statement); the files removed and added, and the rows each clause changed."""
 
     def num_rows(self, result: Any) -> int: ...
 
@@ -101,9 +107,10 @@ def partition_value_string(v: Any, column: str = "") -> str | None:
         try:
             return bytes(v).decode("utf-8")
         except UnicodeDecodeError:
-            raise SchemaMismatchError(f"partition column {column!r}: the binary value {bytes(v)[:32]!r} is not "
-                                      "UTF-8 text; Delta stores partition values as text, so binary partition "
-                                      "values must be valid UTF-8") from None
+            raise SchemaMismatchError(f"partition column {column!r}: the binary "
+                                      f"value {bytes(v)[:32]!r} is not UTF-8 text; Delta stores "
+                                      "partition values as text, so binary partition values "
+                                      "must be valid UTF-8") from None
     return str(v)
 
 
@@ -111,9 +118,10 @@ def _hive_escape(s: str) -> str:
     return "".join(ch if ch in _SAFE else "".join(f"%{b:02X}" for b in ch.encode()) for ch in s)
 
 
-def new_data_file_path(partition_values: dict[str, str | None], partition_columns: tuple[str, ...] | list[str]) -> str:
+def new_data_file_path(partition_values: dict[str, str | None],
+                       partition_columns: tuple[str, ...] | list[str]) -> str:
     """A fresh relative file path (as stored in the add action: URI-encoded)."""
-    parts = [f"{c}={_hive_escape(partition_values[c]) if partition_values.get(c) is not None else HIVE_NULL}"
+    parts = [f"{c}={_hive_escape(v) if (v := partition_values.get(c)) is not None else HIVE_NULL}"
              for c in partition_columns]
     name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
     return quote("/".join([*parts, name]), safe="/=")

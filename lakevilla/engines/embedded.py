@@ -85,7 +85,8 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
     """``data`` cast to the table schema, or a SchemaMismatchError saying what differs."""
     by_lower = {n.lower(): n for n in data.column_names}
     if len(by_lower) != len(data.column_names):
-        raise SchemaMismatchError(f"insert into {table_name!r}: duplicate column names {data.column_names}")
+        raise SchemaMismatchError(f"insert into {table_name!r}: duplicate column "
+                                  f"names {data.column_names}")
     wanted = {f.name.lower() for f in schema}
     extra = [n for n in data.column_names if n.lower() not in wanted]
     if extra:
@@ -97,7 +98,8 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
         src = by_lower.get(f.name.lower())
         if src is None:
             if not f.nullable:
-                raise SchemaMismatchError(f"insert into {table_name!r}: missing non-nullable column {f.name!r}")
+                raise SchemaMismatchError(f"insert into {table_name!r}: missing non-nullable "
+                                          f"column {f.name!r}")
             cols.append(pa.nulls(data.num_rows, f.type))
             continue
         col = data.column(src)
@@ -108,10 +110,11 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
                 col = pc.cast(col, f.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
                 raise SchemaMismatchError(
-                    f"insert into {table_name!r}: column {f.name!r} has type {col.type}, the table has "
-                    f"{f.type} ({e})") from None
+                    f"insert into {table_name!r}: column {f.name!r} has type {col.type}, the table "
+                    f"has {f.type} ({e})") from None
         if not f.nullable and col.null_count:
-            raise SchemaMismatchError(f"insert into {table_name!r}: nulls in non-nullable column {f.name!r}")
+            raise SchemaMismatchError(f"insert into {table_name!r}: nulls in non-nullable "
+                                      f"column {f.name!r}")
         cols.append(col)
     return pa.table(cols, schema=schema)
 
@@ -128,12 +131,14 @@ class EmbeddedEngine:
     def validate_where(self, ctx: TableContext, where: str) -> None:
         E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
 
-    def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None:
+    def validate_set(self, ctx: TableContext, assignments: dict[str, str],
+                     where: str | None) -> None:
         E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- I/O -----------------------------------------------------------------
     def _partition_expr(self, ctx: TableContext, add: AddFile) -> Any:
-        """The file's partition values as a dataset guarantee (pyarrow fills the columns from it)."""
+        """The file's partition values as a dataset guarantee (pyarrow fills
+        the columns from it)."""
         expr = None
         for c in ctx.partition_columns:
             f = ctx.schema.field(c)
@@ -141,45 +146,49 @@ class EmbeddedEngine:
             try:
                 v = partition_value(raw, f.type)
                 e = pc.field(c).is_null() if v is None else pc.field(c) == pa.scalar(v, f.type)
-            except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException) as err:
-                raise CorruptLogError(f"table {ctx.name!r}: file {add.path!r} has partition value {raw!r} for "
-                                      f"column {c!r} of type {f.type}, which cannot be read as that type "
-                                      f"({err})") from None
+            except (TypeError, ValueError, ArithmeticError, OverflowError,
+                    pa.ArrowException) as err:
+                raise CorruptLogError(f"table {ctx.name!r}: file {add.path!r} has partition "
+                                      f"value {raw!r} for column {c!r} of type {f.type}, which "
+                                      f"cannot be read as that type ({err})") from None
             expr = e if expr is None else expr & e
         return expr
 
     def _sources(self, ctx: TableContext, files: list[AddFile],
                  fetched: dict[str, ranged.Source] | None = None) -> list[ranged.Source]:
-        return [(fetched or {}).get(a.path) or ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri),
-                                                             int(a.size or 0), self._partition_expr(ctx, a))
+        return [(fetched or {}).get(a.path)
+                or ranged.Source(data_file_key(ctx.name, a.path, ctx.lake_uri),
+                                 int(a.size or 0), self._partition_expr(ctx, a))
                 for a in files]
 
-    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str], pushed: Any,
-                   dictionary: tuple[str, ...] = ()) -> tuple[list, tuple[str, ...]]:
+    def _fragments(self, ctx: TableContext, batch: list[ranged.Source], columns: list[str],
+                   pushed: Any, dictionary: tuple[str, ...] = ()) -> tuple[list, tuple[str, ...]]:
         """Fetch a batch of files' needed bytes through the store; their pyarrow fragments, and
         the ``dictionary`` columns they decode as dictionaries."""
         try:
-            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map, dictionary)
+            return ranged.prepare(ctx.store, batch, ctx.schema, columns, pushed, self._map,
+                                  dictionary)
         except ranged.MissingDataFile as e:
-            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is missing "
-                                  "from storage") from None
+            raise CorruptLogError(f"table {ctx.name!r} references data file {e.key!r}, which is "
+                                  "missing from storage") from None
         except ranged.NotParquet as e:
-            raise CorruptLogError(f"table {ctx.name!r}: data file {e.key!r} is not a readable Parquet file "
-                                  f"({e})") from None
+            raise CorruptLogError(f"table {ctx.name!r}: data file {e.key!r} is not a readable "
+                                  f"Parquet file ({e})") from None
 
     def _decode(self, ctx: TableContext, fn: Any) -> Any:
         try:
             return fn()
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
-            raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's schema "
-                                  f"({first_line(e)})") from None
+            raise CorruptLogError(f"table {ctx.name!r}: a data file cannot be read as the table's "
+                                  f"schema ({first_line(e)})") from None
 
     def _read(self, ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any = None,
               filter_columns: set[str] | frozenset[str] = frozenset(),
               fetched: dict[str, ranged.Source] | None = None) -> pa.Table:
-        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's threads.
-        ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries: its
-        constants have the table's types). ``fetched``: files an earlier scan holds whole, by path."""
+        """``columns`` of ``files`` in table types: fetched by ranged GETs, decoded by pyarrow's
+        threads. ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries:
+        its constants have the table's types). ``fetched``: files an earlier scan
+        holds whole, by path."""
         schema = pa.schema([ctx.schema.field(c) for c in columns])
         fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
         strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
@@ -188,7 +197,8 @@ class EmbeddedEngine:
         batches = ranged.batches(self._sources(ctx, files, fetched))
         # batch i+1 is fetched while batch i decodes (on a thread of its own: the fetch fans out
         # over the store's pool, which a task already in that pool could not do)
-        ahead = ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1 else None
+        ahead = (ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1
+                 else None)
         try:
             pending = None
             for i, batch in enumerate(batches):
@@ -196,7 +206,8 @@ class EmbeddedEngine:
                     self._fragments(ctx, batch, fetch, filter, strings)
                 pending = None
                 if ahead is not None and i + 1 < len(batches):
-                    pending = ahead.submit(self._fragments, ctx, batches[i + 1], fetch, filter, strings)
+                    pending = ahead.submit(self._fragments, ctx, batches[i + 1], fetch, filter,
+                                           strings)
                 out.extend(self._decode_batch(ctx, schema, columns, filter, *got))
         finally:
             if ahead is not None:
@@ -208,13 +219,14 @@ class EmbeddedEngine:
         """One fetched batch as a table of ``schema`` (none when every file was skipped)."""
         if not frags:
             return []
-        scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in dictionary else f
-                                 for f in ctx.schema])
+        scan_schema = pa.schema([f.with_type(pa.dictionary(pa.int32(), f.type))
+                                 if f.name in dictionary else f for f in ctx.schema])
         dataset = ds.FileSystemDataset(frags, scan_schema, ranged.file_format(dictionary), None)
         # dictionaries become strings in the scan's own threads, after the filter
         proj = {c: pc.field(c).cast(ctx.schema.field(c).type) if c in dictionary else pc.field(c)
                 for c in columns} if dictionary else columns
-        t = self._decode(ctx, lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
+        t = self._decode(ctx,
+                         lambda: dataset.to_table(columns=proj, filter=filter, use_threads=True))
         return [t if t.schema.equals(schema) else t.cast(schema)]
 
     def read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None,
@@ -222,30 +234,34 @@ class EmbeddedEngine:
         return self._read(ctx, [add], list(columns) if columns is not None else ctx.schema.names,
                           fetched=fetched)
 
-    def _write_partition(self, ctx: TableContext, part: pa.Table, values: dict[str, str | None]) -> AddFile:
+    def _write_partition(self, ctx: TableContext, part: pa.Table,
+                         values: dict[str, str | None]) -> AddFile:
         body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
         buf = io.BytesIO()
         pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
         data = buf.getvalue()
         path = new_data_file_path(values, ctx.partition_columns)
         ctx.store.put(data_file_key(ctx.name, path, ctx.lake_uri), data)
-        return AddFile(path=path, size=len(data), partition_values=dict(values), modification_time=now_ms(),
-                       data_change=True, stats=stats_from_table(part, ctx.partition_columns))
+        return AddFile(path=path, size=len(data), partition_values=dict(values),
+                       modification_time=now_ms(), data_change=True,
+                       stats=stats_from_table(part, ctx.partition_columns))
 
-    def split_by_partition(self, ctx: TableContext, table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
+    def split_by_partition(self, ctx: TableContext,
+                           table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
         if not ctx.partition_columns:
-            chunks = [(table, {})]
+            chunks: list[tuple[pa.Table, dict[str, str | None]]] = [(table, {})]
         else:
             # the row numbers of each group, so a row lands in exactly one file whatever equality
             # means for its type (NaN, -0.0 and 0.0 group as pyarrow groups them)
             parts = list(ctx.partition_columns)
             rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
-            groups = table.select(parts).append_column("__lv_row", rows).group_by(parts, use_threads=False) \
-                .aggregate([("__lv_row", "list")])
+            groups = table.select(parts).append_column("__lv_row", rows) \
+                .group_by(parts, use_threads=False).aggregate([("__lv_row", "list")])
             chunks = []
             for i, row in enumerate(groups.select(parts).to_pylist()):
                 idx = groups.column("__lv_row_list")[i].values
-                chunks.append((table.take(idx), {c: partition_value_string(row[c], c) for c in parts}))
+                chunks.append((table.take(idx),
+                               {c: partition_value_string(row[c], c) for c in parts}))
         out = []
         for t, vals in chunks:
             for start in range(0, max(t.num_rows, 1), MAX_ROWS_PER_FILE):
@@ -285,17 +301,20 @@ class EmbeddedEngine:
         if where is None:
             return pa.array([True] * table.num_rows, pa.bool_())
         pushed, exact = pushdown(where.text, ctx.schema)
-        if exact:  # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms
+        # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms
+        if exact:
             cols = [n for n in table.column_names if n in where.columns()]
             rows = pa.array(np.arange(table.num_rows, dtype=np.int64))
-            kept = table.select(cols).append_column("__lv_row", rows).filter(pushed).column("__lv_row")
+            kept = (table.select(cols).append_column("__lv_row", rows).filter(pushed)
+                    .column("__lv_row"))
             mask = np.zeros(table.num_rows, dtype=bool)
             mask[kept.to_numpy()] = True
             return pa.array(mask)
         try:
             out = query_one(table, f"coalesce(({where.sql}), false) AS __m")
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {first_line(e)}") from None
+            raise InvalidExpressionError(f"where={where.text!r} "
+                                         f"on {ctx.name!r}: {first_line(e)}") from None
         return out.column("__m").combine_chunks()
 
     def _needed(self, ctx: TableContext, columns: list[str], where: E.Checked | None) -> list[str]:
@@ -303,9 +322,10 @@ class EmbeddedEngine:
         want = set(columns) | (where.columns() if where is not None else set())
         return [n for n in ctx.schema.names if n in want]
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
-             order: Ordering | None = None) -> pa.Table:
-        checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None,
+             columns: list[str] | None, order: Ordering | None = None) -> pa.Table:
+        checked = (E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
+                   if where is not None else None)
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
@@ -317,6 +337,7 @@ class EmbeddedEngine:
             return order.apply(self.scan(ctx, files, where, wanted), out)
         pushed, exact = pushdown(where, ctx.schema) if where is not None else (None, False)
         if exact:  # the scan's filter is the predicate: nothing left for DuckDB to decide
+            assert checked is not None  # exact only for a where
             return self._read(ctx, files, out, pushed, checked.columns())
         table = self._read(ctx, files, self._needed(ctx, out, checked), pushed,
                            checked.columns() if checked is not None else frozenset())
@@ -334,17 +355,20 @@ class EmbeddedEngine:
         tables = []
         sources = self._sources(ctx, files)
         index = {id(s): i for i, s in enumerate(sources)}
-        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True) if s.size <= ranged.WHOLE_FILE_BYTES)
+        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True)
+                       if s.size <= ranged.WHOLE_FILE_BYTES)
         for batch in ranged.batches(sources):
             self._fragments(ctx, batch, cols, pushed)  # decoded per file below
             for src in batch:
                 if src.fragment is None or not src.fragment.row_groups:
                     continue
-                t = self._decode(ctx, lambda f=src.fragment: f.to_table(schema=ctx.schema, columns=cols,
-                                                                         filter=pushed, use_threads=True))
+                t = self._decode(ctx,
+                                 lambda f=src.fragment: f.to_table(schema=ctx.schema, columns=cols,
+                                                                   filter=pushed, use_threads=True))
                 if t.num_rows:
-                    tables.append(t.append_column("__lv_file", pa.array(np.full(t.num_rows, index[id(src)],
-                                                                                dtype=np.int32))))
+                    tables.append(t.append_column("__lv_file",
+                                                  pa.array(np.full(t.num_rows, index[id(src)],
+                                                                   dtype=np.int32))))
         if not tables:
             return []
         if exact:  # the filter kept exactly the selected rows
@@ -352,15 +376,18 @@ class EmbeddedEngine:
             return [a for i, a in enumerate(files) if i in hit]
         table = pa.concat_tables(tables)
         try:
-            got = duck.query(f"SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE coalesce(({where.sql}), false)",
-                             {"__lv_rel0": table})
+            got = duck.query("SELECT DISTINCT __lv_file FROM __lv_rel0 WHERE "
+                             f"coalesce(({where.sql}), false)", {"__lv_rel0": table})
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-            raise InvalidExpressionError(f"where={where.text!r} on {ctx.name!r}: {first_line(e)}") from None
+            raise InvalidExpressionError(f"where={where.text!r} "
+                                         f"on {ctx.name!r}: {first_line(e)}") from None
         hit = set(got.column("__lv_file").to_pylist())
         return [a for i, a in enumerate(files) if i in hit]
 
-    def _selected(self, ctx: TableContext, add: AddFile, where: E.Checked | None,
-                  fetched: dict[str, ranged.Source]) -> tuple[AddFile, pa.Table, pa.Array, int] | None:
+    def _selected(
+        self, ctx: TableContext, add: AddFile, where: E.Checked | None,
+        fetched: dict[str, ranged.Source],
+    ) -> tuple[AddFile, pa.Table, pa.Array, int] | None:
         """One file's rows and which of them ``where`` selects (None: none)."""
         table = self.read_file(ctx, add, None, fetched)
         mask = self._mask(ctx, table, where)
@@ -398,8 +425,10 @@ class EmbeddedEngine:
         names the assignment that failed, the first in order as before."""
         names = list(assignments)
         used = set().union(*(c.columns() for c in assignments.values()))
-        matched = matched.select([n for n in matched.column_names if n in used] or matched.column_names[:1])
-        select = ", ".join(f"{assignment_cast(assignments[n].sql, ctx.schema.field(n))} AS __v{i}" for i, n in enumerate(names))
+        matched = matched.select([n for n in matched.column_names if n in used]
+                                 or matched.column_names[:1])
+        select = ", ".join(f"{assignment_cast(assignments[n].sql, ctx.schema.field(n))} AS __v{i}"
+                           for i, n in enumerate(names))
         try:
             out = query_one(matched, select)
         except Exception as e:  # noqa: BLE001 - overflow, an unparsable string, division by zero
@@ -424,7 +453,8 @@ class EmbeddedEngine:
                    field: pa.Field) -> pa.Array:
         what = f"set {name}={value.text!r} on {ctx.name!r}"
         if not v.type.equals(field.type):
-            v = pc.cast(v, field.type)  # same values, arrow's spelling of the type (e.g. the zone name)
+            # same values, arrow's spelling of the type (e.g. the zone name)
+            v = pc.cast(v, field.type)
         if not field.nullable and v.null_count:
             raise SchemaMismatchError(f"{what} writes NULL into non-nullable column {name!r}")
         return v

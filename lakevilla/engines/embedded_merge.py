@@ -32,9 +32,11 @@ class Engine(Protocol):
 
     def read_file(self, ctx: TableContext, add: AddFile, columns: list[str] | None) -> pa.Table: ...
 
-    def split_by_partition(self, ctx: TableContext, table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]: ...
+    def split_by_partition(self, ctx: TableContext,
+                           table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]: ...
 
-    def write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict[str, Any]]]) -> list[AddFile]: ...
+    def write_all(self, ctx: TableContext,
+                  jobs: list[tuple[pa.Table, dict[str, Any]]]) -> list[AddFile]: ...
 
 
 def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
@@ -61,13 +63,15 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
         return "TRUE" if c is None else f"coalesce(({c.sql}), false)"
 
     def cases(ids: list[int], value, default) -> str:
-        return "(CASE " + " ".join(f"WHEN {cond(i)} THEN {value(i)}" for i in ids) + f" ELSE {default} END)"
+        return "(CASE " + " ".join(f"WHEN {cond(i)} THEN {value(i)}"
+                                   for i in ids) + f" ELSE {default} END)"
 
     def run(sql: str, what: str) -> pa.Table:
         try:
             return duck.query(sql, tables)
         except Exception as e:  # noqa: BLE001 - a runtime error of the user's expression
-            raise InvalidExpressionError(f"merge into {ctx.name!r}: {what}: {first_line(e)}") from None
+            raise InvalidExpressionError(
+                f"merge into {ctx.name!r}: {what}: {first_line(e)}") from None
 
     cols = [f"{ta}.__lv_row AS __lv_row", f"{sa}.__lv_srow AS __lv_srow"]
     if matched:
@@ -87,11 +91,13 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
         uniq, counts = np.unique(rows, return_counts=True)
         if (counts > 1).any():
             r = int(uniq[np.argmax(counts > 1)])
-            key = {c: target.column(c)[r].as_py() for c, _ in cm.keys} or target.slice(r, 1).to_pylist()[0]
+            key = ({c: target.column(c)[r].as_py() for c, _ in cm.keys}
+                   or target.slice(r, 1).to_pylist()[0])
             raise M.DuplicateMatchError(
-                f"merge into {ctx.name!r}: {int((counts > 1).sum())} target row(s) are matched by several "
-                f"source rows (e.g. the row {key} by {int(counts.max())}); a merge that updates or deletes "
-                "needs at most one source row per target row: deduplicate the source")
+                f"merge into {ctx.name!r}: {int((counts > 1).sum())} target row(s) are matched by "
+                f"several source rows (e.g. the row {key} by {int(counts.max())}); a merge that "
+                "updates or deletes needs at most one source row per target row: "
+                "deduplicate the source")
     updated = deleted = 0
     res = RewriteResult()
     jobs: list[tuple[pa.Table, dict]] = []
@@ -116,8 +122,8 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
             if not v.type.equals(f.type):
                 v = pc.cast(v, f.type)
             if not f.nullable and v.null_count:
-                raise SchemaMismatchError(f"merge into {ctx.name!r} writes NULL into non-nullable column "
-                                          f"{f.name!r}")
+                raise SchemaMismatchError(f"merge into {ctx.name!r} writes NULL into non-nullable "
+                                          f"column {f.name!r}")
             new_cols.append(pa.chunked_array([*target.column(k).chunks, v], f.type))
         combined = pa.table(new_cols, schema=ctx.schema)
         touched = np.unique(file_of[rows[applied]])
@@ -147,12 +153,13 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                 if not v.type.equals(f.type):
                     v = pc.cast(v, f.type)
                 if not f.nullable and v.null_count:
-                    raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into non-nullable "
-                                              f"column {f.name!r}")
+                    raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into "
+                                              f"non-nullable column {f.name!r}")
                 out.append(v)
             ins = pa.table(out, schema=ctx.schema)
             inserted = ins.num_rows
             jobs.extend(engine.split_by_partition(ctx, ins))
     res.added = engine.write_all(ctx, jobs)
     res.rows = updated + deleted + inserted
-    return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added), len(res.removed))
+    return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
+                          len(res.removed))

@@ -124,7 +124,7 @@ class _Push:
             kids = node["children"]
             f = self.column(kids[0])
             vals = self.values(f, node, kids[1:]) if f is not None else None
-            if vals is None:
+            if f is None or vals is None:
                 return self.loose()
             if want == (typ == "COMPARE_IN"):  # the value is in the list
                 present = [v for v in vals if v is not None]

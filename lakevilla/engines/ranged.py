@@ -38,8 +38,9 @@ FOOTER_GUESS = 64 * 1024
 WHOLE_FILE_BYTES = 1 << 20  # one GET of a file this small costs about one round trip
 COALESCE_GAP = 64 * 1024  # ranges closer than this are fetched by one GET
 PADDING = 1024  # old writers under-report a chunk's length (PARQUET-816): read a little past it
-BATCH_BYTES = 32 << 20  # files are fetched and decoded in batches of about this many bytes (the next
-# batch is fetched while one decodes)
+# files are fetched and decoded in batches of about this many bytes (the next batch is fetched
+# while one decodes)
+BATCH_BYTES = 32 << 20
 
 FORMAT = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 # data pages of dictionary indices take a few bytes a value; plain strings at least 4 (the length)
@@ -126,7 +127,8 @@ def _open(store: ObjectStore, src: Source) -> None:
 
 def _chunk_ranges(md: pq.FileMetaData, groups: list[int], columns: set[str] | None,
                   footer_start: int) -> list[tuple[int, int]]:
-    """Byte ranges of the column chunks of ``columns`` (top-level names; None: all) in ``groups``."""
+    """Byte ranges of the column chunks of ``columns`` (top-level names;
+    None: all) in ``groups``."""
     leaves = [i for i in range(md.num_columns)
               if columns is None or md.schema.column(i).path.split(".", 1)[0] in columns]
     out = []
@@ -135,7 +137,8 @@ def _chunk_ranges(md: pq.FileMetaData, groups: list[int], columns: set[str] | No
         for i in leaves:
             cc = rg.column(i)
             start = cc.data_page_offset
-            if cc.has_dictionary_page and cc.dictionary_page_offset and 0 < cc.dictionary_page_offset < start:
+            if (cc.has_dictionary_page and cc.dictionary_page_offset
+                    and 0 < cc.dictionary_page_offset < start):
                 start = cc.dictionary_page_offset
             end = min(start + cc.total_compressed_size + PADDING, footer_start)
             out.append((start, end))
@@ -157,7 +160,8 @@ def _metadata(src: Source) -> pq.FileMetaData:
 
 
 def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, columns: list[str],
-            pushed: Any, pmap: Callable, dictionary: tuple[str, ...] = ()) -> tuple[list[Any], tuple[str, ...]]:
+            pushed: Any, pmap: Callable,
+            dictionary: tuple[str, ...] = ()) -> tuple[list[Any], tuple[str, ...]]:
     """Fetch what a scan of ``columns`` under ``pushed`` needs from each source; the fragments
     to scan (files whose row groups all fail the filter are left out), and which of the
     ``dictionary`` columns they decode as dictionaries (those encoded so in every file)."""
@@ -169,8 +173,8 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
     fmt = file_format(dictionary)
     jobs = []
     for src in sources:
-        frag = fmt.make_fragment(src.buffer, partition_expression=src.partition) if src.partition is not None \
-            else fmt.make_fragment(src.buffer)
+        frag = fmt.make_fragment(src.buffer, partition_expression=src.partition) \
+            if src.partition is not None else fmt.make_fragment(src.buffer)
         try:
             md = frag.metadata
             if pushed is not None:
@@ -181,17 +185,21 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
         src.fragment = frag
         if not groups or src.complete:
             continue
-        footer_start = src.size - 8 - int.from_bytes(memoryview(src.buffer).cast("B")[-8:-4].tobytes(), "little")
+        assert src.buffer is not None  # _open filled it
+        footer_start = src.size - 8 - int.from_bytes(
+            memoryview(src.buffer).cast("B")[-8:-4].tobytes(), "little")
         src.ranges = _chunk_ranges(md, groups, wanted, footer_start)
         jobs += [(src, s, e) for s, e in src.ranges]
 
     def fetch(job: tuple[Source, int, int]) -> None:
         src, s, e = job
         data = _get(store, src.key, s, e - s)
+        assert src.buffer is not None
         memoryview(src.buffer).cast("B")[s:s + len(data)] = data
 
     pmap(fetch, jobs)
-    return [s.fragment for s in sources if s.fragment is not None and s.fragment.row_groups], dictionary
+    return [s.fragment for s in sources
+            if s.fragment is not None and s.fragment.row_groups], dictionary
 
 
 def batches(sources: list[Source]) -> list[list[Source]]:

@@ -74,7 +74,8 @@ _UTC_NAMES = {"UTC", "ETC/UTC", "Z", "+00:00", "GMT", "ETC/GMT", "UTC+00:00"}
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _INT_RANK = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}
 _SCHEME_MAP = {"s3": "s3a"}
-_IO_CONDITIONS = {"PATH_NOT_FOUND", "FAILED_READ_FILE", "TASK_WRITE_FAILED"}  # storage, not expressions
+# storage, not expressions
+_IO_CONDITIONS = {"PATH_NOT_FOUND", "FAILED_READ_FILE", "TASK_WRITE_FAILED"}
 
 
 # -- schemas and columns -------------------------------------------------------------
@@ -101,7 +102,8 @@ def _ref(ref: E.ColumnRef) -> Column:
 
 
 def _data_schema(ctx: TableContext) -> T.StructType:
-    return T.StructType([f for f in spark_schema(ctx.schema).fields if f.name not in ctx.partition_columns])
+    return T.StructType([f for f in spark_schema(ctx.schema).fields
+                         if f.name not in ctx.partition_columns])
 
 
 def _is_numeric(t: T.DataType) -> bool:
@@ -162,7 +164,8 @@ def _not_null(c: Column, field: T.StructField, kind: str, what: str) -> Column:
 
 # -- partition values ----------------------------------------------------------------
 
-def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType, where: str = "") -> str | None:
+def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType,
+                    where: str = "") -> str | None:
     """A Delta partition string in the form ``_typed_partition`` reads without a time zone.
     Values are parsed by the embedded engine's rules first, so a value that is not of the
     column's type is an error naming it (Spark's cast would read it as null)."""
@@ -172,14 +175,15 @@ def _partition_text(raw: str | None, t: T.DataType, arrow_type: pa.DataType, whe
         v = coerce(raw, arrow_type)
         pa.scalar(v, arrow_type)
     except (TypeError, ValueError, ArithmeticError, OverflowError, pa.ArrowException) as e:
-        raise CorruptLogError(f"{where or 'a data file'} has partition value {raw!r}, which cannot be read as "
-                              f"{arrow_type} ({e})") from None
+        raise CorruptLogError(f"{where or 'a data file'} has partition value {raw!r}, which cannot "
+                              f"be read as {arrow_type} ({e})") from None
     if isinstance(t, T.TimestampType):
         return str((v - _EPOCH) // dt.timedelta(microseconds=1))
     if isinstance(t, T.TimestampNTZType):
         return v.isoformat(sep=" ")
     if isinstance(t, T.FloatType | T.DoubleType):
-        return "NaN" if math.isnan(v) else repr(v) if math.isfinite(v) else ("Infinity" if v > 0 else "-Infinity")
+        return ("NaN" if math.isnan(v) else repr(v) if math.isfinite(v)
+                else "Infinity" if v > 0 else "-Infinity")
     return raw
 
 
@@ -189,8 +193,10 @@ def _typed_partition(c: Column, t: T.DataType) -> Column:
     return c.cast(t)
 
 
-def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType, where: str = "") -> Column:
-    return _typed_partition(F.lit(_partition_text(raw, field.dataType, arrow_type, where)), field.dataType)
+def _partition_literal(raw: str | None, field: T.StructField, arrow_type: pa.DataType,
+                       where: str = "") -> Column:
+    return _typed_partition(F.lit(_partition_text(raw, field.dataType, arrow_type, where)),
+                            field.dataType)
 
 
 def _partition_dir_value(c: Column, t: T.DataType) -> Column:
@@ -202,7 +208,8 @@ def _partition_dir_value(c: Column, t: T.DataType) -> Column:
 
 
 def _delta_partition_string(text: str, t: T.DataType) -> str | None:
-    """The Delta ``partitionValues`` string for a directory value written by ``_partition_dir_value``."""
+    """The Delta ``partitionValues`` string for a directory value written by
+    ``_partition_dir_value``."""
     if text == HIVE_NULL:
         return None
     if isinstance(t, T.TimestampType):
@@ -214,7 +221,8 @@ def _delta_partition_string(text: str, t: T.DataType) -> str | None:
     return text
 
 
-def _partition_values(rel: str, ctx: TableContext, types: dict[str, T.DataType]) -> dict[str, str | None]:
+def _partition_values(rel: str, ctx: TableContext,
+                      types: dict[str, T.DataType]) -> dict[str, str | None]:
     segments = rel.split("/")[: len(ctx.partition_columns)]
     out: dict[str, str | None] = {}
     for name, seg in zip(ctx.partition_columns, segments, strict=True):
@@ -330,12 +338,14 @@ class SparkEngine:
     def attach(self, lake: Any) -> None:
         scheme = urlsplit(lake.root_uri).scheme
         if scheme not in ("file", "hdfs", "s3a", "gs", "abfs", "abfss", *self.scheme_map):
-            raise InvalidArgumentError(f"the Spark engine cannot reach {lake.root_uri!r}: Spark needs a Hadoop "
-                                       "file system URI (file://, s3:// via s3a, hdfs://, ...)")
+            raise InvalidArgumentError(f"the Spark engine cannot reach {lake.root_uri!r}: Spark "
+                                       "needs a Hadoop file system URI (file://, s3:// via "
+                                       "s3a, hdfs://, ...)")
         tz = (self.spark.conf.get("spark.sql.session.timeZone") or "").upper()
         if tz not in _UTC_NAMES:
-            warnings.warn(f"Spark session time zone is {tz!r}: lakevilla prunes files reading timestamp literals "
-                          "as UTC; set spark.sql.session.timeZone=UTC for identical semantics", stacklevel=3)
+            warnings.warn(f"Spark session time zone is {tz!r}: lakevilla prunes files reading "
+                          "timestamp literals as UTC; set spark.sql.session.timeZone=UTC for "
+                          "identical semantics", stacklevel=3)
 
     def num_rows(self, result: Any) -> int:
         """Rows of an arrow result; -1 for a DataFrame (counting it would run a job)."""
@@ -357,7 +367,8 @@ class SparkEngine:
         return re.sub("/+", "/", urlsplit(ctx.lake_uri).path).rstrip("/")
 
     def _key_of(self, ctx: TableContext, spark_file_path: str) -> str:
-        """The store key of a file as Spark names it (``input_file_name()``, ``inputFiles()``: URI-encoded)."""
+        """The store key of a file as Spark names it (``input_file_name()``,
+        ``inputFiles()``: URI-encoded)."""
         path = re.sub("/+", "/", unquote(urlsplit(spark_file_path).path))
         root = self._root_path(ctx) + "/"
         return path[len(root):] if path.startswith(root) else path
@@ -366,7 +377,8 @@ class SparkEngine:
     def validate_where(self, ctx: TableContext, where: str) -> None:
         E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
 
-    def validate_set(self, ctx: TableContext, assignments: dict[str, str], where: str | None) -> None:
+    def validate_set(self, ctx: TableContext, assignments: dict[str, str],
+                     where: str | None) -> None:
         E.check_update(ctx.schema, ctx.name, where, assignments)
 
     # -- reading ---------------------------------------------------------------------
@@ -376,9 +388,11 @@ class SparkEngine:
         name. ``with_file`` adds Spark's name for each row's file (``FILE_COL``)."""
         schema = spark_schema(ctx.schema)
         if not files:
-            fields = list(schema.fields) + ([T.StructField(FILE_COL, T.StringType())] if with_file else [])
+            fields = list(schema.fields) + (
+                [T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
-        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a) for a in files])
+        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
+                                                                 for a in files])
         groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
         if with_file or len(groups) > 1:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
@@ -400,17 +414,22 @@ class SparkEngine:
         for name in df.inputFiles():
             add = by_key.get(self._key_of(ctx, name))
             if add is None:
-                raise StorageError(f"Spark reads {name!r}, which is not a data file of {ctx.name!r}")
-            rows.append((name, *[_partition_text(add.partition_values.get(c), types[c], ctx.schema.field(c).type,
-                                                 f"table {ctx.name!r}: file {add.path!r} column {c!r}")
-                                 for c in ctx.partition_columns]))
+                raise StorageError(f"Spark reads {name!r}, which is not a data "
+                                   f"file of {ctx.name!r}")
+            rows.append((name,
+                         *[_partition_text(add.partition_values.get(c), types[c],
+                                           ctx.schema.field(c).type,
+                                           f"table {ctx.name!r}: file {add.path!r} column {c!r}")
+                           for c in ctx.partition_columns]))
         fields = [T.StructField(FILE_COL, T.StringType())] + [T.StructField(c, T.StringType())
                                                               for c in ctx.partition_columns]
         m = self.spark.createDataFrame(rows, T.StructType(fields))
-        return m.select(FILE_COL, *[_typed_partition(_col(c), types[c]).alias(c) for c in ctx.partition_columns])
+        return m.select(FILE_COL,
+                        *[_typed_partition(_col(c), types[c]).alias(c)
+                          for c in ctx.partition_columns])
 
-    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None, columns: list[str] | None,
-             order: Ordering | None = None) -> DataFrame:
+    def scan(self, ctx: TableContext, files: list[AddFile], where: str | None,
+             columns: list[str] | None, order: Ordering | None = None) -> DataFrame:
         if columns is not None:
             unknown = [c for c in columns if c not in ctx.schema.names]
             if unknown:
@@ -424,7 +443,8 @@ class SparkEngine:
             if order.limit is not None:
                 df = df.limit(order.limit)
             return df.select(*[_col(c) for c in out])
-        checked = E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}") if where is not None else None
+        checked = (E.check_where(where, ctx.schema, f"where={where!r} on {ctx.name!r}")
+                   if where is not None else None)
         df = self._frame(ctx, files)
         with _spark_errors(f"where={where!r} on {ctx.name!r}", InvalidExpressionError):
             if checked is not None:
@@ -456,8 +476,9 @@ class SparkEngine:
                 continue
             st = src_types[src]
             if _cast_kind(st, f.dataType) is None:
-                raise SchemaMismatchError(f"{what}: column {f.name!r} has type {st.simpleString()}, the table has "
-                                          f"{f.dataType.simpleString()}")
+                raise SchemaMismatchError(f"{what}: column {f.name!r} has "
+                                          f"type {st.simpleString()}, the table "
+                                          f"has {f.dataType.simpleString()}")
             c = _converted(_col(src), st, f.dataType, "schema", f"{what}: column {f.name!r}")
             cols.append(_not_null(c, f, "schema", what).alias(f.name))
         return df.select(*cols)
@@ -467,7 +488,8 @@ class SparkEngine:
         what = f"insert into {ctx.name!r}"
         if isinstance(data, DataFrame):
             return self._conform(ctx, data, what)
-        table = conform(ctx.name, to_arrow_table(data), ctx.schema)  # the embedded engine's exact rules
+        # the embedded engine's exact rules
+        table = conform(ctx.name, to_arrow_table(data), ctx.schema)
         if table.num_rows == 0:
             return None
         return self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
@@ -524,8 +546,9 @@ class SparkEngine:
                     ctx.store.delete(prefix + rel)
                     continue
                 adds.append(AddFile(path=quote(f"{folder}/{rel}", safe="/="), size=size,
-                                    partition_values=_partition_values(rel, ctx, types), modification_time=mtime,
-                                    data_change=True, stats=stats_from_parquet(meta, ctx.partition_columns)))
+                                    partition_values=_partition_values(rel, ctx, types),
+                                    modification_time=mtime, data_change=True,
+                                    stats=stats_from_parquet(meta, ctx.partition_columns)))
             return adds
         except Exception:
             self._delete_all(ctx, prefix)
@@ -558,30 +581,35 @@ class SparkEngine:
     # -- updates and deletes -----------------------------------------------------------
     def _hits(self, ctx: TableContext, files: list[AddFile], match: Column) -> dict[str, int]:
         """Matching rows per store key: one job over the candidate files."""
-        rows = self._frame(ctx, files, with_file=True).filter(match).groupBy(FILE_COL).count().collect()
+        rows = (self._frame(ctx, files, with_file=True).filter(match).groupBy(FILE_COL).count()
+                .collect())
         return {self._key_of(ctx, r[FILE_COL]): int(r["count"]) for r in rows}
 
     def _updated(self, ctx: TableContext, df: DataFrame, match: Column,
                  assignments: dict[str, E.Checked]) -> DataFrame:
         """SET on the matching rows only (CASE WHEN evaluates its branch for those rows alone),
-        each value converted to its column's type by the assignment cast, as in the embedded engine."""
+        each value converted to its column's type by the assignment cast, as in
+        the embedded engine."""
         fields = {f.name: f for f in spark_schema(ctx.schema).fields}
         new: dict[str, Column] = {}
         for name, value in assignments.items():
             what = f"set {name}={value.text!r}"
             v = spark_expr.assigned(value, ctx.schema.field(name).type, _ref)
-            new[name] = F.when(match, _not_null(v, fields[name], "schema", what)).otherwise(_col(name))
-        return df.select(*[new.get(f.name, _col(f.name)).alias(f.name) for f in spark_schema(ctx.schema).fields])
+            new[name] = F.when(match, _not_null(v, fields[name], "schema",
+                                                what)).otherwise(_col(name))
+        return df.select(*[new.get(f.name, _col(f.name)).alias(f.name)
+                           for f in spark_schema(ctx.schema).fields])
 
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
                 assignments: dict[str, str] | None) -> RewriteResult:
         if not files:
             return RewriteResult()
         op = "update" if assignments is not None else "delete"
-        checked, sets = E.check_update(ctx.schema, ctx.name, where, assignments)  # every path runs the grammar
+        # every path runs the grammar
+        checked, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
         with _spark_errors(f"{op} on {ctx.name!r} where={where!r}", InvalidExpressionError):
-            match = (F.coalesce(spark_expr.condition(checked, _ref), F.lit(False)) if checked is not None
-                     else F.lit(True))
+            match = (F.coalesce(spark_expr.condition(checked, _ref), F.lit(False))
+                     if checked is not None else F.lit(True))
             hits = self._hits(ctx, files, match)
             touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in hits]
             if not touched:
@@ -613,7 +641,8 @@ class SparkEngine:
 
         def ref(r: E.ColumnRef, source_only: bool = False) -> Column:
             in_target = r.relation == 0 and not source_only  # insert clauses see the source alone
-            c = F.col(tcols[t_index[r.column]]) if in_target else F.col(f"__lv_s{s_index[r.column]}")
+            c = (F.col(tcols[t_index[r.column]]) if in_target
+                 else F.col(f"__lv_s{s_index[r.column]}"))
             for f in r.fields:
                 c = c.getField(f)
             return c
@@ -623,7 +652,8 @@ class SparkEngine:
 
         def cond(i: int) -> Column:
             c = cm.conditions[i]
-            return F.lit(True) if c is None else F.coalesce(spark_expr.condition(c, ref_of(i)), F.lit(False))
+            return (F.lit(True) if c is None
+                    else F.coalesce(spark_expr.condition(c, ref_of(i)), F.lit(False)))
 
         def clause_of(ids: list[int]) -> Column:
             out = None
@@ -638,10 +668,11 @@ class SparkEngine:
                 for i in ids:
                     v = (cm.values[i] or {}).get(f.name)
                     val = default(k, f) if v is None else _not_null(
-                        spark_expr.assigned(v, ctx.schema.field(f.name).type, ref_of(i)), f, "schema",
-                        f"{what}: {f.name}={v.text!r}")
+                        spark_expr.assigned(v, ctx.schema.field(f.name).type, ref_of(i)), f,
+                        "schema", f"{what}: {f.name}={v.text!r}")
                     out = F.when(cond(i), val) if out is None else out.when(cond(i), val)
-                cols.append((out.otherwise(default(k, f)) if out is not None else default(k, f)).alias(tcols[k]))
+                cols.append((out.otherwise(default(k, f)) if out is not None
+                             else default(k, f)).alias(tcols[k]))
             return cols
 
         matched = [i for i, c in enumerate(spec.clauses) if c.matched]
@@ -651,33 +682,40 @@ class SparkEngine:
             if sdf is None:
                 return RewriteResult(), M.metrics(0, 0, 0, 0, 0, 0)
             tdf = self._indexed(ctx, files)
-            t2 = tdf.select(*[_col(f.name).alias(tcols[k]) for k, f in enumerate(tfields)], FILE_COL, "__lv_ri")
+            t2 = tdf.select(*[_col(f.name).alias(tcols[k]) for k, f in enumerate(tfields)],
+                            FILE_COL, "__lv_ri")
             on = spark_expr.condition(cm.on, ref)
             res = RewriteResult()
             updated = deleted = inserted = 0
             parts: list[DataFrame] = []
             if matched and files:
-                m = t2.join(sdf, on, "inner").select(FILE_COL, "__lv_ri", clause_of(matched).alias("__lv_clause"),
+                m = t2.join(sdf, on, "inner").select(FILE_COL, "__lv_ri",
+                                                     clause_of(matched).alias("__lv_clause"),
                                                      *values(matched, lambda k, f: F.col(tcols[k])))
                 only_delete = [spec.clauses[i] for i in matched] == [M.MergeClause("delete")]
                 if not only_delete:
-                    dup = m.groupBy(FILE_COL, "__lv_ri").count().filter(F.col("count") > 1).limit(1).collect()
+                    dup = (m.groupBy(FILE_COL, "__lv_ri").count().filter(F.col("count") > 1)
+                           .limit(1).collect())
                     if dup:
                         raise M.DuplicateMatchError(
-                            f"{what}: a target row is matched by {dup[0]['count']} source rows; a merge that "
-                            "updates or deletes needs at most one source row per target row: deduplicate the source")
+                            f"{what}: a target row is matched by {dup[0]['count']} source rows; a "
+                            "merge that updates or deletes needs at most one source row per target "
+                            "row: deduplicate the source")
                 applied = m.filter(F.col("__lv_clause") >= 0).dropDuplicates([FILE_COL, "__lv_ri"])
                 dels = [i for i in matched if spec.clauses[i].kind == "delete"]
-                counts = applied.groupBy(F.col("__lv_clause").isin(dels).alias("d"), FILE_COL).count().collect()
+                counts = (applied.groupBy(F.col("__lv_clause").isin(dels).alias("d"), FILE_COL)
+                          .count().collect())
                 touched_keys = {self._key_of(ctx, r[FILE_COL]) for r in counts}
                 deleted = sum(int(r["count"]) for r in counts if r["d"])
                 updated = sum(int(r["count"]) for r in counts if not r["d"])
-                touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
+                touched = [a for a in files
+                           if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
                 if touched:
                     names = [r[FILE_COL] for r in counts]
                     a = applied.select(FILE_COL, "__lv_ri", "__lv_clause",
                                        *[F.col(c).alias(c + "n") for c in tcols])
-                    kept = t2.filter(F.col(FILE_COL).isin(names)).join(a, [FILE_COL, "__lv_ri"], "left") \
+                    kept = t2.filter(F.col(FILE_COL).isin(names)) \
+                        .join(a, [FILE_COL, "__lv_ri"], "left") \
                         .filter(F.col("__lv_clause").isNull() | ~F.col("__lv_clause").isin(dels))
                     parts.append(kept.select(*[F.when(F.col("__lv_clause").isNull(), F.col(c))
                                                .otherwise(F.col(c + "n")).alias(f.name)
@@ -698,18 +736,23 @@ class SparkEngine:
                     out = out.unionByName(p)
                 res.added = self._write_frame(ctx, out)
         res.rows = updated + deleted + inserted
-        return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added), len(res.removed))
+        return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
+                              len(res.removed))
 
     def _indexed(self, ctx: TableContext, files: list[AddFile]) -> DataFrame:
         """``_frame`` with each row's file and its position in the file (``__lv_ri``)."""
         if not files:
-            fields = list(spark_schema(ctx.schema).fields) + [T.StructField(FILE_COL, T.StringType()),
-                                                               T.StructField("__lv_ri", T.LongType())]
+            fields = list(spark_schema(ctx.schema).fields) + [
+                T.StructField(FILE_COL, T.StringType()), T.StructField("__lv_ri", T.LongType())]
             return self.spark.createDataFrame([], T.StructType(fields))
-        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a) for a in files])
-        df = df.select("*", F.col("_metadata.row_index").alias("__lv_ri"), F.input_file_name().alias(FILE_COL))
-        df = df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL) if ctx.partition_columns else df
-        return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL, "__lv_ri")
+        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
+                                                                 for a in files])
+        df = df.select("*", F.col("_metadata.row_index").alias("__lv_ri"),
+                       F.input_file_name().alias(FILE_COL))
+        df = (df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL)
+              if ctx.partition_columns else df)
+        return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL,
+                         "__lv_ri")
 
 
 @contextmanager
@@ -723,15 +766,16 @@ def _jvm_launch_without_preexec_fn() -> Iterator[None]:
 
     real = java_gateway.Popen
 
-    def popen(cmd, **kwargs):
+    def popen(cmd: Any, **kwargs: Any) -> Any:
         kwargs.pop("preexec_fn", None)
         return real(cmd, start_new_session=True, **kwargs)
 
-    java_gateway.Popen = popen
+    # pyspark's name for subprocess.Popen, a class to mypy: a function stands in for it here
+    java_gateway.Popen = popen  # type: ignore[misc, assignment]
     try:
         yield
     finally:
-        java_gateway.Popen = real
+        java_gateway.Popen = real  # type: ignore[misc]
 
 
 def local_session(app_name: str = "lakevilla", cores: int | str = "*",

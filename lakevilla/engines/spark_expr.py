@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import Column
@@ -25,7 +26,8 @@ from ..scan import duck
 from ..scan import expressions as E
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_INTS = {"TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INTEGER": T.IntegerType(), "BIGINT": T.LongType()}
+_INTS = {"TINYINT": T.ByteType(), "SMALLINT": T.ShortType(), "INTEGER": T.IntegerType(),
+         "BIGINT": T.LongType()}
 _EXACT_DOUBLE = 2.0**52  # doubles at least this large are integers
 
 
@@ -36,8 +38,9 @@ def spark_type(t: str) -> T.DataType:
     fam = E.family(t)
     if fam == "decimal":
         return T.DecimalType(*E.decimal_params(t))
-    simple = {"FLOAT": T.FloatType(), "DOUBLE": T.DoubleType(), "VARCHAR": T.StringType(), "BOOLEAN": T.BooleanType(),
-              "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType(), "TIMESTAMP WITH TIME ZONE": T.TimestampType()}
+    simple = {"FLOAT": T.FloatType(), "DOUBLE": T.DoubleType(), "VARCHAR": T.StringType(),
+              "BOOLEAN": T.BooleanType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType(),
+              "TIMESTAMP WITH TIME ZONE": T.TimestampType()}
     if t in simple:
         return simple[t]
     if fam == "null":
@@ -69,7 +72,8 @@ def _fold(sql: str) -> object:
 
 
 class Builder:
-    """Builds the Spark column of one checked expression; ``column(ref)`` gives a column ref's Column."""
+    """Builds the Spark column of one checked expression; ``column(ref)`` gives a
+    column ref's Column."""
 
     def __init__(self, chk: E.Checked, column: Callable[[E.ColumnRef], Column]) -> None:
         self.chk = chk
@@ -96,12 +100,14 @@ class Builder:
         src = self.t(node)
         if E.is_constant(node) and E.family(src) != "interval":
             sql = E.render(node)
-            return literal(_fold(f"CAST(({sql}) AS {t})" if src != t and E.family(t) != "null" else sql), t)
+            return literal(_fold(f"CAST(({sql}) AS {t})" if src != t
+                                 and E.family(t) != "null" else sql), t)
         return cast(self.build(node), src, t)
 
     # -- nodes ---------------------------------------------------------------------
     def build(self, node: dict) -> Column:
-        cls, typ = node.get("class"), node.get("type")
+        cls: str | None = node.get("class")
+        typ: Any = node.get("type")  # a str on every node the grammar checked
         t = self.t(node)
         if E.is_constant(node) and E.family(t) != "interval":
             return literal(_fold(E.render(node)), t)
@@ -112,6 +118,7 @@ class Builder:
             for k in node["children"]:
                 c = self.build(k)
                 out = c if out is None else (out & c if typ == "CONJUNCTION_AND" else out | c)
+            assert out is not None  # a conjunction has children
             return out
         if cls == "COMPARISON":
             common = self.chk.common[id(node)]
@@ -121,11 +128,13 @@ class Builder:
                 return ~a.eqNullSafe(b)
             if op == "IS NOT DISTINCT FROM":
                 return a.eqNullSafe(b)
-            return {"=": a == b, "<>": a != b, "<": a < b, ">": a > b, "<=": a <= b, ">=": a >= b}[op]
+            return {"=": a == b, "<>": a != b, "<": a < b, ">": a > b, "<=": a <= b,
+                    ">=": a >= b}[op]
         if cls == "BETWEEN":
             common = self.chk.common[id(node)]
             x = self.as_type(node["input"], common)
-            return (x >= self.as_type(node["lower"], common)) & (x <= self.as_type(node["upper"], common))
+            return ((x >= self.as_type(node["lower"], common))
+                    & (x <= self.as_type(node["upper"], common)))
         if cls == "OPERATOR":
             kids = node["children"]
             if typ == "OPERATOR_NOT":
@@ -147,6 +156,7 @@ class Builder:
                 cond, val = self.build(chk["when_expr"]), self.as_type(chk["then_expr"], t)
                 out = F.when(cond, val) if out is None else out.when(cond, val)
             other = node.get("else_expr")
+            assert out is not None  # a CASE has a WHEN
             return out.otherwise(self.as_type(other, t) if other is not None else literal(None, t))
         if cls == "CAST":
             return self.as_type(node["child"], t)
@@ -193,15 +203,18 @@ class Builder:
             months, days, micros = _interval(E.render(iv))
             if op == "-":
                 months, days, micros = -months, -days, -micros
-            return x + F.make_interval(F.lit(0), F.lit(months), F.lit(0), F.lit(days), F.lit(0), F.lit(0),
-                                       F.lit(decimal.Decimal(micros).scaleb(-6)).cast(T.DecimalType(18, 6)))
+            return x + F.make_interval(
+                F.lit(0), F.lit(months), F.lit(0), F.lit(days), F.lit(0), F.lit(0),
+                F.lit(decimal.Decimal(micros).scaleb(-6)).cast(T.DecimalType(18, 6)))
         if fa == "date" and fb == "date":
             return F.datediff(self.build(a), self.build(b)).cast(spark_type(t))
         if fa == "date" or fb == "date":
             d, n = (a, b) if fa == "date" else (b, a)
-            days = self.as_type(n, "INTEGER")
-            return F.date_add(self.build(d), days) if op == "+" else F.date_sub(self.build(d), days)
-        if E.family(t) == "decimal":  # exact in Spark's decimal arithmetic, then DuckDB's result type
+            count = self.as_type(n, "INTEGER")
+            return (F.date_add(self.build(d), count) if op == "+"
+                    else F.date_sub(self.build(d), count))
+        # exact in Spark's decimal arithmetic, then DuckDB's result type
+        if E.family(t) == "decimal":
             x, y = self.build(a), self.build(b)
         else:
             x, y = self.as_type(a, t), self.as_type(b, t)
@@ -218,7 +231,8 @@ class Builder:
             p = args[1]
             if E.is_constant(p):
                 v = _fold(E.render(p))
-                pattern = F.lit(None).cast("string") if v is None else F.lit(str(v).replace("\\", "\\\\"))
+                pattern = (F.lit(None).cast("string") if v is None
+                           else F.lit(str(v).replace("\\", "\\\\")))
             else:
                 pattern = F.replace(self.as_type(p, "VARCHAR"), F.lit("\\"), F.lit("\\\\"))
             esc = F.lit("\\")
@@ -234,9 +248,11 @@ class Builder:
         src = E.family(self.t(args[0]))
         if src == "int":
             return self.as_type(args[0], t)
-        if src == "float":  # Spark's ceil/floor of a double is a BIGINT (and overflows); DuckDB keeps a double
+        # Spark's ceil/floor of a double is a BIGINT (and overflows); DuckDB keeps a double
+        if src == "float":
             d = x.cast("double")
-            return F.when(F.abs(d) < _EXACT_DOUBLE, fn(d).cast("double")).otherwise(d).cast(spark_type(t))
+            return (F.when(F.abs(d) < _EXACT_DOUBLE, fn(d).cast("double")).otherwise(d)
+                    .cast(spark_type(t)))
         return fn(x).cast(spark_type(t))
 
     def fn_ceil(self, args, t, node):
@@ -253,7 +269,8 @@ class Builder:
     def fn_round(self, args, t, node):
         n = int(args[1]["literal"]["text"].replace("_", "")) if len(args) == 2 else 0
         x = self.build(args[0])
-        if E.family(self.t(args[0])) == "float":  # n == 0 (the grammar): half away from zero, like Spark's
+        # n == 0 (the grammar): half away from zero, like Spark's
+        if E.family(self.t(args[0])) == "float":
             d = x.cast("double")
             return F.when(F.abs(d) < _EXACT_DOUBLE, F.round(d, 0)).otherwise(d).cast(spark_type(t))
         return F.round(x, n).cast(spark_type(t))
@@ -262,7 +279,8 @@ class Builder:
         return F.sqrt(self.as_type(args[0], "DOUBLE")).cast(spark_type(t))
 
     def fn_power(self, args, t, node):
-        return F.pow(self.as_type(args[0], "DOUBLE"), self.as_type(args[1], "DOUBLE")).cast(spark_type(t))
+        return F.pow(self.as_type(args[0], "DOUBLE"), self.as_type(args[1],
+                                                                   "DOUBLE")).cast(spark_type(t))
 
     def fn_greatest(self, args, t, node):
         cols = [self.as_type(a, t) for a in args]
@@ -304,7 +322,8 @@ class Builder:
         s = self._s(args)
         n = F.char_length(s).cast("long")
         start = self.as_type(args[1], "BIGINT")
-        first = F.when(start > 0, start).when(start == 0, F.lit(0).cast("long")).otherwise(n + 1 + start)
+        first = F.when(start > 0, start).when(start == 0, F.lit(0).cast("long")) \
+            .otherwise(n + 1 + start)
         if len(args) == 3:
             length = self.as_type(args[2], "BIGINT")
             lo = F.when(length >= 0, first).otherwise(first + length)
@@ -313,10 +332,12 @@ class Builder:
             lo, hi = first, n + 1
         lo2 = F.greatest(lo, F.lit(1).cast("long"))
         count = F.greatest(F.least(hi, n + 1) - lo2, F.lit(0).cast("long"))
-        return F.when(lo2 > n, F.lit("")).otherwise(F.substring(s, lo2.cast("int"), count.cast("int")))
+        return F.when(lo2 > n, F.lit("")).otherwise(
+            F.substring(s, lo2.cast("int"), count.cast("int")))
 
     def fn_concat(self, args, t, node):
-        return F.concat_ws("", *[self._s(args, i) for i in range(len(args))])  # skips NULLs, as DuckDB
+        # skips NULLs, as DuckDB
+        return F.concat_ws("", *[self._s(args, i) for i in range(len(args))])
 
     def fn_replace(self, args, t, node):
         return F.replace(self._s(args, 0), self._s(args, 1), self._s(args, 2))
@@ -335,7 +356,8 @@ class Builder:
 
     def _side(self, fn, args, t):
         s, k = self._s(args, 0), self.as_type(args[1], "BIGINT")
-        keep = F.when(k >= 0, k).otherwise(F.greatest(F.char_length(s) + k, F.lit(0)))  # negative: all but |k|
+        # negative: all but |k|
+        keep = F.when(k >= 0, k).otherwise(F.greatest(F.char_length(s) + k, F.lit(0)))
         return fn(s, keep.cast("int"))
 
     def fn_left(self, args, t, node):
@@ -347,7 +369,8 @@ class Builder:
     def _pad(self, fn, args, t):
         s, k, pad = self._s(args, 0), self.as_type(args[1], "INTEGER"), self._s(args, 2)
         short = (pad == "") & (k > F.char_length(s))
-        fail = F.raise_error(F.lit("lakevilla-check[expr]: insufficient padding in LPAD/RPAD")).cast("string")
+        fail = F.raise_error(F.lit("lakevilla-check[expr]: insufficient "
+                                   "padding in LPAD/RPAD")).cast("string")
         return F.when(short, fail).otherwise(fn(s, k, pad))
 
     def fn_lpad(self, args, t, node):
@@ -358,11 +381,12 @@ class Builder:
 
     # dates and times (the session time zone is UTC, as DuckDB's)
     def _part(self, part: str, x: Column, t: str) -> Column:
-        fn = {"year": F.year, "month": F.month, "day": F.dayofmonth, "hour": F.hour, "minute": F.minute,
-              "second": F.second, "dayofyear": F.dayofyear, "doy": F.dayofyear, "quarter": F.quarter,
-              "week": F.weekofyear}.get(part)
-        out = F.dayofweek(x) - 1 if part in ("dayofweek", "dow") else fn(x)  # DuckDB: Sunday is 0
-        return out.cast(spark_type(t))
+        if part in ("dayofweek", "dow"):
+            return (F.dayofweek(x) - 1).cast(spark_type(t))  # DuckDB: Sunday is 0
+        fn = {"year": F.year, "month": F.month, "day": F.dayofmonth, "hour": F.hour,
+              "minute": F.minute, "second": F.second, "dayofyear": F.dayofyear, "doy": F.dayofyear,
+              "quarter": F.quarter, "week": F.weekofyear}[part]
+        return fn(x).cast(spark_type(t))
 
     def _time(self, args, i=0) -> Column:
         return self.build(args[i])
@@ -402,11 +426,13 @@ class Builder:
 
     def fn_date_trunc(self, args, t, node):
         part = args[0]["literal"]["text"].lower()
-        x = self.as_type(args[1], t)  # DuckDB truncates in its result type (a date becomes a timestamp)
+        # DuckDB truncates in its result type (a date becomes a timestamp)
+        x = self.as_type(args[1], t)
         return F.date_trunc(part, x).cast(spark_type(t))
 
     def fn_date_diff(self, args, t, node):
-        return F.datediff(self.as_type(args[2], "DATE"), self.as_type(args[1], "DATE")).cast(spark_type(t))
+        return F.datediff(self.as_type(args[2], "DATE"), self.as_type(args[1],
+                                                                      "DATE")).cast(spark_type(t))
 
     def fn_make_date(self, args, t, node):
         return F.make_date(*[self.as_type(a, "INTEGER") for a in args])
@@ -468,8 +494,10 @@ def cast(c: Column, src: str, dst: str) -> Column:
     return c.cast(st)
 
 
-def assigned(chk: E.Checked, target: pa.DataType, column: Callable[[E.ColumnRef], Column]) -> Column:
-    """A SET value converted to its column's type by the assignment cast (CAST to the column type)."""
+def assigned(chk: E.Checked, target: pa.DataType,
+             column: Callable[[E.ColumnRef], Column]) -> Column:
+    """A SET value converted to its column's type by the assignment cast (CAST
+    to the column type)."""
     b = Builder(chk, column)
     return b.as_type(chk.node, E.duckdb_type(target))
 

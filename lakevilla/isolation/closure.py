@@ -45,7 +45,8 @@ class Scan:
     newest: int
     commits: list[tuple[int, Commit]]
     attempts: dict[str, int] = field(default_factory=dict)  # attempt -> version of its commit here
-    floor: int = -1  # the oldest version it can be read at (a table new to the cut whose log was cleaned)
+    # the oldest version it can be read at (a table new to the cut whose log was cleaned)
+    floor: int = -1
 
 
 @dataclass
@@ -60,9 +61,11 @@ class Closure:
     new to it). ``frozen``: tables that must not move. ``limits``: do not move a table past
     this version. ``pull``: tables outside the targets may be moved to take a commit whole."""
 
-    def __init__(self, log_for: Callable[[str], DeltaLog], recs: RecordCache, base_of: Callable[[str], int | None],
-                 *, frozen: set[str] | frozenset[str] = frozenset(), limits: dict[str, int] | None = None,
-                 pull: bool = True, patience: float = 0.5, roll_forward: bool = True,
+    def __init__(self, log_for: Callable[[str], DeltaLog], recs: RecordCache,
+                 base_of: Callable[[str], int | None], *,
+                 frozen: set[str] | frozenset[str] = frozenset(),
+                 limits: dict[str, int] | None = None, pull: bool = True, patience: float = 0.5,
+                 roll_forward: bool = True,
                  below_commit: set[str] | frozenset[str] = frozenset()) -> None:
         self.log_for = log_for
         self.recs = recs
@@ -104,7 +107,8 @@ class Closure:
             known = log.known_latest()
             limit = self.limits.get(t)
             # below a limit we already know of, nothing newer matters (our own written tables)
-            newest = known if limit is not None and limit <= known else log.probe_versions(max(base, known))
+            newest = (known if limit is not None and limit <= known
+                      else log.probe_versions(max(base, known)))
             start = base
         newest = max(newest, start)
         limit = self.limits.get(t)
@@ -148,7 +152,8 @@ class Closure:
         if u.kind == OPEN_MARKER:
             if s.table in self.below_commit:
                 return _OK  # our commit lands above it, so its owner can no longer fill it
-            above = any(unit_of(c2).kind not in ("marker", OPEN_MARKER) for v2, c2 in s.commits[i + 1:] if v2 <= s.cap)
+            above = any(unit_of(c2).kind not in ("marker", OPEN_MARKER)
+                        for v2, c2 in s.commits[i + 1:] if v2 <= s.cap)
             return _OK if above else _CAP
         if u.kind == ANNOUNCED:
             return _CAP  # only its global-log entry takes it in
@@ -207,7 +212,8 @@ class Closure:
         log = self.log_for(w)
         if rec is None or w not in rec.tables or rec.state == records.COMMITTED:
             # every commit landed (the record says so, or was cleaned up after it did): below unless
-            # above; what lies below may be gone (a Delta log clean-up shorter than records are kept)
+            # above; what lies below may be gone (a Delta log clean-up
+            # shorter than records are kept)
             newest = log.probe_versions(max(version, log.known_latest()))
             found = find_commit(log, attempt, version, newest) is None
         else:
@@ -225,7 +231,8 @@ class Closure:
         table the transaction creates whose name a foreign client took meanwhile raises
         ``CreateConflictError``, as for the owner and recovery: its half can never be written."""
         rec = self.recs.get(attempt)
-        if rec is None or w not in rec.tables or rec.state not in (records.COMMITTING, records.COMMITTED):
+        if (rec is None or w not in rec.tables
+                or rec.state not in (records.COMMITTING, records.COMMITTED)):
             return False
         it = rec.tables[w]
         log = self.log_for(w)
@@ -241,7 +248,8 @@ class Closure:
             time.sleep(delay)  # protocol backoff while the owner writes its commit
             delay = min(delay * 2, 0.1)
         commit = Commit.from_bytes(it.commit.encode())
-        if it.create:  # version 0 or nothing: never on top of a table a foreign client created meanwhile
+        # version 0 or nothing: never on top of a table a foreign client created meanwhile
+        if it.create:
             publish_create(log, attempt, commit)
         else:
             publish(log, attempt, commit, marker_version=it.marker, mode=it.mode)

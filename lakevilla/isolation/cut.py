@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import cast
 
 from ..delta.log import DeltaLog
 from ..errors import (
@@ -97,8 +98,9 @@ def entry_map(e: GvlEntry | None) -> dict[str, Version]:
 
 
 class Cut:
-    def __init__(self, gvl: GlobalVersionLog, log_for: Callable[[str], DeltaLog], recs: RecordCache, *,
-                 patience: float = 2.0, roll_patience: float = 0.5, txn_id: str | None = None) -> None:
+    def __init__(self, gvl: GlobalVersionLog, log_for: Callable[[str], DeltaLog], recs: RecordCache,
+                 *, patience: float = 2.0, roll_patience: float = 0.5,
+                 txn_id: str | None = None) -> None:
         self.gvl = gvl
         self.log_for = log_for
         self.recs = recs
@@ -171,10 +173,11 @@ class Cut:
         v = self._current(table)
         if v is None:
             if log.latest_version() < 0:
-                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log at {log.prefix})")
+                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log "
+                                         f"at {log.prefix})")
             raise TransactionAborted(
-                f"table {table!r} could not join this transaction's consistent cut (the global log was "
-                "cleaned up past the transaction's start, or kept changing); re-run it",
+                f"table {table!r} could not join this transaction's consistent cut (the global log "
+                "was cleaned up past the transaction's start, or kept changing); re-run it",
                 txn_id=self.txn_id, reason="gvl-cut")
         self.finals[table] = v
         self.gvl.note_read(table)
@@ -258,7 +261,8 @@ class Cut:
                 self._absorb_growth(part)
 
     def _absorb_growth(self, part: Part) -> None:
-        changes = {t: int(v) for t, v in part.changes.items()}  # type: ignore[arg-type]
+        # a growth part takes commits in: versions, never a PendingWrite
+        changes = {t: int(cast(int, v)) for t, v in part.changes.items()}
         conflict = {t for t, v in changes.items()
                     if t in self.blocked or (t in self.finals and self.finals[t] != v)}
         if not conflict:
@@ -271,13 +275,14 @@ class Cut:
             base = {t: self._current(t) for t in free}
             frozen = set(self.view) | set(self.finals) | self.blocked
             frozen -= set(free)
-            growth = Closure(self.log_for, self.recs, lambda t: base.get(t) if t in base else self._current(t),
+            growth = Closure(self.log_for, self.recs,
+                             lambda t: base.get(t) if t in base else self._current(t),
                              frozen=frozen, limits={t: changes[t] for t in free}, pull=False,
                              roll_forward=False).grow(free)
             caps = growth.caps
         for t in free:
             cap = caps.get(t)
-            if cap is not None and (base[t] is None or cap > base[t]):
+            if cap is not None and ((b := base[t]) is None or cap > b):
                 self.view[t] = cap
             if cap is None or cap < changes[t]:
                 self.blocked.add(t)
@@ -311,12 +316,13 @@ class Cut:
         frozen = set(self.finals) | self.blocked
         # the tables this client read lately are likely next: take their news in the same entry
         # (one probe each, in parallel) instead of appending once per table
-        targets = {table} | {t for t in self.gvl.recently_read() if t in head_map and t not in frozen}
+        targets = {table} | {t for t in self.gvl.recently_read()
+                             if t in head_map and t not in frozen}
         growth = Closure(self.log_for, self.recs, base_of, frozen=frozen, pull=True,
                          patience=self.roll_patience, roll_forward=self.rolls_forward).grow(targets)
         self.stats["rolled_forward"] += growth.rolled_forward
         delta = {t: v for t, v in growth.caps.items()
-                 if v >= 0 and (base_of(t) is None or v > base_of(t))}  # type: ignore[operator]
+                 if v >= 0 and ((b := base_of(t)) is None or v > b)}
         if not delta:
             return "nothing"
         return self._announce(head, delta, growth)

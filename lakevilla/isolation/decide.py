@@ -37,8 +37,10 @@ class TableRead(Protocol):
 
     log: DeltaLog
     validated_upto: int
-    schema: Any
     base: Any  # the snapshot read: its partition columns
+
+    @property
+    def schema(self) -> Any: ...
 
     def footprints(self) -> Any: ...
 
@@ -46,11 +48,21 @@ class TableRead(Protocol):
 class Announcing(Protocol):
     """What the global-log decider needs from a transaction: names, settings and hooks."""
 
-    id: str
-    attempt: str
-    isolation: str
-    slack: int
-    tables: Mapping[str, TableRead]
+    # read-only: the transaction's own state, which the decider never sets
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def attempt(self) -> str: ...
+
+    @property
+    def isolation(self) -> str: ...
+
+    @property
+    def slack(self) -> int: ...
+
+    @property
+    def tables(self) -> Mapping[str, TableRead]: ...
 
     def check_age(self) -> None:
         """Raise if the transaction is too old to decide now."""
@@ -102,8 +114,9 @@ class GlobalDecider:
         return submit(self.gvl.read_hint)  # never build on an entry clean-up removed meanwhile
 
     # -- the decision ------------------------------------------------------------------------
-    def decide(self, txn: Announcing, written: set[str], prepare: Callable[[], dict[str, records.TableIntent]],
-               hint: Future | None, tries: int) -> GvlEntry:
+    def decide(self, txn: Announcing, written: set[str],
+               prepare: Callable[[], dict[str, records.TableIntent]], hint: Future | None,
+               tries: int) -> GvlEntry:
         """The entry, appended, that decides ``txn`` (``prepare`` runs before each try and returns
         the table intents). ``TransactionAborted`` if it cannot be decided,
         ``CommitPendingError`` if whether the log kept it cannot be told."""
@@ -126,15 +139,16 @@ class GlobalDecider:
                 continue
             if outcome == FORKED:
                 raise TransactionAborted(
-                    "clean-up of the global log deleted the slot this commit was announced in while it "
-                    "validated (the announcement is not part of the log); nothing of it is visible, re-run it",
-                    txn_id=txn.id, reason="gvl-horizon")
+                    "clean-up of the global log deleted the slot this commit was announced in "
+                    "while it validated (the announcement is not part of the log); nothing of it "
+                    "is visible, re-run it", txn_id=txn.id, reason="gvl-horizon")
             txn.decided()
             raise CommitPendingError(
-                f"transaction {txn.id} announced its commit as global-log entry {entry.seq}, but clean-up "
-                "passed that entry at the same time, so whether the log kept it cannot be told here; "
-                "lake.recover() settles it (commit or abort)", txn_id=txn.id)
-        raise TransactionAborted("lost the global log race too often", txn_id=txn.id, reason="retries")
+                f"transaction {txn.id} announced its commit as global-log entry {entry.seq}, but "
+                "clean-up passed that entry at the same time, so whether the log kept it cannot be "
+                "told here; lake.recover() settles it (commit or abort)", txn_id=txn.id)
+        raise TransactionAborted("lost the global log race too often", txn_id=txn.id,
+                                 reason="retries")
 
     def _announce(self, txn: Announcing, entry: GvlEntry) -> str:
         """The deciding append (``gvl.append`` settles an error from the put by reading the
@@ -196,7 +210,11 @@ class GlobalDecider:
         limits: dict[str, int] = {}
         for name in written:
             it = intents.get(name)
-            hint = it.marker if it is not None and it.mode == CommitMode.IN_PLACE else txn.tables[name].validated_upto + 1
+            if it is not None and it.mode == CommitMode.IN_PLACE:
+                assert it.marker is not None  # an in-place commit fills its marker
+                hint = it.marker
+            else:
+                hint = txn.tables[name].validated_upto + 1
             limits[name] = hint - 1
         check_reads = txn.isolation != "snapshot"
         targets = set(written) | {n for n in txn.tables if check_reads or base_of(n) is None}
@@ -211,7 +229,8 @@ class GlobalDecider:
             self._check_reads(txn, written, growth.caps)
         entry = head.successor(txn.attempt) if head is not None else first_entry()
         entry.txn = txn.attempt
-        delta = {t: v for t, v in growth.caps.items() if v >= 0 and (base_of(t) is None or v > base_of(t))}
+        delta = {t: v for t, v in growth.caps.items()
+                 if v >= 0 and ((b := base_of(t)) is None or v > b)}
         for t, v in delta.items():
             entry.tables[t] = v
             entry.pending.pop(t, None)  # resolved: the table moved past it
@@ -219,8 +238,8 @@ class GlobalDecider:
         entry.groups = [g for g in growth.groups if all(t in delta for t in g)]
         entry.reads = sorted(n for n in txn.tables if n not in written) if check_reads else []
         for name, it in intents.items():
-            entry.pending[name] = PendingWrite(attempt=txn.attempt, hint=limits[name] + 1, commit=it.commit,
-                                               marker=it.marker, mode=it.mode)
+            entry.pending[name] = PendingWrite(attempt=txn.attempt, hint=limits[name] + 1,
+                                               commit=it.commit, marker=it.marker, mode=it.mode)
         self._resolve_known_pending(txn, entry)
         return entry
 
@@ -231,8 +250,9 @@ class GlobalDecider:
         if head is None or scan_from >= head.seq:
             return
         gone = TransactionAborted(
-            "the global log was cleaned up past the start of this transaction's commit, so whether a "
-            "recovering client aborted it cannot be checked; re-run it", txn_id=txn.id, reason="gvl-horizon")
+            "the global log was cleaned up past the start of this transaction's commit, so whether "
+            "a recovering client aborted it cannot be checked; re-run it", txn_id=txn.id,
+            reason="gvl-horizon")
         if scan_from < self.gvl.horizon - 1:
             raise gone
         try:
@@ -256,7 +276,8 @@ class GlobalDecider:
             viol = r1_stale_reads(name, tw.footprints(), commits, hidden, txn.slack, tw.schema,
                                   tw.base.partition_columns)
             if viol is not None and txn.reads_hold(name, commits, hidden):
-                txn.count("r1_same_rows")  # validation by value: what we read is what `hidden` holds
+                # validation by value: what we read is what `hidden` holds
+                txn.count("r1_same_rows")
                 viol = None
             if viol is not None:
                 txn.count("r1")

@@ -33,22 +33,24 @@ class CutReader:
         self.cut = cut
 
     def snapshot(self, name: str, log: DeltaLog, precheck: Callable[[Snapshot], None]) -> Snapshot:
-        if not self.cut.knows(name):  # joining the global log writes an entry: refuse bad input first
+        # joining the global log writes an entry: refuse bad input first
+        if not self.cut.knows(name):
             newest = log.snapshot()
             check_readable(name, newest.protocol, newest.metadata)
             precheck(newest)
         return log.snapshot(self.cut.version_of(name), list_log=False)
 
     def report(self) -> dict[str, Any]:
-        return {"cut_base": self.cut.base_seq, "cut_last": self.cut.last_seq, "cut_tables": dict(self.cut.finals),
-                "cut_stats": dict(self.cut.stats)}
+        return {"cut_base": self.cut.base_seq, "cut_last": self.cut.last_seq,
+                "cut_tables": dict(self.cut.finals), "cut_stats": dict(self.cut.stats)}
 
 
 class ByGlobalLog(Decider):
     """``global_``: the global-log decider of this transaction (it keeps the first entry an
     abort of the current attempt can be in, which our markers carry)."""
 
-    creates_tables = False  # the global log announces table commits; a table it does not know has none
+    # the global log announces table commits; a table it does not know has none
+    creates_tables = False
 
     def __init__(self, *parts: Any, global_: GlobalDecider) -> None:
         super().__init__(*parts)
@@ -74,8 +76,9 @@ class ByGlobalLog(Decider):
             self.prepare_all(written)
             return self.intents(written)
 
-        entry = self.global_.decide(Deciding(ctx, self.markers, self.validator), {tw.name for tw in written},
-                                    prepare, hint, ctx.settings.max_retries * 4 + 1)
+        entry = self.global_.decide(Deciding(ctx, self.markers, self.validator),
+                                    {tw.name for tw in written}, prepare, hint,
+                                    ctx.settings.max_retries * 4 + 1)
         ctx.decided = True
         versions = self.publish_all({tw.name: entry.pending[tw.name] for tw in written}, written)
         ctx.post_commit("announce", self.global_.after_commit, entry.seq, ctx.settings.gvl_keep,

@@ -95,11 +95,12 @@ class GvlEntry:
 
     def successor(self, txn: str | None) -> GvlEntry:
         """A copy to build the next entry from (pending writes carried until resolved)."""
-        return GvlEntry(seq=self.seq + 1, tables=dict(self.tables), pending=dict(self.pending), txn=txn,
-                        created=time.time(), prev=self.id)
+        return GvlEntry(seq=self.seq + 1, tables=dict(self.tables), pending=dict(self.pending),
+                        txn=txn, created=time.time(), prev=self.id)
 
     def own_writes(self) -> dict[str, PendingWrite]:
-        return {t: p for t, p in self.pending.items() if self.txn is not None and p.attempt == self.txn}
+        return {t: p for t, p in self.pending.items()
+                if self.txn is not None and p.attempt == self.txn}
 
     def names(self, attempt: str) -> bool:
         """Does this entry decide ``attempt`` as committed (its entry, or a carried write)?"""
@@ -132,7 +133,8 @@ class GlobalVersionLog:
         self._cache_size = cache_size
         self._known = -1
         self._horizon = 0
-        self.last_hint: Hint | None = None  # as last read or written by this client (its etag saves a GET)
+        # as last read or written by this client (its etag saves a GET)
+        self.last_hint: Hint | None = None
         self.recent: OrderedDict[str, None] = OrderedDict()  # tables this client's cuts read lately
         self._lock = threading.Lock()
 
@@ -209,7 +211,8 @@ class GlobalVersionLog:
             return self.store.put_if_absent(HINT_KEY, body)
         return self.store.put_if_match(HINT_KEY, body, cur.etag)
 
-    def move_hint(self, seq: int = -1, horizon: int = 0, seen: Hint | None = None, tries: int = 8) -> Hint | None:
+    def move_hint(self, seq: int = -1, horizon: int = 0, seen: Hint | None = None,
+                  tries: int = 8) -> Hint | None:
         """Move the hint to at least ``seq`` and the horizon to at least ``horizon``, never
         back (a conditional write on the etag read). Returns the state as it stands after our
         write, as read or written after the call began (``seen``, if it was read before, is
@@ -309,7 +312,8 @@ class GlobalVersionLog:
         for s in range(seq + 1, upto + 1):
             e = self.read(s)
             if e is None:
-                raise CorruptLogError(f"global version log entry {s} is missing (cleaned up too eagerly?)")
+                raise CorruptLogError(f"global version log entry {s} is missing (cleaned "
+                                      "up too eagerly?)")
             out.append(e)
         return out
 
@@ -328,7 +332,8 @@ class GlobalVersionLog:
             self.store.put_if_absent(entry_key(entry.seq), data)
         except PreconditionFailed:
             return TAKEN
-        except StorageError as e:  # applied or not? read the slot back (OutcomeUnknown if that fails too)
+        except StorageError as e:
+            # applied or not? read the slot back (OutcomeUnknown if that fails too)
             if settle_create(self.store, entry_key(entry.seq), data, e) is None:
                 return TAKEN
         self._remember(entry)

@@ -49,8 +49,8 @@ def resolve_write(log: DeltaLog, p: PendingWrite, *, patience: float = 2.0) -> i
             return v
         if time.monotonic() >= deadline:
             # the owner announced but did not write: write it for them (idempotent)
-            return publish(log, p.attempt, Commit.from_bytes(p.commit.encode()), marker_version=p.marker,
-                           mode=p.mode, hint=p.hint)
+            return publish(log, p.attempt, Commit.from_bytes(p.commit.encode()),
+                           marker_version=p.marker, mode=p.mode, hint=p.hint)
         time.sleep(delay)  # protocol backoff while the owner writes its commit
         delay = min(delay * 2, 0.2)
 

@@ -39,10 +39,10 @@ class UnannouncedCut(Cut):
                 return v
             if time.monotonic() >= deadline:
                 raise TransactionAborted(
-                    f"table {table!r}: transaction {p.attempt} was announced in the global log but has not "
-                    "written this table yet, and a client that cannot write cannot finish it; read again "
-                    "later (its owner or lake.recover() with write access finishes it)",
-                    txn_id=self.txn_id, reason="unwritten")
+                    f"table {table!r}: transaction {p.attempt} was announced in the global log but "
+                    "has not written this table yet, and a client that cannot write cannot finish "
+                    "it; read again later (its owner or lake.recover() with write "
+                    "access finishes it)", txn_id=self.txn_id, reason="unwritten")
             time.sleep(delay)  # protocol backoff while the owner writes its commit
             delay = min(delay * 2, 0.2)
 

@@ -18,14 +18,16 @@ from ..markers.marker import RUNNING, marker_of
 from ..store import ObjectStore
 from ..vocab import CommitInfo, CommitMode, Decision
 
-MARKER, OPEN_MARKER, ANNOUNCED, MULTI, SINGLE = "marker", "open-marker", "announced", "multi", "single"
+MARKER, OPEN_MARKER, ANNOUNCED, MULTI, SINGLE = (
+    "marker", "open-marker", "announced", "multi", "single")
 
 
 @dataclass(frozen=True)
 class Unit:
     kind: str
     attempt: str | None = None
-    tables: tuple[str, ...] = ()  # MULTI: every table of the transaction, when the commit names them
+    # MULTI: every table of the transaction, when the commit names them
+    tables: tuple[str, ...] = ()
 
 
 def unit_of(c: Commit) -> Unit:

@@ -37,11 +37,12 @@ class Violation:
 
 
 def r1_stale_reads(
-    table: str, footprints: list[Footprint], commits: list[tuple[int, Commit]], hidden: int, slack: int,
-    schema, partition_columns,
+    table: str, footprints: list[Footprint], commits: list[tuple[int, Commit]], hidden: int,
+    slack: int, schema, partition_columns,
 ) -> Violation | None:
     considered = [(v, c) for v, c in commits if v <= hidden - slack]
-    hit = first_conflict([f for f in footprints if not f.blind], considered, schema, partition_columns)
+    hit = first_conflict([f for f in footprints if not f.blind], considered, schema,
+                         partition_columns)
     if hit:
         return Violation("R1", table, hit[1], hit[2])
     return None

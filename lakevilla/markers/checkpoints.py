@@ -54,7 +54,8 @@ def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str]) -> None:
         missed.add(log.table)
         raise
     missed.discard(log.table)
-    logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version, level=logging.DEBUG)
+    logs.maintenance("checkpoint", "checkpoint of %s at version %d", log.table, version,
+                     level=logging.DEBUG)
 
 
 def checkpoint_now(log: DeltaLog) -> int:
@@ -62,6 +63,7 @@ def checkpoint_now(log: DeltaLog) -> int:
     v = log.latest_version()
     mv = open_marker(log, v)
     if mv is not None:
-        raise InvalidArgumentError(f"{log.table}@{mv} is an open marker; a checkpoint now could hide its commit")
+        raise InvalidArgumentError(f"{log.table}@{mv} is an open marker; a checkpoint now "
+                                   "could hide its commit")
     log.write_checkpoint(log.snapshot(v))
     return v

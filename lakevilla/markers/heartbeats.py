@@ -16,7 +16,8 @@ from typing import Protocol
 class Beating(Protocol):
     """What the service needs of a transaction."""
 
-    state: str
+    @property
+    def state(self) -> str: ...
 
     def heartbeat(self) -> None: ...
 
@@ -40,7 +41,8 @@ class Heartbeats:
             self._watched.add(txn)
             if self._thread is None or not self._thread.is_alive():
                 self._stop.clear()
-                self._thread = threading.Thread(target=self._loop, name="lakevilla-heartbeat", daemon=True)
+                self._thread = threading.Thread(target=self._loop, name="lakevilla-heartbeat",
+                                                daemon=True)
                 self._thread.start()
 
     def forget(self, txn: Beating) -> None:

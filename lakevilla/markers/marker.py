@@ -21,7 +21,8 @@ from ..errors import CorruptLogError
 from ..store import NotFound, OutcomeUnknown, PreconditionFailed
 from ..vocab import ENGINE_INFO, CommitInfo, CommitMode, InfoKind, MarkerState
 
-RUNNING, COMMITTED, ABORTED, FREED = MarkerState.RUNNING, MarkerState.COMMITTED, MarkerState.ABORTED, MarkerState.FREED
+RUNNING, COMMITTED, ABORTED, FREED = (
+    MarkerState.RUNNING, MarkerState.COMMITTED, MarkerState.ABORTED, MarkerState.FREED)
 
 
 @dataclass
@@ -60,7 +61,8 @@ class MarkerPayload:
         if d.get("kind") != InfoKind.MARKER:
             raise CorruptLogError(f"not a lakevilla marker: {d!r}")
         if int(d.get("v", 1)) > 1:
-            raise CorruptLogError(f"marker format version {d['v']} is newer than this lakevilla understands")
+            raise CorruptLogError(f"marker format version {d['v']} is newer than this "
+                                  "lakevilla understands")
         known = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -122,7 +124,8 @@ class MarkerHandle:
     payload: MarkerPayload
     lost: bool = False
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
-    unsettled: bytes | None = field(default=None, repr=False, compare=False)  # a write whose reply was lost
+    # a write whose reply was lost
+    unsettled: bytes | None = field(default=None, repr=False, compare=False)
 
 
 class HeldTable(Protocol):
@@ -175,7 +178,8 @@ def rewrite(log: DeltaLog, h: MarkerHandle, commit: Commit | None = None) -> Non
             h.etag = _rewrite_settled(log, h, body)
         except (PreconditionFailed, NotFound):
             h.lost = True
-            raise MarkerLost(f"marker {h.table}@{h.version} was changed by another client") from None
+            raise MarkerLost(
+                f"marker {h.table}@{h.version} was changed by another client") from None
         if commit is not None:
             h.payload.state = COMMITTED
 
@@ -184,7 +188,8 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
     try:
         etag = log.rewrite_commit(h.version, body, h.etag)
     except OutcomeUnknown:
-        h.unsettled = body.to_bytes()  # it may have landed: the next rewrite checks before giving up
+        # it may have landed: the next rewrite checks before giving up
+        h.unsettled = body.to_bytes()
         raise
     except (PreconditionFailed, NotFound):
         if h.unsettled is None:
@@ -193,15 +198,17 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
         h.unsettled, mine = None, got.data == h.unsettled
         if not mine:
             raise
-        etag = log.rewrite_commit(h.version, body, got.etag)  # our earlier write did land: go on from it
+        # our earlier write did land: go on from it
+        etag = log.rewrite_commit(h.version, body, got.etag)
     h.unsettled = None
     return etag
 
 
-def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str, reason: str,
-                 commit_version: int | None = None) -> bool:
+def free_stalled(log: DeltaLog, version: int, payload: MarkerPayload, etag: str, state: str,
+                 reason: str, commit_version: int | None = None) -> bool:
     """Resolve someone else's marker by conditional overwrite; False if it moved meanwhile."""
-    payload = replace(payload, state=state, reason=reason, commit_version=commit_version, rev=payload.rev + 1)
+    payload = replace(payload, state=state, reason=reason, commit_version=commit_version,
+                      rev=payload.rev + 1)
     try:
         log.rewrite_commit(version, payload.to_commit(), etag)
         return True

@@ -16,7 +16,7 @@ never saw, so neither may be overtaken.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CorruptLogError, LakeVillaError
@@ -46,7 +46,8 @@ WITHDRAW_AFTER = 3
 QUEUE_AFTER_CONFLICTS = 3
 # Races a commit loses in a row before it LISTs the log: it is behind (others committed while it
 # waited), not racing. After that LIST each attempt also reads the version past its own, and LISTs
-# again only when that one is taken too (a LIST is a serial round trip; the read goes beside the put).
+# again only when that one is taken too (a LIST is a serial round trip; the
+# read goes beside the put).
 RELIST_AFTER_LOST = 3
 
 
@@ -57,7 +58,7 @@ class NeverOvertake:
     def must_wait(self, tw: TableWork, running: Running) -> Running:
         return running
 
-    def publish(self, tws: list[TableWork]) -> None:
+    def publish(self, tws: Sequence[TableWork]) -> None:
         pass
 
     def claim_footprint(self, tw: TableWork) -> list[dict[str, Any]] | None:
@@ -74,7 +75,7 @@ class Overtake(NeverOvertake):
     """One transaction's overtakes: per table, the predecessors it commits before."""
 
     def __init__(self, count: Callable[..., None], pmap: Callable[[Callable, list], list],
-                 background: Callable[[Callable[[], None]], None] | None = None,
+                 background: Callable[[Callable[[], object]], None] | None = None,
                  max_files: int = FOOTPRINT_MAX_FILES) -> None:
         self._count = count
         self._map = pmap
@@ -95,7 +96,8 @@ class Overtake(NeverOvertake):
         ours = tw.build_commit({}) if any(p.footprint is not None for _, p in running) else None
         for v, p in running:
             fps = published(p) if ours is not None else None
-            if fps is not None and first_conflict(fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
+            if fps is not None and ours is not None and first_conflict(
+                    fps, [(v, ours)], tw.schema, tw.base.partition_columns) is None:
                 if v not in before:
                     self._count("predecessors_overtaken")
                 skip[v] = fps
@@ -125,7 +127,7 @@ class Overtake(NeverOvertake):
             return None
         return [fp.to_json() for fp in fps]
 
-    def publish(self, tws: list[TableWork]) -> None:
+    def publish(self, tws: Sequence[TableWork]) -> None:
         """We have to wait and run no more statements: say what we touched (once per marker), so
         that followers whose commits cannot conflict with it need not wait for us."""
         todo = []
@@ -136,12 +138,13 @@ class Overtake(NeverOvertake):
                 continue
             fps = tw.footprints()
             if sum(fp.size for fp in fps) > self._max_files:
-                continue  # a marker is read by every follower: a large footprint is not worth its bytes
+                # a marker is read by every follower: a large footprint is not worth its bytes
+                continue
             todo.append((tw, [fp.to_json() for fp in fps]))
-        todo = [(tw, body) for tw, body in todo if (tw.name, tw.marker.version) not in self._queued]
+        todo = [(tw, body) for tw, body in todo if _marker_key(tw) not in self._queued]
         if not todo:
             return
-        self._queued.update((tw.name, tw.marker.version) for tw, _ in todo)
+        self._queued.update(_marker_key(tw) for tw, _ in todo)
         if self._background is None:
             self._map(self._publish_one, todo)
         else:  # off the wait loop: we keep polling our predecessors meanwhile
@@ -161,7 +164,8 @@ class Overtake(NeverOvertake):
         if c is not None and marker_of(c) is not None:
             return  # a marker claim: nobody overtook us
         winner = CommitInfo.of(c.lakevilla) if c is not None else None
-        if winner is not None and not (winner.is_commit and (winner.marker is None or winner.marker > h.version)):
+        if winner is not None and not (
+                winner.is_commit and (winner.marker is None or winner.marker > h.version)):
             return  # a predecessor's commit we had not seen: nobody overtook us
         # (a commit without a marker came from a follower that committed optimistically past us)
         self._lost[tw.name] = self._lost.get(tw.name, 0) + 1
@@ -172,7 +176,8 @@ class Overtake(NeverOvertake):
 
     def _publish_one(self, item: tuple[TableWork, list[dict[str, Any]]]) -> None:
         tw, body = item
-        if tw.name not in self._withdrawn and tw.marker is not None and tw.marker.payload.footprint is None:
+        if (tw.name not in self._withdrawn and tw.marker is not None
+                and tw.marker.payload.footprint is None):
             self._set_footprint(tw, body, "footprints_published")
 
     def _set_footprint(self, tw: TableWork, body: list[dict[str, Any]] | None, done: str) -> None:
@@ -197,6 +202,11 @@ class Overtake(NeverOvertake):
         self._count(done)
 
 
+def _marker_key(tw: TableWork) -> tuple[str, int]:
+    assert tw.marker is not None  # publish keeps only tables with a running marker
+    return tw.name, tw.marker.version
+
+
 def published(p: MarkerPayload) -> list[Footprint] | None:
     """A predecessor's published footprints, if it may be overtaken (None: wait for it)."""
     if p.footprint is None or p.decision != Decision.TABLE or p.mode != CommitMode.TAIL:
@@ -207,9 +217,10 @@ def published(p: MarkerPayload) -> list[Footprint] | None:
         return None  # unreadable: wait for it as for any marker
 
 
-def overtake_policy(decision: str, mode: str, count: Callable[..., None],
-                    pmap: Callable[[Callable, list], list],
-                    background: Callable[[Callable[[], None]], None] | None = None) -> NeverOvertake:
+def overtake_policy(
+    decision: str, mode: str, count: Callable[..., None], pmap: Callable[[Callable, list], list],
+    background: Callable[[Callable[[], object]], None] | None = None,
+) -> NeverOvertake:
     """Chosen once per transaction, from its decision and commit mode."""
     if decision == Decision.TABLE and mode == CommitMode.TAIL:
         return Overtake(count, pmap, background)

@@ -52,9 +52,10 @@ def publish_create(log: DeltaLog, attempt: str, commit: Commit) -> int:
         if commit_txn(c) == attempt:
             return 0
         raise CreateConflictError(
-            f"table {log.table!r} was created by a client outside lakevilla's protocol (it ignored the name's "
-            f"reservation) after transaction {attempt} decided to create it; that transaction's other tables "
-            "are committed, its version 0 of this table can never be written. Nothing was overwritten") from None
+            f"table {log.table!r} was created by a client outside lakevilla's protocol (it ignored "
+            f"the name's reservation) after transaction {attempt} decided to create it; that "
+            "transaction's other tables are committed, its version 0 of this table can never be "
+            "written. Nothing was overwritten") from None
 
 
 def publish(
@@ -82,7 +83,9 @@ def publish(
         if current is not None and commit_txn(current) == attempt:
             return marker_version
         m = marker_of(current) if current is not None else None
-        if m is not None and m.attempt == attempt and m.state == RUNNING and fill_is_safe(log, marker_version, latest):
+        if (m is not None and m.attempt == attempt and m.state == RUNNING
+                and fill_is_safe(log, marker_version, latest)):
+            assert etag is not None  # read with ``current``
             try:
                 log.rewrite_commit(marker_version, commit, etag)
                 return marker_version
@@ -90,7 +93,8 @@ def publish(
                 again, _ = log.read_commit_raw(marker_version)
                 if commit_txn(again) == attempt:
                     return marker_version
-    lower = marker_version if marker_version is not None else (hint - 1 if hint is not None else latest)
+    lower = (marker_version if marker_version is not None
+             else hint - 1 if hint is not None else latest)
     if not known_absent:
         found = find_commit(log, attempt, lower, latest)
         if found is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import TransactionAborted
 
@@ -25,16 +25,19 @@ if TYPE_CHECKING:
 
 POLL_CAP = 0.2  # seconds: the longest pause a queue's length stretches polling to (see below)
 
-Pending = list[tuple["TableWork", int, "MarkerPayload"]]  # (our table, version of the marker, its payload)
+# the caller's tables (``statements/view.py``): the hooks of a WaitContext take what wait() got
+W = TypeVar("W", bound="TableWork")
+
+Pending = list[tuple[W, int, "MarkerPayload"]]  # (our table, version of the marker, its payload)
 
 
-def queue_length(pending: Pending) -> int:
+def queue_length(pending: Pending[Any]) -> int:
     """How many transactions are queued ahead of us (one may precede us on several tables)."""
     return len({p.attempt for _, _, p in pending})
 
 
 @dataclass
-class WaitContext:
+class WaitContext(Generic[W]):
     """What a wait policy may use: the transaction's settings and hooks, nothing else."""
 
     txn_id: str
@@ -44,19 +47,21 @@ class WaitContext:
     max_shifts: int
     now: Callable[[], float]  # the lake's clock (markers expire by it)
     heartbeat: Callable[[], None]  # keep our own markers alive while we wait
-    check_held: Callable[[list[TableWork]], None]  # claim again what recovery freed
-    predecessors: Callable[[list[TableWork]], list[list[tuple[int, MarkerPayload]]]]  # running markers below ours
+    check_held: Callable[[list[W]], None]  # claim again what recovery freed
+    # running markers below ours
+    predecessors: Callable[[list[W]], list[list[tuple[int, MarkerPayload]]]]
     recover: Callable[[str, int], str]  # resolve a stalled marker (table, version) -> outcome
     count: Callable[[str, int], None]
     waited: Callable[[set[str], float], None]  # the log event once the wait is over
     # tell followers what we touched, so that those that cannot conflict need not wait for us
-    publish_footprint: Callable[[list[TableWork]], None] = field(default=lambda tws: None)
+    publish_footprint: Callable[[list[W]], None] = field(default=lambda tws: None)
     # abort now if a commit that landed while we wait conflicts beyond what a redo can fix
-    abort_if_doomed: Callable[[list[TableWork]], None] = field(default=lambda tws: None)
+    abort_if_doomed: Callable[[list[W]], None] = field(default=lambda tws: None)
     # DAG only (complex_txn/wait.py)
     deps: Callable[[], Any] = field(default=lambda: None)  # the current attempt's Dependencies
     attempt: Callable[[], str] = field(default=lambda: "")
-    shift: Callable[[str, str], None] = field(default=lambda why, kind: None)  # rule IV: free, re-claim our markers
+    # rule IV: free, re-claim our markers
+    shift: Callable[[str, str], None] = field(default=lambda why, kind: None)
     publish_deps: Callable[[], None] = field(default=lambda: None)
 
 
@@ -67,19 +72,21 @@ class WaitState:
     deadline: float
     stuck_since: float
     shifts: int = 0
-    fresh: frozenset[str] = frozenset()  # tables whose markers this round read (the others: as cached)
+    # tables whose markers this round read (the others: as cached)
+    fresh: frozenset[str] = frozenset()
 
 
 class MarkerWait:
     """Wait for every predecessor; recover the stalled ones; abort at the timeout."""
 
-    def wait(self, ctx: WaitContext, tws: list[TableWork]) -> None:
+    def wait(self, ctx: WaitContext[W], tws: list[W]) -> None:
         start = time.monotonic()
         st = WaitState(deadline=start + ctx.wait_timeout, stuck_since=start)
         delay = 0.002
         waiting_on: frozenset = frozenset()
-        waited_since, waited_for = start, set()
-        known: dict[str, list[tuple[int, MarkerPayload]]] = {}  # table -> running predecessors, as last read
+        waited_since, waited_for = start, set[str]()
+        # table -> running predecessors, as last read
+        known: dict[str, list[tuple[int, MarkerPayload]]] = {}
         held: tuple = ()
         while True:
             ctx.heartbeat()
@@ -93,24 +100,27 @@ class MarkerWait:
             held = now_held
             known.update(zip((tw.name for tw in polled), ctx.predecessors(polled)))
             if len(polled) < len(tws) and not known[polled[0].name]:
-                rest = [tw for tw in tws if tw is not polled[0]]  # the first one cleared: look at all
+                # the first one cleared: look at all
+                rest = [tw for tw in tws if tw is not polled[0]]
                 known.update(zip((tw.name for tw in rest), ctx.predecessors(rest)))
                 polled = tws
             st.fresh = fresh = frozenset(tw.name for tw in polled)
-            pending: Pending = [(tw, v, p) for tw in tws for v, p in known.get(tw.name, [])]
+            pending: Pending[W] = [(tw, v, p) for tw in tws for v, p in known.get(tw.name, [])]
             if not pending:
                 ctx.waited(waited_for, time.monotonic() - waited_since)
                 return
             waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
             ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate
-            ctx.publish_footprint(tws)  # once per marker: we have to wait, others need not wait for us
+            # once per marker: we have to wait, others need not wait for us
+            ctx.publish_footprint(tws)
             now_set = frozenset((tw.name, v, p.rev) for tw, v, p in pending)
             if now_set != waiting_on:  # progress: someone resolved, republished or heart-beat
                 waiting_on, st.stuck_since = now_set, time.monotonic()
             ctx.count("wait_rounds", 1)
             now = ctx.now()
             for tw, v, p in pending:
-                if tw.name in fresh and p.expired(now):  # a state read this round: others may be old
+                # a state read this round: others may be old
+                if tw.name in fresh and p.expired(now):
                     outcome = ctx.recover(tw.name, v)
                     ctx.count("recovered_" + outcome, 1)
             if self.resolve_round(ctx, tws, pending, st):
@@ -119,8 +129,8 @@ class MarkerWait:
                 if self.shift_on_timeout(ctx, st):
                     continue
                 who = ", ".join(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending[:3])
-                raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s waiting for {who}",
-                                         txn_id=ctx.txn_id, reason="timeout")
+                raise TransactionAborted(f"timed out after {ctx.wait_timeout:.1f}s "
+                                         f"waiting for {who}", txn_id=ctx.txn_id, reason="timeout")
             time.sleep(delay)  # bounded polling of the predecessors' markers
             # n transactions queued ahead of us hand over no sooner than n times: the pause grows
             # with the queue, so a long queue's waiters do not poll it flat out (and eat the CPU
@@ -130,13 +140,15 @@ class MarkerWait:
             queue = queue_length(pending)
             delay = min(delay * 1.5, max(ctx.poll_max, min(ctx.poll_max * queue, POLL_CAP)))
 
-    def claimed(self, ctx: WaitContext, tws: list[TableWork], found: list[list[tuple[int, MarkerPayload]]]) -> None:
+    def claimed(self, ctx: WaitContext[W], tws: list[W],
+                found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Markers were just claimed on ``tws``, with these running predecessors each."""
 
-    def resolve_round(self, ctx: WaitContext, tws: list[TableWork], pending: Pending, st: WaitState) -> bool:
+    def resolve_round(self, ctx: WaitContext[W], tws: list[W], pending: Pending[W],
+                      st: WaitState) -> bool:
         """After a round of recovery: True to look again at once (a DAG policy shifted)."""
         return False
 
-    def shift_on_timeout(self, ctx: WaitContext, st: WaitState) -> bool:
+    def shift_on_timeout(self, ctx: WaitContext[Any], st: WaitState) -> bool:
         """At the timeout: True if the policy shifted instead of aborting."""
         return False

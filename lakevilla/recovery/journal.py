@@ -86,17 +86,18 @@ class Journal:
             self.seq += 1
             seq = self.seq
             reads, self._reads = self._reads, []
-        e = sublogs.entry_for(self.ctx.txn_id, seq, op, logical=op.logical, base_version=tw.base.version,
-                              read_version=tw.read_version, reads=reads, redo=redo,
-                              attempt=self.ctx.attempt(), features=self.ctx.features,
-                              isolation=self.ctx.isolation, mode=self.ctx.mode)
+        e = sublogs.entry_for(self.ctx.txn_id, seq, op, logical=op.logical,
+                              base_version=tw.base.version, read_version=tw.read_version,
+                              reads=reads, redo=redo, attempt=self.ctx.attempt(),
+                              features=self.ctx.features, isolation=self.ctx.isolation,
+                              mode=self.ctx.mode)
         with self._lock:
             if self._deferring or self._held or self._death is not None:
                 self._deferred.append(e)
                 return
             if self._behind:
-                t = threading.Thread(target=self._put_behind, args=(self._last, e), name="lakevilla-sublog",
-                                     daemon=True)
+                t = threading.Thread(target=self._put_behind, args=(self._last, e),
+                                     name="lakevilla-sublog", daemon=True)
                 self._last = t
                 t.start()
                 return
@@ -120,7 +121,8 @@ class Journal:
                 self._death = death
 
     def settle(self) -> None:
-        """Wait until the entries on their way have landed or failed (before an undo deletes them)."""
+        """Wait until the entries on their way have landed or failed (before
+        an undo deletes them)."""
         with self._lock:
             last = self._last
         if last is not None:

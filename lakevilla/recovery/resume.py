@@ -58,11 +58,12 @@ def settle_earlier_attempts(svc: Services, log_for: Callable[[str], DeltaLog], t
     for rec in records.of_txn(svc.store, txn_id):
         if rec.state == records.COMMITTING:
             roll_forward_record(svc, rec)
-            raise TransactionStateError(f"transaction {txn_id} was already decided (record {rec.attempt} says "
-                                        "COMMITTING); it has been rolled forward now: nothing to resume")
+            raise TransactionStateError(f"transaction {txn_id} was already decided "
+                                        f"(record {rec.attempt} says COMMITTING); it has been "
+                                        "rolled forward now: nothing to resume")
         if rec.state == records.COMMITTED:
-            raise TransactionStateError(f"transaction {txn_id} already committed (record {rec.attempt}): "
-                                        "nothing to resume")
+            raise TransactionStateError(f"transaction {txn_id} already committed "
+                                        f"(record {rec.attempt}): nothing to resume")
     now = svc.now()
     stalled: list[tuple[str, int]] = []
     for table, first in sorted(first_versions.items()):
@@ -70,17 +71,17 @@ def settle_earlier_attempts(svc: Services, log_for: Callable[[str], DeltaLog], t
         for v, c in log.commits_between(max(-1, first - 1), log.latest_version()):
             info = CommitInfo.of(c.lakevilla)
             if info is not None and info.is_commit and info.txn == txn_id:
-                raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} at version {v} "
-                                            "(rolled forward by recovery, or committed before the crash): "
-                                            "nothing to resume")
+                raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} "
+                                            f"at version {v} (rolled forward by recovery, or "
+                                            "committed before the crash): nothing to resume")
             m = marker_of(c)
             if m is None or m.txn != txn_id or m.state != RUNNING:
                 continue
             if not m.expired(now):
                 raise TransactionStateError(
                     f"transaction {txn_id} still holds a live marker on {table}@{v} (it expires in "
-                    f"{m.expires - now:.1f}s): its client may still be running. Resume it after the marker "
-                    "expires (marker_ttl without a heartbeat)")
+                    f"{m.expires - now:.1f}s): its client may still be running. Resume it after "
+                    "the marker expires (marker_ttl without a heartbeat)")
             stalled.append((table, v))
     decided = []
     for table, v in stalled:  # every one: an I decision is rolled forward marker by marker
@@ -88,8 +89,9 @@ def settle_earlier_attempts(svc: Services, log_for: Callable[[str], DeltaLog], t
         if res.outcome == "committed":
             decided.append(f"{table}@{v}")
     if decided:
-        raise TransactionStateError(f"transaction {txn_id} was already decided ({', '.join(decided)}); it has "
-                                    "been rolled forward now: nothing to resume")
+        raise TransactionStateError(f"transaction {txn_id} was already decided "
+                                    f"({', '.join(decided)}); it has been rolled forward now: "
+                                    "nothing to resume")
 
 
 def _filled_in_place(log: DeltaLog, upto: int) -> set[int]:
@@ -105,21 +107,23 @@ def _filled_in_place(log: DeltaLog, upto: int) -> set[int]:
     return out
 
 
-def _check_files(store: ObjectStore, root_uri: str, txn_id: str, table: str, added: list[AddFile]) -> None:
+def _check_files(store: ObjectStore, root_uri: str, txn_id: str, table: str,
+                 added: list[AddFile]) -> None:
     for a in added:  # the data must still be there to be committed
         try:
             store.head(data_file_key(table, a.path, root_uri))
         except NotFound:
             raise TransactionAborted(f"{table}: data file {a.path} of transaction {txn_id} is gone "
-                                     "(deleted as abandoned?)", txn_id=txn_id, reason="lost-data") from None
+                                     "(deleted as abandoned?)", txn_id=txn_id,
+                                     reason="lost-data") from None
 
 
 def load(svc: Services, log_for: Callable[[str], DeltaLog], root_uri: str, txn_id: str) -> Resumed:
     """Read ``txn_id``'s sublogs, settle its earlier attempts and rebuild its tables' views."""
     entries = sublogs.read_all(svc.store, txn_id)
     if not entries:
-        raise LakeVillaError(f"no sublogs for transaction {txn_id!r}: nothing to resume (it committed, was "
-                             "cleaned up, or never wrote)")
+        raise LakeVillaError(f"no sublogs for transaction {txn_id!r}: nothing to resume (it "
+                             "committed, was cleaned up, or never wrote)")
     first_versions: dict[str, int] = {}
     for e in entries:
         for t, v in [(e.table, e.read_version), *((r["table"], r["version"]) for r in e.reads)]:
@@ -129,7 +133,8 @@ def load(svc: Services, log_for: Callable[[str], DeltaLog], root_uri: str, txn_i
     attempts = [int(e.attempt.rsplit(".", 1)[1]) for e in entries if e.attempt and "." in e.attempt]
     out = Resumed(features=last.features, isolation=last.isolation, mode=last.mode,
                   started=min((e.created for e in entries if e.created), default=None),
-                  attempt_no=max(attempts, default=0) + 1, sublog_seq=max(e.seq for e in entries), seq=0)
+                  attempt_no=max(attempts, default=0) + 1, sublog_seq=max(e.seq for e in entries),
+                  seq=0)
     by_table: dict[str, list[sublogs.SublogEntry]] = {}
     for e in sublogs.current_ops(entries):
         by_table.setdefault(e.table, []).append(e)
@@ -145,8 +150,8 @@ def load(svc: Services, log_for: Callable[[str], DeltaLog], root_uri: str, txn_i
     return out
 
 
-def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str, ents: list[sublogs.SublogEntry],
-           reads: list[dict[str, Any]], out: Resumed) -> TableWork:
+def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str,
+           ents: list[sublogs.SublogEntry], reads: list[dict[str, Any]], out: Resumed) -> TableWork:
     table = log.table
     base_v = max([e.base_version for e in ents] + [r["version"] for r in reads])
     snap: Snapshot = log.snapshot(base_v)
@@ -162,8 +167,9 @@ def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str, ents: 
     for e in ents:
         added = e.added_files()
         _check_files(store, root_uri, txn_id, table, added)
-        op: Statement = registry.decode(e.op, e.op_seq, table, e.statement if e.statement is not None else None,
-                                        added, removed=[AddFile.from_json(r) for r in e.removed],
+        op: Statement = registry.decode(e.op, e.op_seq, table,
+                                        e.statement if e.statement is not None else None, added,
+                                        removed=[AddFile.from_json(r) for r in e.removed],
                                         read_files=set(e.read_files), logical=e.kind == "logical")
         if e.predicate is not None and (e.statement is None or "where" not in e.statement):
             op.where = e.predicate

@@ -25,7 +25,7 @@ from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
 from ..errors import CreateConflictError
-from ..isolation.gvl import APPENDED, GlobalVersionLog, first_entry
+from ..isolation.gvl import APPENDED, GlobalVersionLog, GvlEntry, first_entry
 from ..markers.marker import COMMITTED, FREED, RUNNING, commit_txn, free_stalled, marker_of
 from ..markers.publish import find_commit, publish, publish_create
 from ..store import NotFound, ObjectStore
@@ -71,23 +71,26 @@ def _resolve_marker(svc: Services, table: str, version: int, *, force: bool) -> 
 
     latest = log.latest_version()
     if m.decision == "record":
-        rec = records.read(svc.store, m.attempt) or records.abort(svc.store, m.attempt, m.txn, "stalled marker")
+        rec = (records.read(svc.store, m.attempt)
+               or records.abort(svc.store, m.attempt, m.txn, "stalled marker"))
         if rec.state in (records.COMMITTING, records.COMMITTED) and table in rec.tables:
             roll_forward_record(svc, rec)
             return _close(log, version, m, etag, table)
     elif m.decision == "gvl":
-        state, entry = decide_gvl_abort(svc.gvl, m.attempt, m.gvl_base,
-                                        landed=lambda: find_commit(log, m.attempt, version, latest) is not None)
+        state, entry = decide_gvl_abort(
+            svc.gvl, m.attempt, m.gvl_base,
+            landed=lambda: find_commit(log, m.attempt, version, latest) is not None)
         if state == "committed" and entry is not None and table in entry.pending \
                 and entry.pending[table].attempt == m.attempt:
             p = entry.pending[table]
-            v = publish(log, m.attempt, Commit.from_bytes(p.commit.encode()), marker_version=version, mode=p.mode,
-                        hint=p.hint)
+            v = publish(log, m.attempt, Commit.from_bytes(p.commit.encode()),
+                        marker_version=version, mode=p.mode, hint=p.hint)
             if v != version:
                 free_stalled(log, version, m, etag, COMMITTED, "rolled forward by recovery", v)
             return Resolution(table, version, m.attempt, "committed", v)
     found = find_commit(log, m.attempt, version, latest)
-    if found is not None:  # the owner's table commit landed (decision "table", or single-table commit)
+    # the owner's table commit landed (decision "table", or single-table commit)
+    if found is not None:
         free_stalled(log, version, m, etag, COMMITTED, "closed by recovery", found)
         return Resolution(table, version, m.attempt, "committed", found)
     ok = free_stalled(log, version, m, etag, FREED, "expired")
@@ -114,12 +117,14 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
         log = svc.log_for(table)
         if intent.create:
             try:
-                landed[table] = publish_create(log, rec.attempt, Commit.from_bytes(intent.commit.encode()))
+                landed[table] = publish_create(log, rec.attempt,
+                                               Commit.from_bytes(intent.commit.encode()))
             except CreateConflictError as e:
-                conflict = e  # the other tables are still rolled forward; the record stays COMMITTING
+                # the other tables are still rolled forward; the record stays COMMITTING
+                conflict = e
             continue
-        v = publish(log, rec.attempt, Commit.from_bytes(intent.commit.encode()), marker_version=intent.marker,
-                    mode=intent.mode)
+        v = publish(log, rec.attempt, Commit.from_bytes(intent.commit.encode()),
+                    marker_version=intent.marker, mode=intent.mode)
         landed[table] = v
         if intent.marker is not None and v != intent.marker:
             current, etag = log.read_commit_raw(intent.marker)
@@ -137,7 +142,7 @@ def roll_forward_record(svc: Services, rec: records.TxnRecord) -> dict[str, int]
 
 
 def decide_gvl_abort(gvl: GlobalVersionLog, attempt: str, after: int | None,
-                     landed: Callable[[], bool] | None = None) -> tuple[str, object]:
+                     landed: Callable[[], bool] | None = None) -> tuple[str, GvlEntry | None]:
     """Make sure a stalled I transaction is decided: returns ('committed'|'aborted', entry).
 
     The decision is in the entries after ``after`` (the entry the transaction's markers

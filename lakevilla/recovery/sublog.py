@@ -44,8 +44,10 @@ class SublogEntry:
     added: list[dict[str, Any]] = field(default_factory=list)
     removed: list[dict[str, Any]] = field(default_factory=list)
     read_files: list[str] = field(default_factory=list)
-    statement: dict[str, Any] | None = None  # logical: {"where": ..., "set": ...} (overwrite: "inserted")
-    predicate: str | None = None  # the search predicate (conflict checks), also for physical entries
+    # logical: {"where": ..., "set": ...} (overwrite: "inserted")
+    statement: dict[str, Any] | None = None
+    # the search predicate (conflict checks), also for physical entries
+    predicate: str | None = None
     reads: list[dict[str, Any]] = field(default_factory=list)  # user reads since the previous entry
     base_version: int = -1
     read_version: int = -1
@@ -63,7 +65,8 @@ class SublogEntry:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SublogEntry:
         if int(d.get("v", 1)) > 1:
-            raise CorruptLogError(f"sublog format version {d['v']} is newer than this lakevilla understands")
+            raise CorruptLogError(f"sublog format version {d['v']} is newer than this "
+                                  "lakevilla understands")
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in d.items() if k in known})
 
@@ -86,9 +89,10 @@ class Logged(Protocol):
     def encode(self, logical: bool) -> dict[str, Any] | None: ...
 
 
-def entry_for(txn: str, seq: int, op: Logged, *, logical: bool, base_version: int, read_version: int,
-              reads: list[ReadRecord], redo: bool, attempt: str = "", features: str = "",
-              isolation: str = "serializable", mode: str = "tail") -> SublogEntry:
+def entry_for(txn: str, seq: int, op: Logged, *, logical: bool, base_version: int,
+              read_version: int, reads: list[ReadRecord], redo: bool, attempt: str = "",
+              features: str = "", isolation: str = "serializable",
+              mode: str = "tail") -> SublogEntry:
     e = SublogEntry(
         txn=txn, seq=seq, table=op.table, op=op.kind,
         kind="logical" if logical else "physical",
@@ -99,8 +103,8 @@ def entry_for(txn: str, seq: int, op: Logged, *, logical: bool, base_version: in
         statement=op.encode(logical),
         reads=[r.to_json() for r in reads],
         predicate=op.where,
-        base_version=base_version, read_version=read_version, redo=redo, attempt=attempt, features=features,
-        isolation=isolation, mode=mode, created=time.time(),
+        base_version=base_version, read_version=read_version, redo=redo, attempt=attempt,
+        features=features, isolation=isolation, mode=mode, created=time.time(),
     )
     return e
 
@@ -130,4 +134,5 @@ def current_ops(entries: list[SublogEntry]) -> list[SublogEntry]:
     return [latest[k] for k in sorted(latest)]
 
 
-__all__ = ["ReadRecord", "SublogEntry", "entry_for", "write", "read_all", "current_ops", "RemoveFile"]
+__all__ = ["ReadRecord", "SublogEntry", "entry_for", "write", "read_all", "current_ops",
+           "RemoveFile"]

@@ -41,7 +41,8 @@ class Footprint:
         """A footprint another client published; malformed input is a ``CorruptLogError``. The
         predicate is only ever parsed by the expression grammar (``parse_predicate``)."""
         try:
-            fp = cls(read_files={str(x) for x in d.get("read", [])}, removed_files={str(x) for x in d.get("removed", [])},
+            fp = cls(read_files={str(x) for x in d.get("read", [])},
+                     removed_files={str(x) for x in d.get("removed", [])},
                      predicate=None if d.get("predicate") is None else str(d["predicate"]),
                      full_scan=bool(d.get("full_scan", False)), blind=bool(d.get("blind", False)))
         except (AttributeError, TypeError) as e:
@@ -52,7 +53,8 @@ class Footprint:
     def size(self) -> int:
         return len(self.read_files) + len(self.removed_files)
 
-    def conflicts_with(self, c: Commit, schema: pa.Schema, partition_columns: list[str]) -> str | None:
+    def conflicts_with(self, c: Commit, schema: pa.Schema,
+                       partition_columns: list[str]) -> str | None:
         """Why ``c`` invalidates this footprint, or None."""
         if c.metadata is not None:
             return "schema or table properties changed"
@@ -71,7 +73,8 @@ class Footprint:
                     return f"new file {a.path} adds rows to a full scan"
         elif self.predicate is not None:
             adds, table = _new_rows(c)
-            hits = prune(parse_predicate(self.predicate), adds, schema, partition_columns, table) if adds else []
+            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns, table)
+                    if adds else [])
             if hits:
                 return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"
         return None

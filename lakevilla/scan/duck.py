@@ -65,7 +65,8 @@ def to_arrow(rel_or_cur) -> pa.Table:
     raise RuntimeError("unsupported duckdb version")
 
 
-def query(sql: str, tables: dict[str, pa.Table] | None = None, params: list | None = None) -> pa.Table:
+def query(sql: str, tables: dict[str, pa.Table] | None = None,
+          params: list | None = None) -> pa.Table:
     """Run one SELECT with ``tables`` registered under their names for its duration."""
     con = connection()
     tables = tables or {}
@@ -80,7 +81,8 @@ def query(sql: str, tables: dict[str, pa.Table] | None = None, params: list | No
             con.unregister(name)
 
 
-def rows(sql: str, tables: dict[str, pa.Table] | None = None, params: list | None = None) -> list[tuple]:
+def rows(sql: str, tables: dict[str, pa.Table] | None = None,
+         params: list | None = None) -> list[tuple]:
     con = connection()
     tables = tables or {}
     for name, t in tables.items():

@@ -44,7 +44,8 @@ TEMPORAL = ("DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE")
 
 
 def family(t: str) -> str:
-    """int | float | decimal | string | bool | date | timestamp | timestamptz | interval | null | struct | other."""
+    """int | float | decimal | string | bool | date | timestamp | timestamptz | interval |
+    null | struct | other."""
     if t in INTEGERS:
         return "int"
     if t in ("FLOAT", "DOUBLE"):
@@ -123,12 +124,14 @@ def duckdb_type(t: pa.DataType) -> str:
 _CASTS: dict[str, set[str]] = {
     "int": {"int", "float", "decimal", "string", "bool"},
     "decimal": {"int", "float", "decimal", "string", "bool"},
-    "float": {"int", "float", "decimal", "bool"},  # no float -> text: the engines format differently
+    # no float -> text: the engines format differently
+    "float": {"int", "float", "decimal", "bool"},
     "string": {"int", "float", "decimal", "string", "bool", "date", "timestamp", "timestamptz"},
     "bool": {"int", "float", "decimal", "string", "bool"},
     "date": {"date", "timestamp", "timestamptz", "string"},
     "timestamp": {"date", "timestamp", "timestamptz", "string"},
-    "timestamptz": {"date", "timestamp", "timestamptz"},  # no timestamptz -> text: zone suffix differs
+    # no timestamptz -> text: zone suffix differs
+    "timestamptz": {"date", "timestamp", "timestamptz"},
     "null": {"int", "float", "decimal", "string", "bool", "date", "timestamp", "timestamptz"},
 }
 
@@ -148,8 +151,9 @@ _CAST_TYPES = {
     "LONG": "BIGINT", "FLOAT": "FLOAT", "REAL": "FLOAT", "FLOAT4": "FLOAT", "DOUBLE": "DOUBLE",
     "FLOAT8": "DOUBLE", "VARCHAR": "VARCHAR", "TEXT": "VARCHAR", "STRING": "VARCHAR",
     "DATE": "DATE", "TIMESTAMP": "TIMESTAMP", "DATETIME": "TIMESTAMP",
-    "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE", "TIMESTAMP WITH TIME ZONE": "TIMESTAMP WITH TIME ZONE",
-    "INTERVAL": "INTERVAL", "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL",
+    "TIMESTAMPTZ": "TIMESTAMP WITH TIME ZONE",
+    "TIMESTAMP WITH TIME ZONE": "TIMESTAMP WITH TIME ZONE", "INTERVAL": "INTERVAL",
+    "DECIMAL": "DECIMAL", "NUMERIC": "DECIMAL",
 }
 
 # -- the function allow-list ---------------------------------------------------------------
@@ -200,8 +204,8 @@ _fn("right", 2, 2, _STR, ("int",))
 _fn("lpad", 3, 3, _STR, ("int",), _STR)
 _fn("rpad", 3, 3, _STR, ("int",), _STR)
 # dates and times
-for _part in ("year", "month", "day dayofmonth", "hour", "minute", "second", "dayofweek", "dayofyear",
-              "quarter", "week weekofyear"):
+for _part in ("year", "month", "day dayofmonth", "hour", "minute", "second", "dayofweek",
+              "dayofyear", "quarter", "week weekofyear"):
     _fn(_part, 1, 1, _TIME)
 _fn("date_part datepart", 2, 2, _STR, _TIME)
 _fn("date_trunc datetrunc", 2, 2, _STR, _TIME)
@@ -211,18 +215,19 @@ _fn("last_day", 1, 1, _TIME)
 _fn("current_date today", 0, 0)
 _fn("current_timestamp now get_current_timestamp", 0, 0)
 # what INTERVAL n UNIT parses to; intervals must be constants (checked with the types)
-for _unit in ("years", "months", "weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds"):
+for _unit in ("years", "months", "weeks", "days", "hours", "minutes", "seconds", "milliseconds",
+              "microseconds"):
     _fn(f"to_{_unit}", 1, 1, _NUM)
 
 VOLATILE = {"current_date", "current_timestamp"}
 # parts date_part / date_trunc / date_diff accept (first argument, a string literal)
-DATE_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second", "dow", "dayofweek",
-              "doy", "dayofyear"}
+DATE_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second", "dow",
+              "dayofweek", "doy", "dayofyear"}
 TRUNC_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second"}
 DIFF_PARTS = {"day"}
 
-OPERATORS = {"+", "-", "*", "/", "%", "||", "~~", "!~~", "~~*", "!~~*", "like_escape", "not_like_escape",
-             "ilike_escape", "not_ilike_escape"}
+OPERATORS = {"+", "-", "*", "/", "%", "||", "~~", "!~~", "~~*", "!~~*", "like_escape",
+             "not_like_escape", "ilike_escape", "not_ilike_escape"}
 LIKE_FUNCTIONS = {"~~", "!~~", "~~*", "!~~*", "like_escape", "not_like_escape", "ilike_escape",
                   "not_ilike_escape"}
 COMPARISONS = {"COMPARE_EQUAL": "=", "COMPARE_NOTEQUAL": "<>", "COMPARE_LESSTHAN": "<",
@@ -278,7 +283,8 @@ class Checked:
     sql: str  # our DuckDB rendering of the tree (what the embedded engine runs)
     type: str  # DuckDB type of the whole expression
     types: dict[int, str] = field(default_factory=dict)  # id(node) -> DuckDB type
-    common: dict[int, str] = field(default_factory=dict)  # id(node) -> the type its operands compare in
+    # id(node) -> the type its operands compare in
+    common: dict[int, str] = field(default_factory=dict)
     refs: dict[int, ColumnRef] = field(default_factory=dict)  # id(COLUMN_REF node) -> column
     volatile: bool = False  # uses the clock: its value changes between evaluations
 
@@ -301,7 +307,8 @@ def _parse_tree(text: str) -> tuple[dict | None, str | None]:
     """(expression node, None) or (None, why not): DuckDB's parser, inside a wrapper whose
     shape is then checked, so text that escapes the wrapper is refused, not run."""
     try:
-        raw = duck.connection().execute("SELECT json_serialize_sql(?)", [_PREFIX + text + _SUFFIX]).fetchall()[0][0]
+        raw = duck.connection().execute("SELECT json_serialize_sql(?)",
+                                        [_PREFIX + text + _SUFFIX]).fetchall()[0][0]
         tree = json.loads(raw)
     except Exception as e:  # noqa: BLE001 - the parser's own failure is the user's syntax error
         return None, str(e).splitlines()[0]
@@ -318,10 +325,12 @@ def _parse_tree(text: str) -> tuple[dict | None, str | None]:
     sel = node.get("select_list") or []
     plain = (node.get("type") == "SELECT_NODE" and not node.get("modifiers")
              and not (node.get("cte_map") or {}).get("map") and len(sel) == 1
-             and sel[0].get("alias") == "__lv_expr" and (node.get("from_table") or {}).get("type") == "EMPTY"
+             and sel[0].get("alias") == "__lv_expr"
+             and (node.get("from_table") or {}).get("type") == "EMPTY"
              and node.get("where_clause") is None and not node.get("group_expressions")
-             and not node.get("group_sets") and node.get("having") is None and node.get("sample") is None
-             and node.get("qualify") is None and node.get("aggregate_handling") == "STANDARD_HANDLING"
+             and not node.get("group_sets") and node.get("having") is None
+             and node.get("sample") is None and node.get("qualify") is None
+             and node.get("aggregate_handling") == "STANDARD_HANDLING"
              and not stmt.get("named_param_map"))
     if not plain:
         return None, "not one expression (the text reaches outside it)"
@@ -393,8 +402,8 @@ class _Structure:
             self.keys(node, {"children"})
             if node.get("type") not in ("OPERATOR_NOT", "OPERATOR_IS_NULL", "OPERATOR_IS_NOT_NULL",
                                         "COMPARE_IN", "COMPARE_NOT_IN", "OPERATOR_COALESCE"):
-                raise self.bad(node, "only NOT, IS [NOT] NULL, IN (...) and COALESCE operators are supported "
-                                     "(no [] subscripts)")
+                raise self.bad(node, "only NOT, IS [NOT] NULL, IN (...) and COALESCE operators are "
+                                     "supported (no [] subscripts)")
             for c in node.get("children") or []:
                 self.walk(c)
         elif cls == "COMPARISON":
@@ -444,8 +453,10 @@ class _Structure:
     def function(self, node: dict) -> None:
         # is_legacy_function_call: DuckDB 2.0.1 names it on every function (false for the
         # forms our grammar allows); a true value is a form we never checked, so it fails closed
-        self.keys(node, {"function_name", "schema", "catalog", "filter", "order_bys", "distinct", "is_operator",
-                         "export_state", "arguments", "qualified_name", "is_legacy_function_call"})
+        self.keys(node,
+                  {"function_name", "schema", "catalog", "filter", "order_bys", "distinct",
+                   "is_operator", "export_state", "arguments", "qualified_name",
+                   "is_legacy_function_call"})
         if node.get("is_legacy_function_call"):
             raise self.bad(node, "unsupported syntax (a legacy function call)")
         name = node.get("function_name")
@@ -461,8 +472,9 @@ class _Structure:
             raise self.bad(node, "functions are named without a schema")
         lname = name.lower()
         if lname not in OPERATORS and lname not in FUNCTIONS:
-            raise self.bad(node, f"function {name!r} is not in lakevilla's list of scalar functions "
-                                 "(README, 'Expressions')")
+            raise self.bad(node,
+                           f"function {name!r} is not in lakevilla's list of scalar functions "
+                           "(README, 'Expressions')")
         if node.get("is_operator") and lname not in OPERATORS:
             raise self.bad(node, "unsupported operator")
         args = node.get("arguments") or []
@@ -473,7 +485,8 @@ class _Structure:
         if lname in FUNCTIONS:
             _, lo, hi, _ = FUNCTIONS[lname]
             if not lo <= len(args) <= hi:
-                raise self.bad(node, f"{lname} takes {lo}" + (f" to {hi}" if hi != lo else "") + " arguments")
+                raise self.bad(node, f"{lname} takes {lo}" + (f" to {hi}" if hi != lo else "")
+                               + " arguments")
 
 
 def cast_type(node: dict, structure: _Structure | None = None) -> str:
@@ -483,7 +496,8 @@ def cast_type(node: dict, structure: _Structure | None = None) -> str:
     kids = te.get("children") or []
     bad = (structure.bad if structure else (lambda n, why: InvalidExpressionError(why)))
     if (te.get("class") != "TYPE" or te.get("catalog") or te.get("schema")
-            or set(te) - _CHILD_FREE - {"catalog", "schema", "type_name", "children", "qualified_name"}):
+            or set(te) - _CHILD_FREE
+            - {"catalog", "schema", "type_name", "children", "qualified_name"}):
         raise bad(node, "unsupported type")
     canon = _CAST_TYPES.get(name)
     if canon is None:
@@ -528,7 +542,8 @@ def quote_string(s: str) -> str:
 
 
 def render(node: dict, column=None) -> str:
-    """DuckDB SQL for a checked tree. ``column(names) -> sql`` renders column refs (default: quoted names)."""
+    """DuckDB SQL for a checked tree. ``column(names) -> sql`` renders column refs
+    (default: quoted names)."""
     def r(n: dict) -> str:
         return render(n, column)
 
@@ -552,7 +567,8 @@ def render(node: dict, column=None) -> str:
         name = node["function_name"].lower()
         args = [r(a["expression"]) for a in node.get("arguments") or []]
         if name in ("+", "-", "*", "/", "%", "||", "~~", "!~~", "~~*", "!~~*"):
-            sym = {"~~": "LIKE", "!~~": "NOT LIKE", "~~*": "ILIKE", "!~~*": "NOT ILIKE"}.get(name, name)
+            sym = {"~~": "LIKE", "!~~": "NOT LIKE", "~~*": "ILIKE",
+                   "!~~*": "NOT ILIKE"}.get(name, name)
             if len(args) == 1:
                 return f"({sym}({args[0]}))"
             return "(" + f" {sym} ".join(args) + ")"
@@ -634,7 +650,8 @@ def is_constant(node: dict) -> bool:
     for n in walk(node):
         if n.get("class") == "COLUMN_REF":
             return False
-        if n.get("class") == "FUNCTION" and FUNCTIONS.get(n["function_name"].lower(), ("",))[0] in VOLATILE:
+        if n.get("class") == "FUNCTION" \
+                and FUNCTIONS.get(n["function_name"].lower(), ("",))[0] in VOLATILE:
             return False
     return True
 
@@ -651,8 +668,8 @@ def operands(node: dict) -> list[dict] | None:
     if cls == "CASE":
         return [c["then_expr"] for c in node["case_checks"]] + (
             [node["else_expr"]] if node.get("else_expr") is not None else [])
-    if cls == "FUNCTION" and FUNCTIONS.get(node["function_name"].lower(), ("",))[0] in ("greatest", "least",
-                                                                                         "nullif"):
+    if cls == "FUNCTION" and FUNCTIONS.get(node["function_name"].lower(), ("",))[0] in (
+            "greatest", "least", "nullif"):
         return [a["expression"] for a in node["arguments"]]
     return None
 
@@ -669,7 +686,8 @@ class _Binder:
         rels = self.scope.relations
         from_sql = ", ".join(f"__lv_rel{i}" + (f" AS {quote_ident(r.alias)}" if r.alias else "")
                              for i, r in enumerate(rels))
-        sql = "DESCRIBE SELECT " + ", ".join(f"{s} AS c{i}" for i, s in enumerate(items)) + " FROM " + from_sql
+        sql = ("DESCRIBE SELECT " + ", ".join(f"{s} AS c{i}" for i, s in enumerate(items))
+               + " FROM " + from_sql)
         try:
             got = duck.rows(sql, _empty_tables(self.scope))
         except Exception as e:  # noqa: BLE001 - binder errors: unknown column, bad types
@@ -685,8 +703,8 @@ class _Binder:
                     col = _field(r.schema, names[1])
                     if col is not None:
                         return ColumnRef(i, col.name, self.path(col, names[2:], node))
-        hits = [(i, _field(r.schema, names[0])) for i, r in enumerate(rels)]
-        hits = [(i, f) for i, f in hits if f is not None]
+        fields = [(i, _field(r.schema, names[0])) for i, r in enumerate(rels)]
+        hits = [(i, f) for i, f in fields if f is not None]
         if len(hits) != 1:
             why = "is ambiguous" if hits else "names no column in scope"
             raise _fail(self.what, f"{_snippet(self.text, node)} {why}")
@@ -699,9 +717,11 @@ class _Binder:
         for n in names:
             f = None
             if pa.types.is_struct(t):
-                f = next((t.field(i) for i in range(t.num_fields) if t.field(i).name.lower() == n.lower()), None)
+                f = next((t.field(i) for i in range(t.num_fields)
+                          if t.field(i).name.lower() == n.lower()), None)
             if f is None:
-                raise _fail(self.what, f"{_snippet(self.text, node)} names no field of column {col.name!r}")
+                raise _fail(self.what,
+                            f"{_snippet(self.text, node)} names no field of column {col.name!r}")
             out.append(f.name)
             t = f.type
         return tuple(out)
@@ -741,8 +761,8 @@ def _check_types(chk: Checked, what: str) -> None:
         cls = node.get("class")
         if f == "interval":
             if not is_constant(node):
-                raise bad(node, "intervals are supported only as constants added to or subtracted from a date "
-                                "or timestamp")
+                raise bad(node, "intervals are supported only as constants added to or subtracted "
+                                "from a date or timestamp")
         elif f == "struct":
             if cls != "COLUMN_REF":
                 raise bad(node, "struct values can only be read field by field (col.field)")
@@ -753,9 +773,11 @@ def _check_types(chk: Checked, what: str) -> None:
             kf = fam(k)
             if kf == "struct" and not (cls == "OPERATOR" and node["type"] in ("OPERATOR_IS_NULL",
                                                                                "OPERATOR_IS_NOT_NULL")):
-                raise bad(k, "a struct column can only be tested with IS [NOT] NULL or read by field (col.field)")
+                raise bad(k, "a struct column can only be tested with IS [NOT] NULL or read by "
+                             "field (col.field)")
             if kf == "interval" and not (cls == "FUNCTION" and node["function_name"] in ("+", "-")):
-                raise bad(k, "intervals can only be added to or subtracted from a date or timestamp")
+                raise bad(k,
+                          "intervals can only be added to or subtracted from a date or timestamp")
         ops = operands(node)
         if ops is not None:
             reps: dict[tuple[str, bool], dict] = {}
@@ -809,12 +831,14 @@ def _check_function(node: dict, chk: Checked, fam, bad) -> None:
             return
         a, b = fams
         ok = (a in (*NUMERIC, "null") and b in (*NUMERIC, "null")
-              or (a == "date" and b in ("int", "null")) or (name == "+" and b == "date" and a == "int")
-              or (name == "-" and a == "date" and b == "date")
-              or (a in TIME and b == "interval") or (name == "+" and a == "interval" and b in TIME))
+              or (a == "date" and b in ("int", "null"))
+              or (name == "+" and b == "date" and a == "int")
+              or (name == "-" and a == "date" and b == "date") or (a in TIME and b == "interval")
+              or (name == "+" and a == "interval" and b in TIME))
         if not ok:
-            raise bad(node, f"{name} is defined for numbers, date {name} integer (days), date - date "
-                            "and date/timestamp +/- INTERVAL constants")
+            raise bad(node,
+                      f"{name} is defined for numbers, date {name} integer (days), date - date and "
+                      "date/timestamp +/- INTERVAL constants")
         return
     if name in ("*", "/", "%"):
         if not all(f in (*NUMERIC, "null") for f in fams):
@@ -827,7 +851,8 @@ def _check_function(node: dict, chk: Checked, fam, bad) -> None:
     if name in LIKE_FUNCTIONS:
         if not all(f in ("string", "null") for f in fams):
             raise bad(node, "LIKE and ILIKE compare strings")
-        if len(args) == 3 and not (is_string_literal(args[2]) and len(args[2]["literal"]["text"]) == 1):
+        if len(args) == 3 and not (is_string_literal(args[2])
+                                   and len(args[2]["literal"]["text"]) == 1):
             raise bad(node, "ESCAPE takes one character, written as a literal")
         return
     canon, _, _, spec = FUNCTIONS[name]
@@ -839,12 +864,15 @@ def _check_function(node: dict, chk: Checked, fam, bad) -> None:
         if args[1].get("class") != "CONSTANT":
             raise bad(node, "round(x, n) needs a constant n")
         if fams[0] == "float" and int(args[1]["literal"]["text"].replace("_", "")) != 0:
-            raise bad(node, "round(x, n) with n other than 0 is not supported for floating-point x (the "
-                            "engines round halves differently); round a DECIMAL: round(CAST(x AS DECIMAL(18, 6)), n)")
+            raise bad(node, "round(x, n) with n other than 0 is not supported for floating-point x "
+                            "(the engines round halves differently); round a DECIMAL: round(CAST(x "
+                            "AS DECIMAL(18, 6)), n)")
     if canon in ("date_part", "date_trunc", "date_diff"):
-        allowed = {"date_part": DATE_PARTS, "date_trunc": TRUNC_PARTS, "date_diff": DIFF_PARTS}[canon]
+        allowed = {"date_part": DATE_PARTS, "date_trunc": TRUNC_PARTS,
+                   "date_diff": DIFF_PARTS}[canon]
         if not is_string_literal(args[0]) or args[0]["literal"]["text"].lower() not in allowed:
-            raise bad(node, f"{canon} takes one of {', '.join(sorted(allowed))} as a literal first argument")
+            raise bad(node, f"{canon} takes one of {', '.join(sorted(allowed))} as a "
+                            "literal first argument")
 
 
 def _clock_names(node: dict, scope: Scope) -> None:
@@ -857,9 +885,10 @@ def _clock_names(node: dict, scope: Scope) -> None:
             loc = {k: n[k] for k in ("query_location", "query_location_length") if k in n}
             n.clear()
             n.update({"class": "FUNCTION", "type": "FUNCTION", "alias": "", **loc,
-                      "function_name": names[0].lower(), "schema": "", "catalog": "", "filter": None,
-                      "order_bys": {"type": "ORDER_MODIFIER", "orders": []}, "distinct": False,
-                      "is_operator": False, "export_state": False, "arguments": []})
+                      "function_name": names[0].lower(), "schema": "", "catalog": "",
+                      "filter": None, "order_bys": {"type": "ORDER_MODIFIER", "orders": []},
+                      "distinct": False, "is_operator": False, "export_state": False,
+                      "arguments": []})
 
 
 # -- typing by shape ---------------------------------------------------------------------------
@@ -868,20 +897,23 @@ def _clock_names(node: dict, scope: Scope) -> None:
 # binding folds no constant. So texts that differ only in such literals bind to the same types,
 # and statements that embed their values (``c_id = 4711``) are described once per shape. Numbers
 # under a function (``round(x, 2)``) and every string (``date_trunc('month', d)``) keep their value.
-# An integer compared with an INTEGER or BIGINT column needs only to fit INTEGER (``_against_wide``).
+# An integer compared with an INTEGER or BIGINT column needs only to fit
+# INTEGER (``_against_wide``).
 
 _TYPINGS: OrderedDict[tuple[Scope, str], tuple[tuple[str, ...], tuple[str, ...]]] = OrderedDict()
 _TYPINGS_SIZE = 4096
 _typings_lock = threading.Lock()
 
 
-_UNSIGNED_BITS = (7, 8, 15, 16, 31, 32, 63, 64, 127, 128)  # value bits of the integer types, signed and not
+# value bits of the integer types, signed and not
+_UNSIGNED_BITS = (7, 8, 15, 16, 31, 32, 63, 64, 127, 128)
 _SIGNED_BITS = (7, 15, 31, 63, 127)
 
 
 def _representative(lit: dict) -> dict:
     """A literal that DuckDB types exactly as ``lit``: for an integer the largest one that fits
-    the same integer types (their ranges are all DuckDB asks of it), for a decimal the same layout."""
+    the same integer types (their ranges are all DuckDB asks of it), for a
+    decimal the same layout."""
     text = lit["text"].replace("_", "")
     if lit["kind"] == "INTEGER":
         v = int(text)
@@ -922,7 +954,8 @@ def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
     return []
 
 
-def _typing_shape(node: dict, compared: frozenset[int] = frozenset(), under_function: bool = False) -> dict:
+def _typing_shape(node: dict, compared: frozenset[int] = frozenset(),
+                  under_function: bool = False) -> dict:
     """A copy of the tree with each number literal outside a function replaced by its
     representative; ``compared``: the ids of literals compared with an INTEGER or BIGINT column."""
     if node.get("class") == "CONSTANT":
@@ -940,7 +973,8 @@ def _typing_shape(node: dict, compared: frozenset[int] = frozenset(), under_func
         elif isinstance(v, dict):
             out[k] = _typing_shape(v, compared, under_function)
         elif isinstance(v, list):
-            out[k] = [_typing_shape(x, compared, under_function) if isinstance(x, dict) else x for x in v]
+            out[k] = [_typing_shape(x, compared, under_function) if isinstance(x, dict) else x
+                      for x in v]
         else:
             out[k] = v
     return out
@@ -996,7 +1030,8 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
         for n in nodes:
             ops = operands(n)
             if ops:
-                typed = [o for o in ops if not is_string_literal(o) and family(by_id[id(o)]) != "null"]
+                typed = [o for o in ops
+                         if not is_string_literal(o) and family(by_id[id(o)]) != "null"]
                 if any(family(by_id[id(o)]) != "string" for o in typed):
                     ops = typed
                 out.append((n, ops))
@@ -1005,15 +1040,17 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
     def bind() -> tuple[tuple[str, ...], tuple[str, ...]]:
         types = binder.describe([render(n, column) for n in nodes])
         by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
-        common = binder.describe(["CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END"
-                                  for _, ops in multi_of(by_id)])
+        common = binder.describe(["CASE "
+                                  + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops)
+                                  + " END" for _, ops in multi_of(by_id)])
         return tuple(types), tuple(common)
 
     def wide(n: dict) -> bool:
         ref = refs.get(id(n))
         if ref is None or ref.fields:
             return False
-        return scope.relations[ref.relation].schema.field(ref.column).type in (pa.int32(), pa.int64())
+        return (scope.relations[ref.relation].schema.field(ref.column).type
+                in (pa.int32(), pa.int64()))
 
     compared = frozenset(id(c) for n in nodes for c in _compared_with_wide(n, wide))
     types, common = _typed(scope, render(_typing_shape(node, compared), column), bind)
@@ -1022,7 +1059,8 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
     chk = Checked(text=text, node=node, scope=scope, sql=sql, type=types[0], refs=refs, types=by_id,
                   common={id(n): t for (n, _), t in zip(multi, common, strict=True)},
                   volatile=any(n.get("class") == "FUNCTION" and
-                               FUNCTIONS.get(n["function_name"].lower(), ("",))[0] in VOLATILE for n in nodes))
+                               FUNCTIONS.get(n["function_name"].lower(), ("",))[0] in VOLATILE
+                               for n in nodes))
     _check_types(chk, what)
     return chk
 
@@ -1043,7 +1081,8 @@ def check_where(text: str, scope: Scope | pa.Schema, what: str = "") -> Checked:
     return chk
 
 
-def check_value(text: str, scope: Scope | pa.Schema, target: pa.DataType, what: str = "") -> Checked:
+def check_value(text: str, scope: Scope | pa.Schema, target: pa.DataType,
+                what: str = "") -> Checked:
     """A value assigned to a column of type ``target`` (SET, MERGE assignments): an expression of
     the grammar whose type converts to ``target`` by an assignment cast (``castable``)."""
     scope = Scope.table(scope) if isinstance(scope, pa.Schema) else scope
@@ -1051,11 +1090,13 @@ def check_value(text: str, scope: Scope | pa.Schema, target: pa.DataType, what: 
     chk = _check(text, scope, what)
     dst = duckdb_type(target)
     if family(dst) not in VALUE_FAMILIES or not castable(chk.type, dst):
-        raise _fail(what, f"the value is {chk.type}, the column is {dst}; no assignment cast converts it")
+        raise _fail(what, f"the value is {chk.type}, the column is {dst}; no assignment "
+                          "cast converts it")
     return chk
 
 
-def check_assignments(assignments: dict[str, str], schema: pa.Schema, table: str) -> dict[str, Checked]:
+def check_assignments(assignments: dict[str, str], schema: pa.Schema,
+                      table: str) -> dict[str, Checked]:
     """``set=`` of an update: {the schema's column name: checked value}."""
     if not isinstance(assignments, dict) or not assignments:
         raise InvalidExpressionError("update needs at least one column in set=")
@@ -1072,7 +1113,8 @@ def check_assignments(assignments: dict[str, str], schema: pa.Schema, table: str
 
 
 def check_update(schema: pa.Schema, table: str, where: str | None,
-                 assignments: dict[str, str] | None) -> tuple[Checked | None, dict[str, Checked] | None]:
+                 assignments: dict[str, str] | None) -> tuple[Checked | None,
+                                                              dict[str, Checked] | None]:
     """Everything an update/delete/read runs, checked: (where, set)."""
     w = check_where(where, schema, f"where={where!r} on {table!r}") if where is not None else None
     a = check_assignments(assignments, schema, table) if assignments is not None else None

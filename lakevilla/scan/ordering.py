@@ -27,23 +27,28 @@ class Ordering:
     @classmethod
     def parse(cls, order_by: str | list[str] | None, limit: int | None) -> Ordering | None:
         """From ``read(order_by="col DESC" | ["a", "b desc"], limit=n)``; None for neither."""
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 0):
             raise InvalidArgumentError(f"limit must be a non-negative integer, got {limit!r}")
         if order_by is None:
             if limit is not None:
-                raise InvalidArgumentError("limit needs order_by: without an order, which rows come first is "
-                                           "up to the engine, and a redo could not tell whether it read the same")
+                raise InvalidArgumentError("limit needs order_by: without an order, which rows "
+                                           "come first is up to the engine, and a redo could not "
+                                           "tell whether it read the same")
             return None
         items = [order_by] if isinstance(order_by, str) else order_by
-        if not isinstance(items, (list, tuple)) or not items or not all(isinstance(i, str) for i in items):
-            raise InvalidArgumentError(f"order_by must be a column name or a non-empty list of them, got {order_by!r}")
+        if (not isinstance(items, (list, tuple)) or not items
+                or not all(isinstance(i, str) for i in items)):
+            raise InvalidArgumentError("order_by must be a column name or a non-empty list of "
+                                       f"them, got {order_by!r}")
         keys = []
         for item in items:
             parts = item.split()
             if len(parts) == 1 or (len(parts) == 2 and parts[1].lower() in ("asc", "desc")):
                 keys.append((parts[0], len(parts) == 2 and parts[1].lower() == "desc"))
             else:
-                raise InvalidArgumentError(f"order_by item {item!r}: expected 'column', 'column ASC' or 'column DESC'")
+                raise InvalidArgumentError(f"order_by item {item!r}: expected 'column', 'column "
+                                           "ASC' or 'column DESC'")
         return cls(tuple(keys), limit)
 
     @property
@@ -63,13 +68,15 @@ class Ordering:
         """The first ``limit`` rows of ``table`` in this order, with the columns ``out``."""
         for keys in (self.tie_breaks(out), list(self.keys)):
             try:
-                idx = pc.sort_indices(table, sort_keys=[(c, "descending" if d else "ascending", "at_end")
-                                                        for c, d in keys])
+                idx = pc.sort_indices(table,
+                                      sort_keys=[(c, "descending" if d else "ascending", "at_end")
+                                                 for c, d in keys])
                 break
             except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 continue  # a returned column Arrow cannot sort by: ties stay in scan order
         else:
-            raise InvalidExpressionError(f"cannot order by {self.columns}: Arrow cannot sort these types")
+            raise InvalidExpressionError(f"cannot order by {self.columns}: Arrow cannot "
+                                         "sort these types")
         if self.limit is not None:
             idx = idx[: self.limit]
         return table.take(idx).select(out)

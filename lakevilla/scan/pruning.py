@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -116,14 +116,16 @@ class _Col:
 class _Plan:
     sql: str | None  # None: nothing prunes
     columns: tuple[_Col, ...]
-    fast: Any = None  # the same predicate in Python (``_Fast``), where it decides exactly; else None
+    # the same predicate in Python (``_Fast``), where it decides exactly; else None
+    fast: Any = None
 
 
 class _Translate:
     """The checked ``where`` as SQL over one statistics row per file (columns c<k>_lo, _hi,
     _nullable, _valued), answering "may some row make it true (or false)"."""
 
-    def __init__(self, chk: E.Checked, schema: pa.Schema, partition_columns: tuple[str, ...]) -> None:
+    def __init__(self, chk: E.Checked, schema: pa.Schema,
+                 partition_columns: tuple[str, ...]) -> None:
         self.chk = chk
         self.schema = schema
         self.parts = {c.lower() for c in partition_columns}
@@ -179,8 +181,9 @@ class _Translate:
     def atom(self, k: int, op: str, c: str) -> str:
         """May some row of the file satisfy ``col op c``?"""
         lo, hi = f"c{k}_lo", f"c{k}_hi"
-        check = {"<": f"{lo} < {c}", "<=": f"{lo} <= {c}", ">": f"{hi} > {c}", ">=": f"{hi} >= {c}",
-                 "=": f"({lo} <= {c} AND {hi} >= {c})", "<>": f"NOT ({lo} = {c} AND {hi} = {c})"}[op]
+        check = {"<": f"{lo} < {c}", "<=": f"{lo} <= {c}", ">": f"{hi} > {c}",
+                 ">=": f"{hi} >= {c}", "=": f"({lo} <= {c} AND {hi} >= {c})",
+                 "<>": f"NOT ({lo} = {c} AND {hi} = {c})"}[op]
         out = f"coalesce({check}, TRUE)"
         m = self.meta[k]
         if m.nan:
@@ -215,14 +218,16 @@ class _Translate:
             consts = [self.const(c) for c in kids[1:]]
             if k is None or any(c is None for c in consts) or not self.gate(k, kids[1:]):
                 return "TRUE"
+            sqls = cast("list[str]", consts)  # none of them is None (checked above)
             positive = want if typ == "COMPARE_IN" else not want
             if positive:
-                return "(" + " OR ".join(self.atom(k, "=", c) for c in consts) + ")"
-            return "(" + " AND ".join(self.atom(k, "<>", c) for c in consts) + ")"
+                return "(" + " OR ".join(self.atom(k, "=", c) for c in sqls) + ")"
+            return "(" + " AND ".join(self.atom(k, "<>", c) for c in sqls) + ")"
         if cls == "BETWEEN":
             k = self.col(node["input"])
             lo, hi = self.const(node["lower"]), self.const(node["upper"])
-            if k is None or lo is None or hi is None or not self.gate(k, [node["lower"], node["upper"]]):
+            if (k is None or lo is None or hi is None
+                    or not self.gate(k, [node["lower"], node["upper"]])):
                 return "TRUE"
             if want:
                 return f"({self.atom(k, '>=', lo)} AND {self.atom(k, '<=', hi)})"
@@ -343,7 +348,8 @@ class _Fast:
             if k is None:
                 return _always
             j = 2 if (typ == "OPERATOR_IS_NULL") == want else 3  # nullable / valued
-            return lambda b, i: b[k][j][i] is not False
+            col: int = k  # what the lambda reads: ``k`` is assigned again below
+            return lambda b, i: b[col][j][i] is not False
         if cls == "COLUMN_REF":
             k = tr.col(node)
             if k is None or E.family(E.duckdb_type(tr.meta[k].type)) != "bool":
@@ -414,8 +420,10 @@ def cheap_to_prune(pred: Predicate, table: ActionTable, schema: pa.Schema,
     if pred.node is None or not table.num_rows:
         return True
     plan = _plan(pred.text, schema, tuple(partition_columns))
-    return plan.sql is None or (plan.fast is not None and table.num_rows <= statcols.PY_ROWS and all(
-        statcols.py_parsable(statcols.StatColumn(c.name, c.type, c.partition)) for c in plan.columns))
+    return plan.sql is None or (
+        plan.fast is not None and table.num_rows <= statcols.PY_ROWS
+        and all(statcols.py_parsable(statcols.StatColumn(c.name, c.type, c.partition))
+                for c in plan.columns))
 
 
 def num_records(table: ActionTable) -> pa.Array:
@@ -437,7 +445,8 @@ def prune(pred: Predicate, files: list[AddFile], schema: pa.Schema, partition_co
     return [a for a, k in zip(files, keep.tolist(), strict=True) if k]
 
 
-def file_may_match(pred: Predicate, add: AddFile, schema: pa.Schema, partition_columns: list[str]) -> bool:
+def file_may_match(pred: Predicate, add: AddFile, schema: pa.Schema,
+                   partition_columns: list[str]) -> bool:
     """False only when no row of ``add`` can satisfy ``pred``."""
     return bool(prune(pred, [add], schema, partition_columns))
 

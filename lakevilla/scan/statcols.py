@@ -75,7 +75,8 @@ def _bound(c: StatColumn, v: str, upper: bool, k: int) -> str:
     if pa.types.is_integer(t):
         rnd = "ceil" if upper else "floor"
         return (f"CASE WHEN json_type({v}) IN {_INT} THEN TRY_CAST({v} AS {dt}) "
-                f"WHEN json_type({v}) = 'DOUBLE' THEN TRY_CAST({rnd}(CAST({v} AS DOUBLE)) AS {dt}) END")
+                f"WHEN json_type({v}) = 'DOUBLE' THEN TRY_CAST({rnd}(CAST({v} AS "
+                f"DOUBLE)) AS {dt}) END")
     if pa.types.is_floating(t):
         f = f"CAST({v} AS DOUBLE)"
         zero = "CAST('0.0' AS DOUBLE)" if upper else "CAST('-0.0' AS DOUBLE)"
@@ -85,16 +86,19 @@ def _bound(c: StatColumn, v: str, upper: bool, k: int) -> str:
         return f"CASE WHEN json_type({v}) IN {_NUM} THEN dj{k}_{'hi' if upper else 'lo'} END"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         s = f"CASE WHEN json_type({v}) = 'VARCHAR' THEN {text} END"
-        return f"CASE WHEN length({s}) >= {STRING_PREFIX_LIMIT} THEN NULL ELSE {s} END" if upper else s
+        return (f"CASE WHEN length({s}) >= {STRING_PREFIX_LIMIT} THEN NULL ELSE {s} END" if upper
+                else s)
     if pa.types.is_date(t):
-        return f"CASE WHEN json_type({v}) = 'VARCHAR' THEN TRY_CAST(substr({text}, 1, 10) AS DATE) END"
+        return (f"CASE WHEN json_type({v}) = 'VARCHAR' "
+                f"THEN TRY_CAST(substr({text}, 1, 10) AS DATE) END")
     if pa.types.is_timestamp(t):
         if t.tz is not None:
             ts = f"TRY_CAST(trim({text}) AS TIMESTAMPTZ)"
         else:  # the wall-clock time, whatever offset the writer appended
             ts = f"TRY_CAST(regexp_replace(trim({text}), {_lit(_OFFSET)}, '\\1') AS TIMESTAMP)"
         ts = f"CASE WHEN json_type({v}) = 'VARCHAR' THEN {ts} END"
-        return f"TRY({ts} + INTERVAL 1 MILLISECOND)" if upper else ts  # maxima may be truncated to ms
+        # maxima may be truncated to ms
+        return f"TRY({ts} + INTERVAL 1 MILLISECOND)" if upper else ts
     return f"CAST(NULL AS {dt})"  # booleans and the rest: no bounds
 
 
@@ -102,14 +106,16 @@ def _decimal_scale(t: pa.Decimal128Type) -> int:
     return max(t.scale, min(37 - (t.precision - t.scale), t.scale + 18))
 
 
-def _parse_sql(cols: list[tuple[int, StatColumn]], passthrough: list[str], keep_sql: str | None = None) -> str:
+def _parse_sql(cols: list[tuple[int, StatColumn]], passthrough: list[str],
+               keep_sql: str | None = None) -> str:
     """SQL over ``__lv_files`` (``stats`` and ``passthrough`` columns): ``rows`` and, for each
     (index k, data column), ``c{k}_lo``, ``c{k}_hi``, ``c{k}_nc``, ``c{k}_nullable``,
     ``c{k}_valued`` and ``c{k}_ci`` (the statistics may name the column in another case);
     with ``keep_sql``, also ``keep``, evaluated over those columns and the passthrough ones."""
     paths = ["$.numRecords"]
     for _, c in cols:
-        paths += [_path("minValues", c.name), _path("maxValues", c.name), _path("nullCount", c.name)]
+        paths += [_path("minValues", c.name), _path("maxValues", c.name),
+                  _path("nullCount", c.name)]
     sel = [f"{_count('j[1]')} AS rows"]
     decs = []
     for i, (k, c) in enumerate(cols):
@@ -117,19 +123,23 @@ def _parse_sql(cols: list[tuple[int, StatColumn]], passthrough: list[str], keep_
         sel += [f"{_bound(c, lo, False, k)} AS c{k}_lo", f"{_bound(c, hi, True, k)} AS c{k}_hi",
                 f"{_count(nc)} AS c{k}_nc",
                 f"({lo} IS NULL AND {hi} IS NULL AND {nc} IS NULL AND "
-                f"contains(lower(stats), {_lit(json.dumps(c.name.lower(), ensure_ascii=False))})) AS c{k}_ci"]
+                f"contains(lower(stats), {_lit(json.dumps(c.name.lower(), ensure_ascii=False))})) "
+                f"AS c{k}_ci"]
         if pa.types.is_decimal(c.type):
             decs.append((k, c))
     inner = [f"TRY(json_extract(stats, [{', '.join(_lit(p) for p in paths)}])) AS j"]
     for k, c in decs:
-        struct = json.dumps({s: {c.name: f"DECIMAL(38,{_decimal_scale(c.type)})"} for s in ("minValues", "maxValues")})
+        struct = json.dumps({s: {c.name: f"DECIMAL(38,{_decimal_scale(c.type)})"}
+                             for s in ("minValues", "maxValues")})
         inner.append(f"TRY(json_transform(stats, {_lit(struct)})) AS dj{k}")
     outer_dec = []
     for k, c in decs:
         name = _lit(c.name)
-        outer_dec += [f"dj{k}['minValues'][{name}] AS dj{k}_lo", f"dj{k}['maxValues'][{name}] AS dj{k}_hi"]
+        outer_dec += [f"dj{k}['minValues'][{name}] AS dj{k}_lo",
+                      f"dj{k}['maxValues'][{name}] AS dj{k}_hi"]
     keep = "".join(f", {q}" for q in passthrough)
-    mid = f"SELECT stats{keep}, j{''.join(f', dj{k}' for k, _ in decs)}{''.join(', ' + x for x in outer_dec)} " \
+    mid = f"SELECT stats{keep}, j{''.join(f', dj{k}' for k, _ in decs)}" \
+          f"{''.join(', ' + x for x in outer_dec)} " \
           f"FROM (SELECT stats{keep}, {', '.join(inner)} FROM __lv_files)"
     parsed = f"SELECT {', '.join(sel)}{keep} FROM ({mid})"
     derived = "".join(f", c{k}_lo, c{k}_hi, c{k}_nc, c{k}_ci, (c{k}_nc > 0) AS c{k}_nullable, "
@@ -138,7 +148,8 @@ def _parse_sql(cols: list[tuple[int, StatColumn]], passthrough: list[str], keep_
     return sql if keep_sql is None else f"SELECT *, ({keep_sql}) AS keep FROM ({sql})"
 
 
-def _bounds_of(table: ActionTable, res: pa.Table, cols: list[tuple[int, StatColumn]]) -> dict[StatColumn, Bounds]:
+def _bounds_of(table: ActionTable, res: pa.Table,
+               cols: list[tuple[int, StatColumn]]) -> dict[StatColumn, Bounds]:
     """The parsed columns of a ``_parse_sql`` result, with decimals and other-case names fixed."""
     rows = res.column("rows").combine_chunks()
     out: dict[StatColumn, Bounds] = {}
@@ -149,7 +160,8 @@ def _bounds_of(table: ActionTable, res: pa.Table, cols: list[tuple[int, StatColu
         if pa.types.is_decimal(c.type):
             lo, hi = _decimal_bounds(lo, hi, c.type)
         lo, hi = lo.cast(c.type), hi.cast(c.type)
-        ci = np.asarray(pc.fill_null(res.column(f"c{k}_ci"), False).to_numpy(zero_copy_only=False), dtype=bool)
+        ci = np.asarray(pc.fill_null(res.column(f"c{k}_ci"), False).to_numpy(zero_copy_only=False),
+                        dtype=bool)
         if ci.any():
             lo, hi, nc = _other_case(table, c, np.nonzero(ci)[0], lo, hi, nc)
             out[c] = (lo, hi, pc.greater(nc, 0), pc.less(nc, rows))
@@ -159,7 +171,8 @@ def _bounds_of(table: ActionTable, res: pa.Table, cols: list[tuple[int, StatColu
     return out
 
 
-def _data_columns(table: ActionTable, cols: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
+def _data_columns(table: ActionTable,
+                  cols: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
     indexed = list(enumerate(cols))
     res = _query_in_slices(_parse_sql(indexed, []), pa.table({"stats": table.column("stats")}))
     return res.column("rows").combine_chunks(), _bounds_of(table, res, indexed)
@@ -174,7 +187,8 @@ def _query_in_slices(sql: str, files: pa.Table) -> pa.Table:
         return duck.query(sql, {"__lv_files": files})
     step = -(-n // k)
     with ThreadPoolExecutor(max_workers=k, thread_name_prefix="lakevilla-stats") as pool:
-        parts = list(pool.map(lambda i: duck.query(sql, {"__lv_files": files.slice(i, step)}), range(0, n, step)))
+        parts = list(pool.map(lambda i: duck.query(sql, {"__lv_files": files.slice(i, step)}),
+                              range(0, n, step)))
     return pa.concat_tables(parts)
 
 
@@ -197,15 +211,18 @@ def _other_case(table: ActionTable, c: StatColumn, idx: np.ndarray, lo: pa.Array
     texts = table.column("stats").take(pa.array(idx)).to_pylist()
     for i, text in zip(idx.tolist(), texts, strict=True):
         try:
-            st = json.loads(text, parse_float=decimal.Decimal) if pa.types.is_decimal(c.type) else json.loads(text)
+            st = (json.loads(text, parse_float=decimal.Decimal) if pa.types.is_decimal(c.type)
+                  else json.loads(text))
         except (TypeError, ValueError):
             continue
         if not isinstance(st, dict):
             continue
-        x, y = bounds(stat_value(st, "minValues", c.name), stat_value(st, "maxValues", c.name), c.type)
+        x, y = bounds(stat_value(st, "minValues", c.name), stat_value(st, "maxValues", c.name),
+                      c.type)
         n = stat_value(st, "nullCount", c.name)
         los[i], his[i] = x, y
-        ncs[i] = n if isinstance(n, int) and not isinstance(n, bool) and -2**63 <= n < 2**63 else None
+        ncs[i] = (n if isinstance(n, int) and not isinstance(n, bool) and -2**63 <= n < 2**63
+                  else None)
     return typed_array(los, c.type), typed_array(his, c.type), pa.array(ncs, pa.int64())
 
 
@@ -234,7 +251,8 @@ def _partition_column(table: ActionTable, c: StatColumn, rows: pa.Array) -> Boun
 
     value = spread(values, c.type, None)  # a value that does not fit the type: unknown bounds
     err = spread(bad, pa.bool_(), False)
-    is_null = spread(none, pa.bool_(), True)  # a missing key is a null value, as partition_value(None)
+    # a missing key is a null value, as partition_value(None)
+    is_null = spread(none, pa.bool_(), True)
     has_rows = pc.fill_null(pc.not_equal(rows, 0), True)
     nullable = pc.and_(is_null, has_rows)
     valued = pc.and_(pc.invert(is_null), has_rows)
@@ -297,9 +315,11 @@ def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.nd
         for k, (lo, hi, nullable, valued) in enumerate(got):
             arrays[f"c{k}_lo"], arrays[f"c{k}_hi"] = lo, hi
             arrays[f"c{k}_nullable"], arrays[f"c{k}_valued"] = nullable, valued
-        res = duck.query(f"SELECT file, ({keep_sql}) AS keep FROM __lv_stats", {"__lv_stats": pa.table(arrays)})
+        res = duck.query(f"SELECT file, ({keep_sql}) AS keep FROM __lv_stats",
+                         {"__lv_stats": pa.table(arrays)})
         return _keep(n, res)
-    inputs: dict[str, Any] = {"stats": table.column("stats"), "file": pa.array(np.arange(n, dtype=np.int64))}
+    inputs: dict[str, Any] = {"stats": table.column("stats"),
+                              "file": pa.array(np.arange(n, dtype=np.int64))}
     parts = [(k, c) for k, c in missing if c.partition]
     done = {k for k, _ in data}
     if parts:
@@ -315,18 +335,20 @@ def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.nd
         inputs[f"c{k}_nullable"], inputs[f"c{k}_valued"] = nullable, valued
     passthrough = [q for q in inputs if q != "stats"]
     res = _query_in_slices(_parse_sql(data, passthrough, keep_sql), pa.table(inputs))
-    got = _bounds_of(table, res, data)
+    parsed = _bounds_of(table, res, data)
     with table.lock:
         table.cache.setdefault(("rows",), res.column("rows").combine_chunks())
-        table.cache.update({_key(c): b for c, b in got.items()})
+        table.cache.update({_key(c): b for c, b in parsed.items()})
     if any(pc.any(pc.fill_null(res.column(f"c{k}_ci"), False)).as_py() for k, _ in data):
-        return evaluate(table, cols, keep_sql)  # other-case names were read in Python: evaluate again
+        # other-case names were read in Python: evaluate again
+        return evaluate(table, cols, keep_sql)
     return _keep(n, res)
 
 
 def _keep(n: int, res: pa.Table) -> np.ndarray:
     keep = np.ones(n, dtype=bool)
-    keep[res.column("file").to_numpy()] = pc.fill_null(res.column("keep"), True).to_numpy(zero_copy_only=False)
+    keep[res.column("file").to_numpy()] = (
+        pc.fill_null(res.column("keep"), True).to_numpy(zero_copy_only=False))
     return keep
 
 
@@ -351,18 +373,22 @@ def py_parsable(c: StatColumn) -> bool:
     """Columns whose bounds ``py_columns`` reads (partition columns of any type: their strings
     are parsed in Python by every path)."""
     t = c.type
-    return c.partition or pa.types.is_signed_integer(t) or pa.types.is_string(t) or pa.types.is_large_string(t) \
-        or pa.types.is_boolean(t)
+    return c.partition or pa.types.is_signed_integer(t) or pa.types.is_string(t) \
+        or pa.types.is_large_string(t) or pa.types.is_boolean(t)
 
 
-def _py_parse(table: ActionTable, data: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
+def _py_parse(table: ActionTable,
+              data: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
     texts = table.column("stats").to_pylist()
     n = len(texts)
     rows: list[int | None] = [None] * n
-    cols = {c: ([None] * n, [None] * n, [None] * n) for c in data}
+    cols: dict[StatColumn, tuple[list[Any], list[Any], list[Any]]] = {
+        c: ([None] * n, [None] * n, [None] * n) for c in data}
     # the common case, taken as is: integer bounds of integer columns, short strings of strings
-    fast = {c: int if pa.types.is_integer(c.type) else str if pa.types.is_string(c.type)
-            or pa.types.is_large_string(c.type) else None for c in data}
+    fast: dict[StatColumn, Any] = {
+        c: int if pa.types.is_integer(c.type)
+        else str if pa.types.is_string(c.type) or pa.types.is_large_string(c.type) else None
+        for c in data}
     for i, text in enumerate(texts):
         if text is None:
             continue
@@ -376,21 +402,27 @@ def _py_parse(table: ActionTable, data: list[StatColumn]) -> tuple[pa.Array, dic
         mins, maxs, nulls = st.get("minValues"), st.get("maxValues"), st.get("nullCount")
         for c, (los, his, ncs) in cols.items():
             name = c.name
-            lo = mins.get(name) if type(mins) is dict and name in mins else stat_value(st, "minValues", name)
-            hi = maxs.get(name) if type(maxs) is dict and name in maxs else stat_value(st, "maxValues", name)
+            lo: Any = (mins.get(name) if type(mins) is dict and name in mins
+                       else stat_value(st, "minValues", name))
+            hi: Any = (maxs.get(name) if type(maxs) is dict and name in maxs
+                       else stat_value(st, "maxValues", name))
             ok = fast[c]
-            if type(lo) is ok and type(hi) is ok and (ok is str or (_I64[0] <= lo < _I64[1] and _I64[0] <= hi < _I64[1])) \
+            if type(lo) is ok and type(hi) is ok \
+                    and (ok is str or (_I64[0] <= lo < _I64[1] and _I64[0] <= hi < _I64[1])) \
                     and (ok is not str or len(hi) < STRING_PREFIX_LIMIT):
-                los[i], his[i] = lo, hi  # what ``bounds`` returns for them (typed_array checks the width)
+                # what ``bounds`` returns for them (typed_array checks the width)
+                los[i], his[i] = lo, hi
             else:
                 los[i], his[i] = bounds(lo, hi, c.type)
-            nc = nulls.get(name) if type(nulls) is dict and name in nulls else stat_value(st, "nullCount", name)
+            nc = (nulls.get(name) if type(nulls) is dict and name in nulls
+                  else stat_value(st, "nullCount", name))
             ncs[i] = _py_count(nc)
     rows_a = pa.array(rows, pa.int64())
     out: dict[StatColumn, Bounds] = {}
     for c, (los, his, ncs) in cols.items():
         nc = pa.array(ncs, pa.int64())
-        out[c] = (typed_array(los, c.type), typed_array(his, c.type), pc.greater(nc, 0), pc.less(nc, rows_a))
+        out[c] = (typed_array(los, c.type), typed_array(his, c.type), pc.greater(nc, 0),
+                  pc.less(nc, rows_a))
     return rows_a, out
 
 

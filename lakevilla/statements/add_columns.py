@@ -28,7 +28,8 @@ class AddColumns(Statement):
     operation: ClassVar[str] = "ADD COLUMNS"
     append_only_ok: ClassVar[bool] = True
 
-    fields: list[pa.Field] | None = field(default=None, repr=False)  # requested; planned at the first run
+    # requested; planned at the first run
+    fields: list[pa.Field] | None = field(default=None, repr=False)
 
     def plan_columns(self, tw: TableWork, data: Any) -> None:
         if self.fields is not None:

@@ -154,7 +154,8 @@ class Statement:
         return {}
 
     @classmethod
-    def decode(cls, seq: int, table: str, statement: dict[str, Any], added: list[AddFile]) -> Statement:
+    def decode(cls, seq: int, table: str, statement: dict[str, Any],
+               added: list[AddFile]) -> Statement:
         """The statement of a sublog entry (``statement``: its ``statement`` object or {})."""
         opts = statement.get("options") or {}
         return cls(seq=seq, table=table, where=statement.get("where"), added=added,
@@ -167,7 +168,8 @@ class Statement:
     # -- reporting ---------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """What ``Transaction.operations`` shows of it."""
-        return {"kind": self.kind, "table": self.table, "where": self.where, "set": None, "rows": self.rows}
+        return {"kind": self.kind, "table": self.table, "where": self.where, "set": None,
+                "rows": self.rows}
 
     def result(self, out: Any) -> Any:
         """What the public method returns (rows by default)."""

@@ -30,7 +30,8 @@ def requested_fields(table: str, spec: Any) -> list[pa.Field]:
     try:
         fields = list(to_arrow_schema(spec))
     except (TypeError, ValueError, pa.ArrowException) as e:
-        raise SchemaEvolutionError(f"add_columns on {table!r}: cannot read the new fields ({e})") from None
+        raise SchemaEvolutionError(f"add_columns on {table!r}: cannot read the "
+                                   f"new fields ({e})") from None
     if not fields:
         raise SchemaEvolutionError(f"add_columns on {table!r}: no fields given")
     return fields
@@ -45,7 +46,8 @@ def data_fields(data: Any) -> list[pa.Field]:
 
 def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool) -> list[dict]:
     """The fields to add to ``schema`` (as Delta JSON). ``strict``: a column that exists is an
-    error (``add_columns``); otherwise one with the same type is skipped (``schema_mode="merge"``)."""
+    error (``add_columns``); otherwise one with the same type is skipped
+    (``schema_mode="merge"``)."""
     have = {f.name.lower(): f for f in schema}
     seen: set[str] = set()
     out = []
@@ -57,17 +59,21 @@ def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool)
         old = have.get(key)
         if old is not None:
             if strict:
-                raise SchemaEvolutionError(f"add_columns on {table!r}: column {old.name!r} already exists")
+                raise SchemaEvolutionError(f"add_columns on {table!r}: "
+                                           f"column {old.name!r} already exists")
             if not old.type.equals(f.type) and not _castable(f.type, old.type):
                 raise SchemaEvolutionError(
-                    f"{table!r}: column {old.name!r} is {old.type} in the table and {f.type} in the data; "
-                    "schema evolution only adds columns (cast the data, or overwrite the table)")
+                    f"{table!r}: column {old.name!r} is {old.type} in the table and {f.type} in "
+                    "the data; schema evolution only adds columns (cast the data, or "
+                    "overwrite the table)")
             continue
         if not f.nullable:
             raise SchemaEvolutionError(
-                f"{table!r}: new column {f.name!r} must be nullable (rows already in the table have no value)")
+                f"{table!r}: new column {f.name!r} must be nullable (rows already in the "
+                "table have no value)")
         if pa.types.is_null(f.type):
-            raise SchemaEvolutionError(f"{table!r}: new column {f.name!r} holds only nulls, so its type is unknown")
+            raise SchemaEvolutionError(f"{table!r}: new column {f.name!r} holds only nulls, so "
+                                       "its type is unknown")
         out.append(arrow_field_to_delta(f))
     return out
 
@@ -78,9 +84,11 @@ def _castable(src: pa.DataType, dst: pa.DataType) -> bool:
     (text into a number, a number into text) is a type change, which evolution does not make."""
     t = pa.types
     families = [lambda x: t.is_integer(x), lambda x: t.is_floating(x) or t.is_integer(x),
-                lambda x: t.is_string(x) or t.is_large_string(x), lambda x: t.is_binary(x) or t.is_large_binary(x),
-                lambda x: t.is_timestamp(x), lambda x: t.is_decimal(x), lambda x: t.is_date(x)]
-    return any(f(src) and f(dst) for f in families if not (t.is_floating(src) and t.is_integer(dst)))
+                lambda x: t.is_string(x) or t.is_large_string(x),
+                lambda x: t.is_binary(x) or t.is_large_binary(x), lambda x: t.is_timestamp(x),
+                lambda x: t.is_decimal(x), lambda x: t.is_date(x)]
+    return any(f(src) and f(dst)
+               for f in families if not (t.is_floating(src) and t.is_integer(dst)))
 
 
 def evolve(table: str, metadata: Metadata, protocol, add: list[dict]) -> Metadata:
@@ -94,16 +102,17 @@ def evolve(table: str, metadata: Metadata, protocol, add: list[dict]) -> Metadat
         if old is None:
             new.append(d)
         elif not delta_field_to_arrow(old).type.equals(delta_field_to_arrow(d).type):
-            raise SchemaEvolutionError(f"{table!r}: column {old['name']!r} changed type concurrently "
-                                       f"({old['type']!r}, ours {d['type']!r})")
+            raise SchemaEvolutionError(f"{table!r}: column {old['name']!r} changed type "
+                                       f"concurrently ({old['type']!r}, ours {d['type']!r})")
     if not new:
         return metadata
     doc["fields"] = [*doc["fields"], *new]
     text = json.dumps(doc, separators=(",", ":"))
     need = protocol_for(schema_from_json(text))
-    if need.min_reader_version > protocol.min_reader_version or not set(need.writer_features or []) <= \
-            set(protocol.writer_features or []):
+    if need.min_reader_version > protocol.min_reader_version \
+            or not set(need.writer_features or []) <= set(protocol.writer_features or []):
         raise SchemaEvolutionError(
-            f"{table!r}: the new column(s) need table features {need.writer_features} this table's protocol "
-            "lacks (timestamp without time zone); lakevilla does not upgrade a table's protocol")
+            f"{table!r}: the new column(s) need table features {need.writer_features} this table's "
+            "protocol lacks (timestamp without time zone); lakevilla does not upgrade a "
+            "table's protocol")
     return dataclasses.replace(metadata, schema_string=text)

@@ -34,8 +34,10 @@ class Insert(Statement):
     inserted: list[AddFile] = field(default_factory=list)  # the files holding the new rows
 
     def plan_columns(self, tw: TableWork, data: Any) -> None:
-        if self.schema_mode == "merge" and data is not None:  # a redo keeps the fields planned first
-            self.add_fields = evolution.plan(tw.name, tw.schema, evolution.data_fields(data), strict=False)
+        # a redo keeps the fields planned first
+        if self.schema_mode == "merge" and data is not None:
+            self.add_fields = evolution.plan(tw.name, tw.schema, evolution.data_fields(data),
+                                             strict=False)
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:
@@ -52,8 +54,10 @@ class Insert(Statement):
         return Footprint(blind=True)
 
     def options(self) -> dict[str, Any]:
-        return {**({"schema_mode": self.schema_mode} if self.schema_mode else {}), **super().options()}
+        return {**({"schema_mode": self.schema_mode} if self.schema_mode else {}),
+                **super().options()}
 
     @classmethod
     def decode_more(cls, statement: dict[str, Any], added: list[AddFile]) -> dict[str, Any]:
-        return {"inserted": list(added), "schema_mode": (statement.get("options") or {}).get("schema_mode")}
+        return {"inserted": list(added),
+                "schema_mode": (statement.get("options") or {}).get("schema_mode")}

@@ -20,7 +20,7 @@ import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +48,8 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class DuplicateMatchError(LakeVillaError):
-    """Several source rows match one target row of a merge that updates or deletes (Delta's rule)."""
+    """Several source rows match one target row of a merge that updates or
+    deletes (Delta's rule)."""
 
 
 @dataclass
@@ -59,7 +60,8 @@ class MergeClause:
     all_columns: bool = False  # update_all / insert_all: every target column from the source
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "predicate": self.predicate, "values": self.values, "all": self.all_columns}
+        return {"kind": self.kind, "predicate": self.predicate, "values": self.values,
+                "all": self.all_columns}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MergeClause:
@@ -75,7 +77,7 @@ class MergeClause:
 class MergeSpec:
     """The statement as a sublog entry carries it (``source_key``: the staged source)."""
 
-    on: str  # a list of key columns until the statement is checked against the target
+    on: str | list[str]  # a list of key columns until the statement is checked against the target
     clauses: list[MergeClause]
     source_alias: str = "source"
     target_alias: str = "target"
@@ -93,15 +95,17 @@ class MergeSpec:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MergeSpec:
         if int(d.get("v", 1)) > 1:
-            raise InvalidArgumentError(f"merge statement format {d['v']} is newer than this lakevilla understands")
+            raise InvalidArgumentError(f"merge statement format {d['v']} is newer than this "
+                                       "lakevilla understands")
         return cls(on=d["on"], clauses=[MergeClause.from_json(c) for c in d["clauses"]],
-                   source_alias=d.get("source_alias", "source"), target_alias=d.get("target_alias", "target"),
-                   source_key=d.get("source_key"))
+                   source_alias=d.get("source_alias", "source"),
+                   target_alias=d.get("target_alias", "target"), source_key=d.get("source_key"))
 
     def source_table(self, store: ObjectStore | None = None) -> pa.Table:
         if self.source is None:
             if self.source_key is None or store is None:
-                raise InvalidArgumentError("this merge's source was not staged: it cannot be re-executed")
+                raise InvalidArgumentError("this merge's source was not staged: it "
+                                           "cannot be re-executed")
             self.source = pq.read_table(io.BytesIO(store.get(self.source_key).data))
         return self.source
 
@@ -132,7 +136,8 @@ def source_arrow(data: Any) -> pa.Table:
         raise SchemaMismatchError(f"merge source has duplicate column names {t.column_names}")
     bad = [n for n in t.column_names if n.lower().startswith(E.RESERVED_PREFIX)]
     if bad:
-        raise SchemaMismatchError(f"merge source columns {bad}: names starting with {E.RESERVED_PREFIX!r} are reserved")
+        raise SchemaMismatchError(f"merge source columns {bad}: names starting "
+                                  f"with {E.RESERVED_PREFIX!r} are reserved")
     return t
 
 
@@ -145,20 +150,24 @@ def on_predicate(on: str | list[str] | tuple[str, ...], target: pa.Schema, sourc
 
     if isinstance(on, list | tuple):
         if not on or not all(isinstance(k, str) for k in on):
-            raise InvalidArgumentError("merge on= needs a predicate string or a non-empty list of key columns")
+            raise InvalidArgumentError("merge on= needs a predicate string or a non-empty "
+                                       "list of key columns")
         for k in on:
-            where = [w for w, s in (("target", target), ("source", source)) if E._field(s, k) is None]
+            where = [w for w, s in (("target", target), ("source", source))
+                     if E._field(s, k) is None]
             if where:
-                raise InvalidExpressionError(f"merge on: key column {k!r} is not in the {' and '.join(where)}")
+                raise InvalidExpressionError(f"merge on: key column {k!r} is not in "
+                                             f"the {' and '.join(where)}")
         keys = list(on)
     elif isinstance(on, str) and _IDENT.match(on.strip()) and both(on.strip()):
         keys = [on.strip()]
     elif isinstance(on, str) and on.strip():
         return on
     else:
-        raise InvalidArgumentError("merge on= needs a predicate string or a non-empty list of key columns")
-    return " AND ".join(f"{E.quote_ident(target_alias)}.{E.quote_ident(k)} = {E.quote_ident(source_alias)}."
-                        f"{E.quote_ident(k)}" for k in keys)
+        raise InvalidArgumentError("merge on= needs a predicate string or a non-empty "
+                                   "list of key columns")
+    return " AND ".join(f"{E.quote_ident(target_alias)}.{E.quote_ident(k)} "
+                        f"= {E.quote_ident(source_alias)}.{E.quote_ident(k)}" for k in keys)
 
 
 def _equi_keys(chk: E.Checked) -> list[tuple[str, str]]:
@@ -184,38 +193,45 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
     """Check the statement (grammar, scopes, columns, clause order); raise before anything runs."""
     if not spec.clauses:
         raise InvalidArgumentError(f"merge into {table!r} has no clause: add when_matched_update/"
-                                   "when_matched_delete/when_not_matched_insert (or their *_all forms)")
+                                   "when_matched_delete/when_not_matched_insert (or "
+                                   "their *_all forms)")
     both = E.Scope.merge(target, source, spec.target_alias, spec.source_alias)
     src_only = E.Scope((E.Relation(spec.source_alias, source),))
+    assert isinstance(spec.on, str)  # a predicate by now (``Merge.check_input``)
     on = E.check_where(spec.on, both, f"merge on={spec.on!r} into {table!r}")
     conds: list[E.Checked | None] = []
     vals: list[dict[str, E.Checked] | None] = []
     for i, c in enumerate(spec.clauses):
-        what = f"merge into {table!r}, clause {i + 1} (when_{'' if c.matched else 'not_'}matched_{c.kind})"
+        what = (f"merge into {table!r}, clause {i + 1} "
+                f"(when_{'' if c.matched else 'not_'}matched_{c.kind})")
         scope = both if c.matched else src_only
         if c.kind not in ("update", "delete", "insert"):
             raise InvalidArgumentError(f"{what}: unknown clause kind {c.kind!r}")
         for earlier in spec.clauses[:i]:
             if earlier.matched == c.matched and earlier.predicate is None:
-                raise InvalidArgumentError(f"{what} can never apply: an earlier clause of the same kind has "
-                                           "no condition (only the last clause of a kind may omit it)")
+                raise InvalidArgumentError(f"{what} can never apply: an earlier clause of the same "
+                                           "kind has no condition (only the last clause of a "
+                                           "kind may omit it)")
         conds.append(E.check_where(c.predicate, scope, f"{what} predicate={c.predicate!r}")
                      if c.predicate is not None else None)
         if c.kind == "delete":
             vals.append(None)
             continue
         if c.all_columns:
-            missing = [f.name for f in target if E._field(source, f.name) is None]
+            found = {f.name: E._field(source, f.name) for f in target}
+            missing = [n for n, sf in found.items() if sf is None]
             if missing:
-                raise SchemaMismatchError(f"{what}: the source has no column(s) {missing} of {table!r}; "
-                                          "name the values explicitly instead of *_all")
-            assign = {f.name: f"{E.quote_ident(spec.source_alias)}.{E.quote_ident(E._field(source, f.name).name)}"
-                      for f in target}
+                raise SchemaMismatchError(f"{what}: the source has no column(s) {missing} "
+                                          f"of {table!r}; name the values explicitly "
+                                          "instead of *_all")
+            assign = {n: f"{E.quote_ident(spec.source_alias)}.{E.quote_ident(sf.name)}"
+                      for n, sf in found.items() if sf is not None}
         else:
             assign = c.values or {}
             if not isinstance(assign, dict) or not assign:
-                raise InvalidArgumentError(f"{what}: needs at least one column ("
-                                           f"{'updates' if c.kind == 'update' else 'values'}={{column: expr}})")
+                raise InvalidArgumentError(
+                    f"{what}: needs at least one column "
+                    f"({'updates' if c.kind == 'update' else 'values'}={{column: expr}})")
         out: dict[str, E.Checked] = {}
         for col, expr in assign.items():
             f = E._field(target, str(col))
@@ -228,9 +244,11 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
         if c.kind == "insert":
             for f in target:
                 if f.name not in out and not f.nullable:
-                    raise SchemaMismatchError(f"{what}: no value for non-nullable column {f.name!r}")
+                    raise SchemaMismatchError(f"{what}: no value for non-nullable "
+                                              f"column {f.name!r}")
         vals.append(out)
-    return CheckedMerge(on=on, keys=_equi_keys(on), conditions=conds, values=vals, target=target, source=source)
+    return CheckedMerge(on=on, keys=_equi_keys(on), conditions=conds, values=vals, target=target,
+                        source=source)
 
 
 # -- pruning -------------------------------------------------------------------------------
@@ -249,14 +267,16 @@ def _literal(v: Any, fam: str) -> str | None:
     return None
 
 
-def prune_predicate(cm: CheckedMerge, source: pa.Table, partition_columns: tuple[str, ...]) -> str | None:
+def prune_predicate(cm: CheckedMerge, source: pa.Table,
+                    partition_columns: tuple[str, ...]) -> str | None:
     """A ``where`` over the target that every row a source row can match satisfies (None: no
     such bound; the merge reads the whole table). ``FALSE`` when no source row can match."""
     parts = []
     for tcol, scol in cm.keys:
         tf, sf = cm.target.field(tcol), cm.source.field(scol)
         fam = E.family(E.duckdb_type(tf.type))
-        if fam != E.family(E.duckdb_type(sf.type)) or fam not in ("int", "string", "date", "timestamp"):
+        if (fam != E.family(E.duckdb_type(sf.type))
+                or fam not in ("int", "string", "date", "timestamp")):
             continue
         col = source.column(scol)
         if fam == "timestamp" and (tf.type.tz is not None or sf.type.tz is not None):
@@ -269,7 +289,7 @@ def prune_predicate(cm: CheckedMerge, source: pa.Table, partition_columns: tuple
             if len(distinct) <= IN_LIST_LIMIT:
                 lits = [_literal(v, fam) for v in distinct]
                 if all(lit is not None for lit in lits):
-                    parts.append(f"{name} IN ({', '.join(sorted(lits))})")
+                    parts.append(f"{name} IN ({', '.join(sorted(cast('list[str]', lits)))})")
                     continue
         mm = pc.min_max(col)
         lo, hi = _literal(mm["min"].as_py(), fam), _literal(mm["max"].as_py(), fam)
@@ -287,7 +307,8 @@ def staged_key(txn_id: str, op_seq: int) -> str:
     return f"{sublog_prefix(txn_id)}merge-source-{op_seq:08d}.parquet"
 
 
-def stage_source(store: ObjectStore, spec: MergeSpec, table: str, txn_id: str, op_seq: int) -> str | None:
+def stage_source(store: ObjectStore, spec: MergeSpec, table: str, txn_id: str,
+                 op_seq: int) -> str | None:
     """Write the source where a recovering client can read it (once per statement); its key."""
     if spec.source_key is not None:
         return None
@@ -318,9 +339,12 @@ class MergeBuilder:
         self._clauses.append(c)
         return self
 
-    def when_matched_update(self, updates: dict[str, str], predicate: str | None = None) -> MergeBuilder:
-        """Matched rows (``predicate`` true, if given) take ``updates`` (column -> SQL over target and source)."""
-        return self._add(MergeClause("update", predicate, dict(updates) if isinstance(updates, dict) else updates))
+    def when_matched_update(self, updates: dict[str, str],
+                            predicate: str | None = None) -> MergeBuilder:
+        """Matched rows (``predicate`` true, if given) take ``updates`` (column -> SQL
+        over target and source)."""
+        return self._add(MergeClause("update", predicate,
+                                     dict(updates) if isinstance(updates, dict) else updates))
 
     def when_matched_update_all(self, predicate: str | None = None) -> MergeBuilder:
         """Matched rows take every column from the source row."""
@@ -330,9 +354,12 @@ class MergeBuilder:
         """Matched rows (``predicate`` true, if given) are deleted."""
         return self._add(MergeClause("delete", predicate))
 
-    def when_not_matched_insert(self, values: dict[str, str], predicate: str | None = None) -> MergeBuilder:
-        """Source rows that match nothing are inserted with ``values`` (column -> SQL over the source)."""
-        return self._add(MergeClause("insert", predicate, dict(values) if isinstance(values, dict) else values))
+    def when_not_matched_insert(self, values: dict[str, str],
+                                predicate: str | None = None) -> MergeBuilder:
+        """Source rows that match nothing are inserted with ``values`` (column ->
+        SQL over the source)."""
+        return self._add(MergeClause("insert", predicate,
+                                     dict(values) if isinstance(values, dict) else values))
 
     def when_not_matched_insert_all(self, predicate: str | None = None) -> MergeBuilder:
         """Source rows that match nothing are inserted with every column from the source."""
@@ -382,7 +409,8 @@ class Merge(Statement):
         return dict(self.spec.metrics)
 
     def stage(self, store: ObjectStore, txn_id: str) -> str | None:
-        return stage_source(store, self.spec, self.table, txn_id, self.seq) if self.logical else None
+        return (stage_source(store, self.spec, self.table, txn_id, self.seq) if self.logical
+                else None)
 
     def staged_key(self) -> str | None:
         return self.spec.source_key

@@ -51,9 +51,9 @@ def check_where(name: str, where: str | None, schema, partition_columns) -> None
     cols = E.check_where(where, schema, f"optimize where={where!r} on {name!r}").columns()
     other = sorted(set(cols) - set(partition_columns))
     if other:
-        raise InvalidArgumentError(f"optimize of {name!r}: where={where!r} uses non-partition column(s) {other}; "
-                                   f"compaction selects whole partitions (partition columns: "
-                                   f"{list(partition_columns) or 'none'})")
+        raise InvalidArgumentError(f"optimize of {name!r}: where={where!r} uses non-partition "
+                                   f"column(s) {other}; compaction selects whole partitions "
+                                   f"(partition columns: {list(partition_columns) or 'none'})")
 
 
 def bins(files: list[AddFile], target: int) -> list[list[AddFile]]:
@@ -83,7 +83,8 @@ class Optimize(Statement):
     append_only_ok: ClassVar[bool] = True
     compacts: ClassVar[bool] = True
 
-    target_file_size: int | None = None  # bytes; None: the table's delta.targetFileSize, else 100 MiB
+    # bytes; None: the table's delta.targetFileSize, else 100 MiB
+    target_file_size: int | None = None
 
     def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
         check_where(tw.name, self.where, tw.schema, tw.base.partition_columns)
@@ -98,10 +99,12 @@ class Optimize(Statement):
         try:
             for b in bins(cands, target):
                 rows = engine.scan(tw.ctx, b, None, None)
-                if callable(getattr(rows, "coalesce", None)):  # a Spark frame writes a file per partition
+                # a Spark frame writes a file per partition
+                if callable(getattr(rows, "coalesce", None)):
                     rows = rows.coalesce(1)
                 new = engine.write(tw.ctx, rows)
-                fresh = any(a.path in own for a in b)  # our own new rows: a data change to everyone else
+                # our own new rows: a data change to everyone else
+                fresh = any(a.path in own for a in b)
                 added += [dataclasses.replace(a, data_change=fresh) for a in new]
                 removed += b
         except BaseException:
@@ -114,10 +117,12 @@ class Optimize(Statement):
 
     def footprint(self) -> Footprint:
         """Its files, nothing else: it changes no row."""
-        return Footprint(read_files={a.path for a in self.removed}, removed_files={a.path for a in self.removed})
+        return Footprint(read_files={a.path for a in self.removed},
+                         removed_files={a.path for a in self.removed})
 
     def options(self) -> dict[str, Any]:
-        return {**({"target_file_size": self.target_file_size} if self.target_file_size is not None else {}),
+        return {**({"target_file_size": self.target_file_size} if self.target_file_size is not None
+                   else {}),
                 **super().options()}
 
     @classmethod
@@ -129,7 +134,8 @@ class Optimize(Statement):
         return {"files_removed": len(self.removed), "files_added": len(self.added),
                 "bytes_removed": sum(a.size or 0 for a in self.removed),
                 "bytes_added": sum(a.size or 0 for a in self.added), "rows": self.rows,
-                "partitions_optimized": len({tuple(sorted(a.partition_values.items())) for a in self.added})}
+                "partitions_optimized": len({tuple(sorted(a.partition_values.items()))
+                                             for a in self.added})}
 
 
 def _drop(tw: TableWork, files: list[AddFile]) -> None:

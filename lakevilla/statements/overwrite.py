@@ -71,8 +71,9 @@ class Overwrite(Statement):
                 pass
         self.inserted = []
         raise DataOutsidePredicateError(
-            f"overwrite of {tw.name!r} where {self.where!r}: {bad} row(s) of the new data do not satisfy "
-            "the predicate (false or NULL); replaceWhere only writes rows it replaces. Nothing was written")
+            f"overwrite of {tw.name!r} where {self.where!r}: {bad} row(s) of the new data do not "
+            "satisfy the predicate (false or NULL); replaceWhere only writes rows it replaces. "
+            "Nothing was written")
 
     @property
     def kept_files(self) -> set[str]:

@@ -48,7 +48,8 @@ class Read(Statement):
         if not redo:
             self.returned = read_results.keep(result)
         elif self.returned is None or not read_results.same_rows(self.returned, result):
-            raise read_results.ReadChanged(f"{tw.name}: the read of operation {self.seq} returns other rows now")
+            raise read_results.ReadChanged(f"{tw.name}: the read of operation {self.seq} "
+                                           "returns other rows now")
         return result
 
     @property

@@ -32,7 +32,8 @@ def keep(result: Any) -> pa.Table | None:
 
 def same_rows(first: pa.Table, again: Any) -> bool:
     """The same multiset of rows, in any order, with the same columns and types."""
-    if not isinstance(again, pa.Table) or not first.schema.equals(again.schema, check_metadata=False):
+    if (not isinstance(again, pa.Table)
+            or not first.schema.equals(again.schema, check_metadata=False)):
         return False
     if first.num_rows != again.num_rows:
         return False

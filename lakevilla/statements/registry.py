@@ -30,7 +30,8 @@ def decode(kind: str, seq: int, table: str, statement: dict[str, Any] | None, ad
     statement is not redoable, except an insert, whose files are its whole input."""
     cls = KINDS.get(kind)
     if cls is None:
-        raise CorruptLogError(f"sublog entry of an unknown statement kind {kind!r} (written by a newer lakevilla?)")
+        raise CorruptLogError(f"sublog entry of an unknown statement kind {kind!r} (written by a "
+                              "newer lakevilla?)")
     st = cls.decode(seq, table, statement or {}, added)
     st.removed, st.read_files, st.logical = removed, read_files, logical
     st.redoable = logical or not cls.can_be_logical

@@ -36,7 +36,8 @@ class Update(_Rewrite):
     kind: ClassVar[str] = "update"
     operation: ClassVar[str] = "UPDATE"
 
-    assignments: dict[str, str] = field(default_factory=dict)  # column -> SQL expression over the row
+    # column -> SQL expression over the row
+    assignments: dict[str, str] = field(default_factory=dict)
 
     def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
         engine.validate_set(tw.ctx, self.assignments, self.where)

@@ -3,8 +3,8 @@
 The view is the snapshot the operations ran against plus the transaction's own
 changes, kept as an overlay (files added, base files removed), so a transaction
 over a table of a million files pays for the files it touches, not for the table.
-Each statement (``base.Statement``, seen here as ``Recorded``) records what it read, removed and added, so that a
-concurrent commit can be checked against it (``Footprint``), so that it can be
+Each statement (``base.Statement``, seen here as ``Recorded``) records what it read, removed and
+added, so that a concurrent commit can be checked against it (``Footprint``), so that it can be
 undone (drop what it added, restore what it removed) and, when it is
 declarative, redone on a newer snapshot.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from ..delta.actions import AddFile, Commit, RemoveFile
 from ..delta.files import FileSet
@@ -27,25 +27,41 @@ from . import evolution
 
 
 class Recorded(Protocol):
-    """What the view needs of a statement (``base.Statement``): its effects and how to run it."""
+    """What the view, validation and the conflict policies need of a statement
+    (``base.Statement``, which cannot be imported here: it imports the view): what it is, its
+    effects, how to run and redo it, and how it is reported."""
 
+    kind: ClassVar[str]  # its name in sublog entries and statistics
+    operation: ClassVar[str]  # Delta's commitInfo operation name
+    is_write: ClassVar[bool]
+    blind: ClassVar[bool]  # an append that reads nothing
+    compacts: ClassVar[bool]  # its removes change no row
     seq: int
-    is_write: bool
-    blind: bool  # an append that reads nothing
-    compacts: bool  # its removes change no row
-    operation: str  # Delta's commitInfo operation name
+    where: str | None
     added: list[AddFile]
     removed: list[AddFile]
     add_fields: list[dict[str, Any]] | None
+    logical: bool  # its sublog entry is logical (a redo sets it)
+    redoable: bool  # False when resumed from a physical sublog entry
 
     @property
     def kept_files(self) -> set[str]: ...
+
+    @property
+    def comparable(self) -> bool: ...
+
+    @property
+    def consumed(self) -> bool: ...
 
     def run(self, tw: TableWork, engine: Engine, data: Any = None, redo: bool = False) -> Any: ...
 
     def reset_for_redo(self) -> None: ...
 
     def footprint(self) -> Footprint: ...
+
+    def would_change(self, tw: TableWork, engine: Engine, snapshot: Any) -> bool | None: ...
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 def operation_name(statements: list[Recorded]) -> str:
@@ -68,7 +84,8 @@ class TableWork:
         self.removed: dict[str, AddFile] = {}  # base files our ops removed
         self.ops: list[Recorded] = []
         self.validated_upto = snapshot.version
-        self.doom_checked = snapshot.version  # commits up to here cannot doom us (checked while waiting)
+        # commits up to here cannot doom us (checked while waiting)
+        self.doom_checked = snapshot.version
         self.markers_read_at = float("-inf")  # when a wait last re-read every running predecessor
         # without a marker of our own: the newest version whose markers the last wait round
         # looked at; a commit goes above it only once every marker up to it was waited for
@@ -106,14 +123,17 @@ class TableWork:
 
     @property
     def files(self) -> FileSet:
-        """The view as a mapping path -> AddFile (materialises on iteration: prefer ``candidates``)."""
+        """The view as a mapping path -> AddFile (materialises on iteration:
+        prefer ``candidates``)."""
         base = self.base.files
         return FileSet(base.base, base.hidden | set(self.removed) | set(self.added),
-                       {**{p: a for p, a in base.extra.items() if p not in self.removed}, **self.added})
+                       {**{p: a for p, a in base.extra.items() if p not in self.removed},
+                        **self.added})
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in prune_files(self.base.files, pred, self.schema, self.base.partition_columns)
+        out = [a for a in prune_files(self.base.files, pred, self.schema,
+                                      self.base.partition_columns)
                if a.path not in self.removed]
         if self.added:
             out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
@@ -124,7 +144,8 @@ class TableWork:
             self.removed[a.path] = a
 
     def add_columns(self, add: list[dict[str, Any]]) -> None:
-        """Make the view's schema include ``add`` (idempotent: a redo or a resume applies it again)."""
+        """Make the view's schema include ``add`` (idempotent: a redo or a
+        resume applies it again)."""
         current = self.metadata or self.base.metadata
         md = evolution.evolve(self.name, current, self.base.protocol, add)
         if md is not current:
@@ -140,7 +161,8 @@ class TableWork:
             self.added[a.path] = a
 
     def adopt(self, op: Recorded) -> None:
-        """Take in a statement executed before (resumed from its sublog): its files join the view."""
+        """Take in a statement executed before (resumed from its sublog): its
+        files join the view."""
         self.apply(op)
         self.ops.append(op)
 
@@ -193,7 +215,8 @@ class TableWork:
         self.rebase(snapshot, k)
         for op in undone:
             op.reset_for_redo()
-            self.run(engine, op, redo=True)  # a read must return what it returned: ReadChanged if not
+            # a read must return what it returned: ReadChanged if not
+            self.run(engine, op, redo=True)
         return undone
 
     # -- the commit --------------------------------------------------------------
@@ -217,11 +240,15 @@ class TableWork:
         commit_info.setdefault("isBlindAppend", all(op.blind for op in writes))
         if self.creating is not None:
             c = self.creating
-            info = {**c.commit_info, **{k: v for k, v in commit_info.items() if k in ("timestamp", "lakevilla")}}
+            assert c.commit_info is not None  # creation_commit always writes one
+            info = {**c.commit_info,
+                    **{k: v for k, v in commit_info.items() if k in ("timestamp", "lakevilla")}}
             if adds:
                 info["operation"] = "CREATE TABLE AS SELECT"
-                info["operationMetrics"] = {"numFiles": str(len(adds)),
-                                            "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
-            return Commit(adds=adds, commit_info=info, protocol=c.protocol, metadata=self.metadata or c.metadata)
+                info["operationMetrics"] = {
+                    "numFiles": str(len(adds)),
+                    "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
+            return Commit(adds=adds, commit_info=info, protocol=c.protocol,
+                          metadata=self.metadata or c.metadata)
         commit_info.setdefault("readVersion", self.read_version)
         return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata)

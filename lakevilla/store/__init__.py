@@ -58,6 +58,6 @@ __all__ = [
     "KINDS", "READ_KINDS", "WRITE_KINDS", "GetResult", "ListPage", "NotFound", "ObjectMeta",
     "ObjectStore", "PreconditionFailed", "StoreWrapper", "TransientStoreError", "LocalStore",
     "CountingStore", "FaultInjectingStore", "FaultPlan", "LatencyProfile", "LatencyStore",
-    "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency", "open_store",
-    "OutcomeUnknown", "settle_create", "settle_replace",
+    "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency",
+    "open_store", "OutcomeUnknown", "settle_create", "settle_replace",
 ]

@@ -108,7 +108,8 @@ class ObjectStore(ABC):
     ) -> ListPage:
         """One LIST request: keys under ``prefix`` in byte order, after ``start_after``."""
 
-    def list(self, prefix: str, start_after: str | None = None, max_keys: int = 1000) -> Iterator[ObjectMeta]:
+    def list(self, prefix: str, start_after: str | None = None,
+             max_keys: int = 1000) -> Iterator[ObjectMeta]:
         """All keys under ``prefix``, paging as needed (one LIST request per page)."""
         token = None
         while True:

@@ -28,7 +28,7 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
 from ..errors import StorageError, StoragePermissionError
@@ -70,7 +70,7 @@ def _os_errors(action: str) -> Callable[[F], F]:
                 return fn(self, key, *args, **kwargs)
             except OSError as e:
                 raise storage_error(e, action, key) from e
-        return inner  # type: ignore[return-value]
+        return cast(F, inner)  # functools.wraps keeps fn's signature; mypy cannot see that
     return wrap
 
 

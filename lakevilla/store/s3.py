@@ -90,7 +90,8 @@ def _seconds(raw: str | None, default: float) -> float:
     try:
         return float(text)
     except ValueError:
-        raise InvalidArgumentError(f"not a duration: {raw!r} (use seconds, e.g. '5s' or '300ms')") from None
+        raise InvalidArgumentError(f"not a duration: {raw!r} (use seconds, e.g. "
+                                   "'5s' or '300ms')") from None
 
 
 class S3Store(ObjectStore):
@@ -170,7 +171,8 @@ class S3Store(ObjectStore):
             if code in ("NoSuchKey", "404", "NotFound") or status == "404":
                 raise NotFound(key) from None
             if code in _RETRY_CODES or status == "409":
-                raise TransientStoreError(f"{code or status} on {key}: a conflicting request was in flight") from e
+                raise TransientStoreError(f"{code or status} on {key}: a conflicting "
+                                          "request was in flight") from e
             if code in ("PreconditionFailed", "412") or status == "412":
                 raise PreconditionFailed(key) from None
             if code in ("NotImplemented", "501") or status == "501":
@@ -181,7 +183,8 @@ class S3Store(ObjectStore):
             if code in _TRANSIENT_CODES or status in _TRANSIENT_CODES:
                 raise TransientStoreError(f"{code or status} on {key}") from e
             if code == "NoSuchBucket":
-                raise StorageError(f"bucket {self.bucket!r} does not exist at {self.endpoint or 'S3'}") from None
+                raise StorageError(f"bucket {self.bucket!r} does not exist "
+                                   f"at {self.endpoint or 'S3'}") from None
             if code in _CREDENTIAL_CODES:
                 raise StorageCredentialsError(
                     f"{self.endpoint or 'S3'} rejected the credentials ({code}) on {key}: check "
@@ -213,16 +216,19 @@ class S3Store(ObjectStore):
                 return
         probe = f"_lakevilla/probe/{uuid.uuid4().hex}"
         k = self._key(probe)
-        self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"1", IfNoneMatch="*")
+        self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"1",
+                   IfNoneMatch="*")
         honoured = True
         try:
-            self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"2", IfNoneMatch="*")
+            self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"2",
+                       IfNoneMatch="*")
             honoured = False
         except PreconditionFailed:
             pass
         if honoured:
             try:
-                self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"3", IfMatch='"0"')
+                self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"3",
+                           IfMatch='"0"')
                 honoured = False
             except (PreconditionFailed, NotFound):
                 pass
@@ -263,16 +269,19 @@ class S3Store(ObjectStore):
         try:
             return self._call(get_and_read, key, Bucket=self.bucket, Key=self._key(key), Range=spec)
         except StorageError as e:
-            if "InvalidRange" in str(e) or "416" in str(e):  # start at or past the end (or an empty object)
+            # start at or past the end (or an empty object)
+            if "InvalidRange" in str(e) or "416" in str(e):
                 return b""
             raise
 
     def head(self, key: str) -> ObjectMeta:
         r = self._call(self.client.head_object, key, Bucket=self.bucket, Key=self._key(key))
-        return ObjectMeta(key, r["ContentLength"], r["ETag"].strip('"'), r["LastModified"].timestamp())
+        return ObjectMeta(key, r["ContentLength"], r["ETag"].strip('"'),
+                          r["LastModified"].timestamp())
 
     def put(self, key: str, data: bytes) -> str:
-        r = self._call(self.client.put_object, key, Bucket=self.bucket, Key=self._key(key), Body=data)
+        r = self._call(self.client.put_object, key, Bucket=self.bucket, Key=self._key(key),
+                       Body=data)
         return r["ETag"].strip('"')
 
     def put_if_absent(self, key: str, data: bytes) -> str:
@@ -280,7 +289,8 @@ class S3Store(ObjectStore):
             return self._emulated_put_if_absent(key, data)
         self._ensure_conditional()
         r = self._call(
-            self.client.put_object, key, Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*"
+            self.client.put_object, key, Bucket=self.bucket, Key=self._key(key), Body=data,
+            IfNoneMatch="*"
         )
         return r["ETag"].strip('"')
 
@@ -289,7 +299,8 @@ class S3Store(ObjectStore):
             return self._emulated_put_if_match(key, data, etag)
         self._ensure_conditional()
         r = self._call(
-            self.client.put_object, key, Bucket=self.bucket, Key=self._key(key), Body=data, IfMatch=f'"{etag}"'
+            self.client.put_object, key, Bucket=self.bucket, Key=self._key(key), Body=data,
+            IfMatch=f'"{etag}"'
         )
         return r["ETag"].strip('"')
 
@@ -300,11 +311,13 @@ class S3Store(ObjectStore):
         for i in range(0, len(keys), DELETE_BATCH):
             batch = keys[i:i + DELETE_BATCH]
             r = self._call(self.client.delete_objects, batch[0], Bucket=self.bucket,
-                           Delete={"Objects": [{"Key": self._key(k)} for k in batch], "Quiet": True})
+                           Delete={"Objects": [{"Key": self._key(k)} for k in batch],
+                                   "Quiet": True})
             if errors := r.get("Errors"):
                 e = errors[0]
                 raise StorageError(f"S3 error {e.get('Code')} deleting {e.get('Key')} "
-                                   f"({len(errors)} of {len(batch)} keys not deleted): {e.get('Message')}")
+                                   f"({len(errors)} of {len(batch)} keys not "
+                                   f"deleted): {e.get('Message')}")
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         kwargs = {"Bucket": self.bucket, "Prefix": self._key(prefix), "MaxKeys": max_keys}

@@ -38,10 +38,12 @@ def _refused(error: BaseException | None) -> None:
 
 
 def _pause(i: int) -> None:
-    time.sleep(min(FIRST_DELAY * (2 ** i), MAX_DELAY))  # backoff between rounds against a failing store
+    # backoff between rounds against a failing store
+    time.sleep(min(FIRST_DELAY * (2 ** i), MAX_DELAY))
 
 
-def settle_create(store: ObjectStore, key: str, data: bytes, error: BaseException | None = None) -> str | None:
+def settle_create(store: ObjectStore, key: str, data: bytes,
+                  error: BaseException | None = None) -> str | None:
     """After ``put_if_absent(key, data)`` reported an error: the etag if our bytes are at
     ``key``, None if another writer's are. Raises ``OutcomeUnknown`` if neither is learned."""
     _refused(error)
@@ -54,13 +56,15 @@ def settle_create(store: ObjectStore, key: str, data: bytes, error: BaseExceptio
             try:
                 return store.put_if_absent(key, data)
             except PreconditionFailed:
-                continue  # created meanwhile (perhaps by our first attempt, landing late): read again
+                # created meanwhile (perhaps by our first attempt, landing late): read again
+                continue
             except StorageError as e:
                 last = e
         except StorageError as e:
             last = e
         _pause(i)
-    raise OutcomeUnknown(f"could not learn whether the write of {key} was applied ({last})") from last
+    raise OutcomeUnknown(f"could not learn whether the write of {key} was "
+                         f"applied ({last})") from last
 
 
 def settle_replace(store: ObjectStore, key: str, data: bytes, etag: str,
@@ -90,4 +94,5 @@ def settle_replace(store: ObjectStore, key: str, data: bytes, etag: str,
         except StorageError as e:
             last = e
         _pause(i)
-    raise OutcomeUnknown(f"could not learn whether the rewrite of {key} was applied ({last})") from last
+    raise OutcomeUnknown(f"could not learn whether the rewrite of {key} was "
+                         f"applied ({last})") from last

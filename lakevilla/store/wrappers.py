@@ -36,7 +36,8 @@ class RetryingStore(StoreWrapper):
     (lakevilla's conditional payloads are unique: they carry ids and revisions).
     """
 
-    def __init__(self, inner: ObjectStore, attempts: int = 6, base_delay: float = 0.05, max_delay: float = 2.0) -> None:
+    def __init__(self, inner: ObjectStore, attempts: int = 6, base_delay: float = 0.05,
+                 max_delay: float = 2.0) -> None:
         super().__init__(inner)
         self.attempts = attempts
         self.base_delay = base_delay
@@ -90,7 +91,8 @@ class RetryingStore(StoreWrapper):
         return self._retry(self.inner.delete_many, keys)  # idempotent: a retry deletes what is left
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
-        return self._retry(lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys))
+        return self._retry(lambda: self.inner.list_page(prefix, start_after=start_after,
+                                                        token=token, max_keys=max_keys))
 
 
 class ReadOnlyStore(StoreWrapper):
@@ -234,7 +236,8 @@ class FaultPlan:
     crash_before: int | None = None
     crash_after: int | None = None
     transient: set[int] = field(default_factory=set)
-    transient_after: set[int] = field(default_factory=set)  # the call happens, then reports a failure
+    # the call happens, then reports a failure
+    transient_after: set[int] = field(default_factory=set)
     fail_before: set[int] = field(default_factory=set)
     fail_after: set[int] = field(default_factory=set)
     exhaust_after: set[int] = field(default_factory=set)
@@ -306,7 +309,8 @@ class FaultInjectingStore(StoreWrapper):
             with self._lock:
                 self.injected.append((n, "exhaust_after", kind, key))
                 self.unreachable.add(key)
-            raise TransientStoreError(f"injected failure after call {n} was applied; {key} stays unreachable")
+            raise TransientStoreError(f"injected failure after call {n} was applied; {key} "
+                                      "stays unreachable")
 
     def get(self, key):
         return self._around("get", key, lambda: self.inner.get(key))
@@ -332,12 +336,14 @@ class FaultInjectingStore(StoreWrapper):
     def delete_many(self, keys):
         if not keys:
             return None
-        return self._around("delete", keys[0], lambda: self.inner.delete_many(keys))  # one call, one fate
+        # one call, one fate
+        return self._around("delete", keys[0], lambda: self.inner.delete_many(keys))
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000):
         return self._around(
             "list", prefix,
-            lambda: self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys),
+            lambda: self.inner.list_page(prefix, start_after=start_after, token=token,
+                                         max_keys=max_keys),
         )
 
 
@@ -374,7 +380,8 @@ def uniform_latency(seconds: float) -> LatencyProfile:
 class LatencyStore(StoreWrapper):
     """Sleeps per request to simulate a remote store (the sleep is the simulation itself)."""
 
-    def __init__(self, inner: ObjectStore, profile: LatencyProfile = S3_SAME_REGION, seed: int = 0) -> None:
+    def __init__(self, inner: ObjectStore, profile: LatencyProfile = S3_SAME_REGION,
+                 seed: int = 0) -> None:
         super().__init__(inner)
         self.profile = profile
         self._rng = random.Random(seed)

@@ -25,6 +25,7 @@ def parse_features(features: str | Iterable[str] | None) -> frozenset[str]:
         if u in ("DL", "NONE"):
             continue
         if u not in ("R", "CT", "I"):
-            raise InvalidArgumentError(f"unknown feature {f!r}: features are any of 'R', 'CT', 'I' (or '' for plain Delta)")
+            raise InvalidArgumentError(f"unknown feature {f!r}: features are any of 'R', 'CT', 'I' "
+                                       "(or '' for plain Delta)")
         out.add(u)
     return frozenset(out)

@@ -7,7 +7,7 @@
 | journal (sublogs) | none | with R | with R | with R |
 | conflict policy | abort | redo with R | redo with R | redo with R |
 | wait policy | - | markers | markers + DAG | markers + DAG |
-| markers claimed | never | at the tail: only to queue; in place: first write | at commit | at commit |
+| markers claimed | never | tail: only to queue; in place: first write | at commit | at commit |
 | overtaking | - | one table at the tail | never | never |
 
 This table is the only place that reads the feature flags; the transaction and its parts ask
@@ -51,11 +51,13 @@ class Parts:
     reader: Reader
 
 
-def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None], sublog_seq: int = 0) -> Parts:
+def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None],
+          sublog_seq: int = 0) -> Parts:
     """The parts of the transaction ``ctx`` describes (``watch``: start its heartbeats)."""
     features = ctx.features
     r, ct, i = "R" in features, "CT" in features, "I" in features
-    dag = ct or i  # dependency lists and marker shifts wherever a commit waits on several tables at once
+    # dependency lists and marker shifts wherever a commit waits on several tables at once
+    dag = ct or i
     # R alone at the tail is optimistic: it claims a marker only when it has to queue; in place
     # it claims at its first write, since the fill goes into the marker's version. Where the DAG
     # orders the markers (CT, I) a transaction claims them at commit, all at once.
@@ -66,17 +68,20 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None], sublog
         seq=sublog_seq, behind=optimistic)  # its commit needs no entry: they go out behind
     overtake = overtake_policy(ctx.decision, ctx.mode, ctx.count, client.map, client.background)
     markers = MarkerSet(ctx, DagWait() if dag else MarkerWait(), overtake, watch)
-    redo = RedoContext(txn_id=ctx.id, engine=client.engine, write_sublog=journal.write, count=ctx.count,
-                       redone=lambda table, version, why, ops: logs.redone(ctx, table, version, why, ops))
+    redo = RedoContext(
+        txn_id=ctx.id, engine=client.engine, write_sublog=journal.write, count=ctx.count,
+        redone=lambda table, version, why, ops: logs.redone(ctx, table, version, why, ops))
     validator = Validator(ctx, markers, conflict_policy(r), redo)
     reader: Reader = NewestReader()
     decider: Decider
     if not features:
         decider = PerStatement(ctx)
-        runner: StatementRunner = EachCommits(ctx, markers, journal, ClaimLater(markers, journal), reader, True)
+        runner: StatementRunner = EachCommits(ctx, markers, journal, ClaimLater(markers, journal),
+                                              reader, True)
         return Parts(ctx, markers, journal, decider, runner, reader)
     if i:
-        cut = (UnannouncedCut if client.read_only else Cut)(client.gvl, client.log, client.records, txn_id=ctx.id)
+        cut = (UnannouncedCut if client.read_only else Cut)(client.gvl, client.log, client.records,
+                                                            txn_id=ctx.id)
         global_ = GlobalDecider(client.gvl, client.log, client.records, cut)
         markers.on_claim = global_.note_claim
         ctx.gvl_base = lambda: global_.base
@@ -86,7 +91,8 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None], sublog
         decider = ByRecord(ctx, markers, validator, journal, overtake)
     else:
         decider = PerTable(ctx, markers, validator, journal, overtake)
-    claims = ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic else ClaimLater(markers, journal)
+    claims = (ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic
+              else ClaimLater(markers, journal))
     runner = StatementRunner(ctx, markers, journal, claims, reader, decider.creates_tables)
     return Parts(ctx, markers, journal, decider, runner, reader)
 
@@ -94,4 +100,5 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None], sublog
 def decision_of(features: frozenset[str]) -> str:
     """What makes a commit durable (``vocab.Decision``): the global log (I), the record (CT),
     each table."""
-    return Decision.GVL if "I" in features else Decision.RECORD if "CT" in features else Decision.TABLE
+    return (Decision.GVL if "I" in features else Decision.RECORD if "CT" in features
+            else Decision.TABLE)

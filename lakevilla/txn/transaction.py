@@ -20,7 +20,8 @@ through them and maps failures onto what a user can act on.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from collections import Counter
+from typing import Any, Literal
 
 from ..core.client import LakeClient
 from ..core.context import State, TxnContext
@@ -46,6 +47,7 @@ from ..statements.optimize import Optimize, target_size
 from ..statements.overwrite import Overwrite
 from ..statements.read import Read
 from ..statements.update import Delete, Update
+from ..statements.view import TableWork
 from ..vocab import CommitMode
 from . import parts as feature_parts
 from .features import ISOLATIONS, parse_features
@@ -60,17 +62,17 @@ class Transaction:
     sublogs (``Lake.resume``): its age counts from its first start, its new attempt and sublog
     entries follow the ones already written."""
 
-    def __init__(self, lake: LakeClient, features: frozenset[str], isolation: str = "serializable", slack: int = 0,
-                 commit_mode: str | None = None, txn_id: str | None = None, *, started: float | None = None,
-                 attempt_no: int = 0, sublog_seq: int = 0) -> None:
+    def __init__(self, lake: LakeClient, features: frozenset[str], isolation: str = "serializable",
+                 slack: int = 0, commit_mode: str | None = None, txn_id: str | None = None, *,
+                 started: float | None = None, attempt_no: int = 0, sublog_seq: int = 0) -> None:
         if isolation not in ISOLATIONS:
             raise InvalidArgumentError(f"isolation must be one of {ISOLATIONS}, got {isolation!r}")
         if not isinstance(slack, int) or slack < 0:
             raise InvalidArgumentError("slack must be a non-negative integer (table versions)")
         if "I" not in features and (isolation != "serializable" or slack):
             what = f"isolation={isolation!r}" if isolation != "serializable" else f"slack={slack}"
-            raise InvalidArgumentError(f"{what} only means something with feature 'I' (isolated reads from one "
-                                       "cut); add 'I' to features, or leave it out")
+            raise InvalidArgumentError(f"{what} only means something with feature 'I' (isolated "
+                                       "reads from one cut); add 'I' to features, or leave it out")
         mode = str(CommitMode.parse(commit_mode) if commit_mode else lake.settings.commit_mode)
         self.lake = lake
         self.features = features
@@ -78,9 +80,11 @@ class Transaction:
         self.slack = slack
         self.mode = mode
         self.id = txn_id or new_txn_id()
-        self._ctx = TxnContext(lake, self.id, features, isolation, slack, mode, feature_parts.decision_of(features),
+        self._ctx = TxnContext(lake, self.id, features, isolation, slack, mode,
+                               feature_parts.decision_of(features),
                                lake.now() if started is None else started, attempt_no)
-        self._parts = feature_parts.build(lake, self._ctx, lambda: lake.heartbeats.watch(self), sublog_seq)
+        self._parts = feature_parts.build(lake, self._ctx, lambda: lake.heartbeats.watch(self),
+                                          sublog_seq)
         self._seq = 0
         self.result: CommitResult | None = None
 
@@ -96,12 +100,12 @@ class Transaction:
         return self._ctx.attempt
 
     @property
-    def tables(self) -> dict[str, Any]:
+    def tables(self) -> dict[str, TableWork]:
         """The tables it touched, each with its view and statements (``statements/view.py``)."""
         return self._ctx.tables
 
     @property
-    def stats(self) -> Any:
+    def stats(self) -> Counter[str]:
         """Counters of what it did (statements, markers, waits, redos, requests' outcomes)."""
         return self._ctx.stats
 
@@ -120,7 +124,8 @@ class Transaction:
     def operations(self) -> list[dict[str, Any]]:
         """The writes this transaction holds, in order (after ``lake.resume``: those recovered
         from its sublogs, so the client knows which of its steps still need issuing)."""
-        ops = sorted((op for tw in self.tables.values() for op in tw.ops if op.is_write), key=lambda o: o.seq)
+        ops = sorted((op for tw in self.tables.values() for op in tw.ops if op.is_write),
+                     key=lambda o: o.seq)
         return [op.describe() for op in ops]
 
     def cut_report(self) -> dict[str, Any]:
@@ -139,7 +144,8 @@ class Transaction:
         ``order_by`` ("col", "col DESC" or a list) with ``limit``: only the first rows, so a
         conflict that leaves them as they were is redone, not aborted (``scan/ordering.py``)."""
         self._check_active()
-        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+        if columns is not None and (isinstance(columns, str)
+                                    or not all(isinstance(c, str) for c in columns)):
             raise InvalidArgumentError("columns must be a list of column names")
         order = Ordering.parse(order_by, limit)
         return self._execute(Read(seq=self._next(table), table=table, where=where,
@@ -151,7 +157,8 @@ class Transaction:
         ``data`` the table lacks are added (nullable) in the same commit, as Delta's mergeSchema."""
         self._check_active()
         _check_schema_mode(schema_mode)
-        return self._execute(Insert(seq=self._next(table), table=table, schema_mode=schema_mode), data)
+        return self._execute(Insert(seq=self._next(table), table=table, schema_mode=schema_mode),
+                             data)
 
     def update(self, table: str, set: dict[str, str], where: str | None = None) -> int:  # noqa: A002
         """``set`` maps columns to SQL expressions over the row; returns rows updated."""
@@ -159,7 +166,8 @@ class Transaction:
         if not isinstance(set, dict) or not set:
             raise InvalidArgumentError("update needs set={column: 'sql expression', ...}")
         assignments = {str(k): v if isinstance(v, str) else str(v) for k, v in set.items()}
-        return self._execute(Update(seq=self._next(table), table=table, where=where, assignments=assignments))
+        return self._execute(Update(seq=self._next(table), table=table, where=where,
+                                    assignments=assignments))
 
     def delete(self, table: str, where: str | None = None) -> int:
         """Delete the rows ``where`` selects (every row without it); returns how many."""
@@ -183,14 +191,15 @@ class Transaction:
             src = merges.source_arrow(source)
             if schema_mode == "merge":
                 self._add_source_columns(table, src)
-            spec = merges.MergeSpec(on=on, clauses=clauses, source_alias=source_alias, target_alias=target_alias,
-                                    source=src)
+            spec = merges.MergeSpec(on=on, clauses=clauses, source_alias=source_alias,
+                                    target_alias=target_alias, source=src)
             return self._execute(merges.Merge(seq=self._next(table), table=table, spec=spec))
 
         return merges.MergeBuilder(execute)
 
     def _add_source_columns(self, table: str, source: Any) -> None:
-        current = self._guarded(f"merge into {table!r}", lambda: self._parts.runner.current_schema(table))
+        current = self._guarded(f"merge into {table!r}",
+                                lambda: self._parts.runner.current_schema(table))
         have = {n.lower() for n in current.names}
         new = [f for f in evolution.data_fields(source) if f.name.lower() not in have]
         if new:
@@ -215,7 +224,8 @@ class Transaction:
         requested = evolution.requested_fields(table, fields)
         self._execute(AddColumns(seq=self._next(table), table=table, fields=requested))
 
-    def optimize(self, table: str, where: str | None = None, target_file_size: int | None = None) -> dict[str, Any]:
+    def optimize(self, table: str, where: str | None = None,
+                 target_file_size: int | None = None) -> dict[str, Any]:
         """Compact ``table``'s small files (Delta's OPTIMIZE bin-packing), per partition; ``where``
         selects partitions (partition columns only); ``target_file_size`` in bytes (default: the
         table's ``delta.targetFileSize``, else 100 MiB). Rows do not change (``dataChange: false``).
@@ -227,8 +237,9 @@ class Transaction:
         return self._execute(Optimize(seq=self._next(table), table=table, where=where,
                                       target_file_size=target_file_size))
 
-    def create_table(self, name: str, schema: Any = None, partition_by: list[str] | str | None = None, *,
-                     data: Any = None, properties: dict[str, str] | None = None, if_not_exists: bool = False,
+    def create_table(self, name: str, schema: Any = None,
+                     partition_by: list[str] | str | None = None, *, data: Any = None,
+                     properties: dict[str, str] | None = None, if_not_exists: bool = False,
                      description: str | None = None) -> int:
         """Create a table inside the transaction (``lake.create_table``'s arguments); returns the
         rows it was created with. Its version 0 is written only if the transaction commits (with
@@ -271,9 +282,11 @@ class Transaction:
         except StorageError as e:
             self._abort_quietly()
             committed = self._ctx.committed
-            done = f"; statements that already committed stay ({', '.join(sorted(committed))})" if committed else ""
-            raise TransactionAborted(f"{what} failed because the store did ({e}); transaction {self.id} is "
-                                     f"aborted{done}", txn_id=self.id, reason="storage") from e
+            done = (f"; statements that already committed stay ({', '.join(sorted(committed))})"
+                    if committed else "")
+            raise TransactionAborted(f"{what} failed because the store did ({e}); "
+                                     f"transaction {self.id} is aborted{done}", txn_id=self.id,
+                                     reason="storage") from e
 
     # -- the end ------------------------------------------------------------------------------
     def commit(self) -> CommitResult:
@@ -292,18 +305,21 @@ class Transaction:
                 # deleted and no marker rewritten; the markers expire and recovery settles it.
                 ctx.state = State.DECIDED if ctx.decided else State.IN_DOUBT
                 self.lake.heartbeats.forget(self)
-                if isinstance(e, Exception) and not isinstance(e, CommitPendingError | CreateConflictError):
+                if (isinstance(e, Exception)
+                        and not isinstance(e, CommitPendingError | CreateConflictError)):
                     raise self._pending_error(e) from e
                 raise
             self._abort_quietly()
             if ctx.committed and isinstance(e, Exception) and not isinstance(e, PartialCommitError):
                 raise PartialCommitError(
-                    f"{e} -- but {', '.join(sorted(ctx.committed))} already committed: with features "
-                    f"{ctx.label!r} each table commits on its own; use 'R,CT' for all-or-nothing across tables",
-                    committed=dict(ctx.committed), txn_id=self.id) from e
+                    f"{e} -- but {', '.join(sorted(ctx.committed))} already committed: with "
+                    f"features {ctx.label!r} each table commits on its own; use 'R,CT' for "
+                    "all-or-nothing across tables", committed=dict(ctx.committed),
+                    txn_id=self.id) from e
             if isinstance(e, StorageError):  # before any decision: nothing of it is visible
-                raise TransactionAborted(f"transaction {self.id} could not commit because the store failed ({e}); "
-                                         "nothing of it is visible", txn_id=self.id, reason="storage") from e
+                raise TransactionAborted(f"transaction {self.id} could not commit because the "
+                                         f"store failed ({e}); nothing of it is visible",
+                                         txn_id=self.id, reason="storage") from e
             raise
         ctx.state = State.COMMITTED
         self.lake.heartbeats.forget(self)
@@ -313,13 +329,15 @@ class Transaction:
     def _pending_error(self, cause: BaseException) -> CommitPendingError:
         ctx = self._ctx
         if ctx.decided:
-            msg = (f"transaction {self.id} is committed (decided) but writing its table commits failed ({cause}); "
-                   "lake.recover() or any transaction that meets its markers finishes it")
+            msg = (f"transaction {self.id} is committed (decided) but writing its table commits "
+                   f"failed ({cause}); lake.recover() or any transaction that meets its "
+                   "markers finishes it")
         else:
-            msg = (f"transaction {self.id}: the outcome of {ctx.in_doubt} could not be learned ({cause}); it may "
-                   "or may not have committed. Nothing was undone; lake.recover() settles it once its markers "
-                   "expire. Do not re-run it blindly")
-        return CommitPendingError(msg, txn_id=self.id, decided=ctx.decided, committed=dict(ctx.committed))
+            msg = (f"transaction {self.id}: the outcome of {ctx.in_doubt} could not be learned "
+                   f"({cause}); it may or may not have committed. Nothing was undone; "
+                   "lake.recover() settles it once its markers expire. Do not re-run it blindly")
+        return CommitPendingError(msg, txn_id=self.id, decided=ctx.decided,
+                                  committed=dict(ctx.committed))
 
     def abort(self) -> None:
         """Undo: nothing of it becomes visible (not after a commit, nor once its commit is decided
@@ -329,8 +347,8 @@ class Transaction:
         if self.state == State.ABORTED:
             return
         if self.state in (State.DECIDED, State.IN_DOUBT):
-            raise TransactionStateError(f"transaction {self.id} cannot be aborted: its commit is {self.state} "
-                                        "(lake.recover() settles it)")
+            raise TransactionStateError(f"transaction {self.id} cannot be aborted: its commit "
+                                        f"is {self.state} (lake.recover() settles it)")
         self._abort_quietly()
 
     def _abort_quietly(self) -> None:
@@ -339,17 +357,20 @@ class Transaction:
         Never after a deciding write was attempted (states ``decided`` and ``in-doubt``), and
         never for a table whose commit landed: only the decision may undo anything."""
         ctx = self._ctx
-        if ctx.state in (State.COMMITTED, State.ABORTED, State.DECIDED, State.IN_DOUBT) or ctx.decided or ctx.in_doubt:
+        if (ctx.state in (State.COMMITTED, State.ABORTED, State.DECIDED, State.IN_DOUBT)
+                or ctx.decided or ctx.in_doubt):
             return
         ctx.state = State.ABORTED
         self.lake.heartbeats.forget(self)
-        with contextlib.suppress(Exception):  # what is left, abandoned-file deletion and cleanup find
+        # what is left, abandoned-file deletion and cleanup find
+        with contextlib.suppress(Exception):
             self._parts.decider.undo()
 
     def __enter__(self) -> Transaction:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: Any) -> Literal[False]:
         if exc_type is None:
             if self.state == State.ACTIVE:
                 self.commit()
@@ -363,7 +384,8 @@ class Transaction:
         """A crashed transaction rebuilt from its sublogs (``recovery/resume.py``): its tables
         hold the statements it had run; new markers are claimed under a new attempt."""
         txn = cls(lake, parse_features(r.features), isolation=r.isolation, commit_mode=r.mode,
-                  txn_id=txn_id, started=r.started, attempt_no=r.attempt_no, sublog_seq=r.sublog_seq)
+                  txn_id=txn_id, started=r.started, attempt_no=r.attempt_no,
+                  sublog_seq=r.sublog_seq)
         txn.tables.update(r.tables)
         txn._seq = r.seq
         for key in r.staged:
