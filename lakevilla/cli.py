@@ -136,8 +136,10 @@ def _history_text(r: dict[str, Any]) -> str:
         when = dt.datetime.fromtimestamp(e["timestamp"], dt.UTC).strftime(
             "%Y-%m-%d %H:%M:%S.%f")[:-3]
         rows = e["metrics"].get("numOutputRows")
-        who = "marker" if e["marker"] else (f"txn {e['txn']} features={e['features'] or 'DL'}"
-                                            if e["txn"] else "")
+        if e["marker"]:
+            who = f"marker {e['parameters'].get('state', '')}".rstrip()
+        else:
+            who = f"txn {e['txn']} features={e['features'] or 'DL'}" if e["txn"] else ""
         what = e["operation"] + (f" ({rows} rows)" if rows is not None else "")
         lines.append(f"{e['version']:>6}  {when} UTC  {what:28} {who}".rstrip())
     return "\n".join(lines)
