@@ -185,13 +185,16 @@ def to_arrow_table(data: Any) -> pa.Table:
         return rows_to_table(data)
     if _is_polars_frame(data):
         return data.to_arrow()
+    # a Spark DataFrame (classic or Connect; Connect's looks like pandas'): collected here
+    if type(data).__module__.startswith("pyspark") and callable(getattr(data, "toArrow", None)):
+        return data.toArrow()
     if type(data).__name__ == "DataFrame" and hasattr(data, "to_dict") and hasattr(data, "columns"):
         try:
             return pa.Table.from_pandas(data, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as e:
             raise SchemaMismatchError(f"the pandas DataFrame does not convert to Arrow columns: "
                                       f"{_first(e)}") from e
-    if callable(getattr(data, "toArrow", None)):  # a Spark DataFrame: its rows come to this process
+    if callable(getattr(data, "toArrow", None)):  # another frame that speaks Spark's method
         return data.toArrow()
     if hasattr(data, "__arrow_c_stream__"):
         return pa.RecordBatchReader.from_stream(data).read_all()
