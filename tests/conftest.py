@@ -132,6 +132,38 @@ def rows(table, sort_by: str = "id"):
     return sorted(table.to_pylist(), key=lambda r: r[sort_by])
 
 
+# One local Spark for the whole run (a classic session whose driver also serves Spark Connect):
+# every test that asks for ``spark`` runs on both kinds of session; conftest's grouping below
+# keeps them on one worker, which starts the JVM once.
+@pytest.fixture(scope="session")
+def classic_spark():
+    pytest.importorskip("pyspark")
+    from tests.spark_session import start_local_spark
+
+    return start_local_spark()
+
+
+@pytest.fixture(scope="session")
+def connect_spark(classic_spark):
+    from tests.spark_session import connect_to
+
+    return connect_to(classic_spark)
+
+
+@pytest.fixture(params=["classic", "connect"])
+def spark(request, monkeypatch):
+    """Every Spark test runs on a classic session and on a Spark Connect session. pyspark
+    builds Column objects for one kind per process (a flag its remote builder sets), so the
+    flag is set only while a Connect test runs."""
+    from tests.spark_session import CONNECT_FLAG
+
+    if request.param == "connect":
+        monkeypatch.setenv(CONNECT_FLAG, "1")
+        return request.getfixturevalue("connect_spark")
+    monkeypatch.delenv(CONNECT_FLAG, raising=False)
+    return request.getfixturevalue("classic_spark")
+
+
 # The suite runs on two workers (`make test`: pytest-xdist). Tests that take longest start
 # first, so that the short ones fill in beside them instead of one long test ending the run
 # alone; the Spark tests share one worker, whose JVM they share (measured: --durations).

@@ -39,28 +39,6 @@ T0 = dt.datetime(2024, 3, 10, 1, 30, tzinfo=dt.UTC)
 FALL_BACK = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.UTC)  # this and +1h are both 01:30 in New York
 
 
-@pytest.fixture(scope="session")
-def classic_spark():
-    return start_local_spark()
-
-
-@pytest.fixture(scope="session")
-def connect_spark(classic_spark):
-    return connect_to(classic_spark)
-
-
-@pytest.fixture(params=["classic", "connect"])
-def spark(request, monkeypatch):
-    """Every Spark test runs on a classic session and on a Spark Connect session. pyspark
-    builds Column objects for one kind per process (a flag its remote builder sets), so the
-    flag is set only while a Connect test runs."""
-    if request.param == "connect":
-        monkeypatch.setenv(CONNECT_FLAG, "1")
-        return request.getfixturevalue("connect_spark")
-    monkeypatch.delenv(CONNECT_FLAG, raising=False)
-    return request.getfixturevalue("classic_spark")
-
-
 @pytest.fixture
 def lake_dir(tmp_path) -> Path:
     return tmp_path / "lake"
@@ -144,8 +122,8 @@ def test_every_partition_type_reads_and_writes_on_spark(spark, lake, uri, lake_d
     __HIVE_DEFAULT_PARTITION__) reads as the embedded engine and delta-rs read it, filters
     included; and a table partitioned by every primitive type at once, written through Spark,
     reads back exactly, by Spark, the embedded engine and delta-rs."""
-    from tests.test_partition_types import SPARK_SCHEMA, VALUES, N, spark_form_table
-    from tests.test_reads import canon_rows
+    from tests.statements.test_partition_types import SPARK_SCHEMA, VALUES, N, spark_form_table
+    from tests.statements.test_reads import canon_rows
 
     rows = spark_form_table(lake_dir)
     want = canon_rows(pa.Table.from_pylist(rows, SPARK_SCHEMA))
@@ -394,7 +372,7 @@ def test_the_engine_works_on_a_local_spark_connect_session_started_as_users_do(t
     env = {k: v for k, v in os.environ.items() if k not in (CONNECT_FLAG, "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
     uri = f"file://{tmp_path}/lake"
     out = subprocess.run([sys.executable, "-c", CONNECT_SMOKE, uri], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=str(Path(__file__).parent.parent))
+                         timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
     assert out.returncode == 0, out.stderr[-3000:]
     want = [[i, i % 2, i * 10 + (1 if i < 2 else 0)] for i in range(8)]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == want
@@ -484,7 +462,7 @@ def test_ordinary_expressions_give_the_same_results_on_both_engines(spark, lake,
 
 def test_predicates_are_exact_on_spark(spark, lake, uri):
     """Issue 19's cases through the Spark engine, against the embedded engine on the same table."""
-    from tests.test_exact_predicates import SET_ROWS, SETS
+    from tests.unit.test_exact_predicates import SET_ROWS, SETS
 
     schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("a", pa.int64()), ("s", pa.string()),
                         ("d", pa.date32()), ("st", pa.struct([("x", pa.int64())])), ("x", pa.int64()),
@@ -621,7 +599,7 @@ def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake,
     """Nulls last in both directions and ties broken by the returned columns, as the embedded
     engine does (tests/test_reads.py holds the reference): a redo on either engine compares
     the same first rows."""
-    from tests.test_reads import ORDERED, ORDERED_ROWS
+    from tests.statements.test_reads import ORDERED, ORDERED_ROWS
 
     lake.create_table("no", ORDERED)
     with lake.transaction(features="R") as txn:

@@ -10,7 +10,6 @@ import pytest
 pytest.importorskip("pyspark")
 
 import lakevilla as lv  # noqa: E402
-from tests.test_spark import classic_spark, connect_spark, spark  # noqa: E402, F401 - classic and Connect
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]

@@ -83,7 +83,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
     (["status"], "UsageError", "required: root"),
 ])
 def test_every_error_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, argv, kind, named):
-    from tests.test_first_hour import tree
+    from tests.api.test_first_hour import tree
 
     lake = __import__("lakevilla").Lake(str(tmp_path / "lake"))
     lake.create_table("a", T)

@@ -7,7 +7,6 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.statements.merge import DuplicateMatchError
-from tests.test_spark import classic_spark, connect_spark, spark  # noqa: F401 - the shared sessions
 
 S = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
 TARGET = [{"id": i, "part": "ab"[i % 2], "v": i} for i in range(9)]

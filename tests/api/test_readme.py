@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 ROOT_IN_README = "file:///data/lake"
 MARK = re.compile(r"<!--\s*readme-test:\s*(\w+)\s*-->")
 

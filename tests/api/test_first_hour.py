@@ -19,7 +19,7 @@ import lakevilla as lv
 from tests.conftest import make_bucket, s3_options
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def tree(path: Path) -> dict[str, bytes | None]:

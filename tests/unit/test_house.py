@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parent.parent / "lakevilla"
+PKG = Path(__file__).resolve().parents[2] / "lakevilla"
 MAX_CLASS_LINES = 450
 MAX_ROOT_MODULES = 12
 STATEMENT_KINDS = {"read", "insert", "update", "delete", "merge", "overwrite", "optimize", "add_columns"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests import mutations
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_mutation_still_applies_to_the_source():

@@ -27,7 +27,7 @@ from tests.helpers import HalfPublished, claim_now, claim_when, holds_marker, op
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _at(offset: float):
@@ -450,7 +450,7 @@ def test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction(local_ba
 def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend):
     """``commit()`` inside a ``with`` block raised CommitPendingError (the table commit was
     applied, the reply lost): leaving the block with that error must not undo anything."""
-    from tests.test_nothing_lost import _every_version_has_its_files, _only
+    from tests.protocol.test_nothing_lost import _every_version_has_its_files, _only
 
     _setup(local_backend, tables=("t",))
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(

@@ -19,7 +19,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.delta.schema import schema_to_json
 from lakevilla.scan.pruning import candidates
-from tests.test_reads import canon, canon_rows
+from tests.statements.test_reads import canon, canon_rows
 
 UTC = dt.UTC
 D = decimal.Decimal
