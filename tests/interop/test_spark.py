@@ -21,11 +21,9 @@ import lakevilla as lv  # noqa: E402
 from lakevilla.delta.stats import stats_from_table  # noqa: E402
 from tests.spark_session import (  # noqa: E402
     CONNECT_FLAG,
-    connect_to,
     files_on_disk,
     sorted_rows,
     spark_table,
-    start_local_spark,
 )
 
 pytestmark = [pytest.mark.spark,

@@ -15,7 +15,18 @@ import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY, entry_key
 from lakevilla.store import CountingStore
 from tests.conftest import rows
-from tests.helpers import CrashSweep, HookStore, crash_stride, open_markers, run_crashing
+from tests.helpers import (
+    CrashSweep,
+    HookStore,
+    accounts,
+    crash_stride,
+    crash_two_table_commit,
+    dying_lake,
+    join_global_log,
+    open_markers,
+    run_crashing,
+    value_of,
+)
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 
@@ -408,7 +419,6 @@ def test_concurrent_isolated_writers_on_one_table_keep_every_increment(local_bac
 
 class _ClaimHook:
     """Orders the commit-time marker claims of two transactions: a1, a2, b2, b1."""
-
     def __init__(self) -> None:
         self.t1_claimed_a, self.t2_claimed_b = threading.Event(), threading.Event()
 
@@ -463,3 +473,69 @@ def test_interleaved_commit_time_claims_of_isolated_writers_do_not_deadlock(loca
     assert sum(t.stats["shifts"] for t in txns) >= 1
     assert sorted(lake.read("a").column("id").to_pylist()) == [1, 2]
     assert sorted(lake.read("b").column("id").to_pylist()) == [1, 2]
+
+
+def test_an_announcement_that_loses_its_slot_is_validated_again(local_backend):
+    """T2 takes the slot T1 was about to announce in; T2 wrote what T1 read. T1 must build
+    on T2's entry and validate again (R1: abort), not count the lost slot as its own."""
+    accounts(local_backend)
+    join_global_log(local_backend)
+
+    def t2():  # reads b, writes a
+        with local_backend.lake().transaction("I") as t:
+            t.update("a", set={"value": str(value_of(t, "b") + 1)}, where="id = 1")
+
+    hook = HookStore(local_backend.store(), lambda k, key: k == "put_if_absent" and key.startswith("_lakevilla/gvl/0"),
+                     t2)
+    t1 = local_backend.lake(store=hook).begin("I")  # reads a, writes b
+    t1.update("b", set={"value": str(value_of(t1, "a") + 1)}, where="id = 1")
+    with pytest.raises(lv.TransactionAborted) as info:
+        t1.commit()
+    assert hook.fired == 1 and info.value.reason == "R1"
+    assert (value_of(local_backend.lake(), "a"), value_of(local_backend.lake(), "b")) == (1, 0)
+
+
+def test_an_isolated_writer_checks_a_commit_the_log_took_in_below_its_write(local_backend):
+    """Between T1's validation and its announcement, a marker-ignoring client commits to the
+    table T1 writes and another reader takes that commit into the global log: the head then
+    names a version of T1's table that T1 never validated (R3). T1 must not announce over it."""
+    accounts(local_backend)
+    join_global_log(local_backend)
+    armed = []
+
+    def sneak():
+        with local_backend.lake().transaction("") as w:
+            w.update("a", set={"value": "value + 100"}, where="id = 1")
+        with local_backend.lake().transaction("I") as r:  # takes the commit into the log
+            r.read("a")
+
+    hook = HookStore(local_backend.store(), lambda k, key: bool(armed) and k == "get"
+                     and key.startswith("_lakevilla/gvl/0"), sneak)
+    t1 = local_backend.lake(store=hook).begin("I")
+    t1.update("a", set={"value": "value + 1"}, where="id = 1")
+    armed.append(True)
+    with pytest.raises(lv.TransactionAborted):
+        t1.commit()
+    assert hook.fired == 1
+    plain = local_backend.lake()
+    assert plain.read("a", where="id = 1").column("value").to_pylist() == [100]
+    assert rows(plain.read("a")) == local_backend.delta_rows("a")
+
+
+def test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved(local_backend):
+    """An appender died between its entry and the hint. A writer whose reads show it nothing
+    new (it writes another table) must still find the head past the hint, and commit."""
+    accounts(local_backend, tables=("a", "b", "c"))
+    with local_backend.lake().transaction("I") as r:
+        for t in ("a", "b", "c"):
+            r.read(t)
+    crash_two_table_commit(dying_lake(local_backend, "_lakevilla/gvl/0", after=True), "R,CT,I")
+    lake = local_backend.lake()
+    announced = lake._client.gvl.head().seq
+    assert lake._client.gvl.read_hint().seq == announced - 1  # the hint lags one entry behind
+    with local_backend.lake().transaction("I") as w:
+        w.update("c", set={"value": "value + 1"}, where="id = 1")
+    assert w.result.global_version == announced + 1
+    assert value_of(lake, "c") == 1
+    with local_backend.lake().transaction("I") as r:  # and the announced transfer is part of the log
+        assert (value_of(r, "a"), value_of(r, "b"), value_of(r, "c")) == (-5, 5, 1)

@@ -14,12 +14,14 @@ import pytest
 import lakevilla as lv
 from lakevilla.complex_txn import dag
 from lakevilla.complex_txn import record as records
-from lakevilla.markers.marker import MarkerPayload, claim, marker_of
+from lakevilla.markers.marker import FREED, MarkerPayload, claim, marker_of
 from lakevilla.markers.marker import rewrite as rewrite_marker
 from lakevilla.names import TXN_DIR
 from tests.conftest import rows
 from tests.helpers import (
+    HalfPublished,
     HookStore,
+    accounts,
     claim_when,
     count_calls,
     crash_plans,
@@ -27,6 +29,7 @@ from tests.helpers import (
     holds_marker,
     open_markers,
     run_crashing,
+    value_of,
 )
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -485,3 +488,92 @@ def test_markers_of_a_multi_table_commit_close_in_parallel(local_backend):
     assert {t: sorted(_balances(lake, tables)[t].values()) for t in tables} == {t: [1001, 1001] for t in tables}
     for t in tables:
         assert open_markers(lake, t) == []
+
+
+def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
+    """T1 waits for T2 (table b), T2 for T3 (c), T3 for T1 (a): only transitive dependency
+    lists (rule II) show the cycle; a shift breaks it as a cycle, not through the
+    no-progress fallback (rule IV)."""
+    lake = accounts(local_backend, tables=("a", "b", "c"), shift_timeout=15.0, wait_timeout=60.0)
+    watch = local_backend.lake()
+    box: dict[str, lv.Transaction] = {}
+
+    def owns_all() -> bool:
+        return all(holds_marker(watch, own, box[n]) for n, own in (("t1", "a"), ("t2", "b"), ("t3", "c")))
+
+    # markers are claimed at commit: each claims its other table only once all three own theirs
+    lakes = [local_backend.lake(shift_timeout=15.0, wait_timeout=60.0,
+                                store=claim_when(local_backend.store(), other, owns_all)) for other in ("b", "c", "a")]
+    t1, t2, t3 = box["t1"], box["t2"], box["t3"] = [lk.begin("R,CT") for lk in lakes]
+    for t, own in ((t1, "a"), (t2, "b"), (t3, "c")):
+        t.update(own, set={"value": "value + 1"}, where="id = 1")
+    for t, other in ((t1, "b"), (t2, "c"), (t3, "a")):
+        t.update(other, set={"value": "value + 10"}, where="id = 2")
+    errors: list[BaseException] = []
+
+    def go(t):
+        try:
+            t.commit()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=go, args=(t,)) for t in (t1, t2, t3)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(120)
+    assert not any(th.is_alive() for th in threads) and errors == []
+    reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake._client.log(t).commits_between(-1, lake.version(t))
+               if marker_of(c) and marker_of(c).state == FREED]
+    # broken as a cycle (rule III), never by the no-progress fallback (rule IV, after 15 s
+    # stuck): a fallback shift can leave two-way cycles behind that are then seen as cycles,
+    # so "some cycle shift" alone would not tell the two apart
+    assert any(r and r.startswith("shift: cycle") for r in reasons), reasons
+    assert all(r.startswith("shift: cycle") for r in reasons if r and r.startswith("shift:")), reasons
+    assert [(value_of(lake, t, 1), value_of(lake, t, 2)) for t in ("a", "b", "c")] == [(1, 10)] * 3
+
+
+def _transfer_with_a_commit_between_tables(backend, during):
+    """An R,CT transfer a -> b, ready to commit, whose store runs ``during`` after the
+    commit to ``a`` landed and before the one to ``b``."""
+    gate = HalfPublished(backend.store(), "a", "b", during)
+    txn = backend.lake(store=gate).begin("R,CT")
+    txn.update("a", set={"value": "value - 5"}, where="id = 1")
+    txn.update("b", set={"value": "value + 5"}, where="id = 1")
+    gate.armed = True
+    return gate, txn
+
+
+def test_a_conflict_by_a_marker_ignoring_client_after_the_decision_is_warned(local_backend):
+    accounts(local_backend)
+    plain = local_backend.lake()
+
+    def during():  # the record decided, a's commit landed, b's not yet: plain Delta updates b
+        with plain.transaction("") as w:
+            w.update("b", set={"value": "100"}, where="id = 1")
+
+    gate, txn = _transfer_with_a_commit_between_tables(local_backend, during)
+    with pytest.warns(UserWarning, match="ignores lakevilla markers after transaction"):
+        result = txn.commit()
+    assert gate.fired == 1
+    assert result.stats["conflicts_after_decision"] == 1
+    assert value_of(plain, "a") == -5  # the decision stands; b shows the documented hazard (README,
+    # "Clients that ignore markers"): both updates of the row survive, as duplicates
+    assert sorted(plain.read("b", where="id = 1").column("value").to_pylist()) == [5, 100]
+
+
+def test_no_warning_without_a_conflict_after_the_decision(local_backend):
+    accounts(local_backend)
+    plain = local_backend.lake()
+
+    def during():  # a commit in between that touches other rows in another file
+        with plain.transaction("") as w:
+            w.insert("b", {"id": [50], "value": [1]})
+
+    gate, txn = _transfer_with_a_commit_between_tables(local_backend, during)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = txn.commit()
+    assert gate.fired == 1 and "conflicts_after_decision" not in result.stats

@@ -26,7 +26,21 @@ from lakevilla.store import (
 )
 from lakevilla.store.s3 import S3Store
 from tests.conftest import make_bucket, rows, s3_options
-from tests.helpers import ConnectGate, HookStore, claim_now, entries_landed, open_markers
+from tests.helpers import (
+    ConnectGate,
+    HookStore,
+    accounts,
+    claim_now,
+    clock_at,
+    crash_two_table_commit,
+    dying_lake,
+    entries_landed,
+    open_markers,
+    value_of,
+)
+
+TTL = 5.0
+
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 LATER = 10_000.0
@@ -296,7 +310,6 @@ def test_resume_refuses_while_the_owners_marker_is_alive(local_backend):
 class _BeatOnRelease:
     """Stands in for a transaction's ``mlock``: once ``armed``, its next release runs a
     heartbeat in another thread, to completion, before the releasing thread goes on."""
-
     def __init__(self, txn) -> None:
         self._lock = threading.RLock()
         self.txn, self.armed, self.fired = txn, False, False
@@ -493,7 +506,6 @@ def test_the_heartbeat_keeps_beating_after_a_failed_beat(local_backend):
 
 class _FillAtGet(StoreWrapper):
     """Before the ``nth`` GET of ``key``, run ``fill`` (another client's in-place commit)."""
-
     def __init__(self, inner, key, nth, fill) -> None:
         super().__init__(inner)
         self.key, self.nth, self.fill, self.gets, self.fired = key, nth, fill, 0, False
@@ -542,3 +554,34 @@ def test_unknown_get_errors_are_not_misread_as_missing(local_backend):
     assert settle_create(local_backend.store(), "x/y.json", b"2") is None  # someone else's bytes
     with pytest.raises(NotFound):
         local_backend.store().get("x/missing")
+
+
+def test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction(local_backend):
+    """Its markers expired (no live client protects it) but its record says COMMITTING:
+    clean-up keeps record and sublogs, so ``resume`` still finds and rolls it forward."""
+    accounts(local_backend)
+    dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/txns/", after=True), "R,CT")
+    later = local_backend.lake(marker_ttl=TTL, clock=clock_at(10_000.0))
+    done = later.maintenance.cleanup(older_than=0, force=True)
+    assert done["sublogs"] == 0 and done["records"] == 0
+    assert len(list(later.store.list(f"_lakevilla/txns/{dead.id}/"))) == 2
+    with pytest.raises(lv.TransactionStateError, match="rolled forward"):
+        later.resume(dead.id)
+    assert (value_of(later, "a"), value_of(later, "b")) == (-5, 5)
+
+
+def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend):
+    """``commit()`` inside a ``with`` block raised CommitPendingError (the table commit was
+    applied, the reply lost): leaving the block with that error must not undo anything."""
+    accounts(local_backend, tables=("t",))
+    dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
+        exhaust_after={1}, predicate=_only("put_if_absent", "00000000000000000002.json"))), marker_ttl=TTL)
+    with pytest.raises(lv.CommitPendingError):
+        with dying.transaction("R") as txn:
+            txn.update("t", set={"value": "value + 1"}, where="id = 1")
+            txn.commit()
+    assert txn.state == "in-doubt"
+    dying.flush()
+    _every_version_has_its_files(local_backend, "t")
+    assert value_of(local_backend.lake(), "t") == 1
+    assert commit_txn(local_backend.lake()._client.log("t").read_commit(2)) == txn.attempt  # its commit stands

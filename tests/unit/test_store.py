@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pyarrow as pa
 import pytest
 
+import lakevilla as lv
 from benchmarks.common import LatencyProxy
 from lakevilla.errors import ConditionalWritesUnsupportedError, InvalidArgumentError
 from lakevilla.store import (
@@ -24,7 +27,10 @@ from lakevilla.store import (
     TransientStoreError,
     open_store,
 )
-from tests.conftest import make_bucket, s3_options
+from tests.conftest import make_bucket, rows, s3_options
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+
 
 
 def test_basic_semantics(backend):
@@ -346,3 +352,54 @@ def test_local_writes_survive_concurrent_pruning_of_empty_directories(tmp_path):
     assert errors == []
     store.put("a/b/c/last", b"z")
     assert store.get("a/b/c/last").data == b"z"
+
+
+def test_conditional_writes_emulate_works_where_the_endpoint_ignores_them(moto_endpoint):
+    from benchmarks.common import LatencyProxy
+    from lakevilla.store import PreconditionFailed, open_store
+    from tests.conftest import make_bucket, s3_options
+
+    bucket = make_bucket(moto_endpoint)
+    proxy = LatencyProxy(moto_endpoint, drop_headers=("if-none-match", "if-match"))
+    try:
+        opts = s3_options(proxy.url)
+        with pytest.warns(UserWarning, match="not atomic"):  # the README's caveat, said at open
+            s = open_store(f"s3://{bucket}/lake", opts, conditional_writes="emulate")
+        etag = s.put_if_absent("k", b"1")
+        with pytest.raises(PreconditionFailed):
+            s.put_if_absent("k", b"2")
+        with pytest.raises(PreconditionFailed):
+            s.put_if_match("k", b"3", "not-the-etag")
+        s.put_if_match("k", b"4", etag)
+        assert s.get("k").data == b"4"
+        lake = lv.Lake(f"s3://{bucket}/lake", storage_options=opts, store=s)
+        lake.create_table("a", T)
+        with pytest.raises(lv.TableExistsError):
+            lake.create_table("a", T)
+        with lake.transaction("R") as t:
+            t.insert("a", {"id": [1], "value": [7]})
+        with lake.transaction("R") as t:
+            t.update("a", set={"value": "value + 1"}, where="id = 1")
+        assert rows(lake.read("a")) == [{"id": 1, "value": 8}]
+    finally:
+        proxy.close()
+
+
+def test_local_store_fsync_syncs_every_write(tmp_path, monkeypatch):
+    from lakevilla.store import local
+
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(local.os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    plain = lv.Lake(str(tmp_path / "plain"))
+    plain.create_table("a", T)
+    assert synced == []  # off by default
+    lake = lv.Lake(str(tmp_path / "synced"), store=local.LocalStore(str(tmp_path / "synced"), fsync=True))
+    lake.create_table("a", T)
+    n = len(synced)
+    assert n >= 1
+    with lake.transaction("R") as t:
+        t.insert("a", {"id": [1], "value": [1]})
+    lake.flush()
+    assert len(synced) >= n + 3  # data file, marker, commit (at least)
+    assert rows(lake.read("a")) == [{"id": 1, "value": 1}]
