@@ -50,18 +50,22 @@ def _run_workers(target, args_list):
 
 @pytest.mark.slow
 def test_contention_r_commits_everything_dl_aborts(backend):
+    """Four processes increment one row: under R none aborts and every increment lands (they
+    collide and redo); under plain Delta some abort or lose races, and nothing acknowledged is
+    lost. Through moto 15 increments a process (its round trips cost ~10x a file's)."""
     lake = backend.lake()
     lake.create_table("c", T)
     with lake.transaction("") as txn:
         txn.insert("c", {"id": [1, 2], "value": [0, 0]})
-    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "R", 25)] * 4)
+    n = 25 if backend.kind == "local" else 15
+    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "R", n)] * 4)
     assert [r[0] for r in res] == [0, 0, 0, 0]  # no R transaction aborted
     assert sum(r[2] for r in res) > 0  # they did collide, and redid instead of aborting
-    assert rows(lake.read("c"))[0]["value"] == 100
-    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "", 25)] * 4)
+    assert rows(lake.read("c"))[0]["value"] == 4 * n
+    res = _run_workers(_increment_worker, [(backend.uri, backend.storage_options, "", n)] * 4)
     aborted = sum(r[0] for r in res)
     assert aborted + sum(r[1] for r in res) > 0  # plain Delta: aborts (or at least lost races)
-    assert rows(lake.read("c"))[0]["value"] == 200 - aborted  # nothing lost that was acknowledged
+    assert rows(lake.read("c"))[0]["value"] == 8 * n - aborted  # nothing lost that was acknowledged
     assert rows(lake.read("c")) == backend.delta_rows("c")
 
 
@@ -132,8 +136,13 @@ def _mixed(args):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(("backend", "mode"), [("local", "tail"), ("local", "in_place"), ("s3", "tail")],
+                         indirect=["backend"])
 def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
+    """lakevilla (R) and delta-rs writers in four processes, inserting and incrementing: every
+    acknowledged row once, every increment counted, no version with a duplicate. Both commit
+    modes on the local store; through moto the default mode only (the modes differ in the
+    protocol, which the local runs check; the S3 run checks the backend under mixed writers)."""
     lake = backend.lake(commit_mode=mode)
     lake.create_table("m", pa.schema([("id", pa.int64()), ("owner", pa.int64()), ("value", pa.int64())]))
     ctx = mp.get_context("spawn")

@@ -384,7 +384,7 @@ def _run_bank(backend, reader_features, stop_on_wrong, transfers):
 @pytest.mark.slow
 def test_isolated_readers_always_see_the_total_during_transfers(backend):
     lake = _bank(backend)
-    per = 20 if backend.kind == "local" else 10  # each writer's transfers; fewer through moto (suite time)
+    per = 20 if backend.kind == "local" else 6  # each writer's transfers; fewer through moto (suite time)
     sums, transfers = _run_bank(backend, "I", stop_on_wrong=False, transfers=per)
     assert transfers == 3 * per and all(len(s) >= 5 for s in sums)
     assert {x for s in sums for x in s} == {200}

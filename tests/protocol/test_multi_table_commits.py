@@ -430,7 +430,9 @@ def test_randomized_bank_with_a_crashing_process(backend):
     total = 12 * 1000
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    per = 50 if backend.kind == "local" else 20  # 4 x 50 transfers; fewer through moto (same crash point range)
+    # 4 x 30 transfers, 4 x 10 through moto: the crash (call 81 of worker 0) falls within either. The
+    # long soak of this (kills, store faults, maintenance, minutes on end) is benchmarks/chaos.py
+    per = 30 if backend.kind == "local" else 10
     crash_at = random.Random(7).randint(40, 160)
     procs = [ctx.Process(target=_bank_worker, args=(backend.uri, backend.storage_options, w, per,
                                                     crash_at if w == 0 else 0, out)) for w in range(4)]
