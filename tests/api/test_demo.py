@@ -14,7 +14,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-
 def test_make_demo_runs_the_demo_and_its_guarantees_hold(tmp_path):
     """``make demo`` runs ``python -m lakevilla.demo``; here without its Spark act (the Spark
     tests cover that engine) and with fewer transfers."""

@@ -595,7 +595,7 @@ def test_upserts_benchmark_spark_section(classic_spark, tmp_path):
 
 def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake, uri):
     """Nulls last in both directions and ties broken by the returned columns, as the embedded
-    engine does (tests/test_reads.py holds the reference): a redo on either engine compares
+    engine does (tests/statements/test_reads.py holds the reference): a redo on either engine compares
     the same first rows."""
     from tests.statements.test_reads import ORDERED, ORDERED_ROWS
 

@@ -17,8 +17,6 @@ from tests.helpers import (
 )
 
 MODES = ["tail", "in_place"]
-
-
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import time
 
-import pyarrow as pa
-
 from lakevilla.markers.marker import FREED, RUNNING, free_stalled, marker_of
 from tests.conftest import rows
 from tests.helpers import (
@@ -19,7 +17,6 @@ from tests.helpers import (
     value_of,
 )
 
-T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
 
 

@@ -53,8 +53,6 @@ def _balances(lake, tables=("x", "y")):
     return {t: {r["id"]: r["balance"] for r in rows(lake.read(t))} for t in tables}
 
 
-
-
 def _commit_all(*txns, timeout=60):
     errors = []
 

@@ -40,8 +40,6 @@ from tests.helpers import (
 )
 
 TTL = 5.0
-
-
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 LATER = 10_000.0
 
@@ -61,8 +59,6 @@ def _setup(backend, tables=("t",), **kw):
 
 def _values(lake, table):
     return {r["id"]: r["value"] for r in rows(lake.read(table))}
-
-
 
 
 def _every_version_has_its_files(backend, table):

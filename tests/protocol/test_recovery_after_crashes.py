@@ -9,7 +9,6 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-import pyarrow as pa
 import pytest
 
 import lakevilla as lv
@@ -25,11 +24,6 @@ from tests.helpers import (
 )
 
 LATER = 10_000.0  # seconds: a recovering client whose clock is past every marker's expiry
-
-
-T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
-
-
 MODES = ["tail", "in_place"]
 
 

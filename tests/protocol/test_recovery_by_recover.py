@@ -5,7 +5,6 @@ test_markers.py and the crash sweeps; the CLI in test_maintenance.py."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 import lakevilla as lv
@@ -20,7 +19,6 @@ from tests.helpers import (
     value_of,
 )
 
-T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
 LATER = 10_000.0  # seconds: a recovering client whose clock is past every marker's expiry
 

@@ -6,7 +6,6 @@ the tail and in place), CT (before its record, after it, between its table commi
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
 from lakevilla.complex_txn import record as records
@@ -26,7 +25,6 @@ from tests.helpers import (
     value_of,
 )
 
-T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 TTL = 5.0
 LATER = 10_000.0  # seconds: a client whose clock is past every marker's expiry
 MODES = ["tail", "in_place"]

@@ -22,8 +22,6 @@ from tests.helpers import (
 )
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
-
-
 MODES = ["tail", "in_place"]
 
 

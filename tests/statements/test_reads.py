@@ -4,7 +4,7 @@ tables, pushdown into Parquet only skips what cannot match, statistics prune wha
 
 The reference for a filtered read is delta-rs' full read of the same table, filtered by
 DuckDB (the engine's semantics: NaN, casts, NULL); delta-rs' own filters are DataFusion's
-and differ on the cases tests/test_exact_predicates.py lists.
+and differ on the cases tests/unit/test_exact_predicates.py lists.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Predicates are exact (issue 19): every case of the issue as a regression test (embedded
-engine; the Spark engine's are in test_spark.py), conflicts that share the pruning test, and
+engine; the Spark engine's are in interop/test_spark.py), conflicts that share the pruning test, and
 Delta's partition-value and Parquet's statistics rules.
 
 The reference is DuckDB evaluating the predicate (or running its own UPDATE) on every row;

@@ -1,6 +1,6 @@
 """Expressions are data (issue 17): one grammar for both engines, checked before anything runs,
 on every path that runs an expression; DuckDB locked down behind it. The Spark half of the
-attacks and of the ordinary expressions is in test_spark.py."""
+attacks and of the ordinary expressions is in interop/test_spark.py."""
 
 from __future__ import annotations
 

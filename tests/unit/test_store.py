@@ -32,7 +32,6 @@ from tests.conftest import make_bucket, rows, s3_options
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
 
-
 def test_basic_semantics(backend):
     s = backend.store()
     with pytest.raises(NotFound):
