@@ -1,0 +1,79 @@
+"""overwrite, optimize and add_columns with the Spark engine (classic and Spark Connect): Spark
+writes and reads the data files, the semantics are the embedded engine's, delta-rs reads every
+version."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+
+import lakevilla as lv  # noqa: E402
+
+pytestmark = [pytest.mark.spark,
+              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
+
+T = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("p", pa.string())])
+
+
+def _ids(t) -> list[int]:
+    t = t.toArrow() if hasattr(t, "toArrow") else t
+    return sorted(t.column("id").to_pylist())
+
+
+def _delta(uri: str, version: int | None = None) -> list[dict]:
+    from deltalake import DeltaTable
+
+    t = pa.table(DeltaTable(f"{uri}/t", version=version).to_pyarrow_table())
+    return sorted(t.to_pylist(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("features", ["R"])  # LV[DL] runs the same engine calls (tested embedded)
+def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):  # noqa: F811
+    uri = "file://" + str(tmp_path / "lake")
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
+        lake.create_table("t", T, partition_by=["p"])
+        for i in range(4):
+            with lake.transaction("") as txn:
+                txn.insert("t", spark.createDataFrame([(i, i, "ab"[i % 2]), (10 + i, 10 + i, "a")],
+                                                      "id long, x long, p string"))
+        first = lake.version("t")
+        with lake.transaction(features) as txn:
+            with pytest.raises(lv.DataOutsidePredicateError):
+                txn.overwrite("t", spark.createDataFrame([(99, 1, "a")], "id long, x long, p string"),
+                              where="x >= 10")
+            assert txn.overwrite("t", spark.createDataFrame([(50, 50, "b")], "id long, x long, p string"),
+                                 where="x >= 10") == 1
+            m = txn.optimize("t", target_file_size=1 << 20)
+            txn.add_columns("t", {"note": pa.string()})
+            txn.insert("t", spark.createDataFrame([(60, 6, "a", "n", 1.5)], "id long, x long, p string, "
+                                                  "note string, w double"), schema_mode="merge")
+            if features:
+                assert _ids(txn.read("t", where="note IS NULL")) == [0, 1, 2, 3, 50]
+        assert m["files_removed"] >= 2
+        got = sorted(lake.read("t").toArrow().to_pylist(), key=lambda r: r["id"])
+        assert [r["id"] for r in got] == [0, 1, 2, 3, 50, 60]
+        assert got[-1]["note"] == "n" and got[-1]["w"] == 1.5 and got[0]["note"] is None
+        assert _delta(uri) == got
+        for v in range(first, lake.version("t") + 1):
+            _delta(uri, v)  # delta-rs reads every version
+    with lv.Lake(uri) as embedded:
+        assert sorted(embedded.read("t").to_pylist(), key=lambda r: r["id"]) == got
+
+
+def test_spark_optimize_is_redone_under_r(spark, tmp_path):  # noqa: F811
+    uri = "file://" + str(tmp_path / "lake")
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
+        lake.create_table("t", T)
+        for i in range(3):
+            with lake.transaction("") as txn:
+                txn.insert("t", spark.createDataFrame([(i, i, "a")], "id long, x long, p string"))
+        opt = lake.begin("R")
+        opt.optimize("t")
+        with lv.Lake(uri).transaction("") as w:  # another client deletes from a compacted file
+            w.delete("t", where="id = 1")
+        opt.commit()
+        assert opt.stats["redos"] == 1
+        assert _ids(lake.read("t")) == [0, 2] == [r["id"] for r in _delta(uri)]
+        assert len(lake.snapshot("t").files) == 1

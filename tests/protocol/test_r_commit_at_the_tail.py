@@ -1,0 +1,273 @@
+"""LV[R] commits at the tail: optimistically, without a marker when nobody precedes it; after lost
+races it LISTs the log once, or queues (claims a marker that carries its footprints) with a fresh
+retry budget; several tables commit one by one, and a partial commit keeps what committed."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.markers.marker import marker_of
+from lakevilla.vocab import CommitInfo
+from tests.conftest import rows
+from tests.helpers import (
+    HookStore,
+    numbered_table,
+    open_markers,
+    two_files,
+    wait_until,
+)
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+
+
+def _seen_by(lake) -> None:
+    """``lake``'s log of t learns the versions another writer just committed, as the read beside
+    a commit's put learns the winner when the winner lands first (a hook that commits inside
+    that put lands after the read may have missed it: one lost race more, unplanned)."""
+    log = lake._client.log("t")
+    log.probe_versions(log.known_latest())
+
+
+def test_an_r_writer_nobody_precedes_commits_without_a_marker(backend):
+    """Issue 13: LV[R] at the tail is optimistic. With no running marker to wait for, its commit
+    is one put-if-absent right after its snapshot: no marker claimed, none closed, one version
+    per transaction, as with plain Delta (a marker is claimed only to queue)."""
+    numbered_table(backend)
+    counting = lv.store.CountingStore(backend.store())
+    lake = backend.lake(store=counting)
+    txn = lake.begin("R")
+    txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    assert txn.tables["t"].marker is None
+    counting.reset()
+    txn.commit()
+    lake.flush()
+    assert txn.result.versions == {"t": 2} and txn.stats["markers"] == 0
+    log = lake._client.log("t")
+    assert log.latest_version() == 2 and marker_of(log.read_commit(2)) is None
+    assert CommitInfo.of(log.read_commit(2).lakevilla).marker is None
+    assert counting.snapshot()["put_if_absent"] == 1 and counting.snapshot()["put_if_match"] == 0
+    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 11
+    assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprints(local_backend):
+    """Racing for the tail guarantees no turn: an optimistic writer that lost its whole retry
+    budget claims a marker instead of aborting, so that from then on followers that would
+    conflict with it wait for it. Its statements are done, so the claim carries its footprints
+    at once: a follower on another file overtakes it without waiting, though the queued writer
+    never waited (and so never published in a wait round). Here a blind append beats each of
+    T's first ``max_retries`` + 1 puts; T's commit after the claim is held while the follower runs."""
+    retries = 3
+    lake = two_files(local_backend)
+    other = local_backend.lake()
+    release = threading.Event()
+    puts = {"n": 0}
+
+    held = threading.Event()
+
+    def before_put():
+        puts["n"] += 1
+        if puts["n"] <= retries + 1:  # another writer takes the version T is about to put
+            with other.transaction("") as x:
+                x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
+            _seen_by(t_lake)
+        elif t.tables["t"].marker is not None and not held.is_set():  # the claim went through; hold
+            held.set()  # the commit after it
+            release.wait(30)
+
+    t_lake = local_backend.lake(max_retries=retries, store=HookStore(
+        local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
+        and key.endswith(".json"), before_put, repeat=True))
+    t = t_lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    t_thread = threading.Thread(target=t.commit)
+    t_thread.start()
+    try:
+        wait_until(held.is_set, "T to queue and reach its commit", extra=lambda: dict(t.stats))
+        assert t.stats["retries"] == retries + 1 and t.stats["queued_at_commit"] == 1
+        assert t.stats["queued_for_budget"] == 1 and t.stats["redos"] == 0
+        h = t.tables["t"].marker
+        claimed = marker_of(lake._client.log("t").read_commit(h.version))
+        assert claimed.state == "running" and claimed.footprint == h.payload.footprint is not None
+        q = local_backend.lake(wait_timeout=20.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
+        q.commit()  # while T is held: it did not wait for T
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+    finally:
+        release.set()
+        t_thread.join(30)
+    assert t.state == "committed" and t.stats["redos"] == 0  # nothing it lost to touched its file
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[6]) == (11, 65) and len(got) == 8 + retries + 1
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("winners", ["conflicting", "blind"])
+def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(local_backend, winners):
+    """A race lost to a commit that conflicted cost a redo, and the next may cost another: after
+    ``QUEUE_AFTER_CONFLICTS`` of them the writer queues at once (conflicting followers then wait
+    for it). A race lost to a commit that did not conflict cost one put, less than a queue's
+    marker costs everyone: the writer races on, holding no marker, within its budget. Here the
+    winners commit after T's statement, before its commit: T meets them one lost race each."""
+    from lakevilla.markers.overtake import QUEUE_AFTER_CONFLICTS
+
+    lake = two_files(local_backend)
+    t = local_backend.lake().begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    other = local_backend.lake()
+    n = QUEUE_AFTER_CONFLICTS if winners == "conflicting" else 2 * QUEUE_AFTER_CONFLICTS + 1
+    for i in range(n):
+        with other.transaction("") as x:
+            if winners == "conflicting":
+                x.update("t", set={"value": "value + 100"}, where="id = 1")  # T's row: T redoes
+            else:
+                x.insert("t", {"id": [100 + i], "value": [0]})
+    t.commit()
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    if winners == "conflicting":
+        assert t.stats["retries"] == t.stats["redos"] == n, str(dict(t.stats))
+        assert t.stats["queued_at_commit"] == t.stats["queued_for_conflicts"] == t.stats["markers"] == 1
+        assert got[1] == 10 + 100 * n + 1
+    else:  # three lost races, then one LIST finds the tail
+        assert t.stats["retries"] == 3 and t.stats["redos"] == 0
+        assert t.stats["queued_at_commit"] == t.stats["markers"] == 0
+        assert got[1] == 11 and len(got) == 8 + n
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("losses", ["budget", "budget+1"])
+def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_backend, losses):
+    """The races an optimistic writer lost before it queued were spent racing; its queued turn
+    must not inherit what is left of them, since a writer that ignores markers can still take
+    its versions. A blind append takes each of T's first puts: T survives ``max_retries`` + 1
+    losses, queues, survives ``max_retries`` + 1 more and commits; one loss more and it aborts
+    (the budget is still a bound)."""
+    retries = 3
+    n_lost = 2 * (retries + 1) - 1 + (losses == "budget+1")
+    lake = two_files(local_backend)
+    other = local_backend.lake()
+    puts = {"n": 0}
+
+    def before_put():
+        puts["n"] += 1
+        if puts["n"] == retries + 2:
+            return  # the marker's claim
+        if puts["n"] - (puts["n"] > retries + 2) <= n_lost:  # another writer takes T's version
+            with other.transaction("") as x:
+                x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
+            _seen_by(t_lake)
+
+    t_lake = local_backend.lake(max_retries=retries, store=HookStore(
+        local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
+        and key.endswith(".json"), before_put, repeat=True))
+    t = t_lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    if losses == "budget":
+        t.commit()
+        assert t.state == "committed" and t.stats["queued_at_commit"] == 1 and t.stats["retries"] == n_lost
+        got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+        assert got[1] == 11 and len(got) == 8 + n_lost
+    else:
+        with pytest.raises(lv.TransactionAborted, match=f"lost the commit race {n_lost} times"):
+            t.commit()
+        assert t.stats["queued_at_commit"] == 1
+        assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 10
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races(local_backend):
+    """A writer whose snapshot is many versions old (others committed while it ran) does not walk
+    up the log one lost put per version, nor queue for it: after three lost races it LISTs the
+    log once and puts right after the tail."""
+    lake = numbered_table(local_backend)
+    t = lake.begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    other = local_backend.lake()
+    for i in range(12):
+        with other.transaction("") as x:
+            x.insert("t", {"id": [100 + i], "value": [0]})
+    t.commit()
+    assert t.stats["retries"] == 3 and t.stats["markers"] == 0 and t.result.versions == {"t": 14}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("fourth_loss", ["at-the-tail", "behind"])
+def test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken(
+        local_backend, fourth_loss):
+    """The third lost race LISTs the log; from then on each attempt also reads the version past
+    the one it puts. A fourth race lost at the tail (that version free) puts again without a
+    LIST, a serial round trip; one lost while others committed past it (that version taken too)
+    LISTs again, and the next put lands right after the tail instead of walking up to it. Another
+    writer takes T's version in the middle of each attempt (when T reads it, before T's put)."""
+    from lakevilla.store import CountingStore
+
+    lake = two_files(local_backend)
+    base = lake._client.log("t").latest_version()
+    other = local_backend.lake()
+    planned = {base + 1: 1, base + 2: 1, base + 3: 1, base + 4: 1 if fourth_loss == "at-the-tail" else 3}
+    taken = {v: threading.Event() for v in planned}
+    lock = threading.Lock()
+
+    def version_of(key: str) -> int | None:
+        name = key.rsplit("/", 1)[-1]
+        return int(name[:-5]) if key.startswith("t/_delta_log/") and name[:-5].isdigit() else None
+
+    class Race(HookStore):
+        def _maybe(self, kind, key):
+            v = version_of(key)
+            if v is None:
+                return
+            if kind == "get":
+                with lock:
+                    first = v in planned and not taken[v].is_set()
+                    if first:
+                        for i in range(planned[v]):  # others commit here, then T's read finds it
+                            with other.transaction("") as x:
+                                x.insert("t", {"id": [100 * v + i], "value": [0]})
+                        taken[v].set()
+                if not first and v - 1 in taken:  # the read past T's version: after T's was taken
+                    assert taken[v - 1].wait(10)
+            elif kind == "put_if_absent" and v in taken:  # T's put: after the others took the version
+                assert taken[v].wait(10)
+
+    counting = CountingStore(local_backend.store())
+    t = local_backend.lake(store=Race(counting, lambda k, key: False, lambda: None)).begin("R")
+    t.update("t", set={"value": "value + 1"}, where="id = 1")
+    lists = counting.counts["list"]
+    t.commit()
+    relisted = counting.counts["list"] - lists
+    assert t.stats["retries"] == 4 and t.stats["queued_at_commit"] == 0
+    if fourth_loss == "at-the-tail":
+        assert relisted == 1 and t.result.versions == {"t": base + 5}
+    else:
+        assert relisted == 2 and t.result.versions == {"t": base + 7}
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert got[1] == 11 and len(got) == 8 + sum(planned.values())
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_partial_commit_keeps_what_committed(local_backend):
+    """R alone commits table by table; when a later table cannot commit, the earlier one stays
+    committed and readable (the TPC-C benchmark found its files being deleted by the abort)."""
+    lake = local_backend.lake()
+    for t in ("a", "b"):
+        lake.create_table(t, T)
+        with lake.transaction("R") as x:
+            x.insert(t, {"id": [1], "value": [0]})
+    t1 = lake.begin("R")
+    t1.update("a", set={"value": "value + 1"}, where="id = 1")
+    t1.read("b", where="id = 1")  # consumed: a later change to b cannot be redone
+    with lake.transaction("R") as t2:
+        t2.update("b", set={"value": "value + 10"}, where="id = 1")
+    t1.update("b", set={"value": "value + 1"}, where="id = 1")
+    with pytest.raises(lv.PartialCommitError) as info:
+        t1.commit()
+    assert list(info.value.committed) == ["a"]
+    lake.flush()
+    assert rows(lake.read("a")) == [{"id": 1, "value": 1}] == local_backend.delta_rows("a")
+    assert rows(lake.read("b")) == [{"id": 1, "value": 10}]
+    assert open_markers(lake, "a") == [] and open_markers(lake, "b") == []

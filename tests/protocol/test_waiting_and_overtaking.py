@@ -1,0 +1,277 @@
+"""Waiting for running markers at commit: a follower does not wait for the close of a commit that
+landed, overtakes a waiting predecessor it cannot conflict with and waits for one it would
+invalidate; a waiter pauses longer behind a longer queue; a waiter whose consumed read was
+invalidated aborts at once, one with a redoable conflict waits and redoes once."""
+
+from __future__ import annotations
+
+import threading
+
+import pyarrow as pa
+import pytest
+
+import lakevilla as lv
+from lakevilla.statements import read_results
+from tests.conftest import rows
+from tests.helpers import (
+    HookStore,
+    claim_now,
+    numbered_table,
+    open_markers,
+    two_files,
+    wait_until,
+)
+
+T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+MODES = ["tail", "in_place"]
+
+
+def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(local_backend):
+    """A one-table commit is its own decision; its marker closes afterwards. A follower that
+    finds the owner's commit in the log goes on at once instead of waiting for the close (here
+    the close fails, and the marker would only expire after 60 s)."""
+    numbered_table(local_backend)
+    no_close = lv.store.FaultInjectingStore(local_backend.store(), lv.store.FaultPlan(
+        fail_before=set(range(1, 20)), kinds=("put_if_match",), predicate=lambda kind, key: "_delta_log/" in key))
+    owner = local_backend.lake(store=no_close, marker_ttl=60.0)
+    t1 = owner.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
+    t1.commit()
+    owner.flush()
+    assert t1.stats["post_commit_failures_close_marker"] == 1
+    assert open_markers(owner, "t") == [t1.tables["t"].marker.version]  # still running, for 60 s
+    follower = local_backend.lake(marker_ttl=60.0, wait_timeout=5.0)
+    with follower.transaction("R") as t2:
+        t2.update("t", set={"value": "value + 100"}, where="id = 1")
+    assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0  # it never waited
+    assert {r["id"]: r["value"] for r in rows(follower.read("t"))}[1] == 111
+    assert rows(follower.read("t")) == local_backend.delta_rows("t")
+
+
+def _held_at_commit(backend, holder: dict):
+    """A client whose table commit (a put-if-absent to the Delta log once ``holder["txn"]`` has
+    redone) waits for ``release``."""
+    release = threading.Event()
+
+    def when(kind, key):
+        txn = holder.get("txn")
+        return kind == "put_if_absent" and "/_delta_log/" in key and txn is not None and txn.stats["redos"] >= 1
+    return backend.lake(store=HookStore(backend.store(), when, lambda: release.wait(30))), release
+
+
+def _queued_behind_a_publisher(backend):
+    """O holds a marker on file 1-4; P updates the same file, waits for O at commit (so it
+    publishes its footprint), then, once O committed, redoes and is held right before its own
+    commit lands: P's marker is running, with a published footprint."""
+    lake = two_files(backend)
+    o = lake.begin("R")
+    o.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(o, "t")
+    holder: dict = {}
+    p_lake, release = _held_at_commit(backend, holder)
+    holder["txn"] = p = p_lake.begin("R")
+    p.update("t", set={"value": "value + 1000"}, where="id = 2")
+    claim_now(p, "t")
+    p_thread = threading.Thread(target=p.commit)
+    p_thread.start()
+    wait_until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
+    o.commit()
+    wait_until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit", extra=lambda: dict(p.stats))
+    return lake, p, p_thread, release
+
+
+def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor(local_backend):
+    """Issue 13: a writer that has to wait publishes its footprints on its marker; a follower on
+    other files of the table does not queue behind it. The predecessor then validates against the
+    follower's commit and finds nothing: no redo, no abort because of it."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    try:
+        q = local_backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
+        q.commit()  # while P is still held: it did not wait for P
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+        assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P is still running below
+    finally:
+        release.set()
+        p_thread.join(30)
+    assert p.state == "committed" and p.stats["redos"] == 1  # the redo after O only
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[6]) == (11, 1020, 65)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
+    """The other side of the rule: a follower rewriting a file the waiting predecessor touched
+    waits for it and redoes on its commit; the predecessor commits without a redo of its own."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    q = local_backend.lake(wait_timeout=30.0).begin("R")
+    q.update("t", set={"value": "value + 5"}, where="id = 3")  # P's file
+    q_thread = threading.Thread(target=q.commit)
+    q_thread.start()
+    try:
+        wait_until(lambda: q.stats["wait_rounds"] >= 1, "Q to wait for P")
+    finally:
+        release.set()
+        p_thread.join(30)
+        q_thread.join(30)
+    assert q.stats["predecessors_overtaken"] == 0 and q.state == "committed" and q.stats["redos"] == 1
+    assert p.state == "committed" and p.stats["redos"] == 1  # after O only, never after Q
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[3]) == (11, 1020, 35)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, monkeypatch):
+    """Overtaking must not starve the overtaken: once a published transaction has lost
+    ``WITHDRAW_AFTER`` commit races to followers that went first (here one, to keep the script
+    short), it withdraws its footprints, and the next follower, even one that cannot conflict
+    with it, waits for it instead of going first too."""
+    from lakevilla.markers import overtake
+
+    monkeypatch.setattr(overtake, "WITHDRAW_AFTER", 1)
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    held_again = threading.Event()
+    p_store = p.lake.store
+    try:
+        q = local_backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 6")
+        q.commit()  # overtakes P, and takes the version P is about to put
+        assert q.stats["predecessors_overtaken"] == 1
+        p_store.hook, p_store.repeat = (lambda: held_again.wait(30)), True  # hold P's next put too
+        release.set()
+        wait_until(lambda: p_store.fired >= 2, "P to lose the race and try again", extra=lambda: dict(p.stats))
+        assert p.stats["retries"] >= 1 and p.stats["footprints_withdrawn"] == 1
+        q2 = local_backend.lake(wait_timeout=30.0).begin("R")
+        q2.update("t", set={"value": "value + 7"}, where="id = 7")  # cannot conflict with P either
+        q2_thread = threading.Thread(target=q2.commit)
+        q2_thread.start()
+        wait_until(lambda: q2.stats["wait_rounds"] >= 1, "Q2 to wait for P", extra=lambda: dict(q2.stats))
+        assert q2.stats["predecessors_overtaken"] == 0
+    finally:
+        release.set()
+        held_again.set()
+        p_thread.join(30)
+    q2_thread.join(30)
+    assert p.state == q2.state == "committed" and q2.result.versions["t"] > p.result.versions["t"]
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[6], got[7]) == (11, 1020, 65, 77)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all(local_backend):
+    """Overtaking is decided on the follower's commit as it stands; a redo changes it. Here the
+    follower's update matches nothing when it decides to go first, then a concurrent insert
+    gives it a row in the predecessor's key range to rewrite: it must wait after all."""
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
+    q = local_backend.lake(wait_timeout=30.0).begin("R")
+    q.update("t", set={"value": "value + 5"}, where="value >= 1000")  # nothing matches yet
+    with lake.transaction("") as x:  # a row for Q, with P's id
+        x.insert("t", {"id": [2], "value": [2000]})
+    q_thread = threading.Thread(target=q.commit)
+    q_thread.start()
+    try:
+        wait_until(lambda: q.stats["overtakes_revoked"] == 1 and q.stats["wait_rounds"] >= 1, "Q to wait for P",
+               extra=lambda: dict(q.stats))
+    finally:
+        release.set()
+        p_thread.join(30)
+        q_thread.join(30)
+    assert q.stats["predecessors_overtaken"] >= 1
+    assert p.state == q.state == "committed" and q.result.versions["t"] > p.result.versions["t"]
+    assert sorted(r["value"] for r in rows(lake.read("t")) if r["id"] == 2) == [1025, 3005]
+    key = lambda r: (r["id"], r["value"])  # noqa: E731 - two rows have id 2
+    assert sorted(lake.read("t").to_pylist(), key=key) == sorted(local_backend.delta_rows("t"), key=key)
+
+
+@pytest.mark.parametrize(("ahead", "longest"), [(1, 0.05), (3, 0.15), (40, 0.2)])
+def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ahead, longest):
+    """Issue 13: n transactions queued ahead of a commit hand over no sooner than n times, so
+    the pause between its wait rounds grows to poll_max (0.05 s) per transaction ahead, at most
+    0.2 s; a waiter behind one transaction still looks every 0.05 s. The wait policy alone, on a
+    stub context and a fake clock: the queue stays for 60 rounds, then clears."""
+    from types import SimpleNamespace
+
+    from lakevilla.markers import wait as w
+
+    pauses: list[float] = []
+    clock = SimpleNamespace(t=0.0)
+    monkeypatch.setattr(w, "time", SimpleNamespace(
+        monotonic=lambda: clock.t, sleep=lambda d: (pauses.append(d), setattr(clock, "t", clock.t + d))))
+    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", rev=0, expired=lambda now: False)) for v in range(ahead)]
+    rounds = iter(range(61))
+    ctx = w.WaitContext(
+        txn_id="me", wait_timeout=1e6, poll_max=0.05, shift_timeout=1e6, max_shifts=0, now=lambda: clock.t,
+        heartbeat=lambda: None, check_held=lambda tws: None, recover=lambda t, v: "running",
+        count=lambda k, n: None, waited=lambda who, s: None,
+        predecessors=lambda tws: [queue if next(rounds) < 60 else [] for _ in tws])
+    w.MarkerWait().wait(ctx, [SimpleNamespace(name="t", marker=SimpleNamespace(version=ahead))])
+    assert len(pauses) == 60
+    assert max(pauses) == pytest.approx(longest)
+    assert pauses == sorted(pauses)  # it backs off from 2 ms, never faster again while nothing moves
+
+
+def _behind_a_running_writer(backend, mode):
+    """P holds a running marker on the file of ids 5-8 (and has published no footprint, so
+    nobody may overtake it); returns the lake, P, and a client that waits up to 20 s."""
+    two_files(backend)
+    lake = backend.lake(commit_mode=mode)
+    p = lake.begin("R")
+    p.update("t", set={"value": "value + 1"}, where="id = 5")
+    claim_now(p, "t")
+    return lake, p, backend.lake(commit_mode=mode, wait_timeout=20.0)
+
+
+@pytest.mark.parametrize("kept", [True, False], ids=["rows-kept", "rows-not-kept"])
+@pytest.mark.parametrize("mode", MODES)
+def test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_finishing_its_wait(
+        local_backend, mode, kept, monkeypatch):
+    """Issue 13: a writer queued behind a running marker that sees, in a commit landed meanwhile,
+    a conflict no redo can fix (a read it already returned, whose rows changed) aborts at once:
+    waiting out its predecessor would end in the same abort, and its own marker would hold up
+    the writers behind it all that time. Here the predecessor runs on, and the wait limit is
+    20 s. Rows kept: the read is run again to see that they changed; not kept (a result too
+    large to keep): the conflict alone decides."""
+    if not kept:
+        monkeypatch.setattr(read_results, "KEEP_MAX_ROWS", 0)
+    lake, p, client = _behind_a_running_writer(local_backend, mode)
+    t = client.begin("R")
+    assert rows(t.read("t", where="id = 1")) == [{"id": 1, "value": 10}]  # returned: consumed
+    t.update("t", set={"value": "value + 100"}, where="id = 2")  # its marker is behind P's
+    with lake.transaction("") as x:  # a plain Delta writer rewrites the file T read
+        x.update("t", set={"value": "value + 1000"}, where="id = 1")
+    with pytest.raises(lv.TransactionAborted) as err:
+        t.commit()
+    assert err.value.reason == "consumed-read", err.value
+    assert t.stats["aborted_while_waiting"] == 1
+    assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P still runs; T's marker closed
+    p.commit()
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[2], got[5]) == (1010, 20, 51)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once(local_backend, mode):
+    """The other side: a conflict that a redo fixes does not abort the waiting writer; it waits
+    for its predecessor and redoes once, against everything committed by then."""
+    lake, p, client = _behind_a_running_writer(local_backend, mode)
+    t = client.begin("R")
+    t.update("t", set={"value": "value + 100"}, where="id = 1")  # declarative: redoable
+    with lake.transaction("") as x:
+        x.update("t", set={"value": "value + 1000"}, where="id = 1")
+    t_thread = threading.Thread(target=t.commit)
+    t_thread.start()
+    try:
+        wait_until(lambda: t.stats["wait_rounds"] >= 2, "T to wait for P (and see X's commit)", extra=lambda: dict(t.stats))
+        assert t.state == "committing"
+    finally:
+        p.commit()
+        t_thread.join(30)
+    assert t.state == "committed", dict(t.stats)
+    assert t.stats["aborted_while_waiting"] == 0 and t.stats["redos"] == 1
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[1], got[5]) == (1110, 51)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
