@@ -26,6 +26,7 @@ import fcntl
 import functools
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -79,8 +80,10 @@ def non_folder(path: str) -> str | None:
     what stops a folder from being made there."""
     p = path
     while True:
-        if os.path.lexists(p):
-            return None if os.path.isdir(p) else p
+        try:  # one stat: a folder pruned between two checks must not look like a file
+            return None if stat.S_ISDIR(os.stat(p).st_mode) else p
+        except FileNotFoundError:
+            pass
         parent = os.path.dirname(p)
         if parent == p:
             return None
