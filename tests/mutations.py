@@ -40,7 +40,8 @@ class Mutation:
     name: str
     area: str
     file: str  # relative to the repository root
-    edits: tuple[tuple[str, ...], ...]  # (snippet, replacement) or (file, snippet, replacement), each once
+    # (snippet, replacement) or (file, snippet, replacement), each once
+    edits: tuple[tuple[str, ...], ...]
     tests: tuple[str, ...]  # pytest arguments: node ids, or "-k", "expr"
     breaks: str  # the protocol step it breaks, in words
     equivalent: str = ""  # why surviving is expected (no test can tell), if it is
@@ -78,14 +79,17 @@ MUTATIONS: list[Mutation] = [
     # -- markers ------------------------------------------------------------------------------
     M("marker-never-expires", "markers", "lakevilla/markers/marker.py",
       "return self.state == RUNNING and now > self.expires", "return False",
-      [MK + "test_a_marker_is_stalled_only_after_marker_ttl", RC + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]"],
+      [MK + "test_a_marker_is_stalled_only_after_marker_ttl",
+       RC + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]"],
       "a stalled marker never counts as expired"),
     M("marker-expires-at-once", "markers", "lakevilla/markers/marker.py",
       "return self.state == RUNNING and now > self.expires", "return self.state == RUNNING",
-      [MK + "test_a_marker_is_stalled_only_after_marker_ttl", NL + "test_resume_refuses_while_the_owners_marker_is_alive"],
+      [MK + "test_a_marker_is_stalled_only_after_marker_ttl",
+       NL + "test_resume_refuses_while_the_owners_marker_is_alive"],
       "a live marker counts as expired (marker_ttl ignored)"),
     M("marker-expiry-off-by-ttl", "markers", "lakevilla/markers/marker.py",
-      "return self.state == RUNNING and now > self.expires", "return self.state == RUNNING and now > self.expires - 2.0",
+      "return self.state == RUNNING and now > self.expires",
+      "return self.state == RUNNING and now > self.expires - 2.0",
       [MK + "test_a_marker_is_stalled_only_after_marker_ttl"],
       "markers expire 2 s early (the TTL boundary)"),
     M("rewrite-loss-unnoticed", "markers", "lakevilla/markers/marker.py",
@@ -106,7 +110,8 @@ MUTATIONS: list[Mutation] = [
       [MK + "test_heartbeat_keeps_a_slow_transaction_alive"],
       "the heartbeat rewrites the marker without moving its expiry"),
     M('close-marker-skipped', "markers", 'lakevilla/core/markerset.py',
-      '            h.payload.state = COMMITTED\n            h.payload.commit_version = version\n            try:',
+      '            h.payload.state = COMMITTED\n'
+      '            h.payload.commit_version = version\n            try:',
       '            return\n            try:',
       [MK + "test_markers_are_empty_versions_for_delta_rs[local]"],
       "a committed transaction leaves its marker open"),
@@ -116,11 +121,13 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed"],
       "a follower waits for the close of a marker whose owner's commit has already landed"),
     M("optimistic-commit-past-unwaited-marker", "markers", "lakevilla/core/per_table.py",
-      "            if tw.marker is not None or tw.log.known_latest() <= tw.waited_upto:\n                return",
+      "            if tw.marker is not None or tw.log.known_latest() <= tw.waited_upto:\n"
+      "                return",
       "            return",
-      ["tests/protocol/test_waiting.py::test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited"],
-      "a writer without a marker commits above a marker claimed while it waited (its last round's probe "
-      "found a predecessor's commit above it), never waiting for it",
+      ["tests/protocol/test_waiting.py::"
+       "test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited"],
+      "a writer without a marker commits above a marker claimed while it waited (its last round's "
+      "probe found a predecessor's commit above it), never waiting for it",
       ("lakevilla/core/per_table.py",
        "upto = (max(tw.log.known_latest(), tw.marker.version) if tw.marker\n"
        "                            else tw.waited_upto)",
@@ -132,33 +139,44 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_follower_whose_commit_would_conflict_still_waits"],
       "a follower commits before a waiting predecessor whose footprint its commit invalidates"),
     M("overtake-never", "markers", OVERTAKE,
-      "    if decision == Decision.TABLE and mode == CommitMode.TAIL:\n        return Overtake(count, pmap, background)",
+      "    if decision == Decision.TABLE and mode == CommitMode.TAIL:\n"
+      "        return Overtake(count, pmap, background)",
       "    if False:\n        return Overtake(count, pmap, background)",
       [WO + "test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor"],
       "a follower queues behind a waiting predecessor it cannot conflict with"),
     M('overtake-not-rechecked', "markers", 'lakevilla/core/per_table.py',
       '            if self.overtake.revoked_by(tw, commit):',
       '            if False:',
-      [WO + "test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all"],
-      "a follower whose redo made its commit conflict with an overtaken predecessor still overtakes it"),
+      [WO + "test_an_overtaking_follower_that_redoes_into_the_predecessors_files_"
+            "waits_after_all"],
+      "a follower whose redo made its commit conflict with an overtaken predecessor still "
+      "overtakes it"),
     M('lost-race-no-relist', "markers", 'lakevilla/core/per_table.py',
       '                    tw.log.latest_version()\n                continue',
       '                    pass\n                continue',
       [RT + "test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races",
-       "tests/statements/test_optimize.py::test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
-      "a writer that waited while others committed walks up the log one lost race per version (and queues)"),
+       "tests/statements/test_optimize.py::"
+       "test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
+      "a writer that waited while others committed walks up the log one lost race per version "
+      "(and queues)"),
     M('relist-after-every-loss', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):',
+      '                if lost >= RELIST_AFTER_LOST '
+      'and (not ahead or tw.log.known_latest() > v):',
       '                if lost >= RELIST_AFTER_LOST:',
-      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken[at-the-tail]"],
-      "a commit that lost a race at the tail after its LIST LISTs again (a serial round trip for nothing)"),
+      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_"
+            "own_is_taken[at-the-tail]"],
+      "a commit that lost a race at the tail after its LIST LISTs again (a serial round trip "
+      "for nothing)"),
     M('relist-ignores-the-version-past', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):',
+      '                if lost >= RELIST_AFTER_LOST '
+      'and (not ahead or tw.log.known_latest() > v):',
       '                if lost >= RELIST_AFTER_LOST and not ahead:',
-      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_own_is_taken[behind]"],
+      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_"
+            "own_is_taken[behind]"],
       "a commit that fell behind again after its LIST walks up the log one lost race per version"),
     M("overtake-no-withdraw", "markers", OVERTAKE,
-      "        self._withdrawn.add(tw.name)\n        self._set_footprint(tw, None, \"footprints_withdrawn\")",
+      "        self._withdrawn.add(tw.name)\n"
+      "        self._set_footprint(tw, None, \"footprints_withdrawn\")",
       "        return",
       [WO + "test_a_predecessor_that_loses_a_race_is_not_overtaken_again"],
       "a published transaction that lost a commit race keeps being overtaken (it can starve)"),
@@ -166,7 +184,8 @@ MUTATIONS: list[Mutation] = [
       '    optimistic = r and not dag and ctx.mode == CommitMode.TAIL',
       '    optimistic = False',
       [RT + "test_an_r_writer_nobody_precedes_commits_without_a_marker[local]"],
-      "a lone R writer at the tail claims (and closes) a marker nobody needed: two log versions per commit"),
+      "a lone R writer at the tail claims (and closes) a marker nobody needed: two log versions "
+      "per commit"),
     M('optimistic-never-queues', "markers", 'lakevilla/core/per_table.py',
       '            if spent and tw.marker is None:',
       '            if False:',
@@ -175,18 +194,24 @@ MUTATIONS: list[Mutation] = [
     M('queue-ignores-conflicts', "markers", 'lakevilla/core/per_table.py',
       '                if tw.marker is None and conflicted >= QUEUE_AFTER_CONFLICTS:',
       '                if False:',
-      [RT + "test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits[conflicting]"],
-      "an optimistic R writer that keeps losing to conflicting commits redoes for its whole budget before it queues"),
+      [RT + "test_an_r_writer_queues_early_only_after_races_lost_to_"
+            "conflicting_commits[conflicting]"],
+      "an optimistic R writer that keeps losing to conflicting commits redoes for its whole budget "
+      "before it queues"),
     M('blind-losses-queue-early', "markers", 'lakevilla/core/per_table.py',
       '                conflicted += bool(lost and redone)',
       '                conflicted += bool(lost)',
       [RT + "test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits[blind]"],
-      "races lost to commits that did not conflict queue the writer early (a marker everyone pays for)"),
+      "races lost to commits that did not conflict queue the writer early (a marker everyone "
+      "pays for)"),
     M('queued-turn-inherits-budget', "markers", 'lakevilla/core/per_table.py',
-      "                tries = 1  # the queue's turn gets the whole budget: the races lost before it were",
-      "                pass  # the queue's turn gets the whole budget: the races lost before it were",
+      "                tries = 1  # the queue's turn gets the whole budget: "
+      "the races lost before it were",
+      "                pass  # the queue's turn gets the whole budget: "
+      "the races lost before it were",
       [RT + "test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues[budget]"],
-      "a queued R writer keeps only the tries its lost races left: writers that ignore markers abort it sooner"),
+      "a queued R writer keeps only the tries its lost races left: writers that ignore markers "
+      "abort it sooner"),
     M('leftovers-deleted-one-by-one', "markers", 'lakevilla/core/deciding.py',
       'ctx.client.store.delete_many(keys)',
       '[ctx.client.store.delete(k) for k in keys]',
@@ -196,65 +221,88 @@ MUTATIONS: list[Mutation] = [
       '                    payload.footprint = self.overtake.claim_footprint(tw)',
       '                    payload.footprint = None',
       [RT + "test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprints"],
-      "a writer that queues after its statements hides its footprints: followers that cannot conflict wait for it"),
+      "a writer that queues after its statements hides its footprints: followers that cannot "
+      "conflict wait for it"),
     M("unmarked-overtaker-not-counted", "markers", OVERTAKE,
       "(winner.marker is None or winner.marker > h.version)",
       "(winner.marker is not None and winner.marker > h.version)",
       [WO + "test_a_predecessor_that_loses_a_race_is_not_overtaken_again"],
-      "races lost to optimistic followers (no marker) never make a published writer withdraw (it can starve)"),
+      "races lost to optimistic followers (no marker) never make a published writer withdraw "
+      "(it can starve)"),
     M('unmarked-probe-skips-a-version', "markers", 'lakevilla/core/markerset.py',
       '            top = m if tw.marker is not None else m - 1',
       '            top = m',
-      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_finishing_its_wait[tail-rows-kept]"],
-      "a writer waiting without a marker probes past the first version it does not know and misses a commit there"),
+      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_"
+            "finishing_its_wait[tail-rows-kept]"],
+      "a writer waiting without a marker probes past the first version it does not know and "
+      "misses a commit there"),
     M("expression-bound-per-caller", "expressions", "lakevilla/scan/expressions.py",
       "        return _checked(text, scope)\n",
       "        return _check_as(text, scope, what)\n",
-      ["tests/unit/test_expressions.py::test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_callers_name"],
-      "a statement's where is bound by DuckDB again by every caller that checks it (validate, plan, prune)"),
+      ["tests/unit/test_expressions.py::"
+       "test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_callers_name"],
+      "a statement's where is bound by DuckDB again by every caller that checks it "
+      "(validate, plan, prune)"),
     M("number-typed-by-its-kind", "expressions", "lakevilla/scan/expressions.py",
-      "            return lit if n is None else {\"kind\": \"INTEGER\", \"text\": str((1 << n) - 1)}",
+      "            return lit if n is None else "
+      "{\"kind\": \"INTEGER\", \"text\": str((1 << n) - 1)}",
       "            return {\"kind\": \"INTEGER\", \"text\": \"1\"}",
-      ["tests/unit/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape",
+      ["tests/unit/test_expressions.py::"
+       "test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape",
        "tests/unit/test_expressions.py::test_a_shape_bound_before_types_each_text_as_duckdb_would"],
-      "an integer that fits fewer types (t8 + 1000) is given the types bound for a small one of its shape"),
+      "an integer that fits fewer types (t8 + 1000) is given the types bound for a small one "
+      "of its shape"),
     M("function-arguments-lose-their-value", "expressions", "lakevilla/scan/expressions.py",
       "        under_function = under_function or node[\"function_name\"].lower() not in OPERATORS",
       "        pass",
-      ["tests/unit/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
+      ["tests/unit/test_expressions.py::"
+       "test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
       "round(dec, 2) is given the types bound for round(dec, 1)"),
     M("compared-literal-any-column", "expressions", "lakevilla/scan/expressions.py",
       "        return (scope.relations[ref.relation].schema.field(ref.column).type\n"
       "                in (pa.int32(), pa.int64()))",
       "        return True",
-      ["tests/unit/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape",
+      ["tests/unit/test_expressions.py::"
+       "test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape",
        "tests/unit/test_expressions.py::test_a_shape_bound_before_types_each_text_as_duckdb_would"],
-      "an integer compared with a TINYINT column (t8 IN (5, 600)) is given the types bound for one that fits it"),
+      "an integer compared with a TINYINT column (t8 IN (5, 600)) is given the types bound "
+      "for one that fits it"),
     M("compared-literal-by-its-size", "expressions", "lakevilla/scan/expressions.py",
       "    compared = frozenset(id(c) for n in nodes for c in _compared_with_wide(n, wide))",
       "    compared = frozenset()",
-      ["tests/unit/test_expressions.py::test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
-      "s_i_id IN (5, 500) and IN (500, 5) bind apart: TPC-C's NewOrder binds its stock where and SET anew almost every time"),
+      ["tests/unit/test_expressions.py::"
+       "test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape"],
+      "s_i_id IN (5, 500) and IN (500, 5) bind apart: TPC-C's NewOrder binds its stock where "
+      "and SET anew almost every time"),
     M("set-one-query-per-column", "expressions", "lakevilla/engines/embedded.py",
       "            values = self._assigned_all(ctx, matched, assignments)",
-      "            values = {n: self._assigned(ctx, matched, n, c, ctx.schema.field(n)) for n, c in assignments.items()}",
-      ["tests/unit/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
-      "an update computes each SET column in its own DuckDB query (~3 ms each, paid again on every redo)"),
+      "            values = {n: self._assigned(ctx, matched, n, c, ctx.schema.field(n)) "
+      "for n, c in assignments.items()}",
+      ["tests/unit/test_exact_predicates.py::"
+       "test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
+      "an update computes each SET column in its own DuckDB query (~3 ms each, "
+      "paid again on every redo)"),
     M("set-one-query-per-file", "expressions", "lakevilla/engines/embedded.py",
       "            values = self._assigned_all(ctx, matched, assignments)",
-      "            values = {n: pa.concat_arrays([self._assigned_all(ctx, t.filter(m), assignments)[n]\n"
+      "            values = {n: pa.concat_arrays("
+      "[self._assigned_all(ctx, t.filter(m), assignments)[n]\n"
       "                                       for _, t, m, _ in selected]) for n in assignments}",
-      ["tests/unit/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
-      "an update computes its SET values in one DuckDB query per file it rewrites (NewOrder's stock update: ~10 files, ~10 ms each)"),
+      ["tests/unit/test_exact_predicates.py::"
+       "test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
+      "an update computes its SET values in one DuckDB query per file it rewrites (NewOrder's "
+      "stock update: ~10 files, ~10 ms each)"),
     M("set-failure-unattributed", "expressions", "lakevilla/engines/embedded.py",
       "                self._assigned(ctx, matched, n, assignments[n], ctx.schema.field(n))",
       "                pass",
-      ["tests/unit/test_exact_predicates.py::test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
+      ["tests/unit/test_exact_predicates.py::"
+       "test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
       "a failing SET of several columns does not say which assignment failed"),
     M("commit-parsed-per-footprint", "conflicts", "lakevilla/scan/conflicts.py",
-      "            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns, table)\n"
+      "            hits = (prune(parse_predicate(self.predicate), adds, schema, "
+      "partition_columns, table)\n"
       "                    if adds else [])",
-      "            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns)\n"
+      "            hits = (prune(parse_predicate(self.predicate), adds, schema, "
+      "partition_columns)\n"
       "                    if adds else [])",
       ["tests/unit/test_pruning.py::test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against"],
       "each footprint a landed commit is checked against parses the commit's statistics again"),
@@ -264,7 +312,8 @@ MUTATIONS: list[Mutation] = [
       "        # the filter keeps exactly the selected rows: arrow decides, ~0.3 ms against ~3 ms\n"
       "        if False:",
       ["tests/unit/test_exact_predicates.py::test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask"],
-      "an update or delete asks DuckDB (~3 ms a query, again on every redo) which rows a plain equality selects"),
+      "an update or delete asks DuckDB (~3 ms a query, again on every redo) which rows a plain "
+      "equality selects"),
     M("arrow-mask-off-by-one", "expressions", "lakevilla/engines/embedded.py",
       "            mask[kept.to_numpy()] = True",
       "            mask[kept.to_numpy()[1:]] = True",
@@ -274,35 +323,43 @@ MUTATIONS: list[Mutation] = [
       '    tw.recheck |= _filled_in_place(log, base_v)',
       '    pass',
       ["tests/statements/test_merge.py::test_resumed_merge_is_redone_from_its_staged_source"],
-      "a resumed transaction misses a predecessor's in-place fill of a version its crashed client read empty"),
+      "a resumed transaction misses a predecessor's in-place fill of a version its crashed "
+      "client read empty"),
     M('sublog-before-statement-returns', "recovery", 'lakevilla/txn/parts.py',
       '        seq=sublog_seq, behind=optimistic)',
       '        seq=sublog_seq, behind=False)',
       [SR + "test_an_r_writers_sublog_entries_go_out_behind_its_statements"],
-      "an optimistic R writer waits for each statement's sublog entry before it goes on (a round trip each)"),
+      "an optimistic R writer waits for each statement's sublog entry before it goes on "
+      "(a round trip each)"),
     M("sublog-entries-unordered", "recovery", "lakevilla/recovery/journal.py",
       "            before.join()  # in statement order",
       "            pass",
       [SR + "test_an_r_writers_sublog_entries_go_out_behind_its_statements"],
-      "entries written behind their statements land in any order (a crash can leave a gap, not a prefix)"),
+      "entries written behind their statements land in any order (a crash can leave "
+      "a gap, not a prefix)"),
     M("poll-ignores-queue", "markers", "lakevilla/markers/wait.py",
       "min(ctx.poll_max * queue, POLL_CAP)", "ctx.poll_max",
       [WO + "test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it[3-0.15]"],
       "a waiter polls a long queue as often as a single predecessor"),
     M("waiting-ignores-doom", "markers", "lakevilla/markers/wait.py",
-      "            ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate",
+      "            ctx.abort_if_doomed(tws)  "
+      "# a predecessor's commit may already have sealed our fate",
       "            pass",
-      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_finishing_its_wait[tail-rows-not-kept]"],
-      "a writer whose consumed read a landed commit invalidated waits out its predecessors before it aborts"),
+      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_"
+            "finishing_its_wait[tail-rows-not-kept]"],
+      "a writer whose consumed read a landed commit invalidated waits out its predecessors "
+      "before it aborts"),
     M('redoable-counts-as-doomed', "markers", 'lakevilla/recovery/redo.py',
       '        return any(op.consumed or not op.redoable for op in tw.ops[k:])',
       '        return True',
       [WO + "test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once[tail]"],
       "a waiting writer aborts on a conflict that a redo would fix"),
     M("reads-never-kept", "redo", "lakevilla/statements/read_results.py",
-      "    if isinstance(result, pa.Table) and result.num_rows <= KEEP_MAX_ROWS:\n        return result\n",
+      "    if isinstance(result, pa.Table) and result.num_rows <= KEEP_MAX_ROWS:\n"
+      "        return result\n",
       "",
-      [SR + "test_a_read_whose_rows_a_conflicting_commit_left_unchanged_is_redone_not_aborted[local-tail]"],
+      [SR + "test_a_read_whose_rows_a_conflicting_commit_left_unchanged_is_redone_not_"
+            "aborted[local-tail]"],
       "a read that returned rows aborts on every conflict, even when a redo returns the same rows"),
     M("redone-read-not-compared", "redo", "lakevilla/statements/read_results.py",
       "    if first.num_rows != again.num_rows:\n        return False\n",
@@ -311,20 +368,34 @@ MUTATIONS: list[Mutation] = [
       "a redone read that returns other rows than the client consumed is accepted"),
     M('ordered-read-redone-unordered', "redo", 'lakevilla/statements/read.py',
       '        result = engine.scan(tw.ctx, cands, self.where, self.columns, self.order)',
-      '        result = engine.scan(tw.ctx, cands, self.where, self.columns, None if redo else self.order)',
-      [SR + "test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first[newer-order]"],
-      "a redone read with order_by/limit is compared on every row its predicate matches, not its first rows"),
+      '        result = engine.scan(tw.ctx, cands, self.where, self.columns, '
+      'None if redo else self.order)',
+      [SR + "test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_"
+            "first[newer-order]"],
+      "a redone read with order_by/limit is compared on every row its predicate matches, "
+      "not its first rows"),
     M('redo-logged-before-commit', "redo", 'lakevilla/core/per_table.py',
-      "                with self.journal.deferred():  # a redo's entries go out beside the put below",
+      "                with self.journal.deferred():  "
+      "# a redo's entries go out beside the put below",
       '                if True:',
-      [SR + "test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it[R,CT]"],
-      "a redo's sublog entry is written before a one-table commit's put, not beside it (one round trip more)"),
+      [SR + "test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_"
+            "after_it[R,CT]"],
+      "a redo's sublog entry is written before a one-table commit's put, not beside it "
+      "(one round trip more)"),
     M('redo-deletes-replaced-files-first', "redo", 'lakevilla/core/per_table.py',
-      '            ctx.check_age()\n            ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"',
-      '            from ..engines.api import data_file_key\n            from .deciding import delete_keys\n            delete_keys(ctx, [data_file_key(tw.name, p, ctx.client.root_uri) for p in sorted(tw.garbage)])\n            tw.garbage.clear()\n            ctx.check_age()\n            ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"',
-      [SR + "test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it"],
-      "the files a redo replaced are deleted before the commit (a round trip on its path, and an entry "
-      "not yet replaced names a missing file)"),
+      '            ctx.check_age()\n'
+      '            ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"',
+      '            from ..engines.api import data_file_key\n'
+      '            from .deciding import delete_keys\n'
+      '            delete_keys(ctx, [data_file_key(tw.name, p, ctx.client.root_uri) '
+      'for p in sorted(tw.garbage)])\n'
+      '            tw.garbage.clear()\n'
+      '            ctx.check_age()\n'
+      '            ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"',
+      [SR + "test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_"
+            "after_it"],
+      "the files a redo replaced are deleted before the commit (a round trip on its path, and an "
+      "entry not yet replaced names a missing file)"),
     M("small-file-fetched-twice", "reads", "lakevilla/engines/embedded.py",
       "        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True)\n"
       "                       if s.size <= ranged.WHOLE_FILE_BYTES)",
@@ -334,8 +405,10 @@ MUTATIONS: list[Mutation] = [
     M('waiting-read-not-rerun', "markers", 'lakevilla/core/validate.py',
       '        return any(changed is True for changed in self._reread(tw, k, fps, landed, upto))',
       '        return False',
-      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_finishing_its_wait[tail-rows-kept]"],
-      "a waiting writer whose kept read a landed commit changed waits out its predecessors before it aborts"),
+      [WO + "test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_"
+            "finishing_its_wait[tail-rows-kept]"],
+      "a waiting writer whose kept read a landed commit changed waits out its predecessors "
+      "before it aborts"),
     # -- sublogs ------------------------------------------------------------------------------
     M("sublog-not-written", "sublogs", "lakevilla/recovery/journal.py",
       "        sublogs.write(self.ctx.store, e)\n", "        pass\n",
@@ -370,17 +443,21 @@ MUTATIONS: list[Mutation] = [
       "        if consumed:\n", "        if False:\n",
       [RT + "test_partial_commit_keeps_what_committed"],
       "a read whose result was returned and not kept is redone instead of aborting at once",
-      equivalent="since validation by value (issue 13) a redone read whose rows were not kept fails its "
-                 "comparison (ReadChanged) and aborts anyway; the check only spares the redo's work"),
+      equivalent="since validation by value (issue 13) a redone read whose rows were not kept "
+                 "fails its comparison (ReadChanged) and aborts anyway; the check only spares "
+                 "the redo's work"),
     M("physical-conflict-redone", "redo", "lakevilla/recovery/redo.py",
       "        if stuck and not consumed:\n", "        if False:\n",
-      [RC + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]", RS + "test_resumed_physical_operation_that_conflicts_aborts"],
+      [RC + "test_crash_at_every_store_call_of_an_r_transaction[local-tail]",
+       RS + "test_resumed_physical_operation_that_conflicts_aborts"],
       "a resumed physical operation that conflicts is committed anyway"),
-    # -- recovery (R) -------------------------------------------------------------------------------
+    # -- recovery (R) ------------------------------------------------------------------------------
     M("recover-frees-a-committed-marker", "recovery", ST,
-      "    found = find_commit(log, m.attempt, version, latest)\n    # the owner's table commit landed",
+      "    found = find_commit(log, m.attempt, version, latest)\n"
+      "    # the owner's table commit landed",
       "    found = None\n    # the owner's table commit landed",
-      [RC + "test_crash_at_every_store_call_of_a_queued_r_transaction"],  # at the tail R queues to hold one
+      # at the tail R queues to hold one
+      [RC + "test_crash_at_every_store_call_of_a_queued_r_transaction"],
       "recovery undoes (frees) a transaction whose table commit landed"),
     M("recover-scans-no-markers", "recovery", LK,
       "                res = resolve_marker(svc, t, v, force=force)", "                continue",
@@ -391,26 +468,31 @@ MUTATIONS: list[Mutation] = [
       "                    continue\n",
       [RX + "test_expired_marker_is_freed_and_the_late_owner_continues[local-tail]"],
       "a transaction waits forever behind an expired marker"),
-    # -- recovery of CT and I decisions -------------------------------------------------------------
+    # -- recovery of CT and I decisions ------------------------------------------------------------
     M("ct-abort-not-persisted", "record", ST,
       'records.abort(svc.store, m.attempt, m.txn, "stalled marker")',
       'records.TxnRecord(m.attempt, m.txn, records.ABORTED)',
       [C + "test_stalled_transaction_before_its_decision_is_rolled_back"],
       "recovery frees an undecided CT marker without writing the ABORTED record"),
     M("ct-marker-closed-without-roll-forward", "record", ST,
-      "            roll_forward_record(svc, rec)\n            return _close(log, version, m, etag, table)",
+      "            roll_forward_record(svc, rec)\n"
+      "            return _close(log, version, m, etag, table)",
       "            return _close(log, version, m, etag, table)",
       [RX + "test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it"],
       "a decided CT marker is closed without writing its table commits"),
     M("recover-skips-committing-records", "record", LK,
       "            if rec is not None and rec.state == records.COMMITTING:\n                try:\n"
       "                    roll_forward_record(svc, rec)",
-      "            if False:\n                try:\n                    roll_forward_record(svc, rec)",
-      [C + "test_recovery_rolls_a_committing_record_forward", MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
+      "            if False:\n                try:\n"
+      "                    roll_forward_record(svc, rec)",
+      [C + "test_recovery_rolls_a_committing_record_forward",
+       MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
       "recover() does not roll COMMITTING records forward"),
     M("record-decide-ignores-existing", "record", "lakevilla/complex_txn/record.py",
-      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") from None\n        return existing",
-      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") from None\n        return rec",
+      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") "
+      "from None\n        return existing",
+      "            raise CorruptLogError(f\"record {rec.attempt} vanished while deciding\") "
+      "from None\n        return rec",
       [C + "test_stalled_transaction_before_its_decision_is_rolled_back"],
       "an owner that lost the record race believes it decided COMMITTING"),
     M("record-not-finished", "record", ST,
@@ -427,24 +509,27 @@ MUTATIONS: list[Mutation] = [
       "        return {**entry_map(self.last), **self.taken}",
       "        return entry_map(self.last)",
       ["tests/api/test_read_only.py::test_read_only_auditors_beside_transfers_always_see_the_total"],
-      "a reader that cannot append grows its cut from the log's head, forgetting what it took in itself "
-      "(tables it took along restart from nothing: totals of half transfers)"),
+      "a reader that cannot append grows its cut from the log's head, forgetting what it took in "
+      "itself (tables it took along restart from nothing: totals of half transfers)"),
     M("recover-skips-announced-i-commits", "recovery", ST,
       'if state == "committed" and entry is not None and table in entry.pending',
       'if False and entry is not None and table in entry.pending',
       [I + "test_crash_at_every_store_call_of_an_isolated_two_table_commit[local-R,CT,I]"],
       "recover() skips announced-but-unwritten I commits and frees their markers as if aborted "
       "(issue 18, point 1)",
-      (LK, "                if gvl_resolve.find_pending(self._client.log(t), p) is None:", "                if False:")),
+      (LK, "                if gvl_resolve.find_pending(self._client.log(t), p) is None:",
+       "                if False:")),
     M("marker-of-announced-i-commit-freed", "recovery", ST,
       'if state == "committed" and entry is not None and table in entry.pending',
       'if False and entry is not None and table in entry.pending',
-      [RX + "test_a_transaction_meeting_the_expired_marker_of_an_announced_i_commit_writes_that_commit"],
+      [RX + "test_a_transaction_meeting_the_expired_marker_of_an_announced_i_commit_"
+            "writes_that_commit"],
       "a transaction meeting an announced I commit's expired marker frees it as if aborted"),
     M("recover-skips-pending-at-head", "recovery", LK,
       "                if gvl_resolve.find_pending(self._client.log(t), p) is None:",
       "                if False:",
-      [RR + "test_recover_writes_the_commits_the_global_logs_head_announced_before_their_markers_expire"],
+      [RR + "test_recover_writes_the_commits_the_global_logs_head_announced_before_their_"
+            "markers_expire"],
       "recover() leaves the head's announced writes unwritten"),
     M("gvl-abort-not-recorded", "recovery", ST,
       "        nxt.aborts = [attempt]\n", "        nxt.aborts = []\n",
@@ -476,19 +561,23 @@ MUTATIONS: list[Mutation] = [
       '        if False:\n            roll_forward_record(svc, rec)',
       [NL + "test_resume_rolls_a_decided_transaction_forward_instead_of_re_running_it",
        NL + "test_cleanup_keeps_the_sublogs_of_a_decided_unpublished_transaction"],
-      "resume re-runs a transaction its record decided", equivalent="resume settles the crashed attempt's markers next: a COMMITTING record's running "
-      "marker is rolled forward there (resolve_marker) and refused the same way; with every marker "
-      "closed, every table commit landed and the commit scan refuses"),
-    # -- the DAG (cycles) ----------------------------------------------------------------------------
+      "resume re-runs a transaction its record decided",
+      equivalent="resume settles the crashed attempt's markers next: a COMMITTING record's "
+      "running marker is rolled forward there (resolve_marker) and refused the same way; with "
+      "every marker closed, every table commit landed and the commit scan refuses"),
+    # -- the DAG (cycles) --------------------------------------------------------------------------
     M("no-cycle-detected", "dag", "lakevilla/complex_txn/dag.py",
-      "        if self.tag not in pred.deps and self.me not in pred.deps:\n            return False",
+      "        if self.tag not in pred.deps and self.me not in pred.deps:\n"
+      "            return False",
       "        if True:\n            return False",
       [C + "test_a_three_way_cycle_is_broken_by_a_shift",
        C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
       "rule III: a predecessor waiting for us is not seen as a cycle"),
     M("stale-epoch-is-a-cycle", "dag", "lakevilla/complex_txn/dag.py",
-      "        if self.tag not in pred.deps and self.me not in pred.deps:\n            return False",
-      "        if not any(d.split(EPOCH_SEP)[0] == self.me for d in pred.deps):\n            return False",
+      "        if self.tag not in pred.deps and self.me not in pred.deps:\n"
+      "            return False",
+      "        if not any(d.split(EPOCH_SEP)[0] == self.me for d in pred.deps):\n"
+      "            return False",
       [C + "test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle"],
       "rule III: a list naming our markers from before our last shift still counts as a cycle"),
     M("free-stalled-changes-the-read-marker", "markers", "lakevilla/markers/marker.py",
@@ -497,7 +586,8 @@ MUTATIONS: list[Mutation] = [
       "    payload.state, payload.reason, payload.commit_version = state, reason, commit_version\n"
       "    payload.rev += 1\n",
       [MK + "test_freeing_a_marker_that_moved_fails"],
-      "freeing a stalled marker changes the marker as read (shared by every reader of that commit)"),
+      "freeing a stalled marker changes the marker as read (shared by every reader of that "
+      "commit)"),
     M("deps-not-transitive", "dag", "lakevilla/complex_txn/dag.py",
       "                out.update(deps)\n", "                pass\n",
       [C + "test_a_three_way_cycle_is_broken_by_a_shift"],
@@ -525,10 +615,12 @@ MUTATIONS: list[Mutation] = [
       "    return a > b\n", "    return a < b\n",
       [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],
       "rule IV: the older transaction shifts instead of the younger"),
-    # -- the global log -----------------------------------------------------------------------------
+    # -- the global log ----------------------------------------------------------------------------
     M("append-ignores-taken-slot", "gvl", GV,
-      "        except PreconditionFailed:\n            return TAKEN\n        except StorageError as e:",
-      "        except PreconditionFailed:\n            return APPENDED\n        except StorageError as e:",
+      "        except PreconditionFailed:\n            return TAKEN\n"
+      "        except StorageError as e:",
+      "        except PreconditionFailed:\n            return APPENDED\n"
+      "        except StorageError as e:",
       [I + "test_an_announcement_that_loses_its_slot_is_validated_again"],
       "an announcement that lost its slot counts as appended"),
     M("announce-ignores-aborts", "gvl", GD,
@@ -554,18 +646,21 @@ MUTATIONS: list[Mutation] = [
     M("gvl-cleanup-ignores-age", "gvl", GV,
       "now - meta.last_modified < min_age:", "now - meta.last_modified < 0:",
       [OC + "test_a_reader_never_walks_into_a_fork_written_below_the_horizon[False]"],
-      "global-log clean-up deletes entries younger than max_transaction_age (a stale announcer can fork the log)"),
+      "global-log clean-up deletes entries younger than max_transaction_age (a stale announcer "
+      "can fork the log)"),
     M("walk-trusts-its-first-horizon", "gvl", GV,
-      "                if out and after < self.read_hint().horizon - 1:", "                if False:",
+      "                if out and after < self.read_hint().horizon - 1:",
+      "                if False:",
       [OC + "test_a_reader_never_walks_into_a_fork_written_below_the_horizon[True]"],
-      "a reader's walk does not re-read the horizon (takes a fork written under a forced clean-up for the log)"),
+      "a reader's walk does not re-read the horizon (takes a fork written under a forced clean-up "
+      "for the log)"),
     M("hint-skips-announced-head", "gvl", GV,
       "            seq, entry = seq + 1, nxt\n",
       "            return entry\n",
       [I + "test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved",
        I + "test_a_stalled_announcement_is_completed_by_whoever_finds_it"],
       "the head is taken from the hint without probing past it"),
-    # -- validation (I) --------------------------------------------------------------------------------
+    # -- validation (I) ----------------------------------------------------------------------------
     M("r1-skipped", "validation", GD,
       "            if viol is not None:\n                txn.count(\"r1\")",
       "            if False:\n                txn.count(\"r1\")",
@@ -600,42 +695,54 @@ MUTATIONS: list[Mutation] = [
       'check_reads = txn.isolation != "snapshot"', "check_reads = True",
       [I + "test_write_skew_prevented_when_serializable_occurs_under_snapshot[local-I]"],
       "snapshot isolation validates reads too (aborts what it should commit)"),
-    # -- the one cut ------------------------------------------------------------------------------------
+    # -- the one cut -------------------------------------------------------------------------------
     M("closure-ignores-other-tables", "one-cut", "lakevilla/isolation/closure.py",
-      "        for w in sorted(tables - {s.table}):\n            verdict = self._other(w, u.attempt)",
+      "        for w in sorted(tables - {s.table}):\n"
+      "            verdict = self._other(w, u.attempt)",
       "        for w in sorted(set()):\n            verdict = self._other(w, u.attempt)",
       [OC + "test_half_published_transfer_is_seen_whole_or_not_at_all[local-R,CT]",
-       OC + "test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_not_know[local-x]"],
+       OC + "test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_"
+            "not_know[local-x]"],
       "a multi-table commit is taken on one table without its other half"),
     M("closure-new-table-from-checkpoint", "one-cut", "lakevilla/isolation/closure.py",
-      "            start = newest\n            while start in present:\n                start -= 1\n",
+      "            start = newest\n            while start in present:\n"
+      "                start -= 1\n",
       "            start = max(checkpoints, default=-1)\n",
-      [OC + "test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_table_was_read[local]"],
-      "a table new to the cut is examined from its newest checkpoint on: the half of a transfer the "
-      "checkpoint holds is taken although the other table, already read, cannot take its half"),
+      [OC + "test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_"
+            "table_was_read[local]"],
+      "a table new to the cut is examined from its newest checkpoint on: the half of a transfer "
+      "the checkpoint holds is taken although the other table, already read, cannot take its "
+      "half"),
     M("closure-new-table-starts-nowhere", "one-cut", "lakevilla/isolation/closure.py",
-      "        if self._landed_by(w, attempt, sw.start):", "        if self._landed_by(w, attempt, sw.base):",
-      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-cleaned-up-log-too]"],
+      "        if self._landed_by(w, attempt, sw.start):",
+      "        if self._landed_by(w, attempt, sw.base):",
+      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_"
+            "half[local-cleaned-up-log-too]"],
       "a table new to the cut whose older commits were cleaned up: the half of a transfer below "
       "where its scan starts is not counted as taken, so the other half is left out"),
     M("closure-reads-below-its-floor", "one-cut", "lakevilla/isolation/closure.py",
       "        caps = {t: s.cap for t, s in self.scans.items() if s.cap >= s.floor}",
       "        caps = {t: s.cap for t, s in self.scans.items()}",
-      [OC + "test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_cut[local]"],
+      [OC + "test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_"
+            "cut[local]"],
       "a table new to the cut joins below the oldest version its cleaned log can be read at"),
     M("closure-reloads-for-ever", "one-cut", "lakevilla/isolation/closure.py",
-      "        if self.roll_forward and (w, attempt) not in self._finished and self._finish(w, attempt):",
+      "        if self.roll_forward and (w, attempt) not in self._finished "
+      "and self._finish(w, attempt):",
       "        if self.roll_forward and self._finish(w, attempt):",
-      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-kept]"],
+      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_"
+            "half[local-kept]"],
       "a table is reloaded again and again for one commit written or found on it",
-      equivalent="a commit found on w after a reload is in the reloaded range, at or below where its scan "
-      "starts (counted as taken), or above its cap (which _beyond sees): nothing reloads twice. The "
-      "guard bounds the search should a store ever show otherwise (the kept-record test looped for "
-      "ever when a table new to the cut was examined from its checkpoint and that was not counted)"),
+      equivalent="a commit found on w after a reload is in the reloaded range, at or below where "
+      "its scan starts (counted as taken), or above its cap (which _beyond sees): nothing "
+      "reloads twice. The guard bounds the search should a store ever show otherwise (the "
+      "kept-record test looped for ever when a table new to the cut was examined from its "
+      "checkpoint and that was not counted)"),
     M("closure-committed-record-reads-below", "one-cut", "lakevilla/isolation/closure.py",
       "        if rec is None or w not in rec.tables or rec.state == records.COMMITTED:",
       "        if rec is None or w not in rec.tables:",
-      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half[local-kept-log-cleaned-up]"],
+      [OC + "test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_"
+            "half[local-kept-log-cleaned-up]"],
       "a finished transaction's commit is looked for between its marker and the scan's start, "
       "which a Delta log clean-up may have deleted (the read fails with CorruptLogError)"),
     M("closure-creates-on-a-foreign-table", "one-cut", "lakevilla/isolation/closure.py",
@@ -643,25 +750,31 @@ MUTATIONS: list[Mutation] = [
       "        if it.create:",
       "        # version 0 or nothing: never on top of a table a foreign client created meanwhile\n"
       "        if False:",
-      [OC + "test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table[local-True]"],
-      "a reader finishing a decided create appends it to a table a foreign client created meanwhile"),
+      [OC + "test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_"
+            "table[local-True]"],
+      "a reader finishing a decided create appends it to a table a foreign client created "
+      "meanwhile"),
     M("closure-takes-announced-commits", "one-cut", "lakevilla/isolation/closure.py",
       "            return _CAP  # only its global-log entry takes it in",
       "            return _OK",
       [OC + "test_half_published_transfer_is_seen_whole_or_not_at_all[local-I]",
-       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-I]"],
+       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads"
+            "[local-serializable-I]"],
       "a commit announced in the global log is taken in before its entry",
-      equivalent="an I commit reaches a table only after its announcement entry; a closure that meets "
-      "it was computed from a head at or after that entry (which took it in), or its append loses "
-      "the slot (TAKEN) and is recomputed; a reader that leaves an entry out blocks its tables. The "
-      "cap is defence in depth: no test found that tells it apart"),
+      equivalent="an I commit reaches a table only after its announcement entry; a closure that "
+      "meets it was computed from a head at or after that entry (which took it in), or its "
+      "append loses the slot (TAKEN) and is recomputed; a reader that leaves an entry out blocks "
+      "its tables. The cap is defence in depth: no test found that tells it apart"),
     M("cut-ignores-what-it-read", "one-cut", "lakevilla/isolation/cut.py",
-      "                if part.touched & self.blocked or any(t in self.finals for t in part.changes):",
+      "                if part.touched & self.blocked "
+      "or any(t in self.finals for t in part.changes):",
       "                if False:",
-      [OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-I]",
-       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads[local-serializable-R,CT]"],
+      [OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads"
+            "[local-serializable-I]",
+       OC + "test_reader_sees_all_or_nothing_of_a_transfer_between_its_reads"
+            "[local-serializable-R,CT]"],
       "an entry moving a table already read is taken in for the tables not yet read"),
-    # -- maintenance ---------------------------------------------------------------------------------
+    # -- maintenance -------------------------------------------------------------------------------
     M("abandoned-lists-nothing", "maintenance", LK,
       "                out.append((t, k))", "                pass",
       [MT + "test_cli_recovers_a_crashed_commit_and_cleans_up"],
@@ -681,7 +794,8 @@ MUTATIONS: list[Mutation] = [
       [MT + "test_cleanup_deletes_sublogs_and_records_only_past_their_retention"],
       "clean-up deletes sublogs and records younger than its retention"),
     M("cleanup-ignores-live-txns", "maintenance", LK,
-      "            if txn in live or any(state(m) == records.COMMITTING", "            if any(state(m) == records.COMMITTING",
+      "            if txn in live or any(state(m) == records.COMMITTING",
+      "            if any(state(m) == records.COMMITTING",
       [NL + "test_cleanup_keeps_committing_records_and_live_sublogs"],
       "clean-up deletes the sublogs of a transaction holding a live marker"),
     M("cleanup-ignores-committing", "maintenance", LK,
@@ -702,7 +816,7 @@ MUTATIONS: list[Mutation] = [
       '    def check_age(self, started: float | None = None) -> None:\n        return\n',
       [NL + "test_a_transaction_older_than_max_transaction_age_cannot_commit"],
       "a transaction older than max_transaction_age still commits"),
-    # -- decisions: nothing lost, warnings ---------------------------------------------------------------
+    # -- decisions: nothing lost, warnings ---------------------------------------------------------
     M('abort-after-decision-deletes', "decision", 'lakevilla/txn/transaction.py',
       '        except BaseException as e:\n            if ctx.decided or ctx.in_doubt:',
       '        except BaseException as e:\n            if False:',
@@ -716,14 +830,16 @@ MUTATIONS: list[Mutation] = [
       [NL + "test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing"],
       "leaving a with block after an in-doubt commit undoes it"),
     M('no-warning-after-decision', "decision", 'lakevilla/core/deciding.py',
-      '                if hit is not None and marker_of(c) is None:\n                    ctx.count("conflicts_after_decision")',
+      '                if hit is not None and marker_of(c) is None:\n'
+      '                    ctx.count("conflicts_after_decision")',
       '                if False:\n                    ctx.count("conflicts_after_decision")',
       [C + "test_a_conflict_by_a_marker_ignoring_client_after_the_decision_is_warned"],
       "a conflict after the decision passes silently"),
-    # -- ids and stores ------------------------------------------------------------------------------------
+    # -- ids and stores ----------------------------------------------------------------------------
     M("ids-per-process-counter", "ids", "lakevilla/names.py",
       'return f"{int(time.time() * 1000):013x}-{secrets.token_hex(8)}"',
-      "return f\"{next(new_txn_id.__dict__.setdefault('n', __import__('itertools').count())):013x}-{0:016x}\"",
+      "return f\"{next(new_txn_id.__dict__.setdefault("
+      "'n', __import__('itertools').count())):013x}-{0:016x}\"",
       [C + "test_transaction_ids_are_globally_unique"],
       "transaction ids are a per-process counter (issue 18, point 4)"),
     M("fsync-ignored", "store", "lakevilla/store/local.py",
@@ -734,16 +850,19 @@ MUTATIONS: list[Mutation] = [
       "SESSION = (\"SET GLOBAL TimeZone='UTC'\", \"SET GLOBAL threads=1\",",
       "SESSION = (\"SET TimeZone='UTC'\", \"SET threads=1\",",
       ["tests/unit/test_expressions.py::test_duckdb_runs_locked_down[another]"],
-      "the DuckDB time zone is set for the first connection only: other threads' cursors use the machine's"),
-    # -- MERGE (issue 14) ------------------------------------------------------------------------------
+      "the DuckDB time zone is set for the first connection only: other threads' cursors use "
+      "the machine's"),
+    # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',
-      '    kind: ClassVar[str] = "merge"\n\n    def footprint(self):\n        from ..scan.conflicts import Footprint\n\n        return Footprint(blind=True)\n\n',
+      '    kind: ClassVar[str] = "merge"\n\n    def footprint(self):\n'
+      '        from ..scan.conflicts import Footprint\n\n        return Footprint(blind=True)\n\n',
       ["tests/statements/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict",
        "tests/statements/test_merge.py::test_concurrent_merges_apply_every_batch_exactly_once_under_r"],
       "a merge conflicts with nothing (its reads and its 'not matched' are not validated)"),
     M("merge-bound-too-narrow", "merge", "lakevilla/statements/merge.py",
-      'parts.append(f"{name} BETWEEN {lo} AND {hi}")', 'parts.append(f"{name} BETWEEN {lo} AND {hi} - 1")',
+      'parts.append(f"{name} BETWEEN {lo} AND {hi}")',
+      'parts.append(f"{name} BETWEEN {lo} AND {hi} - 1")',
       ["tests/statements/test_merge.py::test_merge_matches_delta_rs",
        "tests/statements/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict"],
       "the key bound misses the source's largest key: a matching file is pruned, a phantom missed"),
@@ -759,11 +878,13 @@ MUTATIONS: list[Mutation] = [
       "undoing an overwrite for a redo deletes the files holding its new rows"),
     M('overwrite-footprint-blind', "conflicts", 'lakevilla/statements/overwrite.py',
       '    kind: ClassVar[str] = "overwrite"\n',
-      '    kind: ClassVar[str] = "overwrite"\n\n    def footprint(self):\n        from ..scan.conflicts import Footprint\n\n        return Footprint(blind=True)\n\n',
+      '    kind: ClassVar[str] = "overwrite"\n\n    def footprint(self):\n'
+      '        from ..scan.conflicts import Footprint\n\n        return Footprint(blind=True)\n\n',
       ["tests/statements/test_overwrite.py::test_a_conflicting_overwrite_is_redone_under_r[local]"],
       "an overwrite is checked like a blind append (a concurrent append into its range survives)"),
     M('overwrite-sublog-drops-new-rows', "sublogs", 'lakevilla/statements/overwrite.py',
-      '        return {"inserted": [a.to_json() for a in self.inserted]}  # written once, kept across redos',
+      '        return {"inserted": [a.to_json() for a in self.inserted]}'
+      '  # written once, kept across redos',
       '        return {"inserted": []}',
       ["tests/statements/test_overwrite.py::test_a_resumed_overwrite_is_redone_from_its_sublog"],
       "a logical overwrite entry does not name its new rows (resume redoes it without them)"),
@@ -813,8 +934,8 @@ def apply(m: Mutation, root: Path) -> None:
         text = path.read_text()
         n = text.count(find)
         if n != 1:
-            raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} (expected exactly once); "
-                             f"update the mutation to the current code:\n{find}")
+            raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} (expected "
+                             f"exactly once); update the mutation to the current code:\n{find}")
         path.write_text(text.replace(find, replace))
 
 
@@ -824,19 +945,23 @@ def check_all_apply(muts: list[Mutation]) -> None:
         for file, find, _ in m.changes():
             n = (ROOT / file).read_text().count(find)
             if n != 1:
-                raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} (expected exactly "
-                                 f"once); update it to the current code:\n{find}")
+                raise SystemExit(f"mutation {m.name}: snippet found {n} times in {file} "
+                                 f"(expected exactly once); update it to the current "
+                                 f"code:\n{find}")
 
 
 def _pytest(root: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1", SPARK_LOCAL_IP="127.0.0.1")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=-rfE",
-           "--timeout", str(int(timeout)), *tests]
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1",
+               SPARK_LOCAL_IP="127.0.0.1")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o",
+           "addopts=-rfE", "--timeout", str(int(timeout)), *tests]
     t0 = time.monotonic()
     try:
-        out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout + 30)
+        out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                             timeout=timeout + 30)
     except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        text = ((e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes)
+                else (e.stdout or ""))
         return "timeout", time.monotonic() - t0, "", text[-3000:]
     dt = time.monotonic() - t0
     text = out.stdout + out.stderr
@@ -855,13 +980,16 @@ def _pytest(root: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, fl
 
 def _verify_import(root: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(root))
-    got = subprocess.run([sys.executable, "-c", "import lakevilla; print(lakevilla.__file__)"], cwd=root, env=env,
-                         capture_output=True, text=True, check=True).stdout.strip()
+    got = subprocess.run([sys.executable, "-c", "import lakevilla; print(lakevilla.__file__)"],
+                         cwd=root, env=env, capture_output=True, text=True,
+                         check=True).stdout.strip()
     if not got.startswith(str(root)):
-        raise SystemExit(f"the scratch copy does not import its own lakevilla ({got}); cannot run mutations")
+        raise SystemExit(f"the scratch copy does not import its own lakevilla ({got}); "
+                         "cannot run mutations")
 
 
-def run_one(m: Mutation, timeout: float, keep: bool = False, tests: tuple[str, ...] | None = None) -> dict:
+def run_one(m: Mutation, timeout: float, keep: bool = False,
+            tests: tuple[str, ...] | None = None) -> dict:
     scratch = Path(tempfile.mkdtemp(prefix=f"lv-mut-{m.name}-", dir="/tmp"))
     try:
         _copy_repo(scratch)
@@ -872,7 +1000,8 @@ def run_one(m: Mutation, timeout: float, keep: bool = False, tests: tuple[str, .
             shutil.rmtree(scratch, ignore_errors=True)
     if status == "survived" and m.equivalent:
         status = "equivalent"
-    return {"name": m.name, "area": m.area, "file": m.file, "breaks": m.breaks, "tests": list(m.tests),
+    return {"name": m.name, "area": m.area, "file": m.file, "breaks": m.breaks,
+            "tests": list(m.tests),
             "status": status, "killed_by": failed or m.equivalent, "seconds": round(dt, 1),
             "output": tail if status != "killed" else ""}
 
@@ -889,7 +1018,8 @@ def baseline(muts: list[Mutation], timeout: float) -> float:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if status != "survived":
-        raise SystemExit(f"baseline: the selected tests do not pass unmutated ({status}, {failed}):\n{tail}")
+        raise SystemExit(f"baseline: the selected tests do not pass unmutated "
+                         f"({status}, {failed}):\n{tail}")
     return dt
 
 
@@ -911,24 +1041,28 @@ def table(results: list[dict]) -> str:
 
 def markdown(results: list[dict]) -> str:
     """The table for tests/README.md."""
-    out = ["| mutation | file | what it breaks | result | killed by | s |", "|---|---|---|---|---|---|"]
+    out = ["| mutation | file | what it breaks | result | killed by | s |",
+           "|---|---|---|---|---|---|"]
     for r in results:
         by = f"`{_short(r['killed_by'])}`" if r["status"] != "equivalent" else r["killed_by"]
-        out.append(f"| `{r['name']}` | {r['file'].replace('lakevilla/', '')} | {r['breaks']} | {r['status']} | "
-                   f"{by} | {r['seconds']:.0f} |")
+        out.append(f"| `{r['name']}` | {r['file'].replace('lakevilla/', '')} | {r['breaks']} | "
+                   f"{r['status']} | {by} | {r['seconds']:.0f} |")
     return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m tests.mutations", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.mutations",
+                                description=__doc__.splitlines()[0])
     p.add_argument("--only", help="comma-separated mutation names")
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
     p.add_argument("--jobs", type=int, default=1, help="mutations run in parallel (default 1)")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per mutation's test run")
-    p.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the selected tests")
-    p.add_argument("--keep", action="store_true", help="keep the scratch copies (to debug a survivor)")
-    p.add_argument("--tests", help="run these pytest arguments instead of each mutation's own selection "
-                   "(space-separated; to look for a test that kills a survivor)")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the unmutated run of the selected tests")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the scratch copies (to debug a survivor)")
+    p.add_argument("--tests", help="run these pytest arguments instead of each mutation's own "
+                   "selection (space-separated; to look for a test that kills a survivor)")
     p.add_argument("--out", default=str(ROOT / "results" / "mutations.json"))
     args = p.parse_args(argv)
     muts = _select(MUTATIONS, args.only)
@@ -945,7 +1079,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def one(m: Mutation) -> dict:
         r = run_one(m, args.timeout, args.keep, tuple(args.tests.split()) if args.tests else None)
-        print(f"{r['status']:9} {r['seconds']:6.1f}s  {m.name}  {_short(r['killed_by'])}", flush=True)
+        print(f"{r['status']:9} {r['seconds']:6.1f}s  {m.name}  {_short(r['killed_by'])}",
+              flush=True)
         return r
 
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
@@ -959,8 +1094,8 @@ def main(argv: list[str] | None = None) -> int:
           f"; {total / 60:.1f} min")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"total_seconds": round(total, 1), "baseline_seconds": base, "counts": counts,
-                               "results": results}, indent=1))
+    out.write_text(json.dumps({"total_seconds": round(total, 1), "baseline_seconds": base,
+                               "counts": counts, "results": results}, indent=1))
     out.with_suffix(".md").write_text(markdown(results) + "\n")
     print(f"written {out} and {out.with_suffix('.md')}")
     return 0 if counts["survived"] == 0 and counts["error"] == 0 else 1

@@ -24,36 +24,40 @@ from lakevilla.scan import expressions as E
 
 UTC = dt.UTC
 SCHEMA = pa.schema([
-    ("id", pa.int64()), ("i", pa.int64()), ("n", pa.int32()), ("f", pa.float64()), ("r", pa.float32()),
-    ("dec", pa.decimal128(10, 2)), ("w", pa.decimal128(20, 4)), ("s", pa.string()), ("d", pa.date32()),
-    ("ts", pa.timestamp("us")), ("tz", pa.timestamp("us", tz="UTC")), ("b", pa.bool_()),
-    ("st", pa.struct([("x", pa.int64()), ("y", pa.string())])), ("x", pa.int64()), ("p", pa.string()),
-    ("q", pa.int64()),
+    ("id", pa.int64()), ("i", pa.int64()), ("n", pa.int32()), ("f", pa.float64()),
+    ("r", pa.float32()), ("dec", pa.decimal128(10, 2)), ("w", pa.decimal128(20, 4)),
+    ("s", pa.string()), ("d", pa.date32()), ("ts", pa.timestamp("us")),
+    ("tz", pa.timestamp("us", tz="UTC")), ("b", pa.bool_()),
+    ("st", pa.struct([("x", pa.int64()), ("y", pa.string())])), ("x", pa.int64()),
+    ("p", pa.string()), ("q", pa.int64()),
 ])
 PARTITION = ["p", "q"]
 LONG = "m" * 40
 
 ints = st.one_of(st.none(), st.integers(-4, 4), st.sampled_from([2**53 + 1, -(2**53) - 1, 100]))
-floats = st.one_of(st.none(), st.sampled_from([float("nan"), float("nan"), 0.0, -0.0, 1.0, -1.0, 2.5, 1e300, -7.25,
-                                               0.1, float("inf"), float("-inf")]))
-decs = st.one_of(st.none(), st.sampled_from([decimal.Decimal(x) for x in ("0.00", "-0.01", "1.25", "3.70", "99.99",
-                                                                          "-2.50", "4.00")]))
+floats = st.one_of(st.none(), st.sampled_from([float("nan"), float("nan"), 0.0, -0.0, 1.0, -1.0,
+                                               2.5, 1e300, -7.25, 0.1, float("inf"),
+                                               float("-inf")]))
+decs = st.one_of(st.none(), st.sampled_from([decimal.Decimal(x) for x in (
+    "0.00", "-0.01", "1.25", "3.70", "99.99", "-2.50", "4.00")]))
 wides = st.one_of(st.none(), st.sampled_from([decimal.Decimal(x) for x in (
-    "1234567890123456.0001", "1234567890123456.0002", "0.0001", "-9999999999999999.9999", "3.7000")]))
-strs = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "é", "😀", "Z", "1", "01", LONG, LONG + "z",
-                                             "a_b", "%"]))
+    "1234567890123456.0001", "1234567890123456.0002", "0.0001", "-9999999999999999.9999",
+    "3.7000")]))
+strs = st.one_of(st.none(), st.sampled_from(["", "a", "ab", "b", "é", "😀", "Z", "1", "01", LONG,
+                                             LONG + "z", "a_b", "%"]))
 dates = st.one_of(st.none(), st.dates(dt.date(2024, 1, 1), dt.date(2024, 1, 4)))
-times = st.one_of(st.none(), st.builds(lambda d, m, us: dt.datetime(2024, 1, d, 0, 0) + dt.timedelta(minutes=m,
-                                                                                                    microseconds=us),
-                                       st.integers(1, 5), st.sampled_from([0, 1, 180, 181, 1439]),
-                                       st.sampled_from([0, 1, 999, 1000, 999_999])))
+times = st.one_of(st.none(), st.builds(
+    lambda d, m, us: dt.datetime(2024, 1, d, 0, 0) + dt.timedelta(minutes=m, microseconds=us),
+    st.integers(1, 5), st.sampled_from([0, 1, 180, 181, 1439]),
+    st.sampled_from([0, 1, 999, 1000, 999_999])))
 ptexts = st.one_of(st.none(), st.sampled_from(["", "", "x", "y", "é/=%", "a b", "1"]))
 structs = st.one_of(st.none(), st.builds(lambda x, y: {"x": x, "y": y}, ints, strs))
 
 
 @st.composite
 def files(draw, max_files: int = 4, max_rows: int = 5):
-    """Rows grouped into files; each file has one value per partition column, as Delta lays them out."""
+    """Rows grouped into files; each file has one value per partition column, as Delta lays
+    them out."""
     out = []
     next_id = 0
     for _ in range(draw(st.integers(1, max_files))):
@@ -61,11 +65,13 @@ def files(draw, max_files: int = 4, max_rows: int = 5):
         rows = []
         for _ in range(draw(st.integers(1, max_rows))):
             ts = draw(times)
-            rows.append({"id": next_id, "i": draw(ints), "n": draw(st.one_of(st.none(), st.integers(-3, 3))),
-                         "f": draw(floats), "r": draw(floats), "dec": draw(decs), "w": draw(wides), "s": draw(strs),
-                         "d": draw(dates), "ts": ts, "tz": None if ts is None else ts.replace(tzinfo=UTC),
-                         "b": draw(st.one_of(st.none(), st.booleans())), "st": draw(structs), "x": draw(ints),
-                         "p": p, "q": q})
+            rows.append({"id": next_id, "i": draw(ints),
+                         "n": draw(st.one_of(st.none(), st.integers(-3, 3))), "f": draw(floats),
+                         "r": draw(floats), "dec": draw(decs), "w": draw(wides), "s": draw(strs),
+                         "d": draw(dates), "ts": ts,
+                         "tz": None if ts is None else ts.replace(tzinfo=UTC),
+                         "b": draw(st.one_of(st.none(), st.booleans())), "st": draw(structs),
+                         "x": draw(ints), "p": p, "q": q})
             next_id += 1
         out.append(rows)
     return out
@@ -82,26 +88,32 @@ def _q(s: str) -> str:
 
 # literals per column: of the column's type and of other types (DuckDB casts one side)
 LITERALS = {
-    "i": ["0", "1", "-4", "3", "100", "9007199254740993", "3.7", "-2.5", "1e0", "2.5e0", "'3'", "'3.7'",
-          "CAST(3.7 AS INTEGER)", "CAST(-2.5 AS INTEGER)", "CAST(2.5 AS INTEGER)", "CAST(0.5 AS BIGINT)",
-          "CAST('2' AS BIGINT)", "CAST('3.5' AS INTEGER)", "NULL", "CAST(2.5 AS DOUBLE)"],
+    "i": ["0", "1", "-4", "3", "100", "9007199254740993", "3.7", "-2.5", "1e0", "2.5e0", "'3'",
+          "'3.7'", "CAST(3.7 AS INTEGER)", "CAST(-2.5 AS INTEGER)", "CAST(2.5 AS INTEGER)",
+          "CAST(0.5 AS BIGINT)", "CAST('2' AS BIGINT)", "CAST('3.5' AS INTEGER)", "NULL",
+          "CAST(2.5 AS DOUBLE)"],
     "n": ["0", "1", "-3", "2.5", "'2'", "CAST(1.5 AS INTEGER)", "3000000000"],
-    "f": ["0", "-0.0", "0.0", "1", "2.5", "-7.25", "0.1", "1e300", "'NaN'::DOUBLE", "CAST('nan' AS DOUBLE)",
-          "'-0.0'::DOUBLE", "'inf'::DOUBLE", "'-Infinity'::DOUBLE", "5", "CAST(0.1 AS FLOAT)", "NULL"],
-    "r": ["0", "-0.0", "1", "0.1", "2.5", "'NaN'::FLOAT", "'NaN'::DOUBLE", "CAST(0.1 AS FLOAT)", "1e300"],
-    "dec": ["0", "1.25", "3.7", "1.2", "99.99", "-2.5", "4", "'1.25'", "1.25e0", "CAST(3.695 AS DECIMAL(10,2))",
-            "-0.01"],
-    "w": ["0.0001", "1234567890123456.0001", "1234567890123456.00015", "1234567890123456", "3.7", "'0.0001'",
-          "1.2345678901234560e15"],
-    "s": ["''", "'a'", "'ab'", "'b'", "'é'", "'😀'", "'1'", "CAST(01 AS VARCHAR)", "CAST(1 AS VARCHAR)", "'Z'",
-          _q(LONG), _q(LONG + "z"), _q(LONG[:32]), "'a' || 'b'", "upper('z')", "NULL"],
-    "d": ["DATE '2024-01-02'", "'2024-01-03'", "TIMESTAMP '2024-01-02 03:00:00'", "TIMESTAMP '2024-01-02 00:00:00'",
-          "TIMESTAMP '2024-01-01 12:00:00'", "TIMESTAMP '2024-01-03 00:00:00.000001'",
-          "TIMESTAMPTZ '2024-01-02 03:00:00+00'", "'2024-01-02 03:00:00'", "DATE '2024-01-02' + 1",
+    "f": ["0", "-0.0", "0.0", "1", "2.5", "-7.25", "0.1", "1e300", "'NaN'::DOUBLE",
+          "CAST('nan' AS DOUBLE)", "'-0.0'::DOUBLE", "'inf'::DOUBLE", "'-Infinity'::DOUBLE", "5",
+          "CAST(0.1 AS FLOAT)", "NULL"],
+    "r": ["0", "-0.0", "1", "0.1", "2.5", "'NaN'::FLOAT", "'NaN'::DOUBLE", "CAST(0.1 AS FLOAT)",
+          "1e300"],
+    "dec": ["0", "1.25", "3.7", "1.2", "99.99", "-2.5", "4", "'1.25'", "1.25e0",
+            "CAST(3.695 AS DECIMAL(10,2))", "-0.01"],
+    "w": ["0.0001", "1234567890123456.0001", "1234567890123456.00015", "1234567890123456", "3.7",
+          "'0.0001'", "1.2345678901234560e15"],
+    "s": ["''", "'a'", "'ab'", "'b'", "'é'", "'😀'", "'1'", "CAST(01 AS VARCHAR)",
+          "CAST(1 AS VARCHAR)", "'Z'", _q(LONG), _q(LONG + "z"), _q(LONG[:32]), "'a' || 'b'",
+          "upper('z')", "NULL"],
+    "d": ["DATE '2024-01-02'", "'2024-01-03'", "TIMESTAMP '2024-01-02 03:00:00'",
+          "TIMESTAMP '2024-01-02 00:00:00'", "TIMESTAMP '2024-01-01 12:00:00'",
+          "TIMESTAMP '2024-01-03 00:00:00.000001'", "TIMESTAMPTZ '2024-01-02 03:00:00+00'",
+          "'2024-01-02 03:00:00'", "DATE '2024-01-02' + 1",
           "CAST('2024-01-04 23:59:59' AS TIMESTAMP)"],
-    "ts": ["TIMESTAMP '2024-01-02 00:00:00'", "TIMESTAMP '2024-01-02 03:00:00.000999'", "DATE '2024-01-03'",
-           "'2024-01-02 00:03:00.000001'", "TIMESTAMPTZ '2024-01-02 03:00:00+02'",
-           "TIMESTAMP '2024-01-01 00:00:00.000001'", "TIMESTAMP '2024-01-05 23:59:00.001'"],
+    "ts": ["TIMESTAMP '2024-01-02 00:00:00'", "TIMESTAMP '2024-01-02 03:00:00.000999'",
+           "DATE '2024-01-03'", "'2024-01-02 00:03:00.000001'",
+           "TIMESTAMPTZ '2024-01-02 03:00:00+02'", "TIMESTAMP '2024-01-01 00:00:00.000001'",
+           "TIMESTAMP '2024-01-05 23:59:00.001'"],
     "tz": ["TIMESTAMPTZ '2024-01-02 00:00:00+00'", "TIMESTAMPTZ '2024-01-02 03:00:00.000999+00'",
            "TIMESTAMP '2024-01-02 00:03:00'", "DATE '2024-01-03'", "'2024-01-02 00:00:00.999+00'",
            "TIMESTAMPTZ '2024-01-01 23:00:00-01'"],
@@ -116,16 +128,18 @@ LITERALS = {
 COLUMNS = [*LITERALS, "i", "f", "r", "d", "d", "s", "p", "p", "p", "st.x", "st.x", "ts", "w"]
 OPS = ["=", "<>", "<", "<=", ">", ">="]
 ARITH = {"i": ["i + 1", "i * 2", "-i", "i / 2", "i % 3"], "f": ["f + 0", "f * 2", "-f", "abs(f)"],
-         "dec": ["dec + 0", "dec * 2"], "d": ["d + 1", "d + INTERVAL 1 DAY"], "s": ["s || ''", "lower(s)"],
-         "n": ["n + i"], "q": ["q + 1"], "p": ["p || 'x'"], "ts": ["ts + INTERVAL '1 hour'"],
-         "tz": ["CAST(tz AS DATE)"], "r": ["CAST(r AS DOUBLE)"], "w": ["w + 0"]}
+         "dec": ["dec + 0", "dec * 2"], "d": ["d + 1", "d + INTERVAL 1 DAY"],
+         "s": ["s || ''", "lower(s)"], "n": ["n + i"], "q": ["q + 1"], "p": ["p || 'x'"],
+         "ts": ["ts + INTERVAL '1 hour'"], "tz": ["CAST(tz AS DATE)"], "r": ["CAST(r AS DOUBLE)"],
+         "w": ["w + 0"]}
 
 
 @st.composite
 def predicates(draw, depth: int = 0):
     col = draw(st.sampled_from(COLUMNS))
     lit = st.sampled_from(LITERALS[col])
-    kinds = ["cmp"] * 6 + ["in", "in", "between", "between", "null", "null", "null", "arith", "cast", "like"]
+    kinds = ["cmp"] * 6 + ["in", "in", "between", "between", "null", "null", "null", "arith",
+                           "cast", "like"]
     if depth < 1:
         kinds += ["and", "or", "not"]
     kind = draw(st.sampled_from(kinds))
@@ -146,8 +160,9 @@ def predicates(draw, depth: int = 0):
         expr = draw(st.sampled_from(ARITH.get(col, [col])))
         return f"{expr} {draw(st.sampled_from(OPS))} {draw(lit)}"
     if kind == "cast":
-        return draw(st.sampled_from([f"CAST({col} AS VARCHAR) = {_q('1')}", f"CAST(i AS DOUBLE) > {draw(lit)}",
-                                     "CAST(s AS DATE) IS NULL", f"CAST(d AS TIMESTAMP) >= {draw(lit)}",
+        return draw(st.sampled_from([f"CAST({col} AS VARCHAR) = {_q('1')}",
+                                     f"CAST(i AS DOUBLE) > {draw(lit)}", "CAST(s AS DATE) IS NULL",
+                                     f"CAST(d AS TIMESTAMP) >= {draw(lit)}",
                                      "CAST(f AS DECIMAL(38, 2)) = 0"]))
     if kind == "like":
         pat = draw(st.sampled_from(["'a%'", "'%'", "''", "'_'", "'m%z'", "'a\\_b'", "'%é%'"]))

@@ -127,7 +127,8 @@ def test_global_decider_refuses_an_attempt_recovery_aborted_in_the_log(tmp_path)
     store = LocalStore(str(tmp_path))
     decider = _global_decider(store)
     decider.start_commit(claims_now=True)  # our commit starts before the log has an entry
-    assert decide_gvl_abort(decider.gvl, "tx8.0", -1)[0] == "aborted"  # a recovering client, meanwhile
+    # a recovering client, meanwhile
+    assert decide_gvl_abort(decider.gvl, "tx8.0", -1)[0] == "aborted"
     with pytest.raises(TransactionAborted) as e:
         decider.decide(FakeAnnouncer("tx8", store), {"t"}, _one_intent, None, tries=3)
     assert e.value.reason == "preempted"
@@ -139,7 +140,8 @@ def test_global_decider_gives_up_after_its_tries(tmp_path):
     decider = _global_decider(store)
     decider.start_commit(claims_now=True)
     txn = FakeAnnouncer("tx9", store)
-    txn.tables["t"].validated_upto = 5  # a commit at 6 that the log's entry cannot take yet: try again
+    # a commit at 6 that the log's entry cannot take yet: try again
+    txn.tables["t"].validated_upto = 5
     with pytest.raises(TransactionAborted, match="too often"):
         decider.decide(txn, {"t"}, _one_intent, None, tries=2)
     assert txn.counts == {"gvl_not_yet": 2} and decider.gvl.head() is None

@@ -29,8 +29,8 @@ def _batch(start: int, n: int) -> pa.Table:
         "name": [f"n{i}" if i % 7 else None for i in range(start, start + n)],
         "amount": [i * 1.5 for i in range(start, start + n)],
         "day": [dt.date(2024, 1, 1) + dt.timedelta(days=i % 30) for i in range(start, start + n)],
-        "ts": pa.array([base + dt.timedelta(seconds=i, microseconds=7) for i in range(start, start + n)],
-                       pa.timestamp("us", tz="UTC")),
+        "ts": pa.array([base + dt.timedelta(seconds=i, microseconds=7)
+                        for i in range(start, start + n)], pa.timestamp("us", tz="UTC")),
         "flag": [i % 2 == 0 for i in range(start, start + n)],
         "small": pa.array([i % 100 for i in range(start, start + n)], pa.int32()),
     }, schema=SCHEMA)
@@ -47,7 +47,8 @@ def test_delta_rs_reads_every_version_we_write(backend):
         with lake.transaction(features="") as txn:
             txn.insert("t", _batch(i * 10, 10))
             if i % 3 == 1:
-                txn.update("t", set={"amount": "amount * 2", "name": "'upd'"}, where=f"id < {i * 5}")
+                txn.update("t", set={"amount": "amount * 2", "name": "'upd'"},
+                           where=f"id < {i * 5}")
             if i % 4 == 3:
                 txn.delete("t", where=f"id % 9 = {i % 9}")
     latest = lake.version("t")
@@ -76,7 +77,8 @@ def test_we_read_every_version_delta_rs_writes(backend):
         return pa.table({"id": pa.array(range(start, start + 6), pa.int64()),
                          "p": [["a", "b c", "d/e"][i % 3] for i in range(6)],
                          "v": [float(i) for i in range(6)],
-                         "ts": pa.array([dt.datetime(2024, 5, 1, tzinfo=dt.UTC)] * 6, pa.timestamp("us", tz="UTC"))},
+                         "ts": pa.array([dt.datetime(2024, 5, 1, tzinfo=dt.UTC)] * 6,
+                                        pa.timestamp("us", tz="UTC"))},
                         schema=part_schema)
 
     write_deltalake(uri, batch(0), partition_by=["p"], storage_options=opts,
@@ -90,8 +92,8 @@ def test_we_read_every_version_delta_rs_writes(backend):
     latest = lake.version("d")
     for v in range(latest + 1):
         ours = rows(lake.read("d", version=v).select(part_schema.names))
-        theirs = rows(pa.table(DeltaTable(uri, version=v, storage_options=opts).to_pyarrow_table()).select(
-            part_schema.names).cast(part_schema))
+        theirs = rows(pa.table(DeltaTable(uri, version=v, storage_options=opts)
+                               .to_pyarrow_table()).select(part_schema.names).cast(part_schema))
         assert ours == theirs, f"version {v}"
     # partition pruning on a delta-rs table: only the 'b c' files are read
     got = lake.read("d", where="p = 'b c'")
@@ -139,7 +141,8 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 @pytest.mark.parametrize("feature, lines", [
     ("deletionVectors", [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                                       "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}}]),
+                                       "readerFeatures": ["deletionVectors"],
+                                       "writerFeatures": ["deletionVectors"]}}]),
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
     ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
     ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
@@ -176,7 +179,8 @@ def test_corrupt_commit_is_reported_and_nothing_is_written(backend):
     lake.create_table("c", pa.schema([("id", pa.int64())]))
     with lake.transaction(features="") as txn:
         txn.insert("c", {"id": [1]})
-    backend.store().put_if_absent("c/_delta_log/00000000000000000002.json", b'{"add": {"path": "x.parquet"\n')
+    backend.store().put_if_absent("c/_delta_log/00000000000000000002.json",
+                                  b'{"add": {"path": "x.parquet"\n')
     before = backend.all_keys()
     for features in ("", "R"):
         with pytest.raises(lv.CorruptLogError, match="version 2"):
@@ -212,7 +216,8 @@ def test_cold_snapshot_fetches_the_checkpoint_and_the_commits_after_it_together(
     """A cold load costs one round trip for the checkpoint and the commits after it, not one
     after the other (issue 13); and still reads exactly the rows, and reports a missing commit."""
     lake = backend.lake()
-    lake.create_table("h", pa.schema([("id", pa.int64())]), properties={"delta.checkpointInterval": "5"})
+    lake.create_table("h", pa.schema([("id", pa.int64())]),
+                      properties={"delta.checkpointInterval": "5"})
     for i in range(7):
         with lake.transaction(features="") as txn:
             txn.insert("h", {"id": [i]})

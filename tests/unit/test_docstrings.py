@@ -32,7 +32,7 @@ def test_every_exported_name_has_a_docstring():
 
 def test_every_public_method_of_the_api_has_a_docstring():
     missing = []
-    for cls in (lv.Lake, lv.Transaction, Maintenance, MergeBuilder, lv.HistoryEntry, lv.CommitResult,
-                lv.RecoveryReport, lv.LakeSettings):
+    for cls in (lv.Lake, lv.Transaction, Maintenance, MergeBuilder, lv.HistoryEntry,
+                lv.CommitResult, lv.RecoveryReport, lv.LakeSettings):
         missing += _missing(cls)
     assert missing == []

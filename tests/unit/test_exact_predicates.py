@@ -39,7 +39,8 @@ def _duckdb_ids(table: pa.Table, where: str) -> list[int]:
 
 def _parquet_rows(lake, root: Path, name: str = "t") -> pa.Table:
     """Every row of the table's current files, read straight from the Parquet files with the
-    partition values of the log (Delta's rules: '' and null are null), without lakevilla's reader."""
+    partition values of the log (Delta's rules: '' and null are null), without lakevilla's
+    reader."""
     snap = lake.snapshot(name)
     parts = []
     for add in snap.files.values():
@@ -73,8 +74,9 @@ def test_nan_rows_are_read_updated_and_deleted(backend):
     lake = _lake_with_files(backend, schema, [[{"id": 1, "f": 1.0}, {"id": 2, "f": float("nan")}],
                                               [{"id": 3, "f": 7.0}], [{"id": 4, "f": -1.0}]])
     everything = lake.read("t")  # no predicate: every file, no pruning
-    for where in ["f > 5", "f <= 'NaN'::DOUBLE", "f = 'NaN'::DOUBLE", "f >= 'NaN'::DOUBLE", "f <> 7", "f < 0",
-                  "NOT (f <= 5)", "f IN ('NaN'::DOUBLE, 7)", "f BETWEEN 5 AND 'NaN'::DOUBLE"]:
+    for where in ["f > 5", "f <= 'NaN'::DOUBLE", "f = 'NaN'::DOUBLE", "f >= 'NaN'::DOUBLE",
+                  "f <> 7", "f < 0", "NOT (f <= 5)", "f IN ('NaN'::DOUBLE, 7)",
+                  "f BETWEEN 5 AND 'NaN'::DOUBLE"]:
         assert _ids(lake.read("t", where=where)) == _duckdb_ids(everything, where), where
     assert _ids(lake.read("t", where="f > 5")) == [2, 3]
     with lake.transaction(features="R") as txn:
@@ -88,10 +90,13 @@ def test_nan_rows_are_read_updated_and_deleted(backend):
 # -- 2, 3, 4. casts of literals, date vs timestamp, struct fields --------------------------------
 
 def test_literals_mean_what_duckdb_says_they_mean(local_backend):
-    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("s", pa.string()), ("d", pa.date32()),
-                        ("st", pa.struct([("x", pa.int64())])), ("x", pa.int64()), ("n", pa.int32())])
-    files = [[{"id": 1, "a": 4, "s": "1", "d": dt.date(2024, 1, 2), "st": {"x": 100}, "x": 1, "n": -3}],
-             [{"id": 2, "a": 9, "s": "10", "d": dt.date(2024, 1, 5), "st": {"x": 1}, "x": 100, "n": 2}]]
+    schema = pa.schema([("id", pa.int64()), ("a", pa.int64()), ("s", pa.string()),
+                        ("d", pa.date32()), ("st", pa.struct([("x", pa.int64())])),
+                        ("x", pa.int64()), ("n", pa.int32())])
+    files = [[{"id": 1, "a": 4, "s": "1", "d": dt.date(2024, 1, 2), "st": {"x": 100}, "x": 1,
+               "n": -3}],
+             [{"id": 2, "a": 9, "s": "10", "d": dt.date(2024, 1, 5), "st": {"x": 1}, "x": 100,
+               "n": 2}]]
     lake = _lake_with_files(local_backend, schema, files)
     everything = _parquet_rows(lake, Path(local_backend.uri[len("file://"):]))
     cases = {
@@ -125,7 +130,8 @@ def test_arithmetic_on_a_partition_column_deletes_only_matching_rows(local_backe
     for where in ["pn + 1 > 2", "pn * 2 = 2", "NOT (pn + 1 > 2)", "pn > 1.5", "pn IN (0, '2')"]:
         assert _ids(lake.read("t", where=where)) == _duckdb_ids(everything, where), where
     with lake.transaction(features="R") as txn:
-        assert txn.delete("t", where="pn + 1 > 2") == len(_duckdb_ids(everything, "pn + 1 > 2")) == 2
+        assert (txn.delete("t", where="pn + 1 > 2")
+                == len(_duckdb_ids(everything, "pn + 1 > 2")) == 2)
     assert _ids(lake.read("t")) == [0, 1, 3, 4]
 
 
@@ -133,7 +139,8 @@ def test_arithmetic_on_a_partition_column_deletes_only_matching_rows(local_backe
 
 def test_an_empty_partition_string_is_null(backend):
     schema = pa.schema([("id", pa.int64()), ("p", pa.string())])
-    lake = _lake_with_files(backend, schema, [[{"id": 1, "p": ""}], [{"id": 2, "p": None}], [{"id": 3, "p": "x"}]],
+    lake = _lake_with_files(backend, schema,
+                            [[{"id": 1, "p": ""}], [{"id": 2, "p": None}], [{"id": 3, "p": "x"}]],
                             partition_by=["p"])
     values = [a.partition_values["p"] for a in lake.snapshot("t").files.values()]
     assert sorted(values, key=str) == [None, None, "x"]  # written as Delta writes it: null, not ''
@@ -148,8 +155,9 @@ def test_an_empty_partition_string_another_writer_left_reads_as_null(local_backe
     """A log whose add action says ``"p": ""`` (as older writers wrote): read, pruned and
     updated as null, as delta-rs reads it."""
     schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int64())])
-    _lake_with_files(local_backend, schema, [[{"id": 1, "p": None, "v": 1}], [{"id": 2, "p": "x", "v": 2}]],
-                            partition_by=["p"])
+    _lake_with_files(local_backend, schema,
+                     [[{"id": 1, "p": None, "v": 1}], [{"id": 2, "p": "x", "v": 2}]],
+                     partition_by=["p"])
     log = tmp_path / "lake" / "t" / "_delta_log"
     commit = sorted(log.glob("*.json"))[1]
     text = commit.read_text()
@@ -168,7 +176,8 @@ def test_partition_values_with_path_characters_round_trip(backend):
     schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("q", pa.date32())])
     values = ["a/b", "c=d", "50%", "sp ace", "é😀", "x%2Fy", "__HIVE_DEFAULT_PARTITION__x", "'"]
     lake = _lake_with_files(backend, schema, [[{"id": i, "p": v, "q": dt.date(2024, 1, 1 + i)}]
-                                              for i, v in enumerate(values)], partition_by=["p", "q"])
+                                              for i, v in enumerate(values)],
+                            partition_by=["p", "q"])
     assert rows(lake.read("t")) == backend.delta_rows("t")
     for i, v in enumerate(values):
         lit = "'" + v.replace("'", "''") + "'"
@@ -179,10 +188,11 @@ def test_partition_values_with_path_characters_round_trip(backend):
 # -- 6, 7. SET: matching rows only, SQL assignment casts -----------------------------------------
 
 SETS = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("m", pa.int64()), ("s", pa.string()),
-                  ("ts", pa.timestamp("us", tz="UTC")), ("d", pa.date32()), ("n", pa.int64()), ("f", pa.float64()),
-                  ("dec", pa.decimal128(6, 2))])
+                  ("ts", pa.timestamp("us", tz="UTC")), ("d", pa.date32()), ("n", pa.int64()),
+                  ("f", pa.float64()), ("dec", pa.decimal128(6, 2))])
 SET_ROWS = [
-    {"id": 1, "k": 1, "m": 2**62, "s": "not a number", "ts": None, "d": None, "n": 1, "f": 2.5, "dec": None},
+    {"id": 1, "k": 1, "m": 2**62, "s": "not a number", "ts": None, "d": None, "n": 1, "f": 2.5,
+     "dec": None},
     {"id": 2, "k": 2, "m": 3, "s": "42", "ts": None, "d": None, "n": 7, "f": 3.5, "dec": None},
 ]
 
@@ -202,7 +212,8 @@ def test_set_is_evaluated_on_the_matching_rows_only(backend):
     lake = _lake_with_files(backend, SETS, [SET_ROWS])
     with lake.transaction(features="R") as txn:
         assert txn.update("t", set={"m": "m * 2"}, where="k = 2") == 1  # row 1 would overflow
-        assert txn.update("t", set={"k": "CAST(s AS BIGINT)"}, where="k = 2") == 1  # row 1 is not a number
+        # row 1 is not a number
+        assert txn.update("t", set={"k": "CAST(s AS BIGINT)"}, where="k = 2") == 1
     got = rows(lake.read("t"))
     assert [(r["k"], r["m"]) for r in got] == [(1, 2**62), (42, 6)]
     want = _duckdb_update(SETS, SET_ROWS, "m = m * 2", "k = 2")
@@ -224,8 +235,9 @@ ASSIGNMENTS = [  # (set, where): each accepted by DuckDB's own UPDATE (and by de
 ]
 
 
-@pytest.mark.parametrize("assignment", ASSIGNMENTS, ids=[next(iter(a[0])) + "=" + next(iter(a[0].values()))
-                                                        for a in ASSIGNMENTS])
+@pytest.mark.parametrize("assignment", ASSIGNMENTS,
+                         ids=[next(iter(a[0])) + "=" + next(iter(a[0].values()))
+                              for a in ASSIGNMENTS])
 def test_set_values_take_sql_assignment_casts(local_backend, assignment):
     set_, where = assignment
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS])
@@ -246,14 +258,16 @@ def test_set_values_take_sql_assignment_casts(local_backend, assignment):
 def test_assignments_that_do_not_fit_raise_and_write_nothing(local_backend, set_, match):
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS])
     before = local_backend.all_keys()
-    with pytest.raises(lv.InvalidExpressionError, match=match), lake.transaction(features="R") as txn:
+    with pytest.raises(lv.InvalidExpressionError, match=match), \
+            lake.transaction(features="R") as txn:
         txn.update("t", set=set_, where="true")
     lake.flush()
     assert local_backend.all_keys() == before
     assert rows(lake.read("t")) == SET_ROWS
 
 
-def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment(local_backend, monkeypatch):
+def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment(
+        local_backend, monkeypatch):
     """Each DuckDB query costs ~3-10 ms whatever it computes, and a contended update is redone
     many times: all SET values of a statement, over every file it rewrites, come from one query.
     SQL's semantics hold (every value from the row as it was), and when one value fails the
@@ -262,10 +276,12 @@ def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignmen
 
     queries: list[str] = []
     real = embedded.query_one
-    monkeypatch.setattr(embedded, "query_one", lambda t, select: queries.append(select) or real(t, select))
+    monkeypatch.setattr(embedded, "query_one",
+                        lambda t, select: queries.append(select) or real(t, select))
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS[:1], SET_ROWS[1:]])
     with lake.transaction(features="R") as txn:
-        txn.update("t", set={"n": "n * 2", "k": "n + k", "s": "upper(s) || CAST(n AS VARCHAR)"}, where="true")
+        txn.update("t", set={"n": "n * 2", "k": "n + k", "s": "upper(s) || CAST(n AS VARCHAR)"},
+                   where="true")
     assert len([q for q in queries if "AS __v" in q]) == 1  # two files, three columns
     assert rows(lake.read("t")) == _duckdb_update(
         SETS, SET_ROWS, "n = n * 2, k = n + k, s = upper(s) || CAST(n AS VARCHAR)", "true")
@@ -280,7 +296,8 @@ def test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignmen
     assert rows(lake.read("t")) == data
 
 
-def test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask(local_backend, monkeypatch):
+def test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask(
+        local_backend, monkeypatch):
     """Which rows of a file an update or delete selects: when the pushed-down filter is exact
     (plain columns against constants of their type), arrow decides it, ~10x cheaper than a
     DuckDB query; other predicates still go to DuckDB. Both select what DuckDB's UPDATE does."""
@@ -288,11 +305,12 @@ def test_an_update_whose_where_arrow_decides_exactly_runs_no_duckdb_mask(local_b
 
     queries: list[str] = []
     real = embedded.query_one
-    monkeypatch.setattr(embedded, "query_one", lambda t, select: queries.append(select) or real(t, select))
+    monkeypatch.setattr(embedded, "query_one",
+                        lambda t, select: queries.append(select) or real(t, select))
     lake = _lake_with_files(local_backend, SETS, [SET_ROWS])
     data = SET_ROWS
-    for where, duckdb_masks in [("k = 2", 0), ("id IN (1, 2) AND s = '42'", 0), ("s IS NULL OR n <> 7", 0),
-                                ("k + 0 = 1", 1), ("f > 3", 1)]:
+    for where, duckdb_masks in [("k = 2", 0), ("id IN (1, 2) AND s = '42'", 0),
+                                ("s IS NULL OR n <> 7", 0), ("k + 0 = 1", 1), ("f > 3", 1)]:
         queries.clear()
         with lake.transaction(features="R") as txn:
             txn.update("t", set={"n": "n + 1"}, where=where)
@@ -316,7 +334,8 @@ def test_delta_rs_finds_minus_zero_in_our_files(local_backend):
         assert str(st["minValues"]["f"]) == "-0.0" and str(st["maxValues"]["f"]) == "0.0"
     dt_ = local_backend.delta("t")
     for where in ["f = -0.0", "f = 0.0", "f >= 0.0", "f <= -0.0"]:
-        got = pa.table(QueryBuilder().register("t", dt_).execute(f"SELECT id FROM t WHERE {where}").read_all())
+        got = pa.table(QueryBuilder().register("t", dt_)
+                       .execute(f"SELECT id FROM t WHERE {where}").read_all())
         assert sorted(got.column("id").to_pylist()) == [1, 2, 3, 4], where
         assert _ids(lake.read("t", where=where)) == [1, 2, 3, 4], where
 
@@ -333,14 +352,16 @@ def test_delta_rs_finds_minus_zero_in_our_files(local_backend):
     ("d < DATE '2024-01-02'", {"d": dt.date(2024, 1, 2)}, False),
 ])
 def test_a_concurrent_file_that_may_hold_a_phantom_conflicts(local_backend, read, added, conflicts):
-    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("st", pa.struct([("x", pa.int64())])),
-                        ("x", pa.int64()), ("a", pa.int64()), ("d", pa.date32())])
-    lake = _lake_with_files(local_backend, schema, [[{"id": 0, "f": 1.0, "st": {"x": 1}, "x": 1, "a": 1,
-                                                      "d": dt.date(2024, 1, 9)}]])
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()),
+                        ("st", pa.struct([("x", pa.int64())])), ("x", pa.int64()),
+                        ("a", pa.int64()), ("d", pa.date32())])
+    lake = _lake_with_files(local_backend, schema, [[{"id": 0, "f": 1.0, "st": {"x": 1}, "x": 1,
+                                                      "a": 1, "d": dt.date(2024, 1, 9)}]])
     t1 = lake.begin(features="R")
     assert t1.read("t", where=read).num_rows == 0
     with lake.transaction(features="") as other:  # a concurrent append
-        other.insert("t", pa.Table.from_pylist([{"id": 1, "f": 1.0}, {"id": 2, "f": 1.0, **added}], schema))
+        other.insert("t", pa.Table.from_pylist([{"id": 1, "f": 1.0}, {"id": 2, "f": 1.0, **added}],
+                                               schema))
     t1.insert("t", [{"id": 9}])  # its commit is validated against the read
     if conflicts:
         with pytest.raises(lv.TransactionAborted, match="invalidates a read"):
@@ -352,21 +373,27 @@ def test_a_concurrent_file_that_may_hold_a_phantom_conflicts(local_backend, read
 # -- statistics other writers leave: read by Delta's and Parquet's rules ---------------------------
 
 def test_statistics_from_other_writers_are_read_as_bounds_only_where_they_are_bounds():
-    schema = pa.schema([("s", pa.string()), ("ts", pa.timestamp("us", tz="UTC")), ("w", pa.decimal128(20, 4)),
-                        ("f", pa.float64())])
+    schema = pa.schema([("s", pa.string()), ("ts", pa.timestamp("us", tz="UTC")),
+                        ("w", pa.decimal128(20, 4)), ("f", pa.float64())])
     long = "k" * 40
 
     def add(mins: dict, maxs: dict) -> AddFile:
-        return AddFile(path="f", size=1, stats=json.dumps({"numRecords": 1, "minValues": mins, "maxValues": maxs,
+        return AddFile(path="f", size=1, stats=json.dumps({"numRecords": 1, "minValues": mins,
+                                                           "maxValues": maxs,
                                                            "nullCount": {c: 0 for c in mins}}))
 
     truncated = add({"s": long[:32]}, {"s": long[:32]})  # a 32-character prefix of the real value
     assert file_may_match(parse_predicate(f"s = '{long}'"), truncated, schema, [])
-    assert not file_may_match(parse_predicate(f"s < '{long[:31]}'"), truncated, schema, [])  # the min still counts
-    millis = add({"ts": "2024-01-01T00:00:00.123Z"}, {"ts": "2024-01-01T00:00:00.123Z"})  # truncated to ms
-    assert file_may_match(parse_predicate("ts = TIMESTAMPTZ '2024-01-01 00:00:00.123456+00'"), millis, schema, [])
-    assert not file_may_match(parse_predicate("ts > TIMESTAMPTZ '2024-01-01 00:00:00.124+00'"), millis, schema, [])
-    rounded = add({"w": 1234567890123456.0}, {"w": 1234567890123456.0})  # a wide decimal through a double
+    # the min still counts
+    assert not file_may_match(parse_predicate(f"s < '{long[:31]}'"), truncated, schema, [])
+    # truncated to ms
+    millis = add({"ts": "2024-01-01T00:00:00.123Z"}, {"ts": "2024-01-01T00:00:00.123Z"})
+    assert file_may_match(parse_predicate("ts = TIMESTAMPTZ '2024-01-01 00:00:00.123456+00'"),
+                          millis, schema, [])
+    assert not file_may_match(parse_predicate("ts > TIMESTAMPTZ '2024-01-01 00:00:00.124+00'"),
+                              millis, schema, [])
+    # a wide decimal through a double
+    rounded = add({"w": 1234567890123456.0}, {"w": 1234567890123456.0})
     assert file_may_match(parse_predicate("w = 1234567890123456.0001"), rounded, schema, [])
     zero = add({"f": 0.0}, {"f": -0.0})  # zero bounds of either sign
     assert file_may_match(parse_predicate("f = -0.0"), zero, schema, [])

@@ -94,7 +94,8 @@ def _shape(node):
         if node.get("class") == "CONSTANT" and node["literal"]["kind"] in ("INTEGER", "NUMERIC"):
             text = node["literal"]["text"].replace("_", "")
             out["literal"] = {"kind": node["literal"]["kind"],
-                              "text": str(int(text)) if node["literal"]["kind"] == "INTEGER" else text}
+                              "text": (str(int(text)) if node["literal"]["kind"] == "INTEGER"
+                                       else text)}
         return out
     if isinstance(node, list):
         return [_shape(v) for v in node]
@@ -110,13 +111,15 @@ def test_what_runs_is_the_tree_that_was_checked():
         assert _shape(again) == _shape(node), text
 
 
-def test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_callers_name(monkeypatch):
+def test_an_expression_is_bound_once_whoever_checks_it_and_errors_keep_the_callers_name(
+        monkeypatch):
     """A statement's where is checked when it is validated, planned and pruned, each caller
     naming it its own way: DuckDB binds it once (it was most of a contended update's CPU), and
     a bad expression still fails under the name of the caller that checked it."""
     described: list[list[str]] = []
     real = E._Binder.describe
-    monkeypatch.setattr(E._Binder, "describe", lambda self, items: described.append(items) or real(self, items))
+    monkeypatch.setattr(E._Binder, "describe",
+                        lambda self, items: described.append(items) or real(self, items))
     text = f"id = {time.time_ns()}"  # never checked before in this process
     first = E.check_where(text, ACC)
     bound = len(described)
@@ -135,7 +138,8 @@ NUMBERS = pa.schema([("t8", pa.int8()), ("u16", pa.int16()), ("n", pa.int32()), 
 
 def _typing(chk: E.Checked) -> tuple[list[str], list[str]]:
     nodes = list(E.walk(chk.node))
-    return [chk.types[id(n)] for n in nodes], [chk.common[id(n)] for n in nodes if id(n) in chk.common]
+    return ([chk.types[id(n)] for n in nodes],
+            [chk.common[id(n)] for n in nodes if id(n) in chk.common])
 
 
 def _bound_afresh(text: str, scope: E.Scope) -> E.Checked:
@@ -155,7 +159,8 @@ def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkey
     (``round(x, 2)``), is bound again and gets its own types."""
     described: list[list[str]] = []
     real = E._Binder.describe
-    monkeypatch.setattr(E._Binder, "describe", lambda self, items: described.append(items) or real(self, items))
+    monkeypatch.setattr(E._Binder, "describe",
+                        lambda self, items: described.append(items) or real(self, items))
     scope = E.Scope.table(NUMBERS)
     E._TYPINGS.clear()
 
@@ -166,7 +171,8 @@ def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkey
         assert _typing(chk) == _typing(_bound_afresh(text, scope)), text
         return new, _typing(chk)
 
-    shared = [("t8 + 5", "t8 + 100"), ("n = 7 AND i IN (1, -2, 3)", "n = 120 AND i IN (9, -128, 127)"),
+    shared = [("t8 + 5", "t8 + 100"),
+              ("n = 7 AND i IN (1, -2, 3)", "n = 120 AND i IN (9, -128, 127)"),
               ("dec * 1.5", "dec * 7.0"), ("CASE WHEN n > 3 THEN dec + 0.25 ELSE 1 END",
                                            "CASE WHEN n > 90 THEN dec + 9.75 ELSE 2 END"),
               # compared with an INTEGER or BIGINT column, every value that fits INTEGER is one
@@ -194,7 +200,8 @@ _INTS = st.one_of(st.integers(-2**70, 2**70),
                   st.sampled_from([b + d for e in (7, 8, 15, 16, 31, 32, 63, 64, 127, 128)
                                    for b in (2**e, -(2**e)) for d in (-1, 0, 1)]))
 _DECIMALS = st.builds(lambda a, b, neg: ("-" if neg else "") + a + "." + b,
-                      st.from_regex(r"[0-9]{1,20}", fullmatch=True), st.from_regex(r"[0-9]{0,20}", fullmatch=True),
+                      st.from_regex(r"[0-9]{1,20}", fullmatch=True),
+                      st.from_regex(r"[0-9]{0,20}", fullmatch=True),
                       st.booleans())
 _TEMPLATES = ["t8 + {0} > u16 - {1}", "CASE WHEN n > {0} THEN {1} ELSE i END", "dec * {0} + {1}",
               "coalesce(t8, {0}) BETWEEN {1} AND u16", "n IN ({0}, {1}, 3)", "f + {0} * {1}",
@@ -235,7 +242,8 @@ def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
         if "now()" in text or "current_date" in text:
             continue
         chk = E.check_expression(text, SCHEMA)
-        ours = duck.query(f"SELECT ({chk.sql}) AS v FROM __lv_rel0 ORDER BY id", {"__lv_rel0": t}).column("v")
+        ours = duck.query(f"SELECT ({chk.sql}) AS v FROM __lv_rel0 ORDER BY id",
+                          {"__lv_rel0": t}).column("v")
         theirs = con.execute(f"SELECT ({text}) AS v FROM t ORDER BY id").fetchall()
         assert all(same(a, b[0]) for a, b in zip(ours.to_pylist(), theirs, strict=True)), text
 
@@ -267,8 +275,10 @@ def test_duckdb_runs_locked_down(thread):
         assert con is not duck.connection()
     else:
         con = duck.connection()
-    for sql in ["SELECT * FROM read_text('/etc/hostname')", "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
-                "COPY (SELECT 1) TO '/tmp/lakevilla-should-not-exist.csv'", "ATTACH '/tmp/lakevilla-x.db'",
+    for sql in ["SELECT * FROM read_text('/etc/hostname')",
+                "SELECT * FROM read_csv('http://127.0.0.1:9/x.csv')",
+                "COPY (SELECT 1) TO '/tmp/lakevilla-should-not-exist.csv'",
+                "ATTACH '/tmp/lakevilla-x.db'",
                 "INSTALL httpfs", "LOAD httpfs", "SET enable_external_access = true",
                 "SET autoload_known_extensions = true", "SET TimeZone = 'America/New_York'",
                 "RESET enable_external_access"]:
@@ -282,7 +292,8 @@ def test_every_duckdb_connection_is_the_locked_one():
     """The embedded engine and the pruner open no DuckDB connection of their own."""
     root = Path(E.__file__).parent
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
-                 if p.name != "duck.py" and re.search(r"duckdb\.connect|import duckdb", p.read_text())]
+                 if p.name != "duck.py"
+                 and re.search(r"duckdb\.connect|import duckdb", p.read_text())]
     assert offenders == []
 
 
@@ -301,7 +312,8 @@ def test_attacks_are_refused_and_leave_storage_unchanged(local_backend, tmp_path
         w = attack.format(secret=secret)
         for act in (lambda t, w=w: t.read("acc", where=w), lambda t, w=w: t.delete("acc", where=w),
                     lambda t, w=w: t.update("acc", set={"value": "0"}, where=w)):
-            with pytest.raises(lv.InvalidExpressionError), lake.transaction(features=features) as txn:
+            with pytest.raises(lv.InvalidExpressionError), \
+                    lake.transaction(features=features) as txn:
                 act(txn)
             tried += 1
         with pytest.raises(lv.InvalidExpressionError):
@@ -315,11 +327,13 @@ def test_attacks_are_refused_and_leave_storage_unchanged(local_backend, tmp_path
     assert tried == 3 * len(ATTACKS_WHERE) + len(ATTACKS_SET)
     assert local_backend.all_keys() == before
     assert SECRET.encode() not in _stored_bytes(lake_dir)
-    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 10}, {"id": 2, "s": "b", "value": 20}]
+    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 10},
+                                      {"id": 2, "s": "b", "value": 20}]
 
 
 @pytest.mark.parametrize("field", ["set", "where"])
-def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_path, secret, field):
+def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(
+        local_backend, tmp_path, secret, field):
     """A resuming client redoes a logical sublog entry; someone rewrote the entry's statement
     into an attack. The redo goes through the grammar like any new statement: refused."""
     lake = local_backend.lake(delete_sublogs=False)
@@ -329,7 +343,8 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     first = lake.begin("R")
     first.update("acc", set={"value": "value + 1"}, where="id = 1")
     victim = lake.begin("R")
-    victim.update("acc", set={"s": "upper(s)"}, where="id = 2")  # logical: an update's entry at the tail
+    # logical: an update's entry at the tail
+    victim.update("acc", set={"s": "upper(s)"}, where="id = 2")
     lake._client.heartbeats.forget(victim)  # the victim's client is gone
     entries_landed(victim)
     [entry] = [e for e in sublogs.read_all(lake.store, victim.id) if e.kind == "logical"]
@@ -337,7 +352,8 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
     if field == "set":
         raw["statement"]["set"] = {"s": f"(SELECT content FROM read_text('{secret}'))"}
     else:
-        raw["statement"]["where"] = f"id IN (SELECT 2 FROM read_text('{secret}') WHERE content LIKE 'secret%')"
+        raw["statement"]["where"] = (f"id IN (SELECT 2 FROM read_text('{secret}') "
+                                     "WHERE content LIKE 'secret%')")
     lake.store.put(sublog_key(victim.id, entry.seq), json.dumps(raw).encode())
     first.commit()  # the victim's read file is gone: resuming must redo its update
     later = local_backend.lake(clock=lambda: time.time() + 3600)  # the victim's marker has expired
@@ -346,17 +362,20 @@ def test_a_tampered_sublog_cannot_run_code_when_it_is_redone(local_backend, tmp_
         resumed.commit()
     lake.flush()
     assert SECRET.encode() not in _stored_bytes(tmp_path / "lake")
-    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 11}, {"id": 2, "s": "b", "value": 20},
+    assert rows(lake.read("acc")) == [{"id": 1, "s": "a", "value": 11},
+                                      {"id": 2, "s": "b", "value": 20},
                                       {"id": 3, "s": "c", "value": 30}]
 
 
 def test_merge_conditions_and_assignments_name_target_and_source():
     """The API a MERGE calls: one grammar over two relations."""
     target = pa.schema([("id", pa.int64()), ("value", pa.int64()), ("t_only", pa.string())])
-    source = pa.schema([("id", pa.int64()), ("value", pa.decimal128(10, 2)), ("s_only", pa.string())])
+    source = pa.schema([("id", pa.int64()), ("value", pa.decimal128(10, 2)),
+                        ("s_only", pa.string())])
     scope = E.Scope.merge(target, source)
     on = E.check_where("target.id = source.id AND s_only IS NOT NULL AND t_only <> 'x'", scope)
-    assert {(r.relation, r.column) for r in on.refs.values()} == {(0, "id"), (1, "id"), (1, "s_only"), (0, "t_only")}
+    assert {(r.relation, r.column) for r in on.refs.values()} == {
+        (0, "id"), (1, "id"), (1, "s_only"), (0, "t_only")}
     new = E.check_value("target.value + source.value", scope, pa.int64())
     assert new.type.startswith("DECIMAL") and new.columns() == {"value"}
     for text, why in [("id = 1", "ambiguous"), ("source.nope = 1", "nope"),
@@ -377,9 +396,11 @@ def test_a_function_node_of_a_form_never_checked_fails_closed():
     import lakevilla as lv
     from lakevilla.scan.expressions import _Structure
 
-    tree = json.loads(duckdb.connect().execute("SELECT json_serialize_sql('SELECT lower(''A'')')").fetchone()[0])
+    tree = json.loads(duckdb.connect().execute(
+        "SELECT json_serialize_sql('SELECT lower(''A'')')").fetchone()[0])
     node = tree["statements"][0]["node"]["select_list"][0]
     assert node["class"] == "FUNCTION"
-    _Structure("lower('A')", "where").function({**node, "is_legacy_function_call": False})  # allowed
+    # allowed
+    _Structure("lower('A')", "where").function({**node, "is_legacy_function_call": False})
     with pytest.raises(lv.InvalidExpressionError, match="legacy function call"):
         _Structure("lower('A')", "where").function({**node, "is_legacy_function_call": True})

@@ -11,7 +11,8 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[2] / "lakevilla"
 MAX_CLASS_LINES = 450
 MAX_ROOT_MODULES = 12
-STATEMENT_KINDS = {"read", "insert", "update", "delete", "merge", "overwrite", "optimize", "add_columns"}
+STATEMENT_KINDS = {"read", "insert", "update", "delete", "merge", "overwrite", "optimize",
+                   "add_columns"}
 
 
 def _modules() -> dict[str, Path]:
@@ -40,7 +41,8 @@ def _imports(mods: dict[str, Path]) -> dict[str, set[str]]:
                     if cand in mods and cand != m and cand not in packages:
                         edges[m].add(cand)
             elif isinstance(n, ast.Import):
-                edges[m].update(a.name for a in n.names if a.name in mods and a.name not in packages)
+                edges[m].update(a.name for a in n.names
+                                if a.name in mods and a.name not in packages)
     return edges
 
 
@@ -85,23 +87,29 @@ def test_no_import_cycle_counting_typing_and_in_function_imports():
 def test_lower_layers_do_not_import_upper_ones():
     edges = _imports(_modules())
     forbidden = {
-        "lakevilla.delta": ("lakevilla.scan", "lakevilla.statements", "lakevilla.engines", "lakevilla.markers"),
+        "lakevilla.delta": ("lakevilla.scan", "lakevilla.statements", "lakevilla.engines",
+                            "lakevilla.markers"),
         "lakevilla.store": ("lakevilla.delta", "lakevilla.scan", "lakevilla.engines"),
         "lakevilla.markers": ("lakevilla.statements", "lakevilla.core", "lakevilla.txn"),
-        "lakevilla.statements": ("lakevilla.core", "lakevilla.txn", "lakevilla.recovery", "lakevilla.isolation"),
-        "lakevilla.core": ("lakevilla.txn", "lakevilla.lake", "lakevilla.engines.embedded", "lakevilla.engines.spark"),
+        "lakevilla.statements": ("lakevilla.core", "lakevilla.txn", "lakevilla.recovery",
+                                 "lakevilla.isolation"),
+        "lakevilla.core": ("lakevilla.txn", "lakevilla.lake", "lakevilla.engines.embedded",
+                           "lakevilla.engines.spark"),
     }
-    bad = [(m, t) for m, ts in edges.items() for low, highs in forbidden.items() if m.startswith(low + ".")
-           for t in ts if t.startswith(highs)]
+    bad = [(m, t) for m, ts in edges.items() for low, highs in forbidden.items()
+           if m.startswith(low + ".") for t in ts if t.startswith(highs)]
     assert bad == []
 
 
 def test_protocol_code_never_imports_an_engine():
     edges = _imports(_modules())
-    engines = ("lakevilla.engines.embedded", "lakevilla.engines.spark", "lakevilla.engines.pushdown")
+    engines = ("lakevilla.engines.embedded", "lakevilla.engines.spark",
+               "lakevilla.engines.pushdown")
     protocol = ("lakevilla.delta", "lakevilla.markers", "lakevilla.statements", "lakevilla.core",
-                "lakevilla.recovery", "lakevilla.complex_txn", "lakevilla.isolation", "lakevilla.txn")
-    assert [(m, t) for m, ts in edges.items() if m.startswith(protocol) for t in ts if t.startswith(engines)] == []
+                "lakevilla.recovery", "lakevilla.complex_txn", "lakevilla.isolation",
+                "lakevilla.txn")
+    assert [(m, t) for m, ts in edges.items() if m.startswith(protocol)
+            for t in ts if t.startswith(engines)] == []
 
 
 def test_no_class_is_longer_than_the_limit():
@@ -117,25 +125,31 @@ def test_few_modules_at_the_package_root():
 
 
 def _clause_kind(s: ast.AST, in_clause_class: bool) -> bool:
-    """A MERGE clause's kind (``c.kind``, ``spec.clauses[i].kind``, ``self.kind`` in MergeClause)."""
+    """A MERGE clause's kind (``c.kind``, ``spec.clauses[i].kind``, ``self.kind`` in
+    MergeClause)."""
     v = getattr(s, "value", None)
-    return (isinstance(v, ast.Name) and (v.id in ("c", "clause") or (v.id == "self" and in_clause_class))) or (
-        isinstance(v, ast.Subscript) and isinstance(v.value, ast.Attribute) and v.value.attr == "clauses")
+    return ((isinstance(v, ast.Name)
+             and (v.id in ("c", "clause") or (v.id == "self" and in_clause_class)))
+            or (isinstance(v, ast.Subscript) and isinstance(v.value, ast.Attribute)
+                and v.value.attr == "clauses"))
 
 
 def _kind_comparisons(path: Path) -> list[int]:
     """Lines comparing a statement's ``kind`` with a statement kind's name."""
     out = []
     tree = ast.parse(path.read_text())
-    clause_lines = {ln for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == "MergeClause"
+    clause_lines = {ln for c in ast.walk(tree)
+                    if isinstance(c, ast.ClassDef) and c.name == "MergeClause"
                     for ln in range(c.lineno, (c.end_lineno or c.lineno) + 1)}
     for n in ast.walk(tree):
         if not isinstance(n, ast.Compare):
             continue
         sides = [n.left, *n.comparators]
-        names = {c.value for s in sides for c in ([s] if isinstance(s, ast.Constant) else getattr(s, "elts", []))
+        names = {c.value for s in sides
+                 for c in ([s] if isinstance(s, ast.Constant) else getattr(s, "elts", []))
                  if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-        kind = any(isinstance(s, ast.Attribute) and s.attr == "kind" and not _clause_kind(s, n.lineno in clause_lines)
+        kind = any(isinstance(s, ast.Attribute) and s.attr == "kind"
+                   and not _clause_kind(s, n.lineno in clause_lines)
                    for s in sides)
         if kind and names & STATEMENT_KINDS:
             out.append(n.lineno)

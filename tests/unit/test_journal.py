@@ -11,8 +11,8 @@ from lakevilla.store.local import LocalStore
 
 
 def _journal_ctx(store: LocalStore, counted: list[str]) -> JournalContext:
-    return JournalContext(txn_id="tx10", store=store, attempt=lambda: "tx10.0", features="R", isolation="serializable",
-                          mode="tail", count=counted.append)
+    return JournalContext(txn_id="tx10", store=store, attempt=lambda: "tx10.0", features="R",
+                          isolation="serializable", mode="tail", count=counted.append)
 
 
 class _JTable:
@@ -29,13 +29,16 @@ def test_the_journal_logs_each_write_statement_with_the_reads_before_it(tmp_path
     journal.read("s", 7, ["part-1.parquet"], "k = 1")
     upd = Update(seq=5, table="t", where="k = 1", assignments={"v": "v + 1"})
     assert journal.together_with_claim(upd)
-    journal.statement(_JTable(), upd, preds_unknown=True)  # with the claim: logical, carries its statement
+    # with the claim: logical, carries its statement
+    journal.statement(_JTable(), upd, preds_unknown=True)
     ins = Insert(seq=6, table="t")
     journal.statement(_JTable(), ins, preds_unknown=False)
     entries = sublogs.read_all(store, "tx10")
-    assert [(e.seq, e.op, e.kind) for e in entries] == [(3, "update", "logical"), (4, "insert", "physical")]
+    assert [(e.seq, e.op, e.kind) for e in entries] == [(3, "update", "logical"),
+                                                        (4, "insert", "physical")]
     assert entries[0].statement == {"where": "k = 1", "set": {"v": "v + 1"}}
-    assert [r["table"] for r in entries[0].reads] == ["s"] and entries[1].reads == []  # each read once
+    # each read once
+    assert [r["table"] for r in entries[0].reads] == ["s"] and entries[1].reads == []
     assert len(journal.keys) == 2 and counted == ["sublogs", "sublogs"]
 
 

@@ -40,8 +40,10 @@ def test_every_node_id_a_mutation_names_is_collected():
     no longer exists, or a file that moved, is "not found" by pytest's collection."""
     ids = sorted({t for m in mutations.MUTATIONS for t in m.tests if "::" in t})
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                          "-o", "addopts=", *ids], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p",
+                          "no:cacheprovider", "-o", "addopts=", *ids], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=300)
     collected = {ln.strip() for ln in out.stdout.splitlines() if "::" in ln}
-    missing = [t for t in ids if t not in collected and not any(c.startswith(t + "[") for c in collected)]
+    missing = [t for t in ids
+               if t not in collected and not any(c.startswith(t + "[") for c in collected)]
     assert out.returncode == 0 and missing == [], (missing, out.stdout[-2000:] + out.stderr[-2000:])

@@ -40,7 +40,8 @@ def _predecessor(footprints, decision="table", mode="tail"):
     from lakevilla.markers.marker import MarkerPayload
 
     return MarkerPayload(txn="p", attempt="p-0", table="t", decision=decision, mode=mode,
-                         footprint=None if footprints is None else [fp.to_json() for fp in footprints])
+                         footprint=(None if footprints is None
+                                    else [fp.to_json() for fp in footprints]))
 
 
 def test_overtake_waits_only_for_predecessors_our_commit_can_invalidate():
@@ -51,7 +52,8 @@ def test_overtake_waits_only_for_predecessors_our_commit_can_invalidate():
     from lakevilla.scan.conflicts import Footprint
 
     counts: Counter[str] = Counter()
-    policy = overtake_policy("table", "tail", lambda k, n=1: counts.update({k: n}), lambda f, xs: [f(x) for x in xs])
+    policy = overtake_policy("table", "tail", lambda k, n=1: counts.update({k: n}),
+                             lambda f, xs: [f(x) for x in xs])
     assert isinstance(policy, Overtake)
     for decision, mode in (("record", "tail"), ("gvl", "tail"), ("table", "in_place")):
         assert type(overtake_policy(decision, mode, print, print)) is NeverOvertake

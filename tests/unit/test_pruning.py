@@ -75,7 +75,8 @@ ISSUE_19 = dict(
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @example(**ISSUE_19)
-@given(fs=files(max_files=4, max_rows=6), wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
+@given(fs=files(max_files=4, max_rows=6),
+       wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
        style=st.sampled_from(["ours", "ours", "spark", "f64"]))
 def test_pruning_never_skips_a_file_with_a_matching_row(fs, wheres, style):
     adds = [_add(rows, style) for rows in fs]
@@ -89,7 +90,8 @@ def test_pruning_never_skips_a_file_with_a_matching_row(fs, wheres, style):
         if selected is None:
             continue  # evaluating it raises: the engines raise too
         kept = {a.path for a in prune(pred, adds, SCHEMA, PARTITION)}
-        holding = [add for rows, add in zip(fs, adds, strict=True) if set(selected) & {r["id"] for r in rows}]
+        holding = [add for rows, add in zip(fs, adds, strict=True)
+                   if set(selected) & {r["id"] for r in rows}]
         for add in holding:
             assert add.path in kept, (where, style, fs, add.stats, add.partition_values)
         if holding:  # the conflict test's entry point is the same test
@@ -103,11 +105,13 @@ def test_pruning_does_prune():
     add = _add(full, "ours")
     for where, may in [("i = 3", True), ("i = 6", False), ("i > 5", False), ("i >= 5", True),
                        ("p = 'y'", False), ("s IN ('c', 'd')", False), ("i BETWEEN 6 AND 9", False),
-                       ("i IS NULL", False), ("i = 6 OR p = 'x'", True), ("d < DATE '2024-01-01'", False),
-                       ("NOT (i >= 1)", False), ("NOT (i > 1)", True), ("i <> 1", True), ("q <> 1", False),
+                       ("i IS NULL", False), ("i = 6 OR p = 'x'", True),
+                       ("d < DATE '2024-01-01'", False), ("NOT (i >= 1)", False),
+                       ("NOT (i > 1)", True), ("i <> 1", True), ("q <> 1", False),
                        ("f < 1", False), ("f > 5", True),  # NaN may hide above max
-                       ("i = 5.5", False), ("i = '3'", True), ("p IS NULL", False), ("dec IS NULL", True),
-                       ("st.x = 1", True), ("i + 0 > 100", True), ("FALSE", False), ("i > 1 AND NULL", False)]:
+                       ("i = 5.5", False), ("i = '3'", True), ("p IS NULL", False),
+                       ("dec IS NULL", True), ("st.x = 1", True), ("i + 0 > 100", True),
+                       ("FALSE", False), ("i > 1 AND NULL", False)]:
         assert file_may_match(parse_predicate(where), add, SCHEMA, PARTITION) is may, where
 
 
@@ -125,7 +129,8 @@ def _total_key(x: float) -> tuple[float, float]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(values=st.lists(st.one_of(st.none(), st.sampled_from([0.0, -0.0, float("nan"), 1.5, -2.0, float("inf")]),
+@given(values=st.lists(st.one_of(st.none(), st.sampled_from([0.0, -0.0, float("nan"), 1.5, -2.0,
+                                                              float("inf")]),
                                  st.floats(-10, 10)), min_size=1, max_size=8))
 def test_written_float_bounds_follow_parquet_rules(values):
     """NaN stays out of min/max; a zero min is -0.0 and a zero max +0.0, so that a reader
@@ -150,14 +155,15 @@ def test_written_float_bounds_follow_parquet_rules(values):
 def test_written_decimal_bounds_are_exact():
     import json
 
-    t = pa.table({"w": pa.array([decimal.Decimal("1234567890123456.0001"), decimal.Decimal("-0.0001")],
-                                pa.decimal128(20, 4))})
+    t = pa.table({"w": pa.array([decimal.Decimal("1234567890123456.0001"),
+                                 decimal.Decimal("-0.0001")], pa.decimal128(20, 4))})
     raw = stats_from_table(t)
     assert '"w":1234567890123456.0001' in raw and '"w":-0.0001' in raw
-    assert json.loads(raw, parse_float=decimal.Decimal)["maxValues"]["w"] == decimal.Decimal("1234567890123456.0001")
+    assert (json.loads(raw, parse_float=decimal.Decimal)["maxValues"]["w"]
+            == decimal.Decimal("1234567890123456.0001"))
 
 
-# -- through a lake: reads, updates and deletes -----------------------------------------------------
+# -- through a lake: reads, updates and deletes ----------------------------------------------------
 
 @settings(max_examples=LAKE_EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(fs=files(max_files=3, max_rows=4), wheres=st.lists(predicates(), min_size=1, max_size=3))
@@ -187,9 +193,10 @@ def test_reads_updates_and_deletes_see_every_matching_row(fs, wheres):
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @example(fs=[[_row(0, i=2**53 + 1, s=LONG_S, n=3)], [_row(1, i=None, s="é", p="", q=None)]],
-         wheres=["i = 9007199254740993", "s < 'f'", "n = 300", "q IS NULL", "NOT (s <> 'é')", "p = ''",
-                 "i BETWEEN -4 AND 4", "q NOT IN (1, 2)"], style="spark")
-@given(fs=files(max_files=4, max_rows=6), wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
+         wheres=["i = 9007199254740993", "s < 'f'", "n = 300", "q IS NULL", "NOT (s <> 'é')",
+                 "p = ''", "i BETWEEN -4 AND 4", "q NOT IN (1, 2)"], style="spark")
+@given(fs=files(max_files=4, max_rows=6),
+       wheres=st.lists(predicates(), min_size=PER_EXAMPLE, max_size=PER_EXAMPLE),
        style=st.sampled_from(["ours", "spark", "f64"]))
 def test_python_pruning_of_small_tables_agrees_with_duckdb(fs, wheres, style):
     """Small file lists are pruned in Python (no DuckDB pass); wherever that path decides, it
@@ -242,8 +249,10 @@ def test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against(monke
     fps = [Footprint(predicate=w) for w in ("i = 7", "i = 9", "i > 2 AND i < 1", "i = 1")]
     assert [fp.conflicts_with(c, SCHEMA, PARTITION) for fp in fps[:3]] == [None, None, None]
     assert "may hold rows matching 'i = 1'" in fps[3].conflicts_with(c, SCHEMA, PARTITION)
-    assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION) == (3, 4, fps[3].conflicts_with(c, SCHEMA, PARTITION))
+    assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION) == (
+        3, 4, fps[3].conflicts_with(c, SCHEMA, PARTITION))
     assert len(parsed) == 1
-    assert Footprint(predicate="s = 's5'").conflicts_with(c, SCHEMA, PARTITION) is None  # a column not parsed yet
+    # a column not parsed yet
+    assert Footprint(predicate="s = 's5'").conflicts_with(c, SCHEMA, PARTITION) is None
     assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION)[0] == 3
     assert len(parsed) == 2

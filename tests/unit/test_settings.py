@@ -12,13 +12,13 @@ from lakevilla.vocab import CommitInfo, Decision, InfoKind, MarkerState, RecordS
 
 
 def test_vocabulary_serializes_as_the_bare_strings_it_replaced():
-    assert json.dumps([Decision.GVL, Decision.RECORD, Decision.TABLE, MarkerState.RUNNING, RecordState.ABORTED]) == \
-        '["gvl", "record", "table", "running", "ABORTED"]'
-    info = CommitInfo(txn="t1", attempt="t1.0", features="R,CT", decision=Decision.RECORD, tables=2, marker=5,
-                      txn_tables=["a", "b"])
+    assert json.dumps([Decision.GVL, Decision.RECORD, Decision.TABLE, MarkerState.RUNNING,
+                       RecordState.ABORTED]) == '["gvl", "record", "table", "running", "ABORTED"]'
+    info = CommitInfo(txn="t1", attempt="t1.0", features="R,CT", decision=Decision.RECORD,
+                      tables=2, marker=5, txn_tables=["a", "b"])
     text = json.dumps(info.to_json(), separators=(",", ":"))
-    assert text == ('{"v":1,"kind":"commit","txn":"t1","attempt":"t1.0","features":"R,CT","decision":"record",'
-                    '"tables":2,"marker":5,"txn_tables":["a","b"]}')
+    assert text == ('{"v":1,"kind":"commit","txn":"t1","attempt":"t1.0","features":"R,CT",'
+                    '"decision":"record","tables":2,"marker":5,"txn_tables":["a","b"]}')
     assert CommitInfo.of(json.loads(text)) == info
     assert CommitInfo(kind=InfoKind.CREATE).to_json() == {"v": 1, "kind": "create"}
     assert CommitInfo.of({"v": 1, "kind": "marker"}) is None
@@ -34,8 +34,8 @@ def test_settings_are_checked_once_and_replaced_checked():
     assert s.wait_limit == 8.0  # twice the TTL unless given
     assert s.with_(marker_ttl=1).wait_limit == 2.0 and s.with_(wait_timeout=3).wait_limit == 3.0
     for bad in ({"marker_ttl": 0}, {"marker_ttl": float("nan")}, {"commit_mode": "sideways"},
-                {"max_retries": -1}, {"max_retries": 1.5}, {"max_shifts": True}, {"wait_timeout": -1},
-                {"max_transaction_age": 0}, {"poll_max": "soon"}):
+                {"max_retries": -1}, {"max_retries": 1.5}, {"max_shifts": True},
+                {"wait_timeout": -1}, {"max_transaction_age": 0}, {"poll_max": "soon"}):
         with pytest.raises(InvalidArgumentError):
             LakeSettings(**bad)
     with pytest.raises(InvalidArgumentError):

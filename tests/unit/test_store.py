@@ -106,7 +106,8 @@ def test_delete_many_is_one_request_per_batch_through_every_wrapper(backend, mon
     s.reset()
     before = faults.calls
     s.delete_many(keys + ["d/missing"])
-    assert s.counts == {"delete": 3} and faults.calls - before == 1  # 8 keys, batches of 3; one call
+    # 8 keys, batches of 3; one call
+    assert s.counts == {"delete": 3} and faults.calls - before == 1
     assert list(s.list("d/")) == []
     s.delete_many([])
     assert s.counts["delete"] == 3  # nothing to delete: no request
@@ -119,7 +120,8 @@ def test_list_prefix_start_after_and_pages(backend):
         s.put(k, b"x")
     got = [m.key for m in s.list("t/_delta_log/")]
     assert got == sorted(k for k in keys if k.startswith("t/_delta_log/"))
-    after = [m.key for m in s.list("t/_delta_log/", start_after="t/_delta_log/00000000000000000019.json")]
+    after = [m.key for m in s.list("t/_delta_log/",
+                                   start_after="t/_delta_log/00000000000000000019.json")]
     assert after == [f"t/_delta_log/{i:020d}.json" for i in range(20, 25)]
     page = s.list_page("t/_delta_log/", max_keys=10)
     assert len(page.items) == 10 and page.next_token is not None
@@ -148,7 +150,8 @@ def test_local_put_if_absent_one_winner_across_processes(tmp_path):
     LocalStore(root)
     n, keys = 6, [f"race/{rnd}.json" for rnd in range(5)]
     barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=_race_put_if_absent, args=(root, keys, i, barrier, out)) for i in range(n)]
+    procs = [ctx.Process(target=_race_put_if_absent, args=(root, keys, i, barrier, out))
+             for i in range(n)]
     for p in procs:
         p.start()
     results = [out.get(timeout=60) for _ in range(n * len(keys))]
@@ -181,7 +184,8 @@ def test_local_put_if_match_is_compare_and_swap_across_processes(tmp_path):
     root = str(tmp_path / "lake")
     LocalStore(root).put("counter", b"0")
     out, barrier = ctx.Queue(), ctx.Barrier(4)
-    procs = [ctx.Process(target=_cas_increment, args=(root, "counter", 50, barrier, out)) for _ in range(4)]
+    procs = [ctx.Process(target=_cas_increment, args=(root, "counter", 50, barrier, out))
+             for _ in range(4)]
     for p in procs:
         p.start()
     conflicts = sum(out.get(timeout=120) for _ in procs)
@@ -250,7 +254,8 @@ def test_endpoint_without_conditional_writes_is_refused(moto_endpoint):
 def test_open_store_backends(tmp_path, moto_endpoint):
     assert isinstance(open_store(str(tmp_path)), LocalStore)
     assert isinstance(open_store("file://" + str(tmp_path)), LocalStore)
-    assert isinstance(open_store(f"s3://{make_bucket(moto_endpoint)}", s3_options(moto_endpoint)), RetryingStore)
+    assert isinstance(open_store(f"s3://{make_bucket(moto_endpoint)}", s3_options(moto_endpoint)),
+                      RetryingStore)
     with pytest.raises(InvalidArgumentError):
         open_store("gs://bucket/x")
     with pytest.raises(InvalidArgumentError):
@@ -268,8 +273,8 @@ def test_counting_store_counts_by_kind(tmp_path):
     s.delete("b")
     with pytest.raises(NotFound):
         s.get("missing")
-    assert dict(s.counts) == {"put": 1, "put_if_absent": 1, "get": 2, "put_if_match": 1, "head": 1, "list": 1,
-                              "delete": 1}
+    assert dict(s.counts) == {"put": 1, "put_if_absent": 1, "get": 2, "put_if_match": 1, "head": 1,
+                              "list": 1, "delete": 1}
     assert s.reads == 4 and s.writes == 4
 
 
@@ -294,19 +299,22 @@ def test_retries_absorb_transient_errors_and_resolve_ambiguous_writes(tmp_path):
     s = RetryingStore(flaky, base_delay=0.001)
     s.put("a", b"x")  # calls 1, 2 fail, call 3 succeeds
     assert inner.get("a").data == b"x"
-    etag = s.put_if_absent("b", b"y")  # call 4 writes then "times out"; retry 5 gets 412; call 6 reads back: ours
+    # call 4 writes then "times out"; retry 5 gets 412; call 6 reads back: ours
+    etag = s.put_if_absent("b", b"y")
     assert inner.get("b").data == b"y" and etag == inner.get("b").etag
     s.put_if_match("b", b"z", etag)  # call 7 applies and fails; retry sees 412 and its own bytes
     assert inner.get("b").data == b"z"
     with pytest.raises(PreconditionFailed):
         s.put_if_absent("b", b"other")  # a real conflict stays a conflict
-    always = RetryingStore(FaultInjectingStore(inner, FaultPlan(transient_rate=1.0)), attempts=3, base_delay=0.001)
+    always = RetryingStore(FaultInjectingStore(inner, FaultPlan(transient_rate=1.0)), attempts=3,
+                           base_delay=0.001)
     with pytest.raises(TransientStoreError):
         always.get("a")
 
 
 def test_latency_profile_and_passthrough(tmp_path):
-    p = LatencyProfile(get=0.01, put=0.02, list=0.03, head=0.005, delete=0.004, bytes_per_second=1e6)
+    p = LatencyProfile(get=0.01, put=0.02, list=0.03, head=0.005, delete=0.004,
+                       bytes_per_second=1e6)
     assert p.delay("get") == 0.01
     assert p.delay("put_if_absent", 1000) == pytest.approx(0.021)
     assert p.delay("list") == 0.03
@@ -342,8 +350,8 @@ def test_local_writes_survive_concurrent_pruning_of_empty_directories(tmp_path):
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
 
-    threads = [threading.Thread(target=churn, args=("p",)), threading.Thread(target=churn, args=("q",)),
-               threading.Thread(target=deeper)]
+    threads = [threading.Thread(target=churn, args=("p",)),
+               threading.Thread(target=churn, args=("q",)), threading.Thread(target=deeper)]
     for t in threads:
         t.start()
     for t in threads:
@@ -393,7 +401,8 @@ def test_local_store_fsync_syncs_every_write(tmp_path, monkeypatch):
     plain = lv.Lake(str(tmp_path / "plain"))
     plain.create_table("a", T)
     assert synced == []  # off by default
-    lake = lv.Lake(str(tmp_path / "synced"), store=local.LocalStore(str(tmp_path / "synced"), fsync=True))
+    lake = lv.Lake(str(tmp_path / "synced"),
+                   store=local.LocalStore(str(tmp_path / "synced"), fsync=True))
     lake.create_table("a", T)
     n = len(synced)
     assert n >= 1
