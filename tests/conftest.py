@@ -42,7 +42,8 @@ def pytest_unconfigure(config):
     left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
             and not t.name.startswith(("ThreadPoolExecutor", "lakevilla"))]  # pools end at exit
     if left:
-        sys.stdout.write(f"\nthreads left running after the tests: {[t.name for t in left]}; exiting\n")
+        sys.stdout.write(f"\nthreads left running after the tests: {[t.name for t in left]};"
+                         " exiting\n")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(_exit_status[0])
@@ -102,7 +103,8 @@ class Backend:
     def delta(self, name: str, version: int | None = None):
         from deltalake import DeltaTable
 
-        return DeltaTable(self.table_uri(name), version=version, storage_options=self.storage_options or None)
+        return DeltaTable(self.table_uri(name), version=version,
+                          storage_options=self.storage_options or None)
 
     def delta_rows(self, name: str, version: int | None = None, sort_by: str = "id"):
         import pyarrow as pa
@@ -170,11 +172,16 @@ def spark(request, monkeypatch):
 _LONG_FIRST = (  # measured 2026-11-27 (--durations, two workers): longest first
     "test_upserts_quick", "test_contention_r_commits_everything_dl_aborts", "test_chaos_quick",
     "test_randomized_bank_with_a_crashing_process", "test_compaction_quick_run",
-    "test_bank_with_ct_writers_and_isolated_auditors_in_processes", "test_mixed_lakevilla_and_delta_rs_writers",
-    "test_s3_conditional_races_have_one_winner", "test_isolated_readers_always_see_the_total_during_transfers",
-    "test_quick_run_writes_results_for_every_system_and_client_count", "test_crash_at_every_store_call",
-    "test_pushed_filter_keeps_every_matching_row", "test_pruning_never_skips_a_file_with_a_matching_row",
-    "test_fault_matrix", "test_reads_quick", "test_python_pruning_of_small_tables_agrees_with_duckdb",
+    "test_bank_with_ct_writers_and_isolated_auditors_in_processes",
+    "test_mixed_lakevilla_and_delta_rs_writers",
+    "test_s3_conditional_races_have_one_winner",
+    "test_isolated_readers_always_see_the_total_during_transfers",
+    "test_quick_run_writes_results_for_every_system_and_client_count",
+    "test_crash_at_every_store_call",
+    "test_pushed_filter_keeps_every_matching_row",
+    "test_pruning_never_skips_a_file_with_a_matching_row",
+    "test_fault_matrix", "test_reads_quick",
+    "test_python_pruning_of_small_tables_agrees_with_duckdb",
     "test_alternating_feature_sets_on_one_client_read_every_commit",
 )
 
@@ -196,14 +203,17 @@ def pytest_collection_modifyitems(config, items):
             return 2, 0
         return (1 if "[local" in item.name else 0), rank  # through moto first: the longest
 
-    spark = {"spark", "classic_spark", "connect_spark"}  # `spark` asks for a session by name, at run time
-    together: dict[str, list] = {}  # a module fixture's tests, on one worker and one after the other
+    # `spark` asks for a session by name, at run time
+    spark = {"spark", "classic_spark", "connect_spark"}
+    # a module fixture's tests, on one worker and one after the other
+    together: dict[str, list] = {}
     weights = {id(item): weight(item) for item in items}
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if item.get_closest_marker("spark") or spark & names:
             item.add_marker(pytest.mark.xdist_group("spark"))
-            weights[id(item)] = (-1, 0)  # the largest unit of all (~8 min on one worker): first, not last
+            # the largest unit of all (~8 min on one worker): first, not last
+            weights[id(item)] = (-1, 0)
         elif shared := sorted(_SHARED_RUNS & names):
             item.add_marker(pytest.mark.xdist_group(shared[0]))
             together.setdefault(shared[0], []).append(item)

@@ -21,7 +21,8 @@ class HalfPublished(StoreWrapper):
     may be a table it creates: its version 0 is held the same way). Armed
     by setting ``armed`` (marker claims and other writes pass untouched)."""
 
-    def __init__(self, inner: ObjectStore, first: str, second: str, during: Callable[[], None]) -> None:
+    def __init__(self, inner: ObjectStore, first: str, second: str,
+                 during: Callable[[], None]) -> None:
         super().__init__(inner)
         self.first, self.second, self.during = first, second, during
         self.first_done = threading.Event()
@@ -53,8 +54,8 @@ class HookStore(StoreWrapper):
     deterministically, instead of hoping a sleep lines the two up.
     """
 
-    def __init__(self, inner: ObjectStore, when: Callable[[str, str], bool], hook: Callable[[], None],
-                 repeat: bool = False) -> None:
+    def __init__(self, inner: ObjectStore, when: Callable[[str, str], bool],
+                 hook: Callable[[], None], repeat: bool = False) -> None:
         super().__init__(inner)
         self.when, self.hook, self.repeat, self.fired = when, hook, repeat, 0
 
@@ -91,7 +92,8 @@ def holds_marker(lake, table: str, txn) -> bool:
 
 def claim_now(txn, table: str) -> None:
     """Have LV[R] transaction ``txn`` hold a marker on ``table`` from now on, as it does once it
-    queues (after ``QUEUE_AFTER_CONFLICTS`` races lost to conflicting commits, or its retry budget); in place it claimed at its first write.
+    queues (after ``QUEUE_AFTER_CONFLICTS`` races lost to conflicting commits, or its retry
+    budget); in place it claimed at its first write.
     For tests of what a marker held while statements run does to others."""
     tw = txn.tables[table]
     if tw.marker is None:
@@ -106,7 +108,8 @@ def entries_landed(*txns) -> None:
         txn._parts.journal.settle()
 
 
-def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout: float = 30.0) -> HookStore:
+def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool],
+               timeout: float = 30.0) -> HookStore:
     """``store``, whose first marker claim (put-if-absent) in ``table`` waits until ``cond()``.
     CT and I claim their markers at commit, all at once: this lines up two commits' claims."""
     def wait() -> None:
@@ -115,11 +118,14 @@ def claim_when(store: ObjectStore, table: str, cond: Callable[[], bool], timeout
             assert time.monotonic() < deadline, f"the claim in {table} waited {timeout}s in vain"
             time.sleep(0.005)  # polling the condition we wait for
 
-    return HookStore(store, lambda kind, key: kind == "put_if_absent" and key.startswith(f"{table}/_delta_log/"),
+    return HookStore(store,
+                     lambda kind, key: (kind == "put_if_absent"
+                                        and key.startswith(f"{table}/_delta_log/")),
                      wait)
 
 
-def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object], action: Callable[[object], None],
+def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object],
+                action: Callable[[object], None],
                 kinds: tuple[str, ...] | None = None) -> int:
     """How many store calls ``action`` makes on a fault-free run."""
     probe = FaultInjectingStore(base, FaultPlan(kinds=kinds))
@@ -266,7 +272,8 @@ class ConnectGate:
                 pass
 
 
-def r_transaction_on(steps: list[Callable], holder: dict, queued: bool = False) -> Callable[[str], Callable]:
+def r_transaction_on(steps: list[Callable], holder: dict,
+                     queued: bool = False) -> Callable[[str], Callable]:
     """A crash-sweep action: one R transaction running ``steps`` on a table, its id kept in
     ``holder`` so that the sweep can resume it; ``queued``: it claims its marker before its
     commit (``claim_now``)."""
@@ -285,7 +292,8 @@ def r_transaction_on(steps: list[Callable], holder: dict, queued: bool = False) 
 
 def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable[[str], None],
                                  canon: Callable[[list[dict]], list[dict]], *, every: int = 1,
-                                 later: Callable[[], float]) -> tuple[list[dict], list[dict], dict[str, int]]:
+                                 later: Callable[[], float],
+                                 ) -> tuple[list[dict], list[dict], dict[str, int]]:
     """``steps`` as one R transaction, crashed at every ``every``-th store call (each on a fresh
     table ``setup`` makes identical): after ``recover()`` lakevilla and delta-rs read the table
     entirely before or entirely after it, and an uncommitted one is resumed from its sublogs and
@@ -332,10 +340,12 @@ def sweep_crashes_recover_resume(backend, steps: list[Callable], setup: Callable
             assert "no sublogs" in str(e), label  # died before its first sublog: re-run instead
             seen["re-run"] += 1
             continue
-        for step in steps[len(resumed.operations):]:  # the client issues what the sublogs do not hold
+        # the client issues what the sublogs do not hold
+        for step in steps[len(resumed.operations):]:
             step(resumed, name)
         resumed.commit()
-        assert canon(recoverer.read(name).to_pylist()) == after == canon(backend.delta_rows(name)), label
+        assert (canon(recoverer.read(name).to_pylist()) == after
+                == canon(backend.delta_rows(name))), label
         seen["resumed"] += 1
     return before, after, seen
 
@@ -361,7 +371,8 @@ def clock_at(offset: float) -> Callable[[], float]:
 
 
 def numbered_table(backend, name: str = "t", n: int = 4, **kw):
-    """A lake with table ``name`` ``(id, value)``: ids 1..n, each with value 10 * id, in one file."""
+    """A lake with table ``name`` ``(id, value)``: ids 1..n, each with value 10 * id, in one
+    file."""
     import pyarrow as pa
 
     lake = backend.lake(**kw)
@@ -379,11 +390,13 @@ def two_files(backend):
     return lake
 
 
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = 30.0, extra: Callable | None = None) -> None:
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 30.0,
+               extra: Callable | None = None) -> None:
     """Poll ``cond`` (another thread's progress) until it holds; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {extra() if extra else ''}"
+        assert time.monotonic() < deadline, (
+            f"timed out waiting for {what}: {extra() if extra else ''}")
         time.sleep(0.01)
 
 

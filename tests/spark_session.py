@@ -26,9 +26,11 @@ def start_local_spark(app_name: str = "lakevilla-tests"):
 
     os.environ.pop(CONNECT_FLAG, None)
     spark = local_session(app_name, cores=2, extra={
-        "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2", "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
+        "spark.driver.memory": "1g",
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-        "spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(_free_port())})
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(_free_port())})
     return spark
 
 

@@ -28,7 +28,8 @@ def test_every_command_speaks_json(local_backend, capsys):
         lake.create_table(t, T)
     lake.store.put("a/orphan.parquet", b"PAR1")
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
     txn = dying.begin("R,CT")
     txn.insert("a", {"id": [1], "value": [1]})
     txn.insert("b", {"id": [1], "value": [1]})
@@ -42,9 +43,11 @@ def test_every_command_speaks_json(local_backend, capsys):
     assert rec["committed"] == rec["freed"] == rec["running"] == [] and rec["tables_scanned"] == 2
     code, hist = as_json(capsys, "history", root, "a")
     assert code == 0 and hist["table"] == "a"
+    # newest first
     assert [(v["version"], v["operation"], v["marker"]) for v in hist["versions"]] == [
-        (2, "WRITE", False), (1, "LAKEVILLA MARKER", True), (0, "CREATE TABLE", False)]  # newest first
-    assert hist["versions"][0]["attempt"] == txn.attempt and hist["versions"][0]["features"] == "R,CT"
+        (2, "WRITE", False), (1, "LAKEVILLA MARKER", True), (0, "CREATE TABLE", False)]
+    assert (hist["versions"][0]["attempt"] == txn.attempt
+            and hist["versions"][0]["features"] == "R,CT")
     assert all(abs(v["timestamp"] - time.time()) < 600 for v in hist["versions"])  # seconds, not ms
     assert as_json(capsys, "abandoned", root, "--min-age", "0", "--force") == (
         0, {"files": [{"table": "a", "key": "a/orphan.parquet"}], "deleted": False})
@@ -53,7 +56,8 @@ def test_every_command_speaks_json(local_backend, capsys):
     code, st = as_json(capsys, "status", root)
     assert code == 0 and st["v"] == 1 and {t["name"] for t in st["tables"]} == {"a", "b"}
     code, err = as_json(capsys, "history", root, "../etc")
-    assert code == 2 and err["error"]["type"] == "InvalidTableNameError" and "escapes" in err["error"]["message"]
+    assert (code == 2 and err["error"]["type"] == "InvalidTableNameError"
+            and "escapes" in err["error"]["message"])
 
 
 # -- errors: one line (or one JSON object), exit status 2, no traceback, nothing written ------

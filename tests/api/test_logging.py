@@ -36,20 +36,23 @@ def events(caplog, name: str) -> list[logging.LogRecord]:
 
 def test_silent_by_default():
     """Without logging configured, a redo and a recovery print nothing (NullHandler)."""
-    code = """
+    # the child's two long lines are split as adjacent literals (the string is unchanged)
+    code = ("""
 import tempfile, time, pyarrow as pa, lakevilla as lv
 lake = lv.Lake(tempfile.mkdtemp())
-lake.create_table("a", pa.schema([("id", pa.int64()), ("v", pa.int64())]), data={"id": [1], "v": [0]})
+lake.create_table("a", pa.schema([("id", pa.int64()), ("v", pa.int64())]),"""
+            """ data={"id": [1], "v": [0]})
 first, second = lake.begin("R"), lake.begin("R")
 first.update("a", set={"v": "v + 1"})
 second.update("a", set={"v": "v + 1"})
 first.commit(); second.commit()
 assert second.stats["redos"] == 1
-past = lv.Lake(lake.root_uri, clock=lambda: time.time() - 3600, commit_mode="in_place")  # claims at its write
+past = lv.Lake(lake.root_uri, clock=lambda: time.time() - 3600, commit_mode="in_place")"""
+            """  # claims at its write
 t = past.begin("R"); t.update("a", set={"v": "0"}); past.close()
 assert lake.recover().acted == 1
 print("ok")
-"""
+""")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout == "ok\n" and out.stderr == "", out.stderr
     assert any(isinstance(h, logging.NullHandler) for h in logging.getLogger("lakevilla").handlers)
@@ -87,7 +90,8 @@ def test_a_redo_is_logged(lake, caplog):
     second.commit()
     [rec] = events(caplog, "redo")
     assert rec.lakevilla["txn"] == second.id and rec.lakevilla["table"] == "a"
-    assert rec.lakevilla["statements"] == ["update"] and rec.lakevilla["version"] == first.result.versions["a"]
+    assert (rec.lakevilla["statements"] == ["update"]
+            and rec.lakevilla["version"] == first.result.versions["a"])
     assert "redid 1 statement(s) on a" in rec.getMessage()
 
 
@@ -105,20 +109,22 @@ def test_a_marker_shift_is_logged(local_backend, lake, caplog):
     holder.abort()
     shifts = events(caplog, "shift")
     assert shifts and all(r.lakevilla["txn"] == txn.id for r in shifts)
-    assert "rule IV" in shifts[0].lakevilla["reason"] and set(shifts[0].lakevilla["markers"]) == {"a", "b"}
+    assert ("rule IV" in shifts[0].lakevilla["reason"]
+            and set(shifts[0].lakevilla["markers"]) == {"a", "b"})
 
 
 def test_recoveries_are_logged(local_backend, lake, caplog):
     caplog.set_level(logging.INFO, logger="lakevilla")
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
     decided = dying.begin("R,CT")
     decided.update("a", set={"value": "6"}, where="id = 2")
     decided.update("b", set={"value": "6"}, where="id = 2")
     with pytest.raises(SimulatedCrash):
         decided.commit()  # decided (record COMMITTING), died before writing its table commits
-    past = local_backend.lake(clock=lambda: time.time() - 3600, commit_mode="in_place")  # its markers expired
-    # an hour ago (in place, R claims its marker at its first write)
+    # its markers expired an hour ago (in place, R claims its marker at its first write)
+    past = local_backend.lake(clock=lambda: time.time() - 3600, commit_mode="in_place")
     stalled = past.begin("R")
     stalled.update("a", set={"value": "5"}, where="id = 1")
     past.close()
@@ -128,9 +134,11 @@ def test_recoveries_are_logged(local_backend, lake, caplog):
     assert (freed.lakevilla["attempt"], freed.lakevilla["table"], freed.lakevilla["outcome"]) == (
         stalled.attempt, "a", "freed")
     [rolled] = events(caplog, "roll_forward")
-    assert rolled.lakevilla["attempt"] == decided.attempt and set(rolled.lakevilla["versions"]) == {"a", "b"}
+    assert (rolled.lakevilla["attempt"] == decided.attempt
+            and set(rolled.lakevilla["versions"]) == {"a", "b"})
     [summary] = events(caplog, "recovery_report")
-    assert summary.name == "lakevilla.maintenance" and summary.lakevilla["acted"] == report.acted == 2
+    assert (summary.name == "lakevilla.maintenance"
+            and summary.lakevilla["acted"] == report.acted == 2)
 
 
 def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, caplog, local_backend):
@@ -149,9 +157,10 @@ def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, capl
     for _ in range(2):
         counting = CountingStore(local_backend.store())
         with local_backend.lake(store=counting).transaction("I") as r:
-            assert r.read("a", where="id < 0").num_rows == 0  # no data file can match: the log is the cost
+            # no data file can match: the log is the cost
+            assert r.read("a", where="id < 0").num_rows == 0
         gets.append(counting.counts["get"])
     joined = events(caplog, "join")
-    assert [(r.lakevilla["table"], r.lakevilla["commits"], r.lakevilla["start"]) for r in joined] == [
-        ("a", newest + 1, -1)]
+    assert [(r.lakevilla["table"], r.lakevilla["commits"], r.lakevilla["start"])
+            for r in joined] == [("a", newest + 1, -1)]
     assert gets[0] > newest + 1 > gets[1], gets

@@ -37,11 +37,13 @@ def _bank(root: str) -> None:
 
 
 def _tree(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(root)): p.read_bytes()
+            for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _total(reader, tables=("x", "y")) -> int:
-    return sum(sum(reader.read(t, columns=["balance"]).column("balance").to_pylist()) for t in tables)
+    return sum(sum(reader.read(t, columns=["balance"]).column("balance").to_pylist())
+               for t in tables)
 
 
 def test_a_read_only_lake_reads_everything_and_writes_nothing(tmp_path):
@@ -79,8 +81,8 @@ def test_a_read_only_lake_reads_everything_and_writes_nothing(tmp_path):
     lambda lake: lake.maintenance.cleanup(),
     lambda lake: lake.maintenance.checkpoint("x"),
     lambda lake: lake.maintenance.delete_abandoned_files(min_age=0, force=True),
-], ids=["create_table", "insert", "update", "delete", "overwrite", "merge", "optimize", "add_columns",
-        "create_in_txn", "recover", "cleanup", "checkpoint", "abandoned"])
+], ids=["create_table", "insert", "update", "delete", "overwrite", "merge", "optimize",
+        "add_columns", "create_in_txn", "recover", "cleanup", "checkpoint", "abandoned"])
 def test_a_write_through_a_read_only_lake_is_refused_before_any_request(tmp_path, write):
     root = tmp_path / "lake"
     _bank(str(root))
@@ -125,8 +127,10 @@ def test_read_only_auditors_beside_transfers_always_see_the_total(tmp_path):
             lake = lv.Lake(root)
             for i in range(30):
                 with lake.transaction("R,CT") as txn:
-                    txn.update("x", set={"balance": f"balance - {i % 5 + 1}"}, where=f"id = {i % 2 + 1}")
-                    txn.update("y", set={"balance": f"balance + {i % 5 + 1}"}, where=f"id = {2 - i % 2}")
+                    txn.update("x", set={"balance": f"balance - {i % 5 + 1}"},
+                               where=f"id = {i % 2 + 1}")
+                    txn.update("y", set={"balance": f"balance + {i % 5 + 1}"},
+                               where=f"id = {2 - i % 2}")
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
         finally:
@@ -170,8 +174,8 @@ def test_an_isolated_read_with_credentials_that_cannot_write_keeps_its_cut_to_it
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = (f"mount --bind {root} {root} && mount -o remount,bind,ro {root} && "
            f"exec {sys.executable} {script} {root}")
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", cmd], capture_output=True, text=True,
+                          env=env, timeout=300)
     if proc.returncode != 0 and "mount" in proc.stderr and "{" not in proc.stdout:
         pytest.skip(f"cannot make a read-only mount here: {proc.stderr.strip()}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -33,14 +33,18 @@ def busy_lake(backend):
             txn.insert(t, {"id": [1], "value": [0]})
     live = lake.begin("R")
     live.update("a", set={"value": "1"}, where="id = 1")
-    claim_now(live, "a")  # as after lost commit races: an optimistic R transaction holds no marker before
+    # as after lost commit races: an optimistic R transaction holds no marker before
+    claim_now(live, "a")
     queued = lake.begin("R")
     queued.update("a", set={"value": "2"}, where="id = 1")
     claim_now(queued, "a")  # its marker lies above `live`'s
-    # a client whose markers expired an hour ago, dead at commit: markers claimed, record not written
+    # a client whose markers expired an hour ago, dead at commit: markers claimed, record not
+    # written
     before_record = FaultPlan(crash_before=1, kinds=("put_if_absent",),
-                              predicate=lambda kind, key: key.startswith("_lakevilla/txns/") and key.count("/") == 2)
-    past = backend.lake(clock=lambda: time.time() - 3600, store=FaultInjectingStore(backend.store(), before_record))
+                              predicate=lambda kind, key: (key.startswith("_lakevilla/txns/")
+                                                           and key.count("/") == 2))
+    past = backend.lake(clock=lambda: time.time() - 3600,
+                        store=FaultInjectingStore(backend.store(), before_record))
     stalled = past.begin("R,CT")
     stalled.update("b", set={"value": "3"}, where="id = 1")
     stalled.update("c", set={"value": "3"}, where="id = 1")
@@ -52,8 +56,10 @@ def busy_lake(backend):
     ct.update("e", set={"value": "4"}, where="id = 1")
     with pytest.raises(SimulatedCrash):
         ct.commit()  # decided (record COMMITTING), no table commit written
-    with lake.transaction("I") as known:  # f joins the global log (entry 0): the dying I writer's
-        known.read("f")                   # first global-log write is then its announcement (entry 1)
+    # f joins the global log (entry 0): the dying I writer's first global-log write is then its
+    # announcement (entry 1)
+    with lake.transaction("I") as known:
+        known.read("f")
     announced = _dies_after_deciding(backend, "_lakevilla/gvl/").begin("I")
     announced.update("f", set={"value": "5"}, where="id = 1")
     with pytest.raises(SimulatedCrash):
@@ -62,8 +68,8 @@ def busy_lake(backend):
     optimistic.read("c")  # a read rides along with the next entry
     optimistic.update("b", set={"value": "6"}, where="id = 1")
     entries_landed(optimistic)
-    yield lake, {"live": live, "queued": queued, "stalled": stalled, "ct": ct, "announced": announced,
-                 "optimistic": optimistic}
+    yield lake, {"live": live, "queued": queued, "stalled": stalled, "ct": ct,
+                 "announced": announced, "optimistic": optimistic}
     for txn in (live, queued, optimistic):
         txn.abort()
     lake.close()
@@ -71,7 +77,8 @@ def busy_lake(backend):
 
 def run_cli(capsys, backend, *argv: str) -> tuple[int, str]:
     capsys.readouterr()
-    opts = ["--storage-options", json.dumps(backend.storage_options)] if backend.storage_options else []
+    opts = (["--storage-options", json.dumps(backend.storage_options)]
+            if backend.storage_options else [])
     code = cli([*opts, *argv])
     return code, capsys.readouterr().out
 
@@ -83,14 +90,18 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     assert live.state == "running" and set(live.markers) == {"a"} and live.heartbeat_age < 30
     assert queued.state == "waiting" and queued.waits_for == [tx["live"].attempt]
     stalled = st.transaction(tx["stalled"].attempt)
-    assert stalled.state == "stalled" and set(stalled.markers) == {"b", "c"} and stalled.heartbeat_age > 3000
+    assert (stalled.state == "stalled" and set(stalled.markers) == {"b", "c"}
+            and stalled.heartbeat_age > 3000)
     assert stalled.features == "R,CT" and stalled.age > 3000
     ct = st.transaction(tx["ct"].attempt)
-    assert (ct.state, ct.decided_by, ct.unpublished) == ("decided-unpublished", "record", ["d", "e"])
+    assert (ct.state, ct.decided_by, ct.unpublished) == (
+        "decided-unpublished", "record", ["d", "e"])
     ann = st.transaction(tx["announced"].attempt)
-    assert (ann.state, ann.decided_by, ann.unpublished) == ("decided-unpublished", "global_log", ["f"])
+    assert (ann.state, ann.decided_by, ann.unpublished) == (
+        "decided-unpublished", "global_log", ["f"])
     opt = st.transaction(tx["optimistic"].attempt)
-    assert (opt.state, opt.tables, opt.statements, opt.markers, opt.features) == ("running", ["b", "c"], 1, {}, "R")
+    assert (opt.state, opt.tables, opt.statements, opt.markers, opt.features) == (
+        "running", ["b", "c"], 1, {}, "R")
     assert opt.heartbeat is None and opt.activity_age < 600 and opt.age < 600
     assert live.tables == ["a"] and live.statements == 1
     assert len(st.transactions) == 6 and st.records["COMMITTING"] == 1
@@ -98,7 +109,8 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     assert (g.head, g.oldest, g.entries, g.head_txn) == (1, 0, 2, tx["announced"].attempt)
     assert g.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": False}]
     markers = {m.table: m for ts in st.tables for m in ts.open_markers}
-    assert markers["b"].state == "stalled" and markers["a"].state == "running" and set(markers) == set(TABLES)
+    assert (markers["b"].state == "stalled" and markers["a"].state == "running"
+            and set(markers) == set(TABLES))
 
     # the same from the shell, as JSON and as text
     code, stdout = run_cli(capsys, backend, "status", backend.uri, "--json")
@@ -107,25 +119,30 @@ def test_status_reports_each_transaction_as_what_it_is(busy_lake, backend, capsy
     states = {t["attempt"]: t["state"] for t in out["transactions"]}
     assert states == {tx["live"].attempt: "running", tx["queued"].attempt: "waiting",
                       tx["stalled"].attempt: "stalled", tx["ct"].attempt: "decided-unpublished",
-                      tx["announced"].attempt: "decided-unpublished", tx["optimistic"].attempt: "running"}
+                      tx["announced"].attempt: "decided-unpublished",
+                      tx["optimistic"].attempt: "running"}
     assert out["v"] == 1 and out["global_log"]["head"] == 1 and out["records"]["COMMITTING"] == 1
     assert [t["name"] for t in out["tables"]] == list(TABLES)
     code, text = run_cli(capsys, backend, "status", backend.uri)
     assert code == 0
     for attempt, state in states.items():
-        assert any(attempt in ln and state in ln for ln in text.splitlines()), (attempt, state, text)
-    assert "unpublished: d, e (decided by record)" in text and "unpublished: f (decided by global log)" in text
+        assert any(attempt in ln and state in ln for ln in text.splitlines()), (
+            attempt, state, text)
+    assert ("unpublished: d, e (decided by record)" in text
+            and "unpublished: f (decided by global log)" in text)
 
     # recovery writes every decided commit and undoes the stalled transaction; live ones are left
-    # alone, and so is the announced one's marker until it expires (its commit is written: "decided")
+    # alone, and so is the announced one's marker until it expires (its commit is written:
+    # "decided")
     lake.recover()
     after = lake.status()
     assert {t.attempt: t.state for t in after.transactions} == {
-        tx["live"].attempt: "running", tx["queued"].attempt: "waiting", tx["announced"].attempt: "decided",
-        tx["optimistic"].attempt: "running"}
+        tx["live"].attempt: "running", tx["queued"].attempt: "waiting",
+        tx["announced"].attempt: "decided", tx["optimistic"].attempt: "running"}
     assert after.transaction(tx["announced"].attempt).unpublished == []
     assert after.records == {"COMMITTING": 0, "COMMITTED": 1, "ABORTED": 1}
-    assert after.global_log.pending == [{"table": "f", "attempt": tx["announced"].attempt, "published": True}]
+    assert after.global_log.pending == [
+        {"table": "f", "attempt": tx["announced"].attempt, "published": True}]
 
 
 def test_a_transaction_known_only_by_its_sublogs_is_abandoned_past_the_max_age(local_backend):
@@ -136,7 +153,8 @@ def test_a_transaction_known_only_by_its_sublogs_is_abandoned_past_the_max_age(l
     entries_landed(txn)
     assert [t.state for t in lake.status().transactions] == ["running"]
     later = local_backend.lake(clock=lambda: time.time() + lake.settings.max_transaction_age + 60)
-    assert [(t.attempt, t.state) for t in later.status().transactions] == [(txn.attempt, "abandoned")]
+    assert [(t.attempt, t.state) for t in later.status().transactions] == [
+        (txn.attempt, "abandoned")]
     txn.commit()
     lake.flush()  # the sublogs go behind the commit
     assert lake.status().transactions == []

@@ -13,7 +13,8 @@ import pytest
 import lakevilla as lv
 
 T = pa.schema([("id", pa.int64()), ("v", pa.int64())])
-EPOCH = 1_700_000_000  # seconds (2023-11-14T22:13:20Z): commit file times are set from here, a minute apart
+# seconds (2023-11-14T22:13:20Z): commit file times are set from here, a minute apart
+EPOCH = 1_700_000_000
 
 
 def _table(tmp_path: Path, versions: int = 4) -> tuple[lv.Lake, Path]:
@@ -42,7 +43,8 @@ def test_read_by_version_and_a_version_that_does_not_exist_is_named(tmp_path):
     lake, _ = _table(tmp_path)
     assert [_ids(lake.read("t", version=v)) for v in range(4)] == [[], [1], [1, 2], [1, 2, 3]]
     for bad in (99, 4, -1):
-        with pytest.raises(lv.VersionNotFoundError, match=r"'t' has versions 0\.\.3.*version " + str(bad)):
+        with pytest.raises(lv.VersionNotFoundError,
+                           match=r"'t' has versions 0\.\.3.*version " + str(bad)):
             lake.read("t", version=bad)
     with pytest.raises(lv.InvalidArgumentError, match="version must be an integer"):
         lake.read("t", version="2")  # type: ignore[arg-type]
@@ -51,7 +53,8 @@ def test_read_by_version_and_a_version_that_does_not_exist_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("offset", [0, 30, 60, 119, 121, 180, 10_000])
-def test_read_by_timestamp_is_the_newest_version_at_or_before_it_as_delta_rs_reads_it(tmp_path, offset):
+def test_read_by_timestamp_is_the_newest_version_at_or_before_it_as_delta_rs_reads_it(
+        tmp_path, offset):
     from deltalake import DeltaTable
 
     lake, _ = _table(tmp_path)
@@ -70,8 +73,9 @@ def test_read_by_timestamp_is_the_newest_version_at_or_before_it_as_delta_rs_rea
 
 def test_a_moment_before_the_table_is_refused_naming_its_oldest_version(tmp_path):
     lake, _ = _table(tmp_path)
-    with pytest.raises(lv.VersionNotFoundError, match=r"no version written at or before .*oldest readable "
-                                                      r"version is from 2023-11-14T22:13:20"):
+    with pytest.raises(lv.VersionNotFoundError,
+                       match=r"no version written at or before .*oldest readable "
+                             r"version is from 2023-11-14T22:13:20"):
         lake.read("t", timestamp=_at(EPOCH - 1))
     with pytest.raises(lv.InvalidArgumentError, match="ISO-8601"):
         lake.read("t", timestamp="yesterday")
@@ -83,7 +87,8 @@ def test_times_out_of_order_are_made_monotonic_as_delta_does(tmp_path):
     lake, log = _table(tmp_path)
     os.utime(log / f"{1:020d}.json", (EPOCH + 150, EPOCH + 150))  # after version 2's file
     times = {e.version: e.timestamp.timestamp() for e in lake.history("t")}
-    assert times[1] == EPOCH + 150 and times[2] == pytest.approx(EPOCH + 150.001) and times[3] == EPOCH + 180
+    assert (times[1] == EPOCH + 150 and times[2] == pytest.approx(EPOCH + 150.001)
+            and times[3] == EPOCH + 180)
     assert lake.snapshot("t", timestamp=_at(EPOCH + 130)).version == 0
     assert lake.snapshot("t", timestamp=_at(EPOCH + 150.0005)).version == 1
 
@@ -100,7 +105,8 @@ def test_history_is_typed_newest_first_and_names_lakevilla_transactions(tmp_path
     assert top.features == "R,CT" and top.attempt == txn.attempt and not top.marker
     assert top.timestamp.tzinfo == dt.UTC
     assert hist[1].marker and hist[1].operation == "LAKEVILLA MARKER" and hist[1].txn == txn.id
-    assert hist[2].operation == "WRITE" and hist[2].features == "" and hist[2].metrics["numOutputRows"] == 1
+    assert (hist[2].operation == "WRITE" and hist[2].features == ""
+            and hist[2].metrics["numOutputRows"] == 1)
     assert top.metrics == {"numAddedFiles": 1, "numRemovedFiles": 1, "numOutputRows": 1}
     assert hist[3].operation == "CREATE TABLE" and hist[3].txn is None
     assert [e.version for e in lake.history("t", limit=2)] == [3, 2]
@@ -118,7 +124,8 @@ def test_versions_a_log_clean_up_removed_are_named_as_such(tmp_path):
     fresh = lv.Lake(str(tmp_path / "lake"))
     assert _ids(fresh.read("t", version=5)) == [1, 2, 3, 4, 5]
     assert [e.version for e in fresh.history("t")] == [5]
-    with pytest.raises(lv.VersionNotFoundError, match=r"versions 5\.\.5 \(older commits were removed"):
+    with pytest.raises(lv.VersionNotFoundError,
+                       match=r"versions 5\.\.5 \(older commits were removed"):
         fresh.read("t", version=3)
 
 

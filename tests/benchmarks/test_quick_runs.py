@@ -66,8 +66,10 @@ def test_request_areas_name_what_each_key_is_for():
     want = {"t/_delta_log/00000000000000000007.json": "log:commit",
             "t/_delta_log/00000000000000000010.checkpoint.parquet": "log:checkpoint",
             "t/_delta_log/_last_checkpoint": "log:hint",
-            names.sublog_key("abc", 3): "lakevilla:sublog", names.record_key("abc.1"): "lakevilla:record",
-            f"{names.GVL_DIR}/00000000000000000004.json": "lakevilla:gvl", "t/part-0001.parquet": "data"}
+            names.sublog_key("abc", 3): "lakevilla:sublog",
+            names.record_key("abc.1"): "lakevilla:record",
+            f"{names.GVL_DIR}/00000000000000000004.json": "lakevilla:gvl",
+            "t/part-0001.parquet": "data"}
     assert {k: request_area(k, detail=True) for k in want} == want
     assert {request_area(k) for k in want} == {"log", "lakevilla", "data"}
 
@@ -84,14 +86,16 @@ def test_ycsb_output_shape(ycsb_payload):
         assert r["failure"] is None, (r["system"], r["failure"])
         assert r["ops_committed"] + r["ops_failed"] == 30
         assert _finite_nonneg(r["throughput"]) and r["throughput"] > 0
-        assert isinstance(r["aborts"], int) and r["aborts"] >= 0 and isinstance(r["abort_reasons"], dict)
+        assert (isinstance(r["aborts"], int) and r["aborts"] >= 0
+                and isinstance(r["abort_reasons"], dict))
         for q in r["latency_ms"].values():
             assert _finite_nonneg(q["p50"]) and _finite_nonneg(q["p99"]) and q["p99"] >= q["p50"]
         if r["system"] == "delta-rs":
             assert r["requests_source"] in ("proxy", "n/a")
         else:
             assert r["requests_source"] == "store" and sum(r["requests"].values()) > 0
-            assert sum(r["requests_by_area"].values()) == sum(r["requests"].values())  # every request placed
+            # every request placed
+            assert sum(r["requests_by_area"].values()) == sum(r["requests"].values())
             assert _finite_nonneg(r["requests_per_op"])
         assert r["vs_delta_rs"] is not None and r["vs_LV_DL"] is not None
 
@@ -128,7 +132,8 @@ def test_costs_quick(tmp_path):
         writes = set(costs.SCENARIOS[r["scenario"]]) - {"read"}
         if writes:
             assert r["writes"] > 0
-        elif "I" in (SYSTEMS.get(r["system"]) or "").split(",") and r["state"] == "cold" and r["scenario"] == "read":
+        elif ("I" in (SYSTEMS.get(r["system"]) or "").split(",") and r["state"] == "cold"
+              and r["scenario"] == "read"):
             # the first I transaction on a table the global log does not know joins it: one entry
             assert r["kinds"]["put_if_absent"] >= 1 and r["writes"] <= 3, r
         else:
@@ -141,8 +146,10 @@ def test_costs_quick(tmp_path):
     for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs",
               "isolated_first_read_s", "isolated_known_read_s"):
         assert _finite_nonneg(load[k]) and load[k] > 0
-    # the first isolated read of the table reads every commit once; afterwards the global log knows it
-    assert load["isolated_first_read_requests"]["get"] >= 100 > load["isolated_known_read_requests"]["get"]
+    # the first isolated read of the table reads every commit once; afterwards the global log
+    # knows it
+    assert (load["isolated_first_read_requests"]["get"] >= 100
+            > load["isolated_known_read_requests"]["get"])
     lat = {r["system"]: r for r in payload["latency"]}
     assert set(LV_SYSTEMS) <= set(lat)
     for r in lat.values():  # each ratio is computed from the two measured medians, not set
@@ -155,9 +162,11 @@ def test_tables_quick(tmp_path):
     assert Path(payload["files"][0]).exists() and (tmp_path / "tables.png").stat().st_size > 0
     points = payload["points"]
     have = {(p["system"], p["op"], p["tables"]) for p in points}
-    assert have == {(s, op, n) for s in LV_SYSTEMS for op in ("insert", "update") for n in (1, 2, 4)}
+    assert have == {(s, op, n) for s in LV_SYSTEMS for op in ("insert", "update")
+                    for n in (1, 2, 4)}
     for p in points:
-        assert p["errors"] == [] and p["ok"] == p["reps"], (p["system"], p["op"], p["tables"], p["errors"])
+        assert p["errors"] == [] and p["ok"] == p["reps"], (
+            p["system"], p["op"], p["tables"], p["errors"])
         assert _finite_nonneg(p["latency_ms"]) and _finite_nonneg(p["commit_ms"])
         assert p["reads"] > 0 and p["writes"] >= p["tables"]  # at least one commit per table
     by = {(p["system"], p["op"], p["tables"]): p for p in points}
@@ -176,9 +185,11 @@ def test_ycsb_in_place_commit_mode_keeps_the_invariants(tmp_path):
     payload = ycsb.main(["--quick", "--commit-mode", "in_place", "--clients", "2", "--procs", "0",
                          "--systems", ",".join(marked), "--out", str(tmp_path)])
     assert payload["info"]["commit_mode"] == "in_place" and len(marked) == 4
-    assert {(r["system"], r["mode"]) for r in payload["runs"]} == {(s, m) for s in marked for m in ("op", "client")}
+    assert {(r["system"], r["mode"]) for r in payload["runs"]} == {
+        (s, m) for s in marked for m in ("op", "client")}
     for r in payload["runs"]:
-        assert r["failure"] is None and r["error_count"] == 0, (r["system"], r["failure"], r["errors"])
+        assert r["failure"] is None and r["error_count"] == 0, (
+            r["system"], r["failure"], r["errors"])
         assert r["check"]["ok"], (r["system"], r["mode"], r["check"]["violations"])
 
 
@@ -188,9 +199,11 @@ def test_isolation_quick(tmp_path):
     commit past a concurrent commit on rows it did not read, and loses no update; beside
     R,CT writers, I readers never abort, never see half a transfer, never miss one."""
     payload = isolation.main(["--quick", "--out", str(tmp_path)])
-    assert (tmp_path / "isolation.json").exists() and (tmp_path / "isolation.png").stat().st_size > 0
+    assert ((tmp_path / "isolation.json").exists()
+            and (tmp_path / "isolation.png").stat().st_size > 0)
     reads = {(r["system"], r["scenario"]): r for r in payload["reads"]}
-    assert set(reads) == {(s, sc) for s in isolation.FEATURE_SETS for sc in ("cold", "quiet", "busy")}
+    assert set(reads) == {(s, sc) for s in isolation.FEATURE_SETS
+                          for sc in ("cold", "quiet", "busy")}
     for (system, scenario), r in reads.items():
         assert r["wrong_row_counts"] == 0 and r["writes"] == 0, (system, scenario)
         assert _finite_nonneg(r["median_ms"]) and r["reads"] > 0
@@ -211,7 +224,8 @@ def test_isolation_quick(tmp_path):
     assert set(rows) == set(isolation.FEATURE_SETS)
     for system, r in rows.items():
         assert r["n"] == payload["info"]["reps"] and _finite_nonneg(r["median_ms"]), r
-        if system != "LV[DL]":  # one consistent, fresh cut: no abort, no half transfer, nothing stale
+        # one consistent, fresh cut: no abort, no half transfer, nothing stale
+        if system != "LV[DL]":
             assert r["aborts"] == 0 and r["wrong_totals"] == 0 and r["stale_commits"] == 0, r
             assert r["kinds"]["list"] == 0, r
 
@@ -226,7 +240,8 @@ def test_chaos_quick(tmp_path):
     none younger than the workers' max age)."""
     from benchmarks import chaos
 
-    payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--keep-global", "5", "--out", str(tmp_path)])
+    payload = chaos.main(["--quick", "--features", "R+CT+I,R+CT,I,R,DL", "--keep-global", "5",
+                          "--out", str(tmp_path)])
     assert (tmp_path / "chaos.json").exists() and (tmp_path / "chaos.png").stat().st_size > 0
     assert payload["violations"].keys() >= chaos._VIOLATION_KINDS
     assert all(n == 0 for n in payload["violations"].values()), (payload["violations"],
@@ -236,11 +251,14 @@ def test_chaos_quick(tmp_path):
     assert all(f["committed"] > 0 for f in payload["by_features"].values()), payload["by_features"]
     assert payload["committed"] > 0 and payload["isolated_reads"] > 0
     assert sum(payload["kills"].values()) > 0
-    assert payload["faults"].get("transient", 0) > 0 and payload["faults"].get("applied_then_failed", 0) > 0
+    assert (payload["faults"].get("transient", 0) > 0
+            and payload["faults"].get("applied_then_failed", 0) > 0)
     for step in ("cleanup", "delete_abandoned_files", "recover"):
         assert payload["maintenance"].get(step, 0) > 0, payload["maintenance"]
-    # clean-up trimmed the global log beside running I transactions (entries older than their max age)
-    assert payload["maintenance"].get("cleanup_deleted_global_entries", 0) > 0, payload["maintenance"]
+    # clean-up trimmed the global log beside running I transactions (entries older than their
+    # max age)
+    assert payload["maintenance"].get("cleanup_deleted_global_entries", 0) > 0, (
+        payload["maintenance"])
     assert payload["checks"]["versions_checked"] > 0
 
 
@@ -252,8 +270,8 @@ def test_reads_quick(tmp_path):
     payload = reads.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "reads.json").exists() and (tmp_path / "reads.png").stat().st_size > 0
     rows = payload["reads"]
-    assert {(r["shape"], r["system"]) for r in rows} == {(s, y) for s in reads.SHAPES
-                                                         for y in ("lakevilla", "delta-rs", "duckdb")}
+    assert {(r["shape"], r["system"]) for r in rows} == {
+        (s, y) for s in reads.SHAPES for y in ("lakevilla", "delta-rs", "duckdb")}
     for r in rows:
         assert r["same_rows_as_delta_rs"] is True, (r["shape"], r["system"])
         assert _finite_nonneg(r["median_ms"]) and _finite_nonneg(r["vs_delta_rs"])
@@ -268,8 +286,10 @@ def test_reads_quick(tmp_path):
         assert r["candidates"] == 1 and _finite_nonneg(r["pruned_s"]) and _finite_nonneg(r["txn_s"])
     hist = payload["history"]
     assert hist["commits"] == 25 and hist["last_checkpoint"] == 20
-    assert _finite_nonneg(hist["lakevilla_unslowed_s"]) and _finite_nonneg(hist["ratio_lakevilla_over_delta_rs"])
-    assert hist["lakevilla_requests"]["list"] == 1  # hint, one LIST, then checkpoint and commits together
+    assert (_finite_nonneg(hist["lakevilla_unslowed_s"])
+            and _finite_nonneg(hist["ratio_lakevilla_over_delta_rs"]))
+    # hint, one LIST, then checkpoint and commits together
+    assert hist["lakevilla_requests"]["list"] == 1
 
 
 def test_upserts_quick(tmp_path):
@@ -279,11 +299,12 @@ def test_upserts_quick(tmp_path):
     payload = upserts.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "upserts.json").exists() and (tmp_path / "upserts.png").stat().st_size > 0
     runs = payload["runs"]
-    assert {(r["system"], r["table"]) for r in runs} == {(s, t) for s in parse_systems(upserts.DEFAULT_SYSTEMS)
-                                                        for t in ("plain", "partitioned")}
+    assert {(r["system"], r["table"]) for r in runs} == {
+        (s, t) for s in parse_systems(upserts.DEFAULT_SYSTEMS) for t in ("plain", "partitioned")}
     for r in runs:
         assert r["errors"] == [], r["errors"]
-        assert r["check"]["ok"], (r["system"], r["table"], r["check"])  # no lost update, no double apply
+        # no lost update, no double apply
+        assert r["check"]["ok"], (r["system"], r["table"], r["check"])
         assert r["applied"] + r["given_up"] == r["batches"] and r["throughput"] > 0
         assert r["requests_source"] == "proxy" and r["requests_per_batch"] > 0
         if r["system"] in ("LV[R]", "LV[R,CT]"):
@@ -298,13 +319,14 @@ def test_compaction_quick_run(tmp_path):
     payload = compaction.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "compaction.json").exists() and (tmp_path / "compaction.png").exists()
     rows = payload["results"]
-    assert {(r["system"], r["optimize"]) for r in rows} == {(s, o) for s in ("delta-rs", "LV[DL]", "LV[R]")
-                                                            for o in ("no", "yes")}
+    assert {(r["system"], r["optimize"]) for r in rows} == {
+        (s, o) for s in ("delta-rs", "LV[DL]", "LV[R]") for o in ("no", "yes")}
     assert all(r["rows_ok"] for r in rows)
     for r in rows:
         if r["system"] == "LV[R]":
             assert r["writer_aborts"] == 0 and r["opt_aborts"] == 0 and r["given_up"] == 0
-    assert any(r["files_compacted"] > 0 for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")
+    assert any(r["files_compacted"] > 0
+               for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")
 
 
 # -- the shared client runner (benchmarks/runner.py) ---------------------------------------------
@@ -325,13 +347,17 @@ def test_runner_starts_jobs_together_and_reports_failures(processes):
     readied: list[int] = []
     w = Workers(3, processes=processes)
     try:
-        assert w.run(_runner_job, [0, 1, 2], ticks.append, 120, on_ready=lambda: readied.append(1)) == [0, 2, 4]
+        assert w.run(_runner_job, [0, 1, 2], ticks.append, 120,
+                     on_ready=lambda: readied.append(1)) == [0, 2, 4]
         assert sum(ticks) == 3 and readied == [1]
         assert w.run(_runner_job, [5], ticks.append, 120) == [10]  # the processes are reused
         with pytest.raises(RunFailed, match="never became ready"):
-            w.run(_runner_job, [1, -1], ticks.append, 120)  # a job fails before the gate: the others stop too
-        assert w.run(_runner_job, [3, 4], ticks.append, 120) == [6, 8]  # fresh workers after a failed run
+            # a job fails before the gate: the others stop too
+            w.run(_runner_job, [1, -1], ticks.append, 120)
+        # fresh workers after a failed run
+        assert w.run(_runner_job, [3, 4], ticks.append, 120) == [6, 8]
         with pytest.raises(ValueError):
-            w.run(_runner_job, [1, 2, 3, 4], ticks.append, 120)  # more jobs than workers would never meet
+            # more jobs than workers would never meet
+            w.run(_runner_job, [1, 2, 3, 4], ticks.append, 120)
     finally:
         w.close()

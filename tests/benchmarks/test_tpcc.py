@@ -12,7 +12,8 @@ from benchmarks import tpcc
 from benchmarks.tpcc_schema import QUICK, check_consistency, load
 from benchmarks.tpcc_txns import KINDS, NewOrderInput, TypeStats, run_one
 
-GUARANTEED = ("LV[R,CT]", "LV[R,CT,I]")  # multi-table atomicity + no lost updates: never a violation
+# multi-table atomicity + no lost updates: never a violation
+GUARANTEED = ("LV[R,CT]", "LV[R,CT,I]")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,8 @@ def test_quick_run_writes_results_for_every_system_and_client_count(quick_run):
     clients = payload["config"]["clients"]
     assert 1 in clients and max(clients) > 1
     systems = ["LV[DL]", "LV[R]", "LV[R,CT]", "LV[I]", "LV[R,CT,I]"]
-    assert [(r["system"], r["clients"]) for r in payload["runs"]] == [(s, c) for s in systems for c in clients]
+    assert [(r["system"], r["clients"]) for r in payload["runs"]] == [
+        (s, c) for s in systems for c in clients]
 
 
 def test_every_issued_transaction_is_accounted_for(quick_run):
@@ -79,11 +81,13 @@ def test_concurrent_runs_of_guaranteeing_feature_sets_record_their_aborts(quick_
 def test_clients_in_processes_account_for_every_transaction(tmp_path):
     """The benchmark's default workers (spawned processes, a pool per run), once: the jobs and
     their results cross the process boundary, and the run's outcomes add up."""
-    payload = tpcc.main(["--quick", "--systems", "LV[R,CT]", "--clients", "2", "--out", str(tmp_path)])
+    payload = tpcc.main(["--quick", "--systems", "LV[R,CT]", "--clients", "2",
+                         "--out", str(tmp_path)])
     assert payload["info"]["workers"] == "processes"
     (r,) = payload["runs"]
     assert (r["system"], r["clients"], r["hung"]) == ("LV[R,CT]", 2, False)
-    assert r["issued"] == 2 * payload["config"]["txns_per_client"] == r["committed"] + r["rollbacks"] + r["failed"]
+    assert (r["issued"] == 2 * payload["config"]["txns_per_client"]
+            == r["committed"] + r["rollbacks"] + r["failed"])
     assert r["violations"] == 0 and r["errors"] == 0 and r["partial"] == 0, r["violation_details"]
 
 
@@ -91,14 +95,18 @@ def test_checker_passes_a_fresh_database_and_catches_broken_ones(tmp_path):
     lake = lv.Lake("file://" + str(tmp_path))
     load(lake, QUICK, seed=3)
     assert check_consistency(lake).total == 0
-    with lake.transaction(features="R") as txn:  # condition 2: the next order id runs ahead of the orders
+    # condition 2: the next order id runs ahead of the orders
+    with lake.transaction(features="R") as txn:
         txn.update("district", set={"d_next_o_id": "d_next_o_id + 1"}, where="d_id = 4")
-    with lake.transaction(features="R") as txn:  # condition 1: warehouse YTD no longer the districts' sum
+    # condition 1: warehouse YTD no longer the districts' sum
+    with lake.transaction(features="R") as txn:
         txn.update("warehouse", set={"w_ytd": "w_ytd + 1"})
-    with lake.transaction(features="R") as txn:  # condition 3: a hole among the undelivered orders
+    # condition 3: a hole among the undelivered orders
+    with lake.transaction(features="R") as txn:
         first = QUICK.first_undelivered
         txn.delete("new_order", where=f"no_d_id = 7 AND no_o_id = {first + 1}")
-    with lake.transaction(features="R") as txn:  # condition 4: an order line without its order's count
+    # condition 4: an order line without its order's count
+    with lake.transaction(features="R") as txn:
         txn.delete("order_line", where="ol_d_id = 9 AND ol_o_id = 1 AND ol_number = 1")
     got = check_consistency(lake)
     assert (got.c1, got.c2, got.c3, got.c4) == (1, 1, 1, 1), got.details
@@ -112,8 +120,8 @@ def test_new_order_rollback_is_undone_only_by_a_transaction(tmp_path, features, 
     lake = lv.Lake("file://" + str(tmp_path))
     load(lake, QUICK, seed=5)
     st = TypeStats()
-    inp = NewOrderInput(d_id=3, c_id=5, items=(1, 2, 3, 4, QUICK.items + 1), quantities=(1, 1, 1, 1, 1),
-                        rollback=True)
+    inp = NewOrderInput(d_id=3, c_id=5, items=(1, 2, 3, 4, QUICK.items + 1),
+                        quantities=(1, 1, 1, 1, 1), rollback=True)
     run_one(lake, features, "new_order", inp, st, retries=3, requests=lambda: 0)
     assert (st.rollbacks, st.committed, st.aborts) == (1, 0, 0)
     got = check_consistency(lake)

@@ -27,14 +27,16 @@ from tests.spark_session import (  # noqa: E402
 )
 
 pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
+              pytest.mark.filterwarnings(
+                  "ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
-TYPES = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()), ("day", pa.date32()),
-                   ("at", pa.timestamp("us", tz="UTC")), ("flag", pa.bool_()), ("qty", pa.int32()),
-                   ("amount", pa.decimal128(10, 2))])
+TYPES = pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64()),
+                   ("day", pa.date32()), ("at", pa.timestamp("us", tz="UTC")), ("flag", pa.bool_()),
+                   ("qty", pa.int32()), ("amount", pa.decimal128(10, 2))])
 ACC = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 T0 = dt.datetime(2024, 3, 10, 1, 30, tzinfo=dt.UTC)
-FALL_BACK = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.UTC)  # this and +1h are both 01:30 in New York
+# this and +1h are both 01:30 in New York
+FALL_BACK = dt.datetime(2024, 11, 3, 5, 30, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -56,15 +58,18 @@ def lake(spark, uri, request):
 
 def typed_rows(ids: range) -> list[dict]:
     return [{"id": i, "name": None if i % 7 == 3 else f"n{i:03d}", "score": i * 1.25,
-             "day": dt.date(2024, 1, 1) + dt.timedelta(days=i), "at": T0 + dt.timedelta(seconds=i, microseconds=i),
-             "flag": i % 2 == 0, "qty": None if i % 5 == 4 else i * 10, "amount": decimal.Decimal(i) / 4}
+             "day": dt.date(2024, 1, 1) + dt.timedelta(days=i),
+             "at": T0 + dt.timedelta(seconds=i, microseconds=i),
+             "flag": i % 2 == 0, "qty": None if i % 5 == 4 else i * 10,
+             "amount": decimal.Decimal(i) / 4}
             for i in ids]
 
 
 def spark_df(spark, rows: list[dict], schema: pa.Schema):
     from lakevilla.engines.spark import spark_schema
 
-    return spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows], spark_schema(schema))
+    return spark.createDataFrame([tuple(r[f.name] for f in schema) for r in rows],
+                                 spark_schema(schema))
 
 
 def delta_rows(uri: str, table: str, version: int | None = None) -> list[dict]:
@@ -94,7 +99,8 @@ def test_spark_written_tables_read_the_same_everywhere_at_every_version(spark, l
     with lake.transaction(features="R") as txn:  # non-Spark input goes through Spark too
         assert txn.insert("t", pa.Table.from_pylist(typed_rows(range(20, 25)), schema=TYPES)) == 5
     with lake.transaction(features="R") as txn:
-        assert txn.update("t", set={"score": "score * 2", "name": "upper(name)"}, where="id % 3 = 0") == 9
+        assert txn.update("t", set={"score": "score * 2", "name": "upper(name)"},
+                          where="id % 3 = 0") == 9
     with lake.transaction(features="R") as txn:
         assert txn.delete("t", where="flag AND id > 10") == 7
     expected = typed_rows(range(25))
@@ -108,8 +114,10 @@ def test_spark_written_tables_read_the_same_everywhere_at_every_version(spark, l
     assert spark_table(empty, TYPES).num_rows == 0 and empty.columns == TYPES.names
     for v in range(lake.version("t") + 1):
         assert_all_readers_agree(lake, uri, "t", version=v)
-    for add in lake.snapshot("t").files.values():  # statistics in exactly the embedded engine's format
-        assert add.path.startswith("lv-") and add.size == (lake_dir / "t" / unquote(add.path)).stat().st_size
+    # statistics in exactly the embedded engine's format
+    for add in lake.snapshot("t").files.values():
+        assert (add.path.startswith("lv-")
+                and add.size == (lake_dir / "t" / unquote(add.path)).stat().st_size)
         content = pq.ParquetFile(lake_dir / "t" / unquote(add.path)).read()
         assert json.loads(add.stats) == json.loads(stats_from_table(content))
 
@@ -128,8 +136,9 @@ def test_every_partition_type_reads_and_writes_on_spark(spark, lake, uri, lake_d
     assert canon_rows(spark_table(lake.read("sp"), SPARK_SCHEMA)) == want
     with lv.Lake(uri) as embedded:
         assert canon_rows(embedded.read("sp")) == want
-    for where, ids in {"s = 'a/b'": [0, 1], "s IS NULL": [30, 31], "d = DATE '2024-02-29'": [30, 31],
-                       "d IS NULL": [20, 21], "ts = TIMESTAMPTZ '2024-06-01 00:00:00+00'": [10, 11],
+    for where, ids in {"s = 'a/b'": [0, 1], "s IS NULL": [30, 31],
+                       "d = DATE '2024-02-29'": [30, 31], "d IS NULL": [20, 21],
+                       "ts = TIMESTAMPTZ '2024-06-01 00:00:00+00'": [10, 11],
                        "dec = 1.5": [0, 1], "bo": [0, 1, 30, 31], "i8 = -128": [10, 11]}.items():
         got = spark_table(lake.read("sp", where=where), SPARK_SCHEMA)
         assert sorted(got.column("id").to_pylist()) == ids, where
@@ -139,19 +148,23 @@ def test_every_partition_type_reads_and_writes_on_spark(spark, lake, uri, lake_d
     with lake.transaction(features="R") as txn:
         assert txn.insert("every", every) == N
     assert canon_rows(spark_table(lake.read("every"), every.schema)) == canon_rows(every)
-    assert canon_rows(pa.Table.from_pylist(delta_rows(uri, "every"), every.schema)) == canon_rows(every)
+    assert canon_rows(pa.Table.from_pylist(delta_rows(uri, "every"), every.schema)) == (
+        canon_rows(every))
     with lv.Lake(uri) as embedded:
         assert canon_rows(embedded.read("every")) == canon_rows(every)
 
 
-def test_partitioned_table_round_trips_and_reads_prune_files(spark, classic_spark, lake, uri, lake_dir):
-    schema = pa.schema([("id", pa.int64()), ("region", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
-                        ("value", pa.int64())])
+def test_partitioned_table_round_trips_and_reads_prune_files(spark, classic_spark, lake, uri,
+                                                             lake_dir):
+    schema = pa.schema([("id", pa.int64()), ("region", pa.string()),
+                        ("at", pa.timestamp("us", tz="UTC")), ("value", pa.int64())])
     lake.create_table("p", schema, partition_by=["region", "at"])
     regions = ["eu", "us", None, "a/b:c d%"]
-    rows = [{"id": i, "region": regions[i % 4], "at": FALL_BACK + dt.timedelta(hours=i // 4 % 2), "value": i}
+    rows = [{"id": i, "region": regions[i % 4], "at": FALL_BACK + dt.timedelta(hours=i // 4 % 2),
+             "value": i}
             for i in range(16)]
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")  # the files must not depend on it
+    # the files must not depend on it
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
     try:
         with lake.transaction(features="R") as txn:
             txn.insert("p", spark_df(spark, rows, schema))
@@ -163,19 +176,24 @@ def test_partitioned_table_round_trips_and_reads_prune_files(spark, classic_spar
     assert len(values) == 8
     assert assert_all_readers_agree(lake, uri, "p") == rows
     with lake.transaction(features="R") as txn:
-        tracker = classic_spark.sparkContext.statusTracker()  # the driver serving both kinds of session
+        # the driver serving both kinds of session
+        tracker = classic_spark.sparkContext.statusTracker()
         jobs = set(tracker.getJobIdsForGroup(None))
         df = txn.read("p", where="region = 'eu'")
-        assert set(tracker.getJobIdsForGroup(None)) == jobs, "a read must not run a job before rows are asked for"
+        assert set(tracker.getJobIdsForGroup(None)) == jobs, (
+            "a read must not run a job before rows are asked for")
         files = df.inputFiles()
         assert files and all("/region=eu/" in f for f in files)
         eu = [a for a in lake.snapshot("p").files.values() if a.partition_values["region"] == "eu"]
         assert len(files) == len(eu)
         assert sorted(r.id for r in df.collect()) == [0, 4, 8, 12]
-        assert set(tracker.getJobIdsForGroup(None)) != jobs  # the tracker does see this session's jobs
-        assert txn.update("p", set={"region": "'moved'", "value": "value + 100"}, where="id = 5") == 1
+        # the tracker does see this session's jobs
+        assert set(tracker.getJobIdsForGroup(None)) != jobs
+        assert txn.update("p", set={"region": "'moved'", "value": "value + 100"},
+                          where="id = 5") == 1
     got = assert_all_readers_agree(lake, uri, "p")
-    assert got[5] == {"id": 5, "region": "moved", "at": FALL_BACK + dt.timedelta(hours=1), "value": 105}
+    assert got[5] == {"id": 5, "region": "moved", "at": FALL_BACK + dt.timedelta(hours=1),
+                      "value": 105}
 
 
 def test_spark_updates_a_table_delta_rs_wrote(spark, lake, uri):
@@ -186,12 +204,14 @@ def test_spark_updates_a_table_delta_rs_wrote(spark, lake, uri):
     write_deltalake(f"{uri}/ext", data, partition_by=["tag"])
     assert assert_all_readers_agree(lake, uri, "ext") == sorted_rows(data)
     with lake.transaction(features="R") as txn:
-        assert txn.update("ext", set={"value": "value * 10"}, where="tag = 'a%b' OR tag IS NULL") == 4
+        assert txn.update("ext", set={"value": "value * 10"},
+                          where="tag = 'a%b' OR tag IS NULL") == 4
     got = {r["id"]: r["value"] for r in assert_all_readers_agree(lake, uri, "ext")}
     assert got == {i: i * 10 if i % 4 in (1, 3) else i for i in range(8)}
 
 
-def test_failed_two_table_transaction_leaves_tables_and_storage_unchanged(spark, lake, uri, lake_dir):
+def test_failed_two_table_transaction_leaves_tables_and_storage_unchanged(spark, lake, uri,
+                                                                          lake_dir):
     lake.create_table("a", ACC)
     lake.create_table("b", ACC)
     for t in ("a", "b"):
@@ -240,11 +260,13 @@ def test_spark_and_embedded_transactions_on_the_same_rows_serialize(spark, lake,
         second.update("acc", set={"value": "value + 1"}, where="id < 4")  # on the old snapshot
         first.commit()
     after_first = set(lake.snapshot("acc").files)
-    assert not any(p.startswith("lv-") for p in after_first - before)  # the embedded engine wrote these
+    # the embedded engine wrote these
+    assert not any(p.startswith("lv-") for p in after_first - before)
     second.commit()  # conflicts with `first`: Spark redoes its update on the new snapshot
     assert second.stats["redos"] == 1
     redone = set(lake.snapshot("acc").files) - after_first
-    assert redone and all(p.startswith("lv-") for p in redone)  # written by Spark, not the embedded engine
+    # written by Spark, not the embedded engine
+    assert redone and all(p.startswith("lv-") for p in redone)
     got = {r["id"]: r["value"] for r in assert_all_readers_agree(lake, uri, "acc")}
     assert got == {0: 1, 1: 3, 2: 5, 3: 7, 4: 4, 5: 5}  # value * 2 then + 1: a serial order
 
@@ -265,11 +287,13 @@ def test_every_feature_combination_with_spark(spark, lake, uri, lake_dir, featur
     assert delta_rows(uri, "log") == [{"id": 1, "value": 3}]
     lake.flush()  # files the update and delete replaced inside the transaction are gone
     committed = {f"{t}/{unquote(a.path)}" for t in ("acc", "log")
-                 for _, c in lake._client.log(t).commits_between(-1, lake.version(t)) for a in c.adds}
+                 for _, c in lake._client.log(t).commits_between(-1, lake.version(t))
+                 for a in c.adds}
     assert files_on_disk(lake_dir, ["acc", "log"]) == committed
 
 
-def test_bad_expressions_and_schemas_are_reported_and_write_nothing(spark, lake, uri, lake_dir):
+def test_bad_expressions_and_schemas_are_reported_and_write_nothing(spark, lake, uri,
+                                                                    lake_dir):
     lake.create_table("acc", ACC)
     bad_where = ["nope = 1", "id +", "id + 1", "sum(id) > 1"]
     with lake.transaction(features="R") as txn:
@@ -284,9 +308,11 @@ def test_bad_expressions_and_schemas_are_reported_and_write_nothing(spark, lake,
             txn.insert("acc", spark.range(2).selectExpr("id", "id AS value", "1 AS extra"))
         with pytest.raises(lv.SchemaMismatchError, match="has type string"):
             txn.insert("acc", spark.range(2).selectExpr("id", "'x' AS value"))
-        with pytest.raises(lv.SchemaMismatchError, match="does not fit"):  # a runtime check inside the job
+        # a runtime check inside the job
+        with pytest.raises(lv.SchemaMismatchError, match="does not fit"):
             txn.insert("acc", spark.range(2).selectExpr("id", "CAST(id AS DOUBLE) + 0.5 AS value"))
-        assert txn.insert("acc", spark.range(2).selectExpr("CAST(id AS INT) AS id")) == 2  # widen; fill nulls
+        # widen; fill nulls
+        assert txn.insert("acc", spark.range(2).selectExpr("CAST(id AS INT) AS id")) == 2
         with pytest.raises(lv.InvalidExpressionError, match="REMAINDER_BY_ZERO|zero"):
             txn.update("acc", set={"value": "id % 0"})
     assert embedded_rows(uri, "acc") == [{"id": 0, "value": None}, {"id": 1, "value": None}]
@@ -300,7 +326,8 @@ def test_tables_from_spark_schemas_and_dataframes(spark, lake, uri, lake_dir):
     df = spark_df(spark, typed_rows(range(12)), TYPES)
     assert lake.create_table("from_struct", df.schema).schema == TYPES
     assert lake.create_table("from_frame", df).schema == TYPES
-    assert lake.create_table("from_pandas", pd.DataFrame({"id": [1], "name": ["x"]})).schema == pa.schema(
+    assert lake.create_table("from_pandas",
+                             pd.DataFrame({"id": [1], "name": ["x"]})).schema == pa.schema(
         [("id", pa.int64()), ("name", pa.string())])
     snap = lake.create_table("ctas", data=df, partition_by=["flag"])
     assert snap.version == 0 and snap.schema == TYPES
@@ -308,14 +335,16 @@ def test_tables_from_spark_schemas_and_dataframes(spark, lake, uri, lake_dir):
     assert all(a.path.startswith("lv-") for a in snap.files.values())  # Spark wrote them
     assert assert_all_readers_agree(lake, uri, "ctas") == typed_rows(range(12))
     ids = spark.range(5).selectExpr("id", "id * 2 AS value")  # spark.range: a non-nullable id
-    assert lake.create_table("nullable", data=ids).schema == ACC  # a table from data takes any row later
+    # a table from data takes any row later
+    assert lake.create_table("nullable", data=ids).schema == ACC
     with lake.transaction(features="R") as txn:
         txn.insert("nullable", {"id": [None], "value": [1]})
     from deltalake import DeltaTable
 
     got = pa.table(DeltaTable(f"{uri}/nullable").to_pyarrow_table()).to_pylist()
     assert sorted(got, key=lambda r: r["value"]) == sorted(
-        [{"id": i, "value": 2 * i} for i in range(5)] + [{"id": None, "value": 1}], key=lambda r: r["value"])
+        [{"id": i, "value": 2 * i} for i in range(5)] + [{"id": None, "value": 1}],
+        key=lambda r: r["value"])
     committed = {f"ctas/{unquote(p)}" for p in lake.snapshot("ctas").files}
     assert files_on_disk(lake_dir, ["ctas"]) == committed
 
@@ -336,10 +365,12 @@ def test_a_losing_spark_creator_deletes_the_files_spark_wrote(spark, uri, lake_d
                 loser.create_table("t", data=spark.range(50).selectExpr("id", "id AS value"))
         assert store.fired == 1
         assert delta_rows(uri, "t") == [{"id": 7, "value": 70}]
-        assert files_on_disk(lake_dir, ["t"]) == {f"t/{unquote(p)}" for p in winner.snapshot("t").files}
+        assert files_on_disk(lake_dir, ["t"]) == {f"t/{unquote(p)}"
+                                                  for p in winner.snapshot("t").files}
 
 
-CONNECT_SMOKE = """
+# one long line of the child is split as adjacent literals (the string is unchanged)
+CONNECT_SMOKE = ("""
 import json, os, sys
 import lakevilla as lv
 from pyspark.sql import SparkSession
@@ -348,7 +379,8 @@ spark = (SparkSession.builder.remote("local[2]").config("spark.sql.session.timeZ
 try:
     lake = lv.Lake(sys.argv[1], engine=lv.SparkEngine(spark))
     assert lake.engine.connect
-    lake.create_table("t", data=spark.range(6).selectExpr("id", "id % 2 AS part", "id * 10 AS value"),
+    lake.create_table("t", """
+                   """data=spark.range(6).selectExpr("id", "id % 2 AS part", "id * 10 AS value"),
                       partition_by="part")
     with lake.transaction(features="R,CT") as txn:
         txn.insert("t", spark.range(6, 8).selectExpr("id", "id % 2 AS part", "id * 10 AS value"))
@@ -358,7 +390,7 @@ try:
 finally:
     spark.stop()
 os._exit(0)
-"""
+""")
 
 
 def test_the_engine_works_on_a_local_spark_connect_session_started_as_users_do(tmp_path):
@@ -368,10 +400,11 @@ def test_the_engine_works_on_a_local_spark_connect_session_started_as_users_do(t
     import subprocess
     import sys
 
-    env = {k: v for k, v in os.environ.items() if k not in (CONNECT_FLAG, "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in (CONNECT_FLAG, "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
     uri = f"file://{tmp_path}/lake"
-    out = subprocess.run([sys.executable, "-c", CONNECT_SMOKE, uri], env=env, capture_output=True, text=True,
-                         timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
+    out = subprocess.run([sys.executable, "-c", CONNECT_SMOKE, uri], env=env, capture_output=True,
+                         text=True, timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
     assert out.returncode == 0, out.stderr[-3000:]
     want = [[i, i % 2, i * 10 + (1 if i < 2 else 0)] for i in range(8)]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == want
@@ -391,7 +424,7 @@ def test_spark_insert_benchmark_quick_mode(classic_spark, tmp_path):
     assert (out / "spark_insert.png").stat().st_size > 0
 
 
-# -- expressions (issues 17 and 19): the grammar both engines share, the same values on both ----------
+# -- expressions (issues 17 and 19): the grammar both engines share, the same values on both -----
 
 def test_attacks_are_refused_on_spark_and_write_nothing(spark, lake, uri, lake_dir, tmp_path):
     from tests.expression_cases import ATTACKS_SET, ATTACKS_WHERE
@@ -411,18 +444,22 @@ def test_attacks_are_refused_on_spark_and_write_nothing(spark, lake, uri, lake_d
             w = attack.format(secret=secret)
             with pytest.raises(lv.InvalidExpressionError):
                 lake.read("acc", where=w)
-            for act in (lambda t, w=w: t.read("acc", where=w), lambda t, w=w: t.delete("acc", where=w),
+            for act in (lambda t, w=w: t.read("acc", where=w),
+                        lambda t, w=w: t.delete("acc", where=w),
                         lambda t, w=w: t.update("acc", set={"value": "0"}, where=w)):
-                with pytest.raises(lv.InvalidExpressionError), lake.transaction(features=features) as txn:
+                with pytest.raises(lv.InvalidExpressionError), \
+                        lake.transaction(features=features) as txn:
                     act(txn)
         for attack in ATTACKS_SET:
-            with pytest.raises(lv.InvalidExpressionError), lake.transaction(features=features) as txn:
+            with pytest.raises(lv.InvalidExpressionError), \
+                    lake.transaction(features=features) as txn:
                 txn.update("acc", set={"s": attack.format(secret=secret)}, where="id = 1")
     lake.flush()
     assert files_on_disk(lake_dir, ["acc"]) == disk
     assert sorted((lake_dir / "acc" / "_delta_log").iterdir()) == log
     assert not any(b"secret-7f3a9c" in p.read_bytes() for p in lake_dir.rglob("*") if p.is_file())
-    assert embedded_rows(uri, "acc") == [{"id": 1, "s": "a", "value": 10}, {"id": 2, "s": "b", "value": 20}]
+    assert embedded_rows(uri, "acc") == [{"id": 1, "s": "a", "value": 10},
+                                         {"id": 2, "s": "b", "value": 20}]
 
 
 def test_ordinary_expressions_give_the_same_results_on_both_engines(spark, lake, uri):
@@ -441,45 +478,54 @@ def test_ordinary_expressions_give_the_same_results_on_both_engines(spark, lake,
     t = table()
     checked = [E.check_expression(v, CASES) for v in WHERE + VALUES]
     df = spark.createDataFrame(t, schema=spark_schema(CASES)).orderBy("id")
-    got = df.select(*[spark_expr.condition(c, _ref).alias(f"v{k}") for k, c in enumerate(checked)]).toArrow()
+    got = df.select(*[spark_expr.condition(c, _ref).alias(f"v{k}")
+                      for k, c in enumerate(checked)]).toArrow()
     for k, c in enumerate(checked):
-        want = duck.query(f"SELECT ({c.sql}) AS v FROM __lv_rel0 ORDER BY id", {"__lv_rel0": t}).column("v")
+        want = duck.query(f"SELECT ({c.sql}) AS v FROM __lv_rel0 ORDER BY id",
+                          {"__lv_rel0": t}).column("v")
         theirs = got.column(f"v{k}").to_pylist()
-        assert all(same(a, b) for a, b in zip(want.to_pylist(), theirs, strict=True)), (c.text, want, theirs)
+        assert all(same(a, b) for a, b in zip(want.to_pylist(), theirs, strict=True)), (
+            c.text, want, theirs)
     lake.create_table("x", CASES)
     with lake.transaction(features="R") as txn:
         txn.insert("x", t)
     sample = WHERE[::5]
-    frames = [lake.read("x", where=w).select(F.lit(k).alias("case"), "id") for k, w in enumerate(sample)]
+    frames = [lake.read("x", where=w).select(F.lit(k).alias("case"), "id")
+              for k, w in enumerate(sample)]
     by_spark: dict[int, list[int]] = {k: [] for k in range(len(sample))}
     for r in reduce(lambda a, b: a.unionAll(b), frames).collect():
         by_spark[r["case"]].append(r["id"])
     with lv.Lake(uri) as embedded:
         for k, w in enumerate(sample):
-            assert sorted(by_spark[k]) == sorted(embedded.read("x", where=w).column("id").to_pylist()), w
+            assert sorted(by_spark[k]) == sorted(
+                embedded.read("x", where=w).column("id").to_pylist()), w
 
 
 def test_predicates_are_exact_on_spark(spark, lake, uri):
     """Issue 19's cases through the Spark engine, against the embedded engine on the same table."""
     from tests.unit.test_exact_predicates import SET_ROWS, SETS
 
-    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("a", pa.int64()), ("s", pa.string()),
-                        ("d", pa.date32()), ("st", pa.struct([("x", pa.int64())])), ("x", pa.int64()),
+    schema = pa.schema([("id", pa.int64()), ("f", pa.float64()), ("a", pa.int64()),
+                        ("s", pa.string()), ("d", pa.date32()),
+                        ("st", pa.struct([("x", pa.int64())])), ("x", pa.int64()),
                         ("n", pa.int32()), ("p", pa.string())])
     lake.create_table("e", schema, partition_by=["p"])
-    batches = [[{"id": 1, "f": 1.0, "a": 4, "s": "1", "d": dt.date(2024, 1, 2), "st": {"x": 100}, "x": 1, "n": -3,
-                 "p": ""}, {"id": 2, "f": float("nan"), "a": 9, "s": "10", "d": dt.date(2024, 1, 5), "st": {"x": 1},
-                            "x": 100, "n": 2, "p": "a"}],
-               [{"id": 3, "f": -0.0, "a": 1, "s": "", "d": dt.date(2024, 1, 9), "st": None, "x": 3, "n": 0,
-                 "p": None}]]
+    batches = [[{"id": 1, "f": 1.0, "a": 4, "s": "1", "d": dt.date(2024, 1, 2), "st": {"x": 100},
+                 "x": 1, "n": -3, "p": ""},
+                {"id": 2, "f": float("nan"), "a": 9, "s": "10", "d": dt.date(2024, 1, 5),
+                 "st": {"x": 1}, "x": 100, "n": 2, "p": "a"}],
+               [{"id": 3, "f": -0.0, "a": 1, "s": "", "d": dt.date(2024, 1, 9), "st": None, "x": 3,
+                 "n": 0, "p": None}]]
     for b in batches:
         with lake.transaction(features="R") as txn:
             txn.insert("e", spark_df(spark, b, schema))
-    assert sorted(a.partition_values["p"] or "-" for a in lake.snapshot("e").files.values()) == ["-", "-", "a"]
+    assert sorted(a.partition_values["p"] or "-"
+                  for a in lake.snapshot("e").files.values()) == ["-", "-", "a"]
     wheres = ["f > 5", "f <= 'NaN'::DOUBLE", "f = 0", "a = CAST(3.7 AS INTEGER)", "a = '3.7'",
-              "s = CAST(01 AS VARCHAR)", "d < TIMESTAMP '2024-01-02 03:00:00'", "st.x = 100", "x = 100",
-              "n <= -2.5", "p IS NULL", "p = ''"]
-    frames = [lake.read("e", where=w).select(F.lit(k).alias("case"), "id") for k, w in enumerate(wheres)]
+              "s = CAST(01 AS VARCHAR)", "d < TIMESTAMP '2024-01-02 03:00:00'", "st.x = 100",
+              "x = 100", "n <= -2.5", "p IS NULL", "p = ''"]
+    frames = [lake.read("e", where=w).select(F.lit(k).alias("case"), "id")
+              for k, w in enumerate(wheres)]
     from functools import reduce
 
     by_spark: dict[int, list[int]] = {k: [] for k in range(len(wheres))}
@@ -487,7 +533,8 @@ def test_predicates_are_exact_on_spark(spark, lake, uri):
         by_spark[r["case"]].append(r["id"])
     with lv.Lake(uri) as embedded:
         for k, w in enumerate(wheres):
-            assert sorted(by_spark[k]) == sorted(embedded.read("e", where=w).column("id").to_pylist()), w
+            assert sorted(by_spark[k]) == sorted(
+                embedded.read("e", where=w).column("id").to_pylist()), w
     assert sorted(by_spark[0]) == [2] and sorted(by_spark[10]) == [1, 3]
     with lake.transaction(features="R") as txn:
         assert txn.delete("e", where="f > 5") == 1  # the NaN row
@@ -496,9 +543,12 @@ def test_predicates_are_exact_on_spark(spark, lake, uri):
     with lake.transaction(features="R") as txn:
         txn.insert("sets", pa.Table.from_pylist(SET_ROWS, SETS))
         assert txn.update("sets", set={"m": "m * 2"}, where="k = 2") == 1  # row 1 would overflow
-        assert txn.update("sets", set={"k": "CAST(s AS BIGINT)"}, where="k = 2") == 1  # row 1 is no number
-        txn.update("sets", set={"ts": "'2024-01-02 03:04:05'", "d": "'2024-05-01 10:00:00'"}, where="id = 1")
-        txn.update("sets", set={"n": "f", "dec": "f / 3", "s": "CAST(k + 1 AS VARCHAR)"}, where="true")
+        # row 1 is no number
+        assert txn.update("sets", set={"k": "CAST(s AS BIGINT)"}, where="k = 2") == 1
+        txn.update("sets", set={"ts": "'2024-01-02 03:04:05'", "d": "'2024-05-01 10:00:00'"},
+                   where="id = 1")
+        txn.update("sets", set={"n": "f", "dec": "f / 3", "s": "CAST(k + 1 AS VARCHAR)"},
+                   where="true")
         txn.update("sets", set={"m": "m * 1.5"}, where="id = 2")
     with lv.Lake(uri) as embedded:
         embedded.create_table("sets2", SETS)
@@ -506,16 +556,20 @@ def test_predicates_are_exact_on_spark(spark, lake, uri):
             txn.insert("sets2", pa.Table.from_pylist(SET_ROWS, SETS))
             txn.update("sets2", set={"m": "m * 2"}, where="k = 2")
             txn.update("sets2", set={"k": "CAST(s AS BIGINT)"}, where="k = 2")
-            txn.update("sets2", set={"ts": "'2024-01-02 03:04:05'", "d": "'2024-05-01 10:00:00'"}, where="id = 1")
-            txn.update("sets2", set={"n": "f", "dec": "f / 3", "s": "CAST(k + 1 AS VARCHAR)"}, where="true")
+            txn.update("sets2", set={"ts": "'2024-01-02 03:04:05'", "d": "'2024-05-01 10:00:00'"},
+                       where="id = 1")
+            txn.update("sets2", set={"n": "f", "dec": "f / 3", "s": "CAST(k + 1 AS VARCHAR)"},
+                       where="true")
             txn.update("sets2", set={"m": "m * 1.5"}, where="id = 2")
         want = sorted_rows(embedded.read("sets2"))
     got = assert_all_readers_agree(lake, uri, "sets")
     assert got == want
     assert [(r["k"], r["m"], r["n"]) for r in got] == [(1, 2**62, 2), (42, 9, 4)]
-    for set_, match in [({"m": "m * 4"}, "overflow|Overflow"), ({"k": "CAST(s || 'x' AS BIGINT)"}, "malformed|CAST"),
+    for set_, match in [({"m": "m * 4"}, "overflow|Overflow"),
+                        ({"k": "CAST(s || 'x' AS BIGINT)"}, "malformed|CAST"),
                         ({"dec": "f * 100000"}, "(?i)decimal|out of range")]:
-        with pytest.raises(lv.InvalidExpressionError, match=match), lake.transaction(features="R") as txn:
+        with pytest.raises(lv.InvalidExpressionError, match=match), \
+                lake.transaction(features="R") as txn:
             txn.update("sets", set=set_, where="true")
     assert assert_all_readers_agree(lake, uri, "sets") == want
 
@@ -534,19 +588,22 @@ def test_random_predicates_mean_the_same_on_spark_as_in_duckdb(spark):
     from tests.predicates import as_read, files, predicates
 
     @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(fs=files(max_files=2, max_rows=8), wheres=st.lists(predicates(), min_size=30, max_size=30))
+    @given(fs=files(max_files=2, max_rows=8),
+           wheres=st.lists(predicates(), min_size=30, max_size=30))
     def check(fs, wheres):
         t = pa.Table.from_pylist(as_read([r for rows in fs for r in rows]), P)
         checked = []
         for w in wheres:
             try:
                 c = E.check_where(w, P)
-                want = duck.query(f"SELECT ({c.sql}) AS v FROM __lv_rel0 ORDER BY id", {"__lv_rel0": t})
+                want = duck.query(f"SELECT ({c.sql}) AS v FROM __lv_rel0 ORDER BY id",
+                                  {"__lv_rel0": t})
             except Exception:  # noqa: BLE001 - refused by the grammar, or raises on these rows
                 continue
             checked.append((w, c, want.column("v").to_pylist()))
         df = spark.createDataFrame(t, schema=spark_schema(P)).orderBy("id")
-        got = df.select(*[spark_expr.condition(c, _ref).alias(f"v{k}") for k, (_, c, _) in enumerate(checked)])
+        got = df.select(*[spark_expr.condition(c, _ref).alias(f"v{k}")
+                          for k, (_, c, _) in enumerate(checked)])
         got = got.toArrow()
         for k, (w, _, want) in enumerate(checked):
             assert got.column(f"v{k}").to_pylist() == want, w
@@ -576,11 +633,13 @@ def test_create_table_from_a_dataframe_inside_a_ct_transaction(spark, lake, uri,
     assert delta_rows(uri, "ctas") == [{"id": i, "value": 3 * i} for i in range(6)]
     assert delta_rows(uri, "acc") == [{"id": 1, "value": 11}, {"id": 2, "value": 20}]
     lake.flush()
-    assert files_on_disk(lake_dir, ["ctas"]) == {f"ctas/{unquote(p)}" for p in lake.snapshot("ctas").files}
+    assert files_on_disk(lake_dir, ["ctas"]) == {f"ctas/{unquote(p)}"
+                                                 for p in lake.snapshot("ctas").files}
 
 
 def test_upserts_benchmark_spark_section(classic_spark, tmp_path):
-    """The upserts benchmark's Spark section runs (issue 14): every batch applied once, on both sides."""
+    """The upserts benchmark's Spark section runs (issue 14): every batch applied once, on both
+    sides."""
     from benchmarks import upserts
 
     payload = upserts.main(["--quick", "--clients", "1", "--tables", "plain", "--systems", "LV[R]",
@@ -596,8 +655,8 @@ def test_upserts_benchmark_spark_section(classic_spark, tmp_path):
 
 def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake, uri):
     """Nulls last in both directions and ties broken by the returned columns, as the embedded
-    engine does (tests/statements/test_reads.py holds the reference): a redo on either engine compares
-    the same first rows."""
+    engine does (tests/statements/test_reads.py holds the reference): a redo on either engine
+    compares the same first rows."""
     from tests.statements.test_reads import ORDERED, ORDERED_ROWS
 
     lake.create_table("no", ORDERED)
@@ -605,7 +664,8 @@ def test_order_by_and_limit_give_the_embedded_engines_rows_on_spark(spark, lake,
         txn.insert("no", pa.table(ORDERED_ROWS, schema=ORDERED))
     with lv.Lake(uri) as embedded:
         for kw in [{"order_by": "o", "limit": 3}, {"order_by": ["d DESC", "o"], "limit": 4},
-                   {"order_by": "s desc", "where": "o >= 3"}, {"order_by": "o", "limit": 2, "columns": ["s"]}]:
+                   {"order_by": "s desc", "where": "o >= 3"},
+                   {"order_by": "o", "limit": 2, "columns": ["s"]}]:
             want = embedded.read("no", **kw).to_pylist()
             got = [r.asDict() for r in lake.read("no", **kw).collect()]
             assert got == want, kw

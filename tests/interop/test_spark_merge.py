@@ -10,8 +10,9 @@ from lakevilla.statements.merge import DuplicateMatchError
 
 S = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
 TARGET = [{"id": i, "part": "ab"[i % 2], "v": i} for i in range(9)]
-SOURCE = [{"id": 1, "part": "a", "v": -1}, {"id": 2, "part": "b", "v": 5}, {"id": 7, "part": "b", "v": 3},
-          {"id": 20, "part": "c", "v": 2}, {"id": None, "part": "c", "v": 2}, {"id": 30, "part": None, "v": -4}]
+SOURCE = [{"id": 1, "part": "a", "v": -1}, {"id": 2, "part": "b", "v": 5},
+          {"id": 7, "part": "b", "v": 3}, {"id": 20, "part": "c", "v": 2},
+          {"id": None, "part": "c", "v": 2}, {"id": 30, "part": None, "v": -4}]
 
 
 def _key(r):
@@ -46,11 +47,13 @@ def test_spark_merge_gives_the_embedded_engines_rows(spark, tmp_path, partition_
     df = spark.createDataFrame([tuple(r[f.name] for f in S) for r in SOURCE], spark_schema(S))
     got_m, got = _merged(f"file://{tmp_path}/s", lv.SparkEngine(spark), df, partition_by, "R")
     assert got == want
-    layout = ("num_target_files_added",)  # how many files the engine writes them into is its own business
-    assert {k: v for k, v in got_m.items() if k not in layout} == {k: v for k, v in want_m.items() if k not in layout}
+    # how many files the engine writes them into is its own business
+    layout = ("num_target_files_added",)
+    assert ({k: v for k, v in got_m.items() if k not in layout}
+            == {k: v for k, v in want_m.items() if k not in layout})
     assert want_m["num_target_rows_updated"] == 2 and want_m["num_target_rows_deleted"] == 1
-    assert sorted(pa.table(DeltaTable(f"{tmp_path}/s/t").to_pyarrow_table()).select(S.names).to_pylist(),
-                  key=_key) == got
+    assert sorted(pa.table(DeltaTable(f"{tmp_path}/s/t").to_pyarrow_table())
+                  .select(S.names).to_pylist(), key=_key) == got
 
 
 def test_spark_merge_refuses_duplicate_matches_and_writes_nothing(spark, tmp_path):  # noqa: F811
@@ -72,12 +75,14 @@ def test_spark_merge_with_schema_mode_merge_adds_the_source_columns(spark, tmp_p
     from lakevilla.engines.spark import spark_schema
 
     wide = pa.schema([*S, ("note", pa.string())])
-    src_rows = [{"id": 1, "part": "a", "v": 10, "note": "x"}, {"id": 20, "part": "c", "v": 2, "note": None}]
+    src_rows = [{"id": 1, "part": "a", "v": 10, "note": "x"},
+                {"id": 20, "part": "c", "v": 2, "note": None}]
     got = {}
     for name, engine, src in (
             ("e", None, pa.Table.from_pylist(src_rows, schema=wide)),
-            ("s", lv.SparkEngine(spark), spark.createDataFrame([tuple(r[f.name] for f in wide) for r in src_rows],
-                                                               spark_schema(wide)))):
+            ("s", lv.SparkEngine(spark),
+             spark.createDataFrame([tuple(r[f.name] for f in wide) for r in src_rows],
+                                   spark_schema(wide)))):
         with lv.Lake(f"file://{tmp_path}/{name}", engine=engine) as lake:
             lake.create_table("t", S)
             with lake.transaction("") as txn:
@@ -88,5 +93,5 @@ def test_spark_merge_with_schema_mode_merge_adds_the_source_columns(spark, tmp_p
         with lv.Lake(f"file://{tmp_path}/{name}") as lake:
             got[name] = sorted(lake.read("t").to_pylist(), key=_key)
     assert got["s"] == got["e"]
-    assert [(r["id"], r["v"], r["note"]) for r in got["e"]] == [(0, 0, None), (1, 10, "x"), (2, 2, None),
-                                                               (20, 2, None)]
+    assert [(r["id"], r["v"], r["note"]) for r in got["e"]] == [
+        (0, 0, None), (1, 10, "x"), (2, 2, None), (20, 2, None)]

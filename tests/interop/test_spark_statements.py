@@ -12,7 +12,8 @@ pytest.importorskip("pyspark")
 import lakevilla as lv  # noqa: E402
 
 pytestmark = [pytest.mark.spark,
-              pytest.mark.filterwarnings("ignore:PySpark does not yet fully support pandas:FutureWarning")]
+              pytest.mark.filterwarnings(
+                  "ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
 T = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("p", pa.string())])
 
@@ -41,13 +42,16 @@ def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):  #
         first = lake.version("t")
         with lake.transaction(features) as txn:
             with pytest.raises(lv.DataOutsidePredicateError):
-                txn.overwrite("t", spark.createDataFrame([(99, 1, "a")], "id long, x long, p string"),
+                txn.overwrite("t",
+                              spark.createDataFrame([(99, 1, "a")], "id long, x long, p string"),
                               where="x >= 10")
-            assert txn.overwrite("t", spark.createDataFrame([(50, 50, "b")], "id long, x long, p string"),
+            assert txn.overwrite("t", spark.createDataFrame([(50, 50, "b")],
+                                                            "id long, x long, p string"),
                                  where="x >= 10") == 1
             m = txn.optimize("t", target_file_size=1 << 20)
             txn.add_columns("t", {"note": pa.string()})
-            txn.insert("t", spark.createDataFrame([(60, 6, "a", "n", 1.5)], "id long, x long, p string, "
+            txn.insert("t", spark.createDataFrame([(60, 6, "a", "n", 1.5)],
+                                                  "id long, x long, p string, "
                                                   "note string, w double"), schema_mode="merge")
             if features:
                 assert _ids(txn.read("t", where="note IS NULL")) == [0, 1, 2, 3, 50]

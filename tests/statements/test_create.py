@@ -33,12 +33,15 @@ def test_schema_forms_spark_pandas_arrow(tmp_path):
     from pyspark.sql import types as T
 
     lake = lv.Lake(str(tmp_path / "lake"))
-    struct = T.StructType([T.StructField("id", T.LongType(), False), T.StructField("at", T.TimestampType()),
+    struct = T.StructType([T.StructField("id", T.LongType(), False),
+                           T.StructField("at", T.TimestampType()),
                            T.StructField("tags", T.ArrayType(T.StringType())),
                            T.StructField("amount", T.DecimalType(10, 2))])
     s = lake.create_table("spark", struct).schema
-    assert s == pa.schema([pa.field("id", pa.int64(), nullable=False), ("at", pa.timestamp("us", tz="UTC")),
-                           ("tags", pa.list_(pa.field("element", pa.string()))), ("amount", pa.decimal128(10, 2))])
+    assert s == pa.schema([pa.field("id", pa.int64(), nullable=False),
+                           ("at", pa.timestamp("us", tz="UTC")),
+                           ("tags", pa.list_(pa.field("element", pa.string()))),
+                           ("amount", pa.decimal128(10, 2))])
     frame = pd.DataFrame({"id": [1], "name": ["x"], "score": [0.5]})
     s = lake.create_table("pandas", frame).schema  # a frame's schema: every column nullable
     assert s == pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
@@ -59,15 +62,18 @@ def test_create_with_data_writes_one_version_zero(backend):
     assert snap.version == 0 and lake.version("t") == 0
     lines = [json.loads(x) for x in backend.store().get(V0).data.splitlines()]
     kinds = [next(iter(x)) for x in lines]
-    assert kinds[:3] == ["commitInfo", "protocol", "metaData"] and kinds.count("add") == 3  # eu, us, null
+    # eu, us, null
+    assert kinds[:3] == ["commitInfo", "protocol", "metaData"] and kinds.count("add") == 3
     assert lines[0]["commitInfo"]["operation"] == "CREATE TABLE AS SELECT"
     assert lines[0]["commitInfo"]["operationMetrics"] == {"numFiles": "3", "numOutputRows": "4"}
     assert backend.delta_rows("t") == sorted(pa.table(ROWS).to_pylist(), key=lambda r: r["id"])
     assert backend.delta("t").metadata().partition_columns == ["region"]
     assert data_files(backend) == referenced(lake)
     # an explicit schema wins over the data's (the data is cast to it)
-    lake.create_table("u", pa.schema([("id", pa.int32()), ("value", pa.int64())]), data={"id": [1], "value": [2]})
-    assert lake.schema("u").field("id").type == pa.int32() and lake.read("u").to_pylist() == [{"id": 1, "value": 2}]
+    lake.create_table("u", pa.schema([("id", pa.int32()), ("value", pa.int64())]),
+                      data={"id": [1], "value": [2]})
+    assert (lake.schema("u").field("id").type == pa.int32()
+            and lake.read("u").to_pylist() == [{"id": 1, "value": 2}])
 
 
 def test_bad_data_or_an_existing_table_writes_nothing(backend):
@@ -94,7 +100,8 @@ def test_a_table_created_with_data_is_never_visible_half_made(backend):
         else:
             seen.append(None)
 
-    creator = backend.lake(store=HookStore(backend.store(), lambda kind, key: True, look, repeat=True))
+    creator = backend.lake(store=HookStore(backend.store(), lambda kind, key: True, look,
+                                           repeat=True))
     creator.create_table("t", data=ROWS, partition_by="region")
     look()
     assert set(seen) == {None, 4} and seen[-1] == 4
@@ -109,8 +116,9 @@ def test_concurrent_creator_gets_a_clear_error_and_leaves_nothing(backend):
     # the winner creates the table (reservation, version 0, release) just before the loser
     # reserves the name; the loser takes over the released reservation and finds the table
     res_key = "_lakevilla/creates/t.json"
-    loser = backend.lake(store=HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key == res_key,
-                                         create_first))
+    loser = backend.lake(store=HookStore(
+        backend.store(), lambda kind, key: kind == "put_if_absent" and key == res_key,
+        create_first))
     with pytest.raises(lv.TableExistsError, match="already exists"):
         loser.create_table("t", data=ROWS, partition_by="region")
     assert backend.delta_rows("t") == [{"id": 7, "region": "x", "value": 70}]
@@ -145,7 +153,8 @@ def test_racing_creators_make_exactly_one_table(backend):
 def test_version_zero_applied_but_reported_failed_is_a_success(backend):
     """A timeout after the store applied the put: the creator reads version 0 back, finds its own
     table and keeps the data files it references."""
-    plan = FaultPlan(transient_after={1}, kinds=("put_if_absent",), predicate=lambda kind, key: key == V0)
+    plan = FaultPlan(transient_after={1}, kinds=("put_if_absent",),
+                     predicate=lambda kind, key: key == V0)
     lake = backend.lake(store=FaultInjectingStore(backend.store(), plan))
     assert lake.create_table("t", data=ROWS).version == 0
     assert len(backend.delta_rows("t")) == 4
@@ -154,7 +163,8 @@ def test_version_zero_applied_but_reported_failed_is_a_success(backend):
 def test_version_zero_not_applied_leaves_no_table_and_no_files(backend):
     """Every put of version 0 fails before it is applied: the store layer's read-back finds
     nothing and gives up, and the creator deletes the data files it wrote."""
-    plan = FaultPlan(transient=set(range(1, 100)), kinds=("put_if_absent",), predicate=lambda kind, key: key == V0)
+    plan = FaultPlan(transient=set(range(1, 100)), kinds=("put_if_absent",),
+                     predicate=lambda kind, key: key == V0)
     lake = backend.lake(store=FaultInjectingStore(backend.store(), plan))
     with pytest.raises(lv.StorageError):
         lake.create_table("t", data=ROWS)

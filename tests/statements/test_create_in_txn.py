@@ -46,8 +46,8 @@ def test_created_table_appears_only_when_the_transaction_commits(backend, featur
             txn.abort()
             assert not lake.table_exists("n") and _parquet(backend, "n") == set()
             assert _bal(lake) == 300
-    assert backend.delta_rows("n") == [{"id": 1, "v": 10.0}, {"id": 2, "v": 2.0}, {"id": 3, "v": 3.0},
-                                       {"id": 4, "v": 4.0}]
+    assert backend.delta_rows("n") == [{"id": 1, "v": 10.0}, {"id": 2, "v": 2.0},
+                                       {"id": 3, "v": 3.0}, {"id": 4, "v": 4.0}]
     assert _bal(lake) == 301 and rows(lake.read("acc")) == backend.delta_rows("acc")
     with pytest.raises(lv.TableExistsError):
         lake.begin(features).create_table("n", {"id": "int64"})
@@ -89,8 +89,11 @@ def test_a_concurrent_creator_loses_with_a_clear_error(backend, other):
         th.start()
         th.join(60)
 
-    decide = HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith(
-        "_lakevilla/txns/") and key.count("/") == 2, at_decision)
+    decide = HookStore(backend.store(),
+                       lambda kind, key: (kind == "put_if_absent"
+                                          and key.startswith("_lakevilla/txns/")
+                                          and key.count("/") == 2),
+                       at_decision)
     lake = backend.lake(store=decide)
     with lake.transaction("R,CT") as txn:
         txn.create_table("n", data=NEW)
@@ -155,4 +158,5 @@ def test_status_shows_a_pending_create_until_the_transaction_ends(local_backend)
     assert [(c["table"], c["txn"], c["expired"]) for c in held] == [("n", txn.id, False)]
     txn.abort()
     assert lake.status().creating == []
-    assert lake.maintenance.abandoned_files("n", min_age=0, force=True) == []  # the abort deleted its files
+    # the abort deleted its files
+    assert lake.maintenance.abandoned_files("n", min_age=0, force=True) == []

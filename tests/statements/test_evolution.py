@@ -43,7 +43,8 @@ def test_evolution_matches_delta_rs(features):
              pa.table({"id": pa.array([4], pa.int64()), "d": pa.array([1.5], pa.float64())})]
     with tempfile.TemporaryDirectory() as d:
         ref = f"{d}/ref"
-        write_deltalake(ref, pa.table({"id": pa.array([1, 2], pa.int64()), "x": pa.array([10, 20], pa.int64())}))
+        write_deltalake(ref, pa.table({"id": pa.array([1, 2], pa.int64()),
+                                       "x": pa.array([10, 20], pa.int64())}))
         for s in steps:
             write_deltalake(ref, s, mode="append", schema_mode="merge")
         DeltaTable(ref).alter.add_columns([Field("k", PrimitiveType("integer"), nullable=True)])
@@ -57,15 +58,17 @@ def test_evolution_matches_delta_rs(features):
                 txn.insert("t", s, schema_mode="merge")
             txn.add_columns("t", {"k": pa.int32()})
             if features:  # later statements of the transaction see the new columns
-                assert txn.read("t", where="s IS NULL AND d IS NULL", columns=["id"]).column("id").to_pylist() \
-                    == [1, 2]
+                assert txn.read("t", where="s IS NULL AND d IS NULL",
+                                columns=["id"]).column("id").to_pylist() == [1, 2]
         ours, theirs = DeltaTable(f"{d}/lake/t"), DeltaTable(ref)
-        assert _rows(ours.to_pyarrow_table()) == _rows(theirs.to_pyarrow_table()) == _rows(lake.read("t"))
+        assert (_rows(ours.to_pyarrow_table()) == _rows(theirs.to_pyarrow_table())
+                == _rows(lake.read("t")))
         assert [(f.name, f.type, f.nullable) for f in ours.schema().fields] == \
             [(f.name, f.type, f.nullable) for f in theirs.schema().fields]
         for v in range(first, lake.version("t") + 1):
             DeltaTable(f"{d}/lake/t", version=v).to_pyarrow_table()
-        assert _rows(lake.read("t", where="s = 'a'")) == [{"d": None, "id": 3, "k": None, "s": "a", "x": 30}]
+        assert _rows(lake.read("t", where="s = 'a'")) == [
+            {"d": None, "id": 3, "k": None, "s": "a", "x": 30}]
 
 
 @pytest.mark.parametrize("features", ["", "R"])
@@ -75,9 +78,12 @@ def test_incompatible_changes_are_refused_and_change_nothing(local_backend: Back
     txn = lake.begin(features)
     bad = [
         (lambda: txn.add_columns("t", {"X": pa.string()}), "already exists"),
-        (lambda: txn.add_columns("t", [pa.field("n", pa.int64(), nullable=False)]), "must be nullable"),
-        (lambda: txn.insert("t", {"id": ["text"], "x": [1]}, schema_mode="merge"), "only adds columns"),
-        (lambda: txn.insert("t", {"id": [1.5], "x": [1]}, schema_mode="merge"), "only adds columns"),
+        (lambda: txn.add_columns("t", [pa.field("n", pa.int64(), nullable=False)]),
+         "must be nullable"),
+        (lambda: txn.insert("t", {"id": ["text"], "x": [1]}, schema_mode="merge"),
+         "only adds columns"),
+        (lambda: txn.insert("t", {"id": [1.5], "x": [1]}, schema_mode="merge"),
+         "only adds columns"),
         (lambda: txn.add_columns("t", {"a": pa.int8(), "A": pa.int8()}), "twice"),
     ]
     for fn, why in bad:
@@ -157,7 +163,8 @@ def test_a_resumed_transaction_keeps_the_columns_it_added(local_backend: Backend
     assert [e.kind for e in entries] == ["physical", "physical"]
     later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + 10_000.0)
     resumed = later.resume(crashed.id)
-    assert resumed.read("t", where="id = 7").to_pylist() == [{"id": 7, "x": None, "a": "z", "n": 1.0}]
+    assert resumed.read("t", where="id = 7").to_pylist() == [
+        {"id": 7, "x": None, "a": "z", "n": 1.0}]
     resumed.commit()
     assert lake.schema("t").names == ["id", "x", "a", "n"]
     assert _rows(lake.read("t")) == _rows(local_backend.delta("t").to_pyarrow_table())

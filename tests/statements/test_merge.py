@@ -43,18 +43,22 @@ def _upsert(txn, source, on="id"):
 @pytest.mark.parametrize("features", ["", "R", "R,CT", "I", "R,CT,I"])
 def test_merge_clauses_conditions_and_metrics(backend, features):
     lake = _lake_with(backend, [{"id": i, "part": "a", "v": 10 * i} for i in range(1, 6)])
-    src = [{"id": 2, "part": "a", "v": 1}, {"id": 3, "part": "a", "v": -1}, {"id": 4, "part": "a", "v": 0},
-           {"id": 7, "part": "b", "v": 7}, {"id": 8, "part": "b", "v": -8}]
+    src = [{"id": 2, "part": "a", "v": 1}, {"id": 3, "part": "a", "v": -1},
+           {"id": 4, "part": "a", "v": 0}, {"id": 7, "part": "b", "v": 7},
+           {"id": 8, "part": "b", "v": -8}]
     with lake.transaction(features) as txn:
         m = (txn.merge("t", src, on="target.id = source.id")
              .when_matched_delete("source.v < 0")
              .when_matched_update({"v": "source.v * 100"}, predicate="source.v > 0")
-             .when_not_matched_insert({"id": "source.id", "v": "source.v"}, predicate="source.v > 0")
+             .when_not_matched_insert({"id": "source.id", "v": "source.v"},
+                                      predicate="source.v > 0")
              .execute())
     assert m == {"num_source_rows": 5, "num_target_rows_updated": 1, "num_target_rows_deleted": 1,
-                 "num_target_rows_inserted": 1, "num_target_files_added": 2, "num_target_files_removed": 1}
-    want = [{"id": 1, "part": "a", "v": 10}, {"id": 2, "part": "a", "v": 100}, {"id": 4, "part": "a", "v": 40},
-            {"id": 5, "part": "a", "v": 50}, {"id": 7, "part": None, "v": 7}]
+                 "num_target_rows_inserted": 1, "num_target_files_added": 2,
+                 "num_target_files_removed": 1}
+    want = [{"id": 1, "part": "a", "v": 10}, {"id": 2, "part": "a", "v": 100},
+            {"id": 4, "part": "a", "v": 40}, {"id": 5, "part": "a", "v": 50},
+            {"id": 7, "part": None, "v": 7}]
     assert rows(lake.read("t")) == want == backend.delta_rows("t")
     info = backend.delta("t").history(1)[0]
     assert info["operation"] == "MERGE"
@@ -64,7 +68,8 @@ def test_merge_sources_pandas_and_key_lists(local_backend):
     pd = pytest.importorskip("pandas")
     lake = _lake_with(local_backend, [{"id": 1, "part": "a", "v": 1}])
     with lake.transaction("") as txn:
-        txn.merge("t", pd.DataFrame({"id": [1, 2], "part": ["x", "y"], "v": [5, 6]}), on=["id", "part"]) \
+        txn.merge("t", pd.DataFrame({"id": [1, 2], "part": ["x", "y"], "v": [5, 6]}),
+                  on=["id", "part"]) \
             .when_matched_update_all().when_not_matched_insert_all().execute()
     assert rows(lake.read("t")) == [{"id": 1, "part": "a", "v": 1}, {"id": 1, "part": "x", "v": 5},
                                     {"id": 2, "part": "y", "v": 6}]
@@ -89,8 +94,10 @@ def _unique(rs):
 CLAUSES = {
     "upsert_all": [("when_matched_update_all", ()), ("when_not_matched_insert_all", ())],
     "conditional": [("when_matched_delete", ("source.v <= 0",)),
-                    ("when_matched_update", ({"v": "coalesce(source.v, 0) + target.v"}, "source.v > 1")),
-                    ("when_not_matched_insert", ({"id": "source.id", "part": "source.part", "v": "source.v * 2"},
+                    ("when_matched_update", ({"v": "coalesce(source.v, 0) + target.v"},
+                                             "source.v > 1")),
+                    ("when_not_matched_insert", ({"id": "source.id", "part": "source.part",
+                                                  "v": "source.v * 2"},
                                                  "source.v IS NOT NULL"))],
     "delete_only": [("when_matched_delete", ())],
     "insert_only": [("when_not_matched_insert_all", ("source.part = 'b' OR source.part IS NULL",))],
@@ -104,11 +111,15 @@ def _apply(builder, clauses):
     return builder.execute()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(target=st.lists(ROW, max_size=14).map(_unique), source=st.lists(ROW, max_size=10).map(_unique),
-       files=st.integers(1, 3), partitioned=st.booleans(), clauses=st.sampled_from(sorted(CLAUSES)),
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck),
+          derandomize=True)
+@given(target=st.lists(ROW, max_size=14).map(_unique),
+       source=st.lists(ROW, max_size=10).map(_unique),
+       files=st.integers(1, 3), partitioned=st.booleans(),
+       clauses=st.sampled_from(sorted(CLAUSES)),
        features=st.sampled_from(["", "R"]))
-def test_merge_matches_delta_rs(tmp_path_factory, target, source, files, partitioned, clauses, features):
+def test_merge_matches_delta_rs(tmp_path_factory, target, source, files, partitioned, clauses,
+                                features):
     from deltalake import DeltaTable, write_deltalake
 
     from tests.conftest import Backend
@@ -128,7 +139,8 @@ def test_merge_matches_delta_rs(tmp_path_factory, target, source, files, partiti
     with lake.transaction(features) as txn:
         _apply(txn.merge("t", src, on="target.id = source.id"), CLAUSES[clauses])
     dt = DeltaTable(ref)
-    _apply(dt.merge(src, predicate="target.id = source.id", source_alias="source", target_alias="target"),
+    _apply(dt.merge(src, predicate="target.id = source.id", source_alias="source",
+                    target_alias="target"),
            CLAUSES[clauses])
 
     def key(r):
@@ -137,7 +149,8 @@ def test_merge_matches_delta_rs(tmp_path_factory, target, source, files, partiti
     want = sorted(pa.table(DeltaTable(ref).to_pyarrow_table()).select(S.names).to_pylist(), key=key)
     got = sorted(lake.read("t").to_pylist(), key=key)
     assert got == want
-    ours = sorted(pa.table(backend.delta("t").to_pyarrow_table()).select(S.names).to_pylist(), key=key)
+    ours = sorted(pa.table(backend.delta("t").to_pyarrow_table()).select(S.names).to_pylist(),
+                  key=key)
     assert ours == want  # delta-rs reads the version we wrote
 
 
@@ -151,9 +164,11 @@ def test_merge_rewrites_only_files_whose_keys_can_match(local_backend):
             txn.insert("t", {"id": list(range(base, base + 50)), "part": [p] * 50, "v": [0] * 50})
     before = {a.path for a in lake.snapshot("t").files.values()}
     with lake.transaction("R") as txn:
-        m = _upsert(txn, {"id": [210, 220, 999], "part": ["a", "a", "a"], "v": [1, 1, 1]}, on=["id", "part"])
+        m = _upsert(txn, {"id": [210, 220, 999], "part": ["a", "a", "a"], "v": [1, 1, 1]},
+                    on=["id", "part"])
         op = txn.tables["t"].ops[-1]
-    assert len(op.read_files) == 1  # one file of partition a holds ids 200..249; the rest are pruned
+    # one file of partition a holds ids 200..249; the rest are pruned
+    assert len(op.read_files) == 1
     assert m["num_target_files_removed"] == 1 and m["num_target_rows_updated"] == 2
     assert m["num_target_rows_inserted"] == 1
     after = {a.path for a in lake.snapshot("t").files.values()}
@@ -169,20 +184,23 @@ def test_bad_merges_fail_clearly_and_leave_storage_unchanged(local_backend, feat
     before = local_backend.all_keys()
     src = {"id": [1, 1, 9], "part": ["a", "a", "a"], "v": [1, 2, 3]}
     cases = [
-        (lambda t: t.merge("t", src, on="nope").when_matched_delete().execute(), lv.LakeVillaError, "nope"),
+        (lambda t: t.merge("t", src, on="nope").when_matched_delete().execute(),
+         lv.LakeVillaError, "nope"),
         (lambda t: t.merge("t", src, on="target.id = source.nope").when_matched_delete().execute(),
          lv.InvalidExpressionError, "nope"),
         (lambda t: t.merge("t", src, on="id").when_matched_update({"nope": "1"}).execute(),
          lv.InvalidExpressionError, "no column 'nope'"),
-        (lambda t: t.merge("t", src, on="id").when_not_matched_insert({"id": "target.id"}).execute(),
+        (lambda t: t.merge("t", src, on="id")
+         .when_not_matched_insert({"id": "target.id"}).execute(),
          lv.InvalidExpressionError, "target"),
-        (lambda t: t.merge("t", src, on="id").when_matched_update_all().execute(), DuplicateMatchError,
-         "several source rows"),
+        (lambda t: t.merge("t", src, on="id").when_matched_update_all().execute(),
+         DuplicateMatchError, "several source rows"),
         (lambda t: t.merge("t", src, on="id").execute(), lv.LakeVillaError, "no clause"),
         (lambda t: t.merge("t", {"id": [1]}, on="id").when_matched_update_all().execute(),
          lv.SchemaMismatchError, "no column(s)"),
         (lambda t: t.merge("t", {"id": [1], "v": [0]}, on="id")
-         .when_matched_update({"v": "target.v / source.v"}).execute(), lv.InvalidExpressionError, "merge into"),
+         .when_matched_update({"v": "target.v / source.v"}).execute(),
+         lv.InvalidExpressionError, "merge into"),
     ]
     for fn, err, text in cases:
         with pytest.raises(err, match=None) as info:
@@ -222,7 +240,8 @@ def test_concurrent_insert_of_a_matching_key_is_a_conflict(backend, features):
 
     lake = backend.lake(store=HookStore(backend.store(), when, intrude))
     txn = lake.begin(features)
-    state["armed"] = features == "R"  # R: the other client commits before our commit; "": before our merge's
+    # R: the other client commits before our commit; "": before our merge's
+    state["armed"] = features == "R"
     if features == "":
         state["armed"] = True
         with pytest.raises(lv.TransactionAborted):
@@ -262,7 +281,8 @@ def _later():
 
 def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     _lake_with(local_backend, [{"id": i, "part": "a", "v": 0} for i in range(3)], marker_ttl=5.0)
-    lake0 = local_backend.lake(marker_ttl=5.0, commit_mode="in_place")  # in place R claims at its first write
+    # in place R claims at its first write
+    lake0 = local_backend.lake(marker_ttl=5.0, commit_mode="in_place")
     blocker = lake0.begin("R")
     blocker.insert("t", {"id": [7], "part": ["a"], "v": [70]})  # a running marker below ours
     crashed_lake = local_backend.lake(marker_ttl=5.0, commit_mode="in_place")
@@ -272,16 +292,18 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     assert [e.kind for e in entries] == ["logical"]
     staged = entries[0].statement["merge"]["source_key"]
     assert staged and staged in local_backend.all_keys()
-    crashed_lake._client.heartbeats.forget(txn)  # the client dies here: its transaction is never committed nor aborted
+    # the client dies here: its transaction is never committed nor aborted
+    crashed_lake._client.heartbeats.forget(txn)
     crashed_lake.close()
     blocker.commit()  # id 7 now exists: the merge's "no match" for 7 is stale
     resumed = local_backend.lake(marker_ttl=5.0, clock=_later).resume(txn.id)
     assert [o["kind"] for o in resumed.operations] == ["merge"]
     resumed.commit()
-    assert resumed.stats["redos"] == 1  # against the blocker's fill of a version the crashed client read empty
+    # against the blocker's fill of a version the crashed client read empty
+    assert resumed.stats["redos"] == 1
     got = rows(lake0.read("t"))
-    assert got == [{"id": 0, "part": "a", "v": 0}, {"id": 1, "part": "a", "v": 1}, {"id": 2, "part": "a", "v": 0},
-                   {"id": 7, "part": "a", "v": 71}]
+    assert got == [{"id": 0, "part": "a", "v": 0}, {"id": 1, "part": "a", "v": 1},
+                   {"id": 2, "part": "a", "v": 0}, {"id": 7, "part": "a", "v": 71}]
     assert got == local_backend.delta_rows("t")
     log = local_backend.lake()._client.log("t")  # fresh: lake0 caches the markers it saw
     assert not [v for v, c in log.commits_between(-1, log.latest_version())
@@ -324,7 +346,8 @@ def _run(features, backend, n_workers=3, per=6):
             mine.append((b, batches[b]))
         args.append(mine)
     ready = ctx.Barrier(n_workers)
-    procs = [ctx.Process(target=_merge_worker, args=(backend.uri, backend.storage_options, features, w, a, out, ready))
+    procs = [ctx.Process(target=_merge_worker, args=(backend.uri, backend.storage_options,
+                                                     features, w, a, out, ready))
              for w, a in enumerate(args)]
     for p in procs:
         p.start()
@@ -346,7 +369,8 @@ def test_concurrent_merges_apply_every_batch_exactly_once_under_r(local_backend)
         for k in keys:
             want[k] = want.get(k, 0) + 1
     got = rows(lake.read("t"))
-    assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)  # each batch once, no duplicates
+    # each batch once, no duplicates
+    assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)
     assert got == local_backend.delta_rows("t")
 
 
@@ -362,7 +386,8 @@ def test_concurrent_merges_conflict_under_plain_delta(local_backend):
             for k in batches[b]:
                 want[k] = want.get(k, 0) + 1
     got = rows(lake.read("t"))
-    assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)  # acknowledged ones, once
+    # acknowledged ones, once
+    assert {r["id"]: r["v"] for r in got} == want and len(got) == len(want)
 
 
 # -- crash anywhere in a transaction that merged ------------------------------------------------
@@ -374,7 +399,8 @@ def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
 
     steps = [
         lambda t, name: (t.merge(name, {"id": [1, 9], "part": ["a", "a"], "v": [5, 9]}, on="id")
-                         .when_matched_update({"v": "target.v + source.v"}).when_not_matched_insert_all().execute()),
+                         .when_matched_update({"v": "target.v + source.v"})
+                         .when_not_matched_insert_all().execute()),
         lambda t, name: t.update(name, set={"v": "v * 2"}, where="id = 2"),
     ]
 
@@ -382,10 +408,12 @@ def test_crash_at_every_store_call_of_a_merging_transaction(local_backend):
         lake = local_backend.lake()
         lake.create_table(name, S)
         with lake.transaction("") as txn:
-            txn.insert(name, pa.Table.from_pylist([{"id": i, "part": "a", "v": i} for i in range(4)], schema=S))
+            txn.insert(name, pa.Table.from_pylist(
+                [{"id": i, "part": "a", "v": i} for i in range(4)], schema=S))
 
     before, after, seen = sweep_crashes_recover_resume(local_backend, steps, setup,
-                                                       lambda rs: sorted(rs, key=lambda r: r["id"]), later=_later)
+                                                       lambda rs: sorted(rs, key=lambda r: r["id"]),
+                                                       later=_later)
     assert after != before
     assert all(seen.values()), seen
 
@@ -399,12 +427,12 @@ def test_merge_with_schema_mode_merge_equals_delta_rs_merge_schema(tmp_path, fea
     from deltalake import DeltaTable, write_deltalake
 
     base = pa.Table.from_pylist([{"id": i, "part": "a", "v": i} for i in range(1, 5)], schema=S)
-    src = pa.table({"id": [2, 3, 9], "part": ["a", "b", "c"], "v": [20, 30, 90], "note": ["x", None, "z"],
-                    "score": [1.5, 2.5, None]})
+    src = pa.table({"id": [2, 3, 9], "part": ["a", "b", "c"], "v": [20, 30, 90],
+                    "note": ["x", None, "z"], "score": [1.5, 2.5, None]})
     theirs_path = str(tmp_path / "theirs")
     write_deltalake(theirs_path, base)
-    (DeltaTable(theirs_path).merge(src, "target.id = source.id", source_alias="source", target_alias="target",
-                                   merge_schema=True)
+    (DeltaTable(theirs_path).merge(src, "target.id = source.id", source_alias="source",
+                                   target_alias="target", merge_schema=True)
      .when_matched_update_all().when_not_matched_insert_all().execute())
     want = sorted(DeltaTable(theirs_path).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
 
@@ -415,7 +443,8 @@ def test_merge_with_schema_mode_merge_equals_delta_rs_merge_schema(tmp_path, fea
     with lake.transaction(features) as txn:
         (txn.merge("t", src, on="id", schema_mode="merge")
          .when_matched_update_all().when_not_matched_insert_all().execute())
-        assert txn.read("t").column_names == ["id", "part", "v", "note", "score"]  # later statements see them
+        # later statements see them
+        assert txn.read("t").column_names == ["id", "part", "v", "note", "score"]
     got = rows(lake.read("t"))
     assert got == want
     assert sorted(DeltaTable(str(tmp_path / "ours" / "t")).to_pyarrow_table().to_pylist(),
@@ -429,12 +458,15 @@ def test_merge_schema_mode_is_checked_and_without_it_extra_columns_are_not_added
         txn.merge("t", src, on="id", schema_mode="overwrite")
     with lake.transaction("R") as txn:
         txn.merge("t", src, on="id").when_matched_update_all().execute()
-    assert lake.read("t").column_names == ["id", "part", "v"] and rows(lake.read("t"))[0]["v"] == 5
+    assert (lake.read("t").column_names == ["id", "part", "v"]
+            and rows(lake.read("t"))[0]["v"] == 5)
 
 
 def test_a_source_of_rows_takes_every_key_any_row_has(local_backend):
-    """A list of row dicts: a column only later rows carry is a column (not dropped), NULL elsewhere."""
-    lake = _lake_with(local_backend, [{"id": 1, "part": "a", "v": 1}, {"id": 2, "part": "a", "v": 2}])
+    """A list of row dicts: a column only later rows carry is a column (not dropped), NULL
+    elsewhere."""
+    lake = _lake_with(local_backend, [{"id": 1, "part": "a", "v": 1},
+                                      {"id": 2, "part": "a", "v": 2}])
     with lake.transaction("R") as txn:
         (txn.merge("t", [{"id": 1}, {"id": 2, "v": 7}], on="id")
          .when_matched_update({"v": "coalesce(source.v, target.v)"}).execute())

@@ -54,18 +54,25 @@ def test_read_prunes_by_partition_and_stats(backend):
                                "balance": [10] * 100})
     assert len(lake.snapshot("acc").files) == 3
     got = {}
-    n = _data_gets(store, lake, lambda: got.setdefault("p", lake.read("acc", where="region = 'us'")))
-    assert n == 1 and got["p"].num_rows == 100 and set(got["p"].column("region").to_pylist()) == {"us"}
+    n = _data_gets(store, lake,
+                   lambda: got.setdefault("p", lake.read("acc", where="region = 'us'")))
+    assert (n == 1 and got["p"].num_rows == 100
+            and set(got["p"].column("region").to_pylist()) == {"us"})
     n = _data_gets(store, lake, lambda: got.setdefault("s", lake.read("acc", where="id = 250")))
     assert n == 1 and got["s"].to_pylist() == [{"id": 250, "region": "ap", "balance": 10}]
-    n = _data_gets(store, lake, lambda: got.setdefault("r", lake.read("acc", where="id BETWEEN 150 AND 160 OR id IN (5)")))
+    n = _data_gets(store, lake,
+                   lambda: got.setdefault("r", lake.read(
+                       "acc", where="id BETWEEN 150 AND 160 OR id IN (5)")))
     assert n == 2 and got["r"].num_rows == 12
     n = _data_gets(store, lake, lambda: got.setdefault("none", lake.read("acc", where="id > 1000")))
     assert n == 0 and got["none"].num_rows == 0
-    n = _data_gets(store, lake, lambda: got.setdefault("all", lake.read("acc", where="balance = 10")))
+    n = _data_gets(store, lake,
+                   lambda: got.setdefault("all", lake.read("acc", where="balance = 10")))
     assert n == 3 and got["all"].num_rows == 300
     with lake.transaction(features="R") as txn:  # the same pruning inside a transaction
-        n = _data_gets(store, lake, lambda: got.setdefault("t", txn.read("acc", where="id = 5", columns=["balance"])))
+        n = _data_gets(store, lake,
+                       lambda: got.setdefault("t", txn.read("acc", where="id = 5",
+                                                            columns=["balance"])))
     assert n == 1 and got["t"].to_pylist() == [{"balance": 10}]
 
 
@@ -75,14 +82,16 @@ def test_update_and_delete_rewrite_only_the_files_they_must(backend, features):
     lake.create_table("acc", ACC)
     for i in range(3):
         with lake.transaction(features="") as txn:
-            txn.insert("acc", {"id": list(range(i * 10, i * 10 + 10)), "region": ["eu"] * 10, "balance": [100] * 10})
+            txn.insert("acc", {"id": list(range(i * 10, i * 10 + 10)), "region": ["eu"] * 10,
+                               "balance": [100] * 10})
     before = lake.snapshot("acc").files
     with lake.transaction(features=features) as txn:
         assert txn.update("acc", set={"balance": "balance - 5"}, where="id = 12 OR id = 13") == 2
     after = lake.snapshot("acc").files
     assert len(set(before) - set(after)) == 1 and len(set(after) - set(before)) == 1
     with lake.transaction(features=features) as txn:
-        assert txn.delete("acc", where="id >= 20") == 10  # a whole file goes: removed, nothing added
+        # a whole file goes: removed, nothing added
+        assert txn.delete("acc", where="id >= 20") == 10
         assert txn.update("acc", set={"balance": "0"}, where="id = 999") == 0
     final = lake.snapshot("acc").files
     assert len(final) == 2
@@ -113,7 +122,8 @@ def test_insert_accepts_common_forms_and_fills_missing_nullable_columns(local_ba
         txn.insert("acc", pd.DataFrame({"id": [2], "region": ["eu"], "balance": [2]}))
         txn.insert("acc", {"id": [3], "balance": [3]})
         txn.insert("acc", [{"id": 4, "region": "us", "balance": 4}])
-        txn.insert("acc", pa.table({"ID": pa.array([5], pa.int32()), "Balance": [5]}))  # case, safe widening
+        # case, safe widening
+        txn.insert("acc", pa.table({"ID": pa.array([5], pa.int32()), "Balance": [5]}))
         # rows with different keys: a key only later rows carry is a column, not dropped
         txn.insert("acc", [{"id": 6}, {"id": 7, "region": "ap"}, {"balance": 8, "id": 8}])
     got = rows(lake.read("acc"))
@@ -132,7 +142,8 @@ def test_read_inside_transaction_sees_own_writes_and_a_fixed_snapshot(local_back
     with lake.transaction(features="") as other:  # a concurrent plain Delta append of other rows
         other.insert("acc", {"id": [3], "region": ["eu"], "balance": [30]})
     t1.insert("acc", {"id": [4], "region": ["eu"], "balance": [40]})
-    assert sorted(t1.read("acc", where="id > 0").column("id").to_pylist()) == [1, 2, 4]  # own write, fixed snapshot
+    # own write, fixed snapshot
+    assert sorted(t1.read("acc", where="id > 0").column("id").to_pylist()) == [1, 2, 4]
     with pytest.raises(lv.TransactionAborted, match="invalidates a read"):
         t1.commit()  # the second read (id > 0) missed row 3: a phantom, so no serial order exists
     assert sorted(lake.read("acc").column("id").to_pylist()) == [1, 2, 3]
@@ -150,7 +161,8 @@ def test_concurrent_append_outside_the_read_predicate_does_not_conflict(local_ba
         other.insert("acc", {"id": [3], "region": ["eu"], "balance": [30]})
     t1.update("acc", set={"balance": str(bal + 1)}, where="id = 1")
     t1.commit()
-    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 11}, {"id": 2, "region": "eu", "balance": 20},
+    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 11},
+                                      {"id": 2, "region": "eu", "balance": 20},
                                       {"id": 3, "region": "eu", "balance": 30}]
 
 
@@ -159,19 +171,27 @@ def test_concurrent_append_outside_the_read_predicate_does_not_conflict(local_ba
 BAD_INPUTS = [
     ("unknown table", lv.TableNotFoundError, lambda t: t.read("nope")),
     ("unknown table insert", lv.TableNotFoundError, lambda t: t.insert("nope", {"id": [1]})),
-    ("extra column", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": [1], "colour": ["red"]})),
+    ("extra column", lv.SchemaMismatchError,
+     lambda t: t.insert("acc", {"id": [1], "colour": ["red"]})),
     ("wrong type", lv.SchemaMismatchError, lambda t: t.insert("acc", {"id": ["one"]})),
     ("not insertable", lv.SchemaMismatchError, lambda t: t.insert("acc", 42)),
-    ("rows not dicts", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, (2, "eu", 3)])),
-    ("rows mixed types", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, {"id": "two"}])),
-    ("row column unknown", lv.SchemaMismatchError, lambda t: t.insert("acc", [{"id": 1}, {"id": 2, "colour": "x"}])),
+    ("rows not dicts", lv.SchemaMismatchError,
+     lambda t: t.insert("acc", [{"id": 1}, (2, "eu", 3)])),
+    ("rows mixed types", lv.SchemaMismatchError,
+     lambda t: t.insert("acc", [{"id": 1}, {"id": "two"}])),
+    ("row column unknown", lv.SchemaMismatchError,
+     lambda t: t.insert("acc", [{"id": 1}, {"id": 2, "colour": "x"}])),
     ("where syntax", lv.InvalidExpressionError, lambda t: t.read("acc", where="id = = 1")),
     ("where column", lv.InvalidExpressionError, lambda t: t.delete("acc", where="colour = 'red'")),
     ("where not boolean", lv.InvalidExpressionError, lambda t: t.delete("acc", where="id + 1")),
-    ("where two statements", lv.InvalidExpressionError, lambda t: t.delete("acc", where="true; DROP TABLE x")),
-    ("set column", lv.InvalidExpressionError, lambda t: t.update("acc", set={"colour": "'x'"}, where="id = 1")),
-    ("set syntax", lv.InvalidExpressionError, lambda t: t.update("acc", set={"balance": "balance +"})),
-    ("set type", lv.InvalidExpressionError, lambda t: t.update("acc", set={"balance": "'lots'"}, where="id = 1")),
+    ("where two statements", lv.InvalidExpressionError,
+     lambda t: t.delete("acc", where="true; DROP TABLE x")),
+    ("set column", lv.InvalidExpressionError,
+     lambda t: t.update("acc", set={"colour": "'x'"}, where="id = 1")),
+    ("set syntax", lv.InvalidExpressionError,
+     lambda t: t.update("acc", set={"balance": "balance +"})),
+    ("set type", lv.InvalidExpressionError,
+     lambda t: t.update("acc", set={"balance": "'lots'"}, where="id = 1")),
     ("set empty", lv.InvalidArgumentError, lambda t: t.update("acc", set={})),
     ("escape dots", lv.InvalidTableNameError, lambda t: t.insert("../acc", {"id": [1]})),
     ("escape nested", lv.InvalidTableNameError, lambda t: t.read("a/../../acc")),
@@ -199,8 +219,8 @@ def test_bad_input_raises_a_clear_error_and_changes_nothing(backend, features, c
     assert isinstance(info.value, lv.LakeVillaError)
     lake.flush()
     assert keys() == before
-    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 10}, {"id": 2, "region": "us",
-                                                                                 "balance": 20}]
+    assert rows(lake.read("acc")) == [{"id": 1, "region": "eu", "balance": 10},
+                                      {"id": 2, "region": "us", "balance": 20}]
 
 
 def test_create_table_errors(local_backend):

@@ -44,7 +44,8 @@ def test_optimize_compacts_per_partition_and_changes_no_row(backend: Backend, fe
         m = txn.optimize("t", target_file_size=1 << 20)
         if features:
             assert _ids(txn.read("t")) == before  # later statements see the compacted view
-    assert (m["files_removed"], m["files_added"], m["partitions_optimized"], m["rows"]) == (12, 2, 2, 12)
+    assert (m["files_removed"], m["files_added"], m["partitions_optimized"], m["rows"]) == (
+        12, 2, 2, 12)
     snap = lake.snapshot("t")
     assert sorted(a.partition_values["p"] for a in snap.files.values()) == ["a", "b"]
     assert _ids(lake.read("t")) == before == [r["id"] for r in backend.delta_rows("t")]
@@ -99,7 +100,8 @@ def test_optimize_conflicts_only_on_its_own_files(backend: Backend, features):
     opt = lake.begin(features)
     opt.optimize("t", where="p = 'a' OR p = 'b'", target_file_size=1 << 20)
     with lake.transaction("") as w:
-        w.insert("t", {"id": [200], "x": [0], "p": ["a"]})  # blind append into a compacted partition
+        # blind append into a compacted partition
+        w.insert("t", {"id": [200], "x": [0], "p": ["a"]})
         w.delete("t", where="id = 500")  # a file the compaction did not touch
     opt.commit()
     assert opt.stats["conflicts"] == 0
@@ -136,11 +138,13 @@ def test_a_compaction_does_not_invalidate_a_concurrent_reader(local_backend: Bac
         writer.commit()
     reader.commit()
     assert reader.stats["conflicts"] == 0
-    assert {r["id"]: r["x"] for r in lake.read("t").to_pylist()} == {0: 0, 10: 1, 20: 2, 30: 3, 40: 4}
+    assert {r["id"]: r["x"] for r in lake.read("t").to_pylist()} == {
+        0: 0, 10: 1, 20: 2, 30: 3, 40: 4}
 
 
 def _writer(uri: str, opts: dict, w: int, n: int, out, start=None) -> None:
-    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)  # a loaded machine waits, never aborts
+    # a loaded machine waits, never aborts
+    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)
     if start is not None:
         start.wait(120)  # the optimizer is up: the writes and the compactions overlap
     acked, deleted, aborts = [], [], []
@@ -164,7 +168,8 @@ def _writer(uri: str, opts: dict, w: int, n: int, out, start=None) -> None:
 def _optimizer(uri: str, opts: dict, start, writers_done, out) -> None:
     """Compacts while the writers run: each round waits until they committed two more
     versions (a condition on the log, not a time), so every round has new small files."""
-    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)  # a loaded machine waits, never aborts
+    # a loaded machine waits, never aborts
+    lake = lv.Lake(uri, storage_options=opts or None, wait_timeout=300.0)
     aborts: list[str] = []
     redos = compacted = rounds = 0
     seen = lake.version("t")
@@ -194,8 +199,10 @@ def test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing(local
     out = ctx.Queue()
     per = 24
     start, writers_done = ctx.Event(), ctx.Event()
-    procs = [ctx.Process(target=_writer, args=(local_backend.uri, {}, w, per, out, start)) for w in range(2)]
-    procs.append(ctx.Process(target=_optimizer, args=(local_backend.uri, {}, start, writers_done, out)))
+    procs = [ctx.Process(target=_writer, args=(local_backend.uri, {}, w, per, out, start))
+             for w in range(2)]
+    procs.append(ctx.Process(target=_optimizer,
+                             args=(local_backend.uri, {}, start, writers_done, out)))
     for p in procs:
         p.start()
     results = [out.get(timeout=600) for _ in procs[:2]]

@@ -50,7 +50,8 @@ row = st.fixed_dictionaries({"id": st.integers(0, 40), "x": st.none() | st.integ
                              "p": st.sampled_from(["a", "b", "c"]) | st.none()})
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(row, min_size=1, max_size=6), min_size=1, max_size=4),
        new=st.lists(row, max_size=6), pred=st.sampled_from(range(len(PREDICATES)) ) | st.none(),
        partitioned=st.booleans(), features=st.sampled_from(["", "R"]))
@@ -91,7 +92,8 @@ def test_overwrite_in_every_feature_set(backend: Backend, features):
         txn.overwrite("t", _table([{"id": 100, "x": 100, "p": "a"}]), where="p = 'a'")
         txn.overwrite("t", _table([{"id": 101, "x": 7, "p": "b"}]), where="x >= 5 AND p = 'b'")
         if features:  # later statements see the overwrite
-            assert sorted(txn.read("t", columns=["id"]).column("id").to_pylist()) == [1, 3, 100, 101]
+            assert sorted(txn.read("t", columns=["id"]).column("id").to_pylist()) == [
+                1, 3, 100, 101]
     want = [{"id": i, "x": i, "p": "b"} for i in (1, 3)] + [{"id": 100, "x": 100, "p": "a"},
                                                              {"id": 101, "x": 7, "p": "b"}]
     assert _sorted(lake.read("t")) == sorted(want, key=_key)
@@ -110,7 +112,8 @@ def test_rows_outside_the_predicate_are_refused_and_nothing_changes(local_backen
         txn.insert("t", {"id": [1, 2], "x": [1, 9], "p": ["a", "a"]})
     before = local_backend.all_keys()
     txn = lake.begin(features)
-    for bad in ({"id": [3], "x": [2], "p": ["a"]}, {"id": [3], "x": [None], "p": ["a"]}):  # false, NULL
+    # false, NULL
+    for bad in ({"id": [3], "x": [2], "p": ["a"]}, {"id": [3], "x": [None], "p": ["a"]}):
         with pytest.raises(lv.DataOutsidePredicateError, match="do not satisfy"):
             txn.overwrite("t", bad, where="x > 5")
     with pytest.raises(lv.InvalidExpressionError):
@@ -139,7 +142,8 @@ def test_a_conflicting_overwrite_is_redone_under_r(backend: Backend):
     entries = sublogs.read_all(lake.store, t2.id)
     assert [(e.op, e.redo, e.kind) for e in entries] == [("overwrite", False, "physical"),
                                                          ("overwrite", True, "logical")]
-    assert [a["path"] for a in entries[1].statement["inserted"]] == [a["path"] for a in entries[0].added][-1:]
+    assert [a["path"] for a in entries[1].statement["inserted"]] == [
+        a["path"] for a in entries[0].added][-1:]
 
     t3 = lake.begin("R")
     t3.overwrite("t", {"id": [11], "x": [11], "p": ["n"]}, where="x > 5")
@@ -163,12 +167,14 @@ def test_a_resumed_overwrite_is_redone_from_its_sublog(local_backend: Backend):
     transaction redoes the overwrite from its sublog, with the same new rows (the files the
     sublog names), and commits the serial result."""
     ttl = 5.0
-    lake = local_backend.lake(marker_ttl=ttl, delete_sublogs=False, commit_mode="in_place")  # R claims at
-    lake.create_table("t", T)                                                              # its first write
+    # R claims at its first write
+    lake = local_backend.lake(marker_ttl=ttl, delete_sublogs=False, commit_mode="in_place")
+    lake.create_table("t", T)
     with lake.transaction("") as txn:
         txn.insert("t", {"id": [1, 2, 3], "x": [1, 6, 7], "p": ["a", "a", "a"]})
     first = lake.begin("R")
-    first.update("t", set={"x": "x"}, where="id = 1")  # a running predecessor: the next sublog is logical
+    # a running predecessor: the next sublog is logical
+    first.update("t", set={"x": "x"}, where="id = 1")
     crashed = lake.begin("R")
     crashed.overwrite("t", {"id": [10, 11], "x": [10, 11], "p": ["n", "n"]}, where="x > 5")
     lake._client.heartbeats.forget(crashed)  # the client is gone: no heartbeat, no commit
@@ -176,7 +182,8 @@ def test_a_resumed_overwrite_is_redone_from_its_sublog(local_backend: Backend):
     first.commit()
     with local_backend.lake().transaction("") as w:  # ignores markers
         w.insert("t", {"id": [4], "x": [9], "p": ["c"]})
-    later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + LATER, delete_sublogs=False)
+    later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + LATER,
+                               delete_sublogs=False)
     resumed = later.resume(crashed.id)
     assert [o["kind"] for o in resumed.operations] == ["overwrite"]
     resumed.commit()
@@ -191,7 +198,8 @@ def test_crash_at_every_store_call_of_an_overwriting_transaction(backend: Backen
     from tests.helpers import crash_stride, sweep_crashes_recover_resume
 
     steps = [
-        lambda t, name: t.overwrite(name, {"id": [20, 21], "x": [6, 9], "p": ["a", "b"]}, where="x > 5"),
+        lambda t, name: t.overwrite(name, {"id": [20, 21], "x": [6, 9], "p": ["a", "b"]},
+                                    where="x > 5"),
         lambda t, name: t.insert(name, {"id": [22], "x": [1], "p": ["c"]}),
     ]
 
@@ -201,8 +209,11 @@ def test_crash_at_every_store_call_of_an_overwriting_transaction(backend: Backen
         with lake.transaction("") as txn:
             txn.insert(name, {"id": [1, 2, 3], "x": [1, 6, 7], "p": ["a", "a", "b"]})
 
-    before, after, seen = sweep_crashes_recover_resume(backend, steps, setup, lambda rs: sorted(rs, key=_key),
-                                                       every=crash_stride(backend), later=lambda: time.time() + LATER)
-    assert before == [{"id": i, "x": x, "p": p} for i, x, p in ((1, 1, "a"), (2, 6, "a"), (3, 7, "b"))]
+    before, after, seen = sweep_crashes_recover_resume(backend, steps, setup,
+                                                       lambda rs: sorted(rs, key=_key),
+                                                       every=crash_stride(backend),
+                                                       later=lambda: time.time() + LATER)
+    assert before == [{"id": i, "x": x, "p": p}
+                      for i, x, p in ((1, 1, "a"), (2, 6, "a"), (3, 7, "b"))]
     assert [r["id"] for r in after] == [1, 20, 21, 22]
     assert seen["resumed"] > 0 and seen["committed"] > 0 and seen["re-run"] > 0, seen

@@ -47,17 +47,20 @@ def canon(v):
 
 
 def canon_rows(table) -> list[dict]:
-    return sorted(({k: canon(v) for k, v in r.items()} for r in table.to_pylist()), key=lambda r: r["id"])
+    return sorted(({k: canon(v) for k, v in r.items()} for r in table.to_pylist()),
+                  key=lambda r: r["id"])
 
 
 # -- reads equal delta-rs' ---------------------------------------------------------------------
 
-_EMPTY_ROW = {"id": 0, "i": None, "n": None, "f": None, "r": None, "dec": None, "w": None, "s": "", "d": None,
-              "ts": None, "tz": None, "b": None, "st": None, "x": None, "p": None, "q": None}
+_EMPTY_ROW = {"id": 0, "i": None, "n": None, "f": None, "r": None, "dec": None, "w": None, "s": "",
+              "d": None, "ts": None, "tz": None, "b": None, "st": None, "x": None, "p": None,
+              "q": None}
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
-@example(fs=[[_EMPTY_ROW]], wheres=["(i + 1 = 0) AND (CAST(s AS DATE) IS NULL)"], rg=1)  # found by CI
+# found by CI
+@example(fs=[[_EMPTY_ROW]], wheres=["(i + 1 = 0) AND (CAST(s AS DATE) IS NULL)"], rg=1)
 @given(fs=files(max_files=7, max_rows=7), wheres=st.lists(predicates(), min_size=4, max_size=6),
        rg=st.sampled_from([1, 2, 1 << 20]))
 def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
@@ -73,7 +76,8 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
     embedded.ROW_GROUP_ROWS = rg
     try:
         lake = lv.Lake("file://" + root)
-        lake.create_table("t", SCHEMA, partition_by=PARTITION, properties={"delta.checkpointInterval": "2"})
+        lake.create_table("t", SCHEMA, partition_by=PARTITION,
+                          properties={"delta.checkpointInterval": "2"})
         for rows in fs:
             with lake.transaction(features="") as txn:
                 txn.insert("t", rows)
@@ -81,7 +85,8 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
         theirs = pa.table(DeltaTable(root + "/t").to_pyarrow_table())
         ours = fresh.read("t")
         assert canon_rows(ours) == canon_rows(theirs)
-        assert canon_rows(ours) == canon_rows(pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA))
+        assert canon_rows(ours) == canon_rows(
+            pa.Table.from_pylist([r for rows in fs for r in as_read(rows)], SCHEMA))
         for where in wheres:
             want = selected_ids(theirs, where)
             if want is None:
@@ -91,7 +96,8 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
             expected = [r for r in canon_rows(theirs) if r["id"] in set(want)]
             assert canon_rows(got) == expected, where
             proj = fresh.read("t", where=where, columns=["id", "p"])
-            assert proj.column_names == ["id", "p"] and sorted(proj.column("id").to_pylist()) == want
+            assert (proj.column_names == ["id", "p"]
+                    and sorted(proj.column("id").to_pylist()) == want)
     finally:
         embedded.ROW_GROUP_ROWS = old
         shutil.rmtree(root, ignore_errors=True)
@@ -100,17 +106,20 @@ def test_reads_equal_delta_rs_for_random_predicates(fs, wheres, rg):
 def test_simple_filters_equal_delta_rs_own_filters(local_backend):
     """Where DataFusion and DuckDB agree (integers, strings, dates, partitions), delta-rs'
     own filtered read is the reference too."""
-    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("s", pa.string()), ("d", pa.date32()),
-                        ("p", pa.string())])
+    schema = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("s", pa.string()),
+                        ("d", pa.date32()), ("p", pa.string())])
     lake = local_backend.lake()
     lake.create_table("t", schema, partition_by=["p"])
     for f in range(6):
         with lake.transaction(features="") as txn:
-            txn.insert("t", [{"id": f * 10 + i, "k": (f * 10 + i) % 7, "s": f"s{i}", "d": dt.date(2024, 1, 1 + f),
-                              "p": ["a/b", None, "x y"][f % 3]} for i in range(10)])
-    cases = [("id = 17", [("id", "=", 17)]), ("id >= 20 AND id < 35", [("id", ">=", 20), ("id", "<", 35)]),
+            txn.insert("t", [{"id": f * 10 + i, "k": (f * 10 + i) % 7, "s": f"s{i}",
+                              "d": dt.date(2024, 1, 1 + f), "p": ["a/b", None, "x y"][f % 3]}
+                             for i in range(10)])
+    cases = [("id = 17", [("id", "=", 17)]),
+             ("id >= 20 AND id < 35", [("id", ">=", 20), ("id", "<", 35)]),
              ("k = 3", [("k", "=", 3)]), ("s = 's4'", [("s", "=", "s4")]),
-             ("d > DATE '2024-01-04'", [("d", ">", dt.date(2024, 1, 4))]), ("p = 'a/b'", [("p", "=", "a/b")]),
+             ("d > DATE '2024-01-04'", [("d", ">", dt.date(2024, 1, 4))]),
+             ("p = 'a/b'", [("p", "=", "a/b")]),
              ("k IN (1, 2)", [("k", "in", [1, 2])])]
     dt_ = local_backend.delta("t")
     for where, dnf in cases:
@@ -147,15 +156,16 @@ def test_pushed_filter_keeps_every_matching_row(fs, wheres, rg, tmp_path_factory
 
 
 def test_pushdown_is_built_only_from_atoms_both_engines_read_alike():
-    schema = pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()), ("d", pa.date32()),
-                        ("dec", pa.decimal128(10, 2)), ("b", pa.bool_())])
+    schema = pa.schema([("i", pa.int64()), ("f", pa.float64()), ("s", pa.string()),
+                        ("d", pa.date32()), ("dec", pa.decimal128(10, 2)), ("b", pa.bool_())])
     assert arrow_filter("i = 7", schema) is not None
     assert arrow_filter("s IN ('a', 'b') AND d >= DATE '2024-01-01'", schema) is not None
     assert arrow_filter("i IS NULL", schema) is not None
     assert pushdown("i = 7 AND NOT (s IN ('a', NULL) OR b)", schema)[1]
     assert not pushdown("i = 7 AND f > 5", schema)[1]  # pushed, but f > 5 is left to DuckDB
     for where in ["f > 5",  # NaN > 5 in DuckDB; not in pyarrow
-                  "dec = 1.25", "i + 1 = 7", "d < TIMESTAMP '2024-01-02 03:00:00'",  # the column would be cast
+                  # the column would be cast
+                  "dec = 1.25", "i + 1 = 7", "d < TIMESTAMP '2024-01-02 03:00:00'",
                   "CAST(i AS VARCHAR) = '7'", "i = 7 OR f > 5"]:
         assert arrow_filter(where, schema) is None, where
 
@@ -225,10 +235,12 @@ def test_point_read_gets_one_row_group_of_one_file(backend, monkeypatch):
     n, b = _data_requests(store, lambda: got.setdefault("p", lake.read("t", where="id = 4321")))
     assert got["p"].to_pylist() == _wide_rows(4321, 1)
     assert n <= 3 and b < min(sizes.values()) / 4, (n, b)  # footer + the chunks of one row group
-    n, b = _data_requests(store, lambda: got.setdefault("c", lake.read("t", where="k = 3", columns=["id"])))
+    n, b = _data_requests(store, lambda: got.setdefault("c", lake.read("t", where="k = 3",
+                                                                       columns=["id"])))
     assert got["c"].num_rows == 3200
     assert b < b_all / 4, (b, b_all)  # the pad column is never read
-    n, b = _data_requests(store, lambda: got.setdefault("none", lake.read("t", where="id > 100000")))
+    n, b = _data_requests(store,
+                          lambda: got.setdefault("none", lake.read("t", where="id > 100000")))
     assert (n, b) == (0, 0) and got["none"].num_rows == 0
 
 
@@ -266,8 +278,8 @@ def test_a_small_file_an_update_or_delete_rewrites_is_fetched_once(backend, stat
     size = max(a.size for a in lake.snapshot("t").files.values())
     assert size <= embedded.ranged.WHOLE_FILE_BYTES
     with lake.transaction(features="R") as txn:
-        run = (lambda: txn.update("t", set={"k": "k + 1"}, where="id = 7")) if statement == "update" \
-            else (lambda: txn.delete("t", where="id = 7"))
+        run = ((lambda: txn.update("t", set={"k": "k + 1"}, where="id = 7"))
+               if statement == "update" else (lambda: txn.delete("t", where="id = 7")))
         n, b = _data_requests(store, run)
     assert (n, b) == (1, size)
     want = [3] if statement == "update" else []  # k = id % 5, plus one
@@ -299,7 +311,8 @@ def test_a_store_crash_during_a_scan_reaches_the_caller(local_backend):
     with lake.transaction(features="") as txn:
         txn.insert("t", _wide_rows(0, 10))
     store = FaultInjectingStore(local_backend.store(),
-                                FaultPlan(crash_before=1, predicate=lambda k, key: key.endswith(".parquet")
+                                FaultPlan(crash_before=1,
+                                          predicate=lambda k, key: key.endswith(".parquet")
                                           and "_delta_log" not in key))
     with pytest.raises(SimulatedCrash):
         local_backend.lake(store=store).read("t")
@@ -344,7 +357,8 @@ def test_strings_decode_as_dictionaries_only_where_every_chunk_is_dictionary_enc
 
 
 @pytest.mark.parametrize("crash_at", [1, 2, 4])
-def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backend, monkeypatch, crash_at):
+def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backend, monkeypatch,
+                                                                    crash_at):
     """With a batch per file, batch i+1 is fetched while batch i decodes: the rows come out
     complete and in file order, and a store crash in any batch's fetch reaches the reader."""
     from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
@@ -361,7 +375,8 @@ def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backen
     got = lake.engine._read(local_backend_ctx(lake, "t"), list(files), ["id"])
     assert got.column("id").to_pylist() == [r["id"] for a in files for r in _rows_of(lake, a)]
     store = FaultInjectingStore(local_backend.store(),
-                                FaultPlan(crash_before=crash_at, predicate=lambda k, key: key.endswith(".parquet")
+                                FaultPlan(crash_before=crash_at,
+                                          predicate=lambda k, key: key.endswith(".parquet")
                                           and "_delta_log" not in key))
     with pytest.raises(SimulatedCrash):
         local_backend.lake(store=store).read("t")
@@ -385,7 +400,8 @@ ORDERED_ROWS = {"d": [1, 1, 2, 2, 1, None, 2, 1], "o": [5, 3, 9, None, 3, 1, 9, 
                 "s": ["e", "c", "i", "n", "b", "a", "h", "g"]}
 
 
-def ordered_reference(order: list[tuple[str, bool]], limit: int | None, where=lambda r: True) -> list[dict]:
+def ordered_reference(order: list[tuple[str, bool]], limit: int | None,
+                      where=lambda r: True) -> list[dict]:
     """Python's answer: the keys, then the other columns ascending as tie-breaks; nulls last."""
     keys = order + [(c, False) for c in ORDERED.names if c not in [k for k, _ in order]]
 
@@ -416,9 +432,9 @@ def _ordered_lake(backend, files: int = 3):
 
 
 @pytest.mark.parametrize(("order_by", "limit", "where"), [
-    ("o", 3, None), ("o DESC", 2, None), (["d", "o desc"], 4, None), ("o", None, None), ("o", 0, None),
-    ("o asc", 1, "d = 1"), (["s DESC"], 3, "o >= 3")])
-def test_order_by_and_limit_return_the_first_rows_with_nulls_last_and_ties_broken_by_the_other_columns(
+    ("o", 3, None), ("o DESC", 2, None), (["d", "o desc"], 4, None), ("o", None, None),
+    ("o", 0, None), ("o asc", 1, "d = 1"), (["s DESC"], 3, "o >= 3")])
+def test_order_by_and_limit_return_the_first_rows_with_nulls_last_and_ties_broken_by_the_other_columns(  # noqa: E501
         local_backend, order_by, limit, where):
     lake = _ordered_lake(local_backend)
     items = [order_by] if isinstance(order_by, str) else order_by
@@ -429,8 +445,8 @@ def test_order_by_and_limit_return_the_first_rows_with_nulls_last_and_ties_broke
     got = lake.read("no", where=where, order_by=order_by, limit=limit).to_pylist()
     assert got == want
     with lake.transaction("R") as t:  # the same inside a transaction, with fewer columns
-        assert t.read("no", where=where, columns=["s"], order_by=order_by, limit=limit).to_pylist() == \
-            [{"s": r["s"]} for r in want]
+        assert t.read("no", where=where, columns=["s"], order_by=order_by,
+                      limit=limit).to_pylist() == [{"s": r["s"]} for r in want]
 
 
 @pytest.mark.parametrize(("kw", "error", "match"), [
