@@ -114,7 +114,8 @@ def test_p4_lost_update_declarative(backend, mode):
             t.update("d", set={"value": "value + 1"}, where="id = 1")
 
     lake2 = backend.lake(commit_mode=mode, store=HookStore(
-        backend.store(), lambda k, key: k == "put_if_absent" and "d/_delta_log/" in key, racing_increment))
+        backend.store(), lambda k, key: k == "put_if_absent" and "d/_delta_log/" in key,
+        racing_increment))
     with pytest.raises(lv.TransactionAborted), lake2.transaction("") as t:
         t.update("d", set={"value": "value + 1"}, where="id = 1")
     assert _value(lake, "d") == 11

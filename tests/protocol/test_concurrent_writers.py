@@ -70,7 +70,8 @@ def test_contention_r_commits_everything_dl_aborts(backend):
 def _lv_mixed_worker(uri, opts, wid, n, mode, out):
     try:
         _lv_mixed(uri, opts, wid, n, mode, out)
-    except BaseException as e:  # reported, so the parent fails at once instead of waiting out its timeout
+    except BaseException as e:
+        # reported, so the parent fails at once instead of waiting out its timeout
         out.put(("error", f"lakevilla worker {wid}: {e!r}"))
 
 
@@ -80,10 +81,12 @@ def _lv_mixed(uri, opts, wid, n, mode, out):
     mine, incs = [], Counter()
     for i in range(n):
         rid = wid * 1000 + i
-        lake.run(lambda t, rid=rid: t.insert("m", {"id": [rid], "owner": [wid], "value": [0]}), features="R")
+        lake.run(lambda t, rid=rid: t.insert("m", {"id": [rid], "owner": [wid], "value": [0]}),
+                 features="R")
         mine.append(rid)
         target = rng.choice(mine)
-        lake.run(lambda t, target=target: t.update("m", set={"value": "value + 1"}, where=f"id = {target}"),
+        lake.run(lambda t, target=target: t.update("m", set={"value": "value + 1"},
+                                                   where=f"id = {target}"),
                  features="R", retries=20)
         incs[target] += 1
     out.put((mine, dict(incs)))
@@ -118,12 +121,13 @@ def _delta_rs_mixed(uri, opts, wid, n, mode, out):
     for i in range(n):
         rid = wid * 1000 + i
         _retry_commit_races(lambda rid=rid: write_deltalake(
-            uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema), mode="append",
-            storage_options=opts or None))
+            uri, pa.table({"id": [rid], "owner": [wid], "value": [0]}, schema=schema),
+            mode="append", storage_options=opts or None))
         mine.append(rid)
         target = rng.choice(mine)
-        _retry_commit_races(lambda target=target: DeltaTable(uri, storage_options=opts or None).update(
-            updates={"value": "value + 1"}, predicate=f"id = {target}"))
+        _retry_commit_races(
+            lambda target=target: DeltaTable(uri, storage_options=opts or None).update(
+                updates={"value": "value + 1"}, predicate=f"id = {target}"))
         incs[target] += 1
     out.put((mine, dict(incs)))
 
@@ -134,7 +138,8 @@ def _mixed(args):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("backend", "mode"), [("local", "tail"), ("local", "in_place"), ("s3", "tail")],
+@pytest.mark.parametrize(("backend", "mode"),
+                         [("local", "tail"), ("local", "in_place"), ("s3", "tail")],
                          indirect=["backend"])
 def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     """lakevilla (R) and delta-rs writers in four processes, inserting and incrementing: every
@@ -142,14 +147,18 @@ def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     modes on the local store; through moto the default mode only (the modes differ in the
     protocol, which the local runs check; the S3 run checks the backend under mixed writers)."""
     lake = backend.lake(commit_mode=mode)
-    lake.create_table("m", pa.schema([("id", pa.int64()), ("owner", pa.int64()), ("value", pa.int64())]))
+    lake.create_table("m", pa.schema([("id", pa.int64()), ("owner", pa.int64()),
+                                      ("value", pa.int64())]))
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    n = 8 if backend.kind == "local" else 5  # through moto, delta-rs' retries cost ~10x (suite time)
-    procs = [ctx.Process(target=_lv_mixed_worker, args=(backend.uri, backend.storage_options, w, n, mode, out))
+    # through moto, delta-rs' retries cost ~10x (suite time)
+    n = 8 if backend.kind == "local" else 5
+    procs = [ctx.Process(target=_lv_mixed_worker,
+                         args=(backend.uri, backend.storage_options, w, n, mode, out))
              for w in (1, 2)]
     procs += [ctx.Process(target=_delta_rs_mixed_worker,
-                          args=(backend.table_uri("m"), backend.storage_options, w, n, mode, out)) for w in (3, 4)]
+                          args=(backend.table_uri("m"), backend.storage_options, w, n, mode, out))
+              for w in (3, 4)]
     for p in procs:
         p.start()
     results = [out.get(timeout=600) for _ in procs]
@@ -165,7 +174,8 @@ def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     assert {r["id"]: r["value"] for r in got} == {i: incs.get(i, 0) for i in acked}
     assert got == backend.delta_rows("m")
     latest = lake.version("m")
-    dt = backend.delta("m", 0)  # one delta-rs table walked forward: each version loads incrementally
+    # one delta-rs table walked forward: each version loads incrementally
+    dt = backend.delta("m", 0)
     for v in range(latest + 1):
         dt.load_as_version(v)
         assert dt.version() == v
@@ -194,8 +204,10 @@ def test_incremental_delta_rs_reader_tail_mode_stays_in_step_in_place_diverges(l
             txn.commit()
             follower.update_incremental()
         fresh = DeltaTable(local_backend.table_uri(name))
-        outcome[mode] = (sorted(pa.table(follower.to_pyarrow_table()).to_pylist(), key=lambda r: r["id"]),
-                         sorted(pa.table(fresh.to_pyarrow_table()).to_pylist(), key=lambda r: r["id"]))
+        outcome[mode] = (sorted(pa.table(follower.to_pyarrow_table()).to_pylist(),
+                                key=lambda r: r["id"]),
+                         sorted(pa.table(fresh.to_pyarrow_table()).to_pylist(),
+                                key=lambda r: r["id"]))
     follower_rows, fresh_rows = outcome["tail"]
     assert follower_rows == fresh_rows == [{"id": 1, "value": 16}, {"id": 2, "value": 20}]
     follower_rows, fresh_rows = outcome["in_place"]

@@ -46,8 +46,10 @@ FEATURES = ["", "R", "R,CT", "I", "R,CT,I", "R+create", "R,CT+create"]
 FAULTS = ("fail_before", "fail_after", "exhaust_after")
 BEFORE = {"a": {1: 0, 2: 0}, "b": {11: 0, 12: 0}, "c": None}  # None: the table does not exist
 AFTER = {"a": {1: -5, 2: 0}, "b": {11: 5, 12: 0}, "c": {21: 5}}
-MATRIX_STRIDE_S3 = 16  # a case costs ~1 s on moto: every 16th on S3 (coprime to 3: every fault kind)
-_IDS = re.compile(r"[0-9a-f]{13}-[0-9a-f]{16}(\.\d+)?|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+# a case costs ~1 s on moto: every 16th on S3 (coprime to 3: every fault kind)
+MATRIX_STRIDE_S3 = 16
+_IDS = re.compile(r"[0-9a-f]{13}-[0-9a-f]{16}(\.\d+)?"
+                  r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _norm(key: str) -> str:
@@ -56,7 +58,8 @@ def _norm(key: str) -> str:
 
 @pytest.fixture(autouse=True)
 def _fast_settle(monkeypatch):
-    monkeypatch.setattr(settle, "FIRST_DELAY", 0.001)  # the read-back rounds stay, their backoff shrinks
+    # the read-back rounds stay, their backoff shrinks
+    monkeypatch.setattr(settle, "FIRST_DELAY", 0.001)
 
 
 def _populate(lake: lv.Lake) -> None:
@@ -123,7 +126,8 @@ def _faulty_lake(b: Backend, plan: FaultPlan | None) -> tuple[lv.Lake, FaultInje
         inner = inner.inner  # the fault goes below the retries, as a real one would
     faulty = FaultInjectingStore(inner, plan or FaultPlan())
     store = RetryingStore(faulty, attempts=3, base_delay=0.001, max_delay=0.004)
-    return lv.Lake(b.uri, storage_options=b.storage_options or None, store=store, marker_ttl=60.0), faulty
+    return lv.Lake(b.uri, storage_options=b.storage_options or None, store=store,
+                   marker_ttl=60.0), faulty
 
 
 def requests_of(lakes: Lakes, features: str) -> list[tuple[str, str, int]]:
@@ -145,14 +149,16 @@ def requests_of(lakes: Lakes, features: str) -> list[tuple[str, str, int]]:
 
 
 def _state(lake: lv.Lake, table: str) -> str:
-    got = {r["id"]: r["value"] for r in lake.read(table).to_pylist()} if lake.table_exists(table) else None
+    got = ({r["id"]: r["value"] for r in lake.read(table).to_pylist()}
+           if lake.table_exists(table) else None)
     if got == AFTER[table]:
         return "visible"
     assert got == BEFORE[table], f"{table} shows a partial transaction: {got}"
     return "absent"
 
 
-def _expected(features: str, outcome: str, err: BaseException | None, returned: list[str]) -> dict[str, str]:
+def _expected(features: str, outcome: str, err: BaseException | None,
+              returned: list[str]) -> dict[str, str]:
     """What the caller was told, per table: visible, absent or either (settled by recovery)."""
     features, tables = _variant(features)
     if outcome == "returned":
@@ -172,8 +178,8 @@ def _expected(features: str, outcome: str, err: BaseException | None, returned: 
     return dict.fromkeys(tables, "absent")
 
 
-def _check_case(b: Backend, features: str, outcome: str, err: BaseException | None, returned: list[str],
-                label: str) -> None:
+def _check_case(b: Backend, features: str, outcome: str, err: BaseException | None,
+                returned: list[str], label: str) -> None:
     tables = _variant(features)[1]
     if outcome == "returned":  # visible at once, before anyone recovers anything
         assert {t: _state(b.lake(), t) for t in tables} == dict.fromkeys(tables, "visible"), label
@@ -195,7 +201,8 @@ def _check_case(b: Backend, features: str, outcome: str, err: BaseException | No
         log = fresh._client.log(t)
         present = {m.key for m in store.list(t + "/")}
         for v, c in log.commits_between(-1, log.latest_version()):
-            assert not ((m := marker_of(c)) and m.state == RUNNING), f"{label}: {t}@{v} still running"
+            assert not ((m := marker_of(c)) and m.state == RUNNING), (
+                f"{label}: {t}@{v} still running")
             for a in c.adds:
                 assert f"{t}/{a.path}" in present, f"{label}: {t}@{v} references a missing file"
     for meta in store.list("_lakevilla/txns/"):
@@ -204,10 +211,12 @@ def _check_case(b: Backend, features: str, outcome: str, err: BaseException | No
             assert r is None or r.state != records.COMMITTING, f"{label}: record left COMMITTING"
     head = fresh._client.gvl.head()
     for t, p in (head.pending.items() if head is not None else ()):
-        assert gvl_resolve.find_pending(fresh._client.log(t), p) is not None, f"{label}: announced write to {t} not done"
+        assert gvl_resolve.find_pending(fresh._client.log(t), p) is not None, (
+            f"{label}: announced write to {t} not done")
 
 
-def _run_case(b: Backend, features: str, fault: str, kind: str, nkey: str, occ: int) -> tuple[str, BaseException | None, list[str], bool]:
+def _run_case(b: Backend, features: str, fault: str, kind: str, nkey: str,
+              occ: int) -> tuple[str, BaseException | None, list[str], bool]:
     plan = FaultPlan(predicate=lambda k, key: k == kind and _norm(key) == nkey, **{fault: {occ}})
     lake, faulty = _faulty_lake(b, plan)
     returned: list[str] = []
@@ -241,11 +250,14 @@ def test_fault_matrix(backend, tmp_path, features):
             b = lakes.fresh()
             label = f"[{features or 'DL'}] {fault} at {kind} {nkey} #{occ}"
             outcome, err, returned, hit = _run_case(b, features, fault, kind, nkey, occ)
-            assert hit, f"{label}: the request never came (the run diverged from the fault-free one)"
+            assert hit, (f"{label}: the request never came"
+                         " (the run diverged from the fault-free one)")
             _check_case(b, features, outcome, err, returned, label)
             outcomes[outcome] += 1
-    print(f"\nfault matrix {backend.kind} [{features or 'DL'}]: {len(reqs)} requests, {sum(outcomes.values())} "
-          f"cases: {dict(outcomes)}")
-    if backend.kind == "local":  # every case: all answers occur (DL's statements decide nothing pending
-        assert outcomes["returned"] > 0 and outcomes["aborted"] > 0, outcomes  # but their own commits)
+    print(f"\nfault matrix {backend.kind} [{features or 'DL'}]: {len(reqs)} requests, "
+          f"{sum(outcomes.values())} cases: {dict(outcomes)}")
+    # every case: all answers occur (DL's statements decide nothing pending but their own
+    # commits)
+    if backend.kind == "local":
+        assert outcomes["returned"] > 0 and outcomes["aborted"] > 0, outcomes
         assert outcomes["pending"] > 0, outcomes

@@ -76,7 +76,8 @@ def test_write_skew_prevented_when_serializable_occurs_under_snapshot(backend, f
         tables = (f"wx{isolation[:3]}", f"wy{isolation[:3]}")
         x, y = tables
         lake = _bank(backend, tables)
-        t1, t2 = lake.begin(features, isolation=isolation), lake.begin(features, isolation=isolation)
+        t1, t2 = (lake.begin(features, isolation=isolation),
+                  lake.begin(features, isolation=isolation))
         for t in (t1, t2):  # both check the constraint x + y >= 100 against what they read
             assert _bal(t, x) + _bal(t, y) >= 100
         t1.update(x, set={"balance": "balance - 100"}, where="id = 1")
@@ -108,7 +109,8 @@ def test_write_serializable_lets_read_only_transactions_skip_validation(local_ba
 
 
 @pytest.mark.parametrize("isolation, slack, expect", [
-    ("serializable", 0, "aborted"), ("serializable", 2, "aborted"), ("serializable", 3, "committed"),
+    ("serializable", 0, "aborted"), ("serializable", 2, "aborted"),
+    ("serializable", 3, "committed"),
     ("write_serializable", 0, "aborted"), ("snapshot", 0, "committed")])
 def test_slack_tolerates_recent_versions(local_backend, isolation, slack, expect):
     """A read made stale by a commit exactly 3 versions from the newest (then 2 blind inserts
@@ -206,16 +208,19 @@ def test_delta_rs_commits_between_isolated_transactions_are_incorporated(backend
     with lake.transaction("I") as t:
         t.update("x", set={"balance": "balance + 1"}, where="id = 1")
     uri, opts = backend.table_uri("x"), backend.storage_options or None
-    write_deltalake(uri, pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append", storage_options=opts)
+    write_deltalake(uri, pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
+                    storage_options=opts)
     with backend.lake().transaction("I") as r:  # a reader sees the foreign append
         assert sorted(r.read("x").column("id").to_pylist()) == [1, 2, 3]
     with lake.transaction("I") as t:
         t.update("x", set={"balance": "balance * 2"}, where="id = 3")
-    DeltaTable(uri, storage_options=opts).update(updates={"balance": "balance + 1000"}, predicate="id = 2")
+    DeltaTable(uri, storage_options=opts).update(updates={"balance": "balance + 1000"},
+                                                 predicate="id = 2")
     with lake.transaction("I") as t:
         assert _bal(t, "x", 2) == 1050
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")
-    assert rows(lake.read("x")) == [{"id": 1, "balance": 51}, {"id": 2, "balance": 1051}, {"id": 3, "balance": 14}]
+    assert rows(lake.read("x")) == [{"id": 1, "balance": 51}, {"id": 2, "balance": 1051},
+                                    {"id": 3, "balance": 14}]
     assert rows(lake.read("x")) == backend.delta_rows("x")
     for v in range(lake.version("x") + 1):
         backend.delta_rows("x", v)  # every version readable
@@ -269,7 +274,8 @@ def test_a_stalled_announcement_is_completed_by_whoever_finds_it(local_backend):
         r.read("y")
     base = local_backend.store()
     dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/gvl/0"))))
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/gvl/0"))))
     with pytest.raises(SimulatedCrash):
         with dying.transaction("R,CT,I") as t:
             t.update("x", set={"balance": "0"}, where="id = 1")
@@ -292,7 +298,8 @@ def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_ba
     seen = {}
 
     def recover_first():  # while the owner is about to append its announcement
-        seen["report"] = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(tables=["x"])
+        seen["report"] = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover(
+            tables=["x"])
 
     armed = threading.Event()  # the statements may append to the log too (taking x in): not those
 
@@ -300,11 +307,13 @@ def test_recovery_aborts_a_stalled_isolated_transaction_through_the_log(local_ba
         return (armed.is_set() and kind == "put_if_absent" and key != HINT_KEY
                 and key.startswith(entry_key(0).rsplit("/", 1)[0] + "/"))
 
-    owner = local_backend.lake(marker_ttl=5.0, store=HookStore(local_backend.store(), is_entry, recover_first))
+    owner = local_backend.lake(marker_ttl=5.0,
+                               store=HookStore(local_backend.store(), is_entry, recover_first))
     stalled = owner.begin("R,CT,I")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
     first = stalled.attempt
-    owner.max_retries = 1  # its announcement loses the slot to the abort once, then it reads the abort
+    # its announcement loses the slot to the abort once, then it reads the abort
+    owner.max_retries = 1
     armed.set()
     with pytest.raises(lv.TransactionAborted) as aborted:
         stalled.commit()
@@ -320,7 +329,8 @@ def test_old_global_log_entries_are_cleaned_up(local_backend):
         with lake.transaction("I") as t:
             t.update("x", set={"balance": f"{k}"}, where="id = 1")
     lake._client.gvl.cleanup(keep=5, min_age=0.0)
-    names = sorted(m.key for m in local_backend.store().list("_lakevilla/gvl/") if m.key.endswith(".json"))
+    names = sorted(m.key for m in local_backend.store().list("_lakevilla/gvl/")
+                   if m.key.endswith(".json"))
     assert len(names) <= 6 and names[-1] == entry_key(lake._client.gvl.head().seq)
     with local_backend.lake().transaction("I") as r:
         assert _bal(r, "x") == 11
@@ -351,7 +361,8 @@ def _sum_reader(uri, opts, features, stop_on_wrong, writers_done, stop, out):
     sums = []
     while not writers_done.is_set() or len(sums) < 5:
         def total(t):
-            return sum(t.read("x").column("balance").to_pylist()) + sum(t.read("y").column("balance").to_pylist())
+            return (sum(t.read("x").column("balance").to_pylist())
+                    + sum(t.read("y").column("balance").to_pylist()))
 
         s = lake.run(total, features=features, retries=100)
         sums.append(s)
@@ -364,10 +375,13 @@ def _sum_reader(uri, opts, features, stop_on_wrong, writers_done, stop, out):
 def _run_bank(backend, reader_features, stop_on_wrong, transfers):
     ctx = mp.get_context("spawn")
     out, writers_done, stop = ctx.Queue(), ctx.Event(), ctx.Event()
-    writers = [ctx.Process(target=_transfer_worker, args=(backend.uri, backend.storage_options, w, transfers, stop,
-                                                          out)) for w in range(3)]
-    readers = [ctx.Process(target=_sum_reader, args=(backend.uri, backend.storage_options, reader_features,
-                                                     stop_on_wrong, writers_done, stop, out)) for _ in range(2)]
+    writers = [ctx.Process(target=_transfer_worker,
+                           args=(backend.uri, backend.storage_options, w, transfers, stop, out))
+               for w in range(3)]
+    readers = [ctx.Process(target=_sum_reader,
+                           args=(backend.uri, backend.storage_options, reader_features,
+                                 stop_on_wrong, writers_done, stop, out))
+               for _ in range(2)]
     for p in writers + readers:
         p.start()
     results = []
@@ -378,17 +392,20 @@ def _run_bank(backend, reader_features, stop_on_wrong, transfers):
         results.append(out.get(timeout=900))
     for p in writers + readers:
         p.join(60)
-    return [s for kind, s in results if kind == "reader"], sum(n for kind, n in results if kind == "writer")
+    return ([s for kind, s in results if kind == "reader"],
+            sum(n for kind, n in results if kind == "writer"))
 
 
 @pytest.mark.slow
 def test_isolated_readers_always_see_the_total_during_transfers(backend):
     lake = _bank(backend)
-    per = 20 if backend.kind == "local" else 6  # each writer's transfers; fewer through moto (suite time)
+    # each writer's transfers; fewer through moto (suite time)
+    per = 20 if backend.kind == "local" else 6
     sums, transfers = _run_bank(backend, "I", stop_on_wrong=False, transfers=per)
     assert transfers == 3 * per and all(len(s) >= 5 for s in sums)
     assert {x for s in sums for x in s} == {200}
-    assert sum(lake.read("x").column("balance").to_pylist()) + sum(lake.read("y").column("balance").to_pylist()) == 200
+    assert (sum(lake.read("x").column("balance").to_pylist())
+            + sum(lake.read("y").column("balance").to_pylist()) == 200)
 
 
 @pytest.mark.slow
@@ -396,7 +413,8 @@ def test_readers_without_isolation_see_a_wrong_total(backend):
     lake = _bank(backend)
     sums, _ = _run_bank(backend, "R", stop_on_wrong=True, transfers=1000)  # until a reader sees one
     assert any(x != 200 for s in sums for x in s)
-    assert sum(lake.read("x").column("balance").to_pylist()) + sum(lake.read("y").column("balance").to_pylist()) == 200
+    assert (sum(lake.read("x").column("balance").to_pylist())
+            + sum(lake.read("y").column("balance").to_pylist()) == 200)
 
 
 def test_concurrent_isolated_writers_on_one_table_keep_every_increment(local_backend):
@@ -405,7 +423,8 @@ def test_concurrent_isolated_writers_on_one_table_keep_every_increment(local_bac
     def worker():
         lk = local_backend.lake()
         for _ in range(8):
-            lk.run(lambda t: t.update("x", set={"balance": "balance + 1"}, where="id = 1"), features="I", retries=50)
+            lk.run(lambda t: t.update("x", set={"balance": "balance + 1"}, where="id = 1"),
+                   features="I", retries=50)
 
     threads = [threading.Thread(target=worker) for _ in range(3)]
     for th in threads:
@@ -451,7 +470,8 @@ def test_interleaved_commit_time_claims_of_isolated_writers_do_not_deadlock(loca
     for t in ("a", "b"):
         lake.create_table(t, ACC)
     hook = _ClaimHook()
-    lakes = [local_backend.lake(store=hook.store(local_backend.store(), me), wait_timeout=60) for me in (1, 2)]
+    lakes = [local_backend.lake(store=hook.store(local_backend.store(), me), wait_timeout=60)
+             for me in (1, 2)]
     txns = [lk.begin("I") for lk in lakes]
     for i, t in enumerate(txns, 1):
         t.insert("a", {"id": [i], "balance": [i]})
@@ -485,7 +505,8 @@ def test_an_announcement_that_loses_its_slot_is_validated_again(local_backend):
         with local_backend.lake().transaction("I") as t:
             t.update("a", set={"value": str(value_of(t, "b") + 1)}, where="id = 1")
 
-    hook = HookStore(local_backend.store(), lambda k, key: k == "put_if_absent" and key.startswith("_lakevilla/gvl/0"),
+    hook = HookStore(local_backend.store(),
+                     lambda k, key: k == "put_if_absent" and key.startswith("_lakevilla/gvl/0"),
                      t2)
     t1 = local_backend.lake(store=hook).begin("I")  # reads a, writes b
     t1.update("b", set={"value": str(value_of(t1, "a") + 1)}, where="id = 1")
@@ -537,5 +558,6 @@ def test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved(local_back
         w.update("c", set={"value": "value + 1"}, where="id = 1")
     assert w.result.global_version == announced + 1
     assert value_of(lake, "c") == 1
-    with local_backend.lake().transaction("I") as r:  # and the announced transfer is part of the log
+    # and the announced transfer is part of the log
+    with local_backend.lake().transaction("I") as r:
         assert (value_of(r, "a"), value_of(r, "b"), value_of(r, "c")) == (-5, 5, 1)

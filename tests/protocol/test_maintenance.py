@@ -37,7 +37,8 @@ def _lake(backend):
 def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
     lake = _lake(local_backend)
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
         marker_ttl=0.01)
     txn = dying.begin("R,CT")
     txn.update("a", set={"value": "1"}, where="id = 1")
@@ -53,7 +54,8 @@ def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
     assert [r["value"] for r in lake.read("a").to_pylist()] == [1]
     assert [r["value"] for r in lake.read("b").to_pylist()] == [1]
     assert records.read(lake.store, txn.attempt).state == records.COMMITTED
-    assert cli(["cleanup", root, "--older-than", "0"]) == 2  # shorter than max transaction age: refused
+    # shorter than max transaction age: refused
+    assert cli(["cleanup", root, "--older-than", "0"]) == 2
     assert cli(["cleanup", root, "--older-than", "0", "--force"]) == 0
     assert "deleted 1 transaction record(s)" in capsys.readouterr().out
     assert records.read(lake.store, txn.attempt) is None
@@ -62,14 +64,18 @@ def test_cli_recovers_a_crashed_commit_and_cleans_up(local_backend, capsys):
     assert "marker committed" in out and "UPDATE" in out
     stray = "a/part-00000-abandoned.parquet"  # a data file no version references
     lake.store.put(stray, b"PAR1")
-    referenced = sorted(m.key for m in lake.store.list("a/") if m.key.endswith(".parquet") and m.key != stray)
-    assert cli(["abandoned", root, "--min-age", "0"]) == 2  # shorter than max transaction age: refused
+    referenced = sorted(m.key for m in lake.store.list("a/")
+                        if m.key.endswith(".parquet") and m.key != stray)
+    # shorter than max transaction age: refused
+    assert cli(["abandoned", root, "--min-age", "0"]) == 2
     capsys.readouterr()
     assert cli(["abandoned", root, "--min-age", "0", "--force", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}], "deleted": False}
+    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}],
+                                                   "deleted": False}
     assert lake.store.exists(stray)  # listing deletes nothing
     assert cli(["abandoned", root, "--min-age", "0", "--force", "--delete", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}], "deleted": True}
+    assert json.loads(capsys.readouterr().out) == {"files": [{"table": "a", "key": stray}],
+                                                   "deleted": True}
     assert not lake.store.exists(stray)
     assert all(lake.store.exists(k) for k in referenced)
     assert [r["value"] for r in lake.read("a").to_pylist()] == [1]
@@ -113,7 +119,8 @@ def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_ba
     numbered_table(local_backend)
     base = local_backend.store()
     dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
-        crash_before=1, kinds=("put_if_absent",), predicate=lambda k, key: key.endswith(".json") and "_delta_log" in key
+        crash_before=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.endswith(".json") and "_delta_log" in key
         and not key.endswith("000001.json"))))
     txn = dying.begin("R")
     txn.insert("t", {"id": [50], "value": [1]})
@@ -121,9 +128,12 @@ def test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted(local_ba
     with pytest.raises(SimulatedCrash):
         txn.commit()  # data file and sublog written, then the commit's put dies
     lake = local_backend.lake()
-    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []  # its sublog names them: it may be resumed
-    assert lake.maintenance.cleanup(older_than=0, force=True)["sublogs"] == 1  # no marker, no decision
-    assert lake.maintenance.abandoned_files(min_age=60, force=True) == []  # too young: might belong to a live writer
+    # its sublog names them: it may be resumed
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []
+    # no marker, no decision
+    assert lake.maintenance.cleanup(older_than=0, force=True)["sublogs"] == 1
+    # too young: might belong to a live writer
+    assert lake.maintenance.abandoned_files(min_age=60, force=True) == []
     found = lake.maintenance.abandoned_files(min_age=0, force=True)
     assert len(found) >= 1 and all(k.endswith(".parquet") for _, k in found)
     lake.maintenance.delete_abandoned_files(min_age=0, force=True)
@@ -140,10 +150,13 @@ def test_cleanup_deletes_sublogs_and_records_only_past_their_retention(local_bac
     sub = f"_lakevilla/txns/{t.id}/"
     assert len(list(lake.store.list(sub))) == 2
     assert records.read(lake.store, f"{t.id}.0").state == records.COMMITTED
-    young = local_backend.lake(clock=clock_at(3000.0)).maintenance.cleanup(older_than=3600, force=True)
+    young = local_backend.lake(clock=clock_at(3000.0)).maintenance.cleanup(
+        older_than=3600, force=True)
     assert young["sublogs"] == 0 and young["records"] == 0
-    assert len(list(lake.store.list(sub))) == 2 and records.read(lake.store, f"{t.id}.0") is not None
-    old = local_backend.lake(clock=clock_at(4000.0)).maintenance.cleanup(older_than=3600, force=True)
+    assert (len(list(lake.store.list(sub))) == 2
+            and records.read(lake.store, f"{t.id}.0") is not None)
+    old = local_backend.lake(clock=clock_at(4000.0)).maintenance.cleanup(
+        older_than=3600, force=True)
     assert old["sublogs"] == 2 and old["records"] == 1
     assert list(lake.store.list(sub)) == [] and records.read(lake.store, f"{t.id}.0") is None
     assert (value_of(lake, "a"), value_of(lake, "b")) == (1, 1)

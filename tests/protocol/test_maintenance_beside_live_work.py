@@ -23,7 +23,8 @@ TABLES = ("a", "b", "c")
 
 
 class SlowDataWrites(StoreWrapper):
-    """Data files trickle in: each PUT of a Parquet file takes ``delay`` seconds (the simulation)."""
+    """Data files trickle in: each PUT of a Parquet file takes ``delay`` seconds (the
+    simulation)."""
 
     def __init__(self, inner, delay: float) -> None:
         super().__init__(inner)
@@ -40,7 +41,8 @@ def _every_version_has_its_files(backend, lake, table):
     log = lake._client.log(table)
     for v, c in log.commits_between(-1, log.latest_version()):
         for a in c.adds:
-            assert f"{table}/{a.path}" in present, f"{table}@{v} references {a.path}, which maintenance deleted"
+            assert f"{table}/{a.path}" in present, (
+                f"{table}@{v} references {a.path}, which maintenance deleted")
 
 
 def test_maintenance_in_a_loop_beside_live_transactions(backend):
@@ -56,7 +58,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         crash_before=1, predicate=lambda k, key: "_delta_log" in key and k == "put_if_absent")))
     dead = orphan.begin("R")
     dead.insert("c", {"id": [6000], "value": [1]})
-    with pytest.raises(SimulatedCrash):  # wrote its data file and sublog, dies at its commit: an orphan
+    # wrote its data file and sublog, dies at its commit: an orphan
+    with pytest.raises(SimulatedCrash):
         dead.commit()
     stop = threading.Event()
     runs: Counter = Counter()
@@ -70,7 +73,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         m = backend.lake(max_transaction_age=MAX_AGE, marker_ttl=0.5)
         while not stop.is_set():
             try:
-                runs["deleted_files"] += len(m.maintenance.delete_abandoned_files(min_age=RETENTION))
+                runs["deleted_files"] += len(
+                    m.maintenance.delete_abandoned_files(min_age=RETENTION))
                 runs["abandoned"] += 1
                 m.maintenance.cleanup(older_than=RETENTION)
                 runs["cleanup"] += 1
@@ -105,10 +109,12 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
                 pass  # timed out behind a marker, too old under load: not acknowledged, not visible
 
     def slow_insert():
-        w = backend.lake(store=SlowDataWrites(backend.store(), 0.3), max_transaction_age=MAX_AGE, marker_ttl=0.5)
+        w = backend.lake(store=SlowDataWrites(backend.store(), 0.3), max_transaction_age=MAX_AGE,
+                         marker_ttl=0.5)
         try:
             with w.transaction("R") as txn:
-                for i in range(3):  # three files, 0.3 s each: written over ~1 s, younger than the retention
+                # three files, 0.3 s each: written over ~1 s, younger than the retention
+                for i in range(3):
                     txn.insert("a", {"id": [9000 + i], "value": [1]})
         except lv.TransactionAborted:
             return  # too old on a loaded machine: not acknowledged, so not checked either way
@@ -121,7 +127,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         w = backend.lake(max_transaction_age=MAX_AGE, marker_ttl=0.5)
         txn = w.begin(features)
         txn.insert(table, {"id": [rid], "value": [1]})
-        time.sleep(RETENTION + 0.3)  # stays open longer than the retention: time itself is the condition
+        # stays open longer than the retention: time itself is the condition
+        time.sleep(RETENTION + 0.3)
         try:
             txn.commit()
         except lv.TransactionAborted as e:
@@ -139,7 +146,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
                         for t in tables:
                             fresh.read(t)
                 dying = backend.lake(store=FaultInjectingStore(backend.store(), FaultPlan(
-                    crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith(prefix))),
+                    crash_after=1, kinds=("put_if_absent",),
+                    predicate=lambda k, key: key.startswith(prefix))),
                     marker_ttl=RETENTION, max_transaction_age=MAX_AGE)
                 txn = dying.begin(features)
                 for t in tables:
@@ -155,19 +163,23 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
                         raise
                     # a loaded machine: older than MAX_AGE before its decision, so it aborted (its
                     # age is checked before the deciding write); the same rows again, as a new one
-            errors.append(AssertionError(f"{features} writer never reached its decision within {MAX_AGE} s"))
+            errors.append(AssertionError(
+                f"{features} writer never reached its decision within {MAX_AGE} s"))
         except BaseException as e:  # noqa: BLE001 - reported by the test, not lost in a thread
             errors.append(e)
 
     m = threading.Thread(target=maintenance, daemon=True)
     m.start()
     try:
-        work = [threading.Thread(target=short_writers, args=(w, f)) for w, f in ((1, "R"), (2, "R,CT"), (3, "I"), (4, ""))]
+        work = [threading.Thread(target=short_writers, args=(w, f))
+                for w, f in ((1, "R"), (2, "R,CT"), (3, "I"), (4, ""))]
         work += [threading.Thread(target=slow_insert)]
         work += [threading.Thread(target=long_open, args=(f, t, 8000 + i))
                  for i, (f, t) in enumerate((("R", "b"), ("I", "c"), ("R,CT", "b")))]
-        work += [threading.Thread(target=decided_then_dies, args=("R,CT", "_lakevilla/txns/", ("d1", "d2"), 7000)),
-                 threading.Thread(target=decided_then_dies, args=("I", "_lakevilla/gvl/", ("e1", "e2"), 7001))]
+        work += [threading.Thread(target=decided_then_dies,
+                                  args=("R,CT", "_lakevilla/txns/", ("d1", "d2"), 7000)),
+                 threading.Thread(target=decided_then_dies,
+                                  args=("I", "_lakevilla/gvl/", ("e1", "e2"), 7001))]
         for th in work:
             th.start()
         for th in work:
@@ -181,7 +193,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
 
         while not published():  # the maintenance loop's recovery publishes the decided transactions
             assert errors == []
-            assert time.monotonic() < deadline, "maintenance never published the decided transactions"
+            assert time.monotonic() < deadline, (
+                "maintenance never published the decided transactions")
             time.sleep(0.05)  # awaiting the maintenance loop's progress
         before = runs["recover"]
         while runs["recover"] < before + 2:  # two more full rounds
@@ -190,7 +203,8 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
         stop.set()
         m.join(60)
         assert errors == []
-        assert sorted(too_old) == ["too-old"] * 3  # open longer than the retention: refused, never committed
+        # open longer than the retention: refused, never committed
+        assert sorted(too_old) == ["too-old"] * 3
         final = backend.lake(clock=lambda: time.time() + 10_000)
         final.recover()
         got = Counter()
@@ -199,8 +213,10 @@ def test_maintenance_in_a_loop_beside_live_transactions(backend):
             rows = final.read(t).to_pylist()
             assert sorted(rows, key=lambda r: r["id"]) == backend.delta_rows(t)
             got.update((t, r["id"]) for r in rows if r["id"])
-        assert all(got[k] == 1 for k in acked), [k for k in acked if got[k] != 1]  # every acknowledged one, once
-        assert all(k in set(acked) for k in got)  # and nothing else (long-open and aborted ones are absent)
+        # every acknowledged one, once
+        assert all(got[k] == 1 for k in acked), [k for k in acked if got[k] != 1]
+        # and nothing else (long-open and aborted ones are absent)
+        assert all(k in set(acked) for k in got)
         assert runs["abandoned"] >= 3 and runs["cleanup"] >= 3 and runs["recover"] >= 3
         assert runs["deleted_files"] > 0  # the orphan (at least) aged out and was deleted
     finally:

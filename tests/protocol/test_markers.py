@@ -29,7 +29,8 @@ def test_markers_are_empty_versions_for_delta_rs(backend):
     dt = backend.delta("t")
     assert dt.version() == marker_v
     assert backend.delta_rows("t") == rows(lake.read("t", version=marker_v - 1))  # an empty version
-    if backend.kind == "local":  # delta-rs' history() hangs on moto's LIST (seen with 1.6.6), not on files
+    # delta-rs' history() hangs on moto's LIST (seen with 1.6.6), not on files
+    if backend.kind == "local":
         hist = {h["version"]: h for h in dt.history()}
         assert hist[marker_v]["lakevilla"]["kind"] == "marker"
     t1.commit()

@@ -87,25 +87,31 @@ def test_figure5_opposite_transfers_shift_instead_of_deadlocking(backend, mode):
     box = {}
     # T2 claims y at once and x only behind T1; T1 claims x at once and y only behind T2
     lake1 = backend.lake(commit_mode=mode, wait_timeout=30, store=claim_when(
-        backend.store(), "y", lambda: holds_marker(watch, "y", box["t2"]) and holds_marker(watch, "x", box["t2"])))
+        backend.store(), "y",
+        lambda: holds_marker(watch, "y", box["t2"]) and holds_marker(watch, "x", box["t2"])))
     lake2 = backend.lake(commit_mode=mode, wait_timeout=30, store=claim_when(
         backend.store(), "x", lambda: holds_marker(watch, "x", box["t1"])))
     t1, t2 = box["t1"], box["t2"] = lake1.begin("R,CT"), lake2.begin("R,CT")
     t1.update("x", set={"balance": "balance - 50"}, where="id = 1")  # T1: withdraw in bank x
     t2.update("y", set={"balance": "balance - 70"}, where="id = 11")  # T2: withdraw in bank y
-    t2.update("x", set={"balance": "balance + 70"}, where="id = 1")  # T2: deposit in x, behind T1: T2 -> T1
-    t1.update("y", set={"balance": "balance + 50"}, where="id = 11")  # T1: deposit in y, behind T2: a cycle
-    assert not any(holds_marker(watch, t, txn) for t in ("x", "y") for txn in (t1, t2))  # none before commit
+    # T2: deposit in x, behind T1: T2 -> T1
+    t2.update("x", set={"balance": "balance + 70"}, where="id = 1")
+    # T1: deposit in y, behind T2: a cycle
+    t1.update("y", set={"balance": "balance + 50"}, where="id = 11")
+    # none before commit
+    assert not any(holds_marker(watch, t, txn) for t in ("x", "y") for txn in (t1, t2))
     errors = _commit_all(t1, t2)
     assert errors == []
     assert t1.stats["shifts"] + t2.stats["shifts"] >= 1  # the cycle was broken by a marker shift
-    young = t2 if t2.attempt > t1.attempt else t1  # ids are time-ordered; same-ms ties go by the random part
+    # ids are time-ordered; same-ms ties go by the random part
+    young = t2 if t2.attempt > t1.attempt else t1
     assert young.stats["shifts"] >= 1  # by the younger one
     assert young.stats["shifts_cycle"] >= 1  # because of the cycle (rule III), not a timeout
     b = _balances(lake)
     assert b["x"][1] == 1000 - 50 + 70 and b["y"][11] == 1000 - 70 + 50
     assert sum(sum(v.values()) for v in b.values()) == 4000
-    freed = [marker_of(c).reason for _, c in lake._client.log("y").commits_between(-1, lake.version("y"))
+    freed = [marker_of(c).reason
+             for _, c in lake._client.log("y").commits_between(-1, lake.version("y"))
              if marker_of(c) and marker_of(c).state == "freed"]
     assert any(r and r.startswith("shift") for r in freed)
     assert open_markers(lake, "x") == [] and open_markers(lake, "y") == []
@@ -126,8 +132,8 @@ def test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle(local_backend
     log = lake._client.log("x")
     now = time.time()
     q = claim(log, lake.version("x") + 1, MarkerPayload(
-        txn="0000000000000-q", attempt="0000000000000-q.1", table="x", decision="record", mode="tail",
-        deps=[dag.tag(t.attempt, 0)], started=now, heartbeat=now, expires=now + 600))
+        txn="0000000000000-q", attempt="0000000000000-q.1", table="x", decision="record",
+        mode="tail", deps=[dag.tag(t.attempt, 0)], started=now, heartbeat=now, expires=now + 600))
     errors: list[BaseException] = []
 
     def go():
@@ -136,7 +142,8 @@ def test_a_list_naming_our_markers_from_before_a_shift_is_no_cycle(local_backend
     th = threading.Thread(target=go)
     th.start()
     deadline = time.monotonic() + 30
-    while not (t.stats["shifts"] >= 1 and t.stats["wait_rounds"] >= 8) and time.monotonic() < deadline:
+    while (not (t.stats["shifts"] >= 1 and t.stats["wait_rounds"] >= 8)
+           and time.monotonic() < deadline):
         time.sleep(0.005)  # polling a condition we wait for
     shifts = t.stats["shifts"]
     q.payload.state = "freed"
@@ -153,7 +160,8 @@ def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):
     show: a wait round reads that table's log alone (here the same transaction precedes us on
     both), and every table again once it clears."""
     _bank(local_backend)
-    holder = local_backend.lake(commit_mode="in_place").begin("R")  # claims at its first write: ahead of T
+    # claims at its first write: ahead of T
+    holder = local_backend.lake(commit_mode="in_place").begin("R")
     holder.update("x", set={"balance": "balance + 1"}, where="id = 2")
     holder.update("y", set={"balance": "balance + 1"}, where="id = 12")
     gets: Counter[str] = Counter()
@@ -163,7 +171,8 @@ def test_a_waiting_commit_reads_only_the_table_it_is_blocked_on(local_backend):
             gets[key.split("/", 1)[0]] += 1
         return False
 
-    lake = local_backend.lake(store=HookStore(local_backend.store(), count, lambda: None, repeat=True))
+    lake = local_backend.lake(store=HookStore(local_backend.store(), count, lambda: None,
+                                              repeat=True))
     t = lake.begin("R,CT")
     t.update("x", set={"balance": "balance - 5"}, where="id = 1")
     t.update("y", set={"balance": "balance + 5"}, where="id = 11")
@@ -195,7 +204,8 @@ def test_g0_write_cycle_across_tables(backend, mode):
         tables = (f"a{len(features)}", f"b{len(features)}")
         lake = _bank(backend, tables=tables, mode=mode)
         a, b = tables
-        hold = features == "R" and mode == "tail"  # optimistic: no marker orders the two, the commits do
+        # optimistic: no marker orders the two, the commits do
+        hold = features == "R" and mode == "tail"
         gate, l1 = _held_before_commit_to(backend, mode, b) if hold else (None, lake)
         t1, t2 = l1.begin(features), lake.begin(features)
         t1.update(a, set={"balance": "1"}, where="id = 1")
@@ -226,10 +236,12 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         tables = (f"c{len(features)}", f"d{len(features)}")
         c, d = tables
         lake = _bank(backend, tables=tables, mode=mode)
-        hold = features == "R" and mode == "tail"  # optimistic: no marker orders the two, the commits do
+        # optimistic: no marker orders the two, the commits do
+        hold = features == "R" and mode == "tail"
         gate, l1 = _held_before_commit_to(backend, mode, d) if hold else (None, lake)
         t2 = lake.begin(features)
-        t2.update(d, set={"balance": "2"}, where="id = 11")  # T2 reserves d first (in place: its marker)
+        # T2 reserves d first (in place: its marker)
+        t2.update(d, set={"balance": "2"}, where="id = 11")
         t1 = l1.begin(features)
         t1.update(c, set={"balance": "1"}, where="id = 1")
         t1.update(d, set={"balance": "1"}, where="id = 11")  # behind T2 in d
@@ -239,7 +251,8 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         if hold:  # T1 committed c; its put in d waits until T2 committed
             _await(lambda c=c, v=v, lake=lake: lake.version(c) > v)
         elif features == "R":  # in place T2's marker in d is claimed at its first write
-            _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)  # T1 committed c and now waits for T2 in d
+            # T1 committed c and now waits for T2 in d
+            _await(lambda t1=t1: t1.stats["wait_rounds"] >= 1)
         else:  # CT claims at commit: T2 holds no marker yet, and T1 commits both tables at once
             th.join(60)
         x = t2.read(c, where="id = 1").column("balance")[0].as_py()  # does T2 see T1's write to c?
@@ -249,7 +262,8 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
         th.join(60)
         y = _balances(lake, tables)[d][11]
         seen[features] = (x, y)
-    # R alone: T1 committed c before waiting; T2 read it (T1 -> T2), then T1 overwrote T2's d (T2 -> T1)
+    # R alone: T1 committed c before waiting; T2 read it (T1 -> T2), then T1 overwrote T2's d
+    # (T2 -> T1)
     assert seen["R"] == (1, 1)
     assert seen["R,CT"] == (1, 2)  # R,CT: T2 saw all of T1 and wrote d after it: T1 < T2 only
 
@@ -302,7 +316,8 @@ def test_recovery_rolls_a_committing_record_forward(local_backend):
     _bank(local_backend)
     base = local_backend.store()
     dying = local_backend.lake(store=FaultInjectingStore(base, FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
         marker_ttl=5.0)
     txn = dying.begin("R,CT")
     txn.update("x", set={"balance": "balance - 5"}, where="id = 1")
@@ -328,15 +343,18 @@ def test_stalled_transaction_before_its_decision_is_rolled_back(local_backend):
         seen["report"] = local_backend.lake(marker_ttl=5.0, clock=_later_clock).recover()
 
     def is_record(kind, key):
-        return kind == "put_if_absent" and key.startswith(TXN_DIR + "/") and "/" not in key[len(TXN_DIR) + 1:]
+        return (kind == "put_if_absent" and key.startswith(TXN_DIR + "/")
+                and "/" not in key[len(TXN_DIR) + 1:])
 
-    owner = local_backend.lake(marker_ttl=5.0, store=HookStore(local_backend.store(), is_record, recover_first))
+    owner = local_backend.lake(marker_ttl=5.0,
+                               store=HookStore(local_backend.store(), is_record, recover_first))
     stalled = owner.begin("R,CT")
     stalled.update("x", set={"balance": "0"}, where="id = 1")
     stalled.update("y", set={"balance": "0"}, where="id = 11")
     first = stalled.attempt
     owner.max_retries = 0
-    with pytest.raises(lv.TransactionAborted) as aborted:  # the late owner can no longer decide COMMITTING
+    # the late owner can no longer decide COMMITTING
+    with pytest.raises(lv.TransactionAborted) as aborted:
         stalled.commit()
     assert aborted.value.reason == "preempted"
     assert len(seen["report"].freed) == 2
@@ -374,7 +392,8 @@ def test_transaction_ids_are_globally_unique():
 # -- randomized bank over 4 tables, 4 processes, one of them crashing ---------------------------
 
 BANK_TABLES = ("b0", "b1", "b2", "b3")
-XFER = pa.schema([("kind", pa.string()), ("id", pa.int64()), ("balance", pa.int64()), ("xfer", pa.string())])
+XFER = pa.schema([("kind", pa.string()), ("id", pa.int64()), ("balance", pa.int64()),
+                  ("xfer", pa.string())])
 
 
 def _bank_worker(uri, opts, wid, n, crash_at, out):
@@ -384,8 +403,10 @@ def _bank_worker(uri, opts, wid, n, crash_at, out):
 
     def new_lake():
         if crash_at:
-            store = FaultInjectingStore(open_store(uri, opts or None), FaultPlan(crash_after=crash_at))
-            return lv.Lake(uri, storage_options=opts or None, store=store, marker_ttl=3.0, wait_timeout=20)
+            store = FaultInjectingStore(open_store(uri, opts or None),
+                                        FaultPlan(crash_after=crash_at))
+            return lv.Lake(uri, storage_options=opts or None, store=store, marker_ttl=3.0,
+                           wait_timeout=20)
         return lv.Lake(uri, storage_options=opts or None, marker_ttl=3.0, wait_timeout=20)
 
     lake = new_lake()
@@ -399,10 +420,12 @@ def _bank_worker(uri, opts, wid, n, crash_at, out):
         acct = {t: BANK_TABLES.index(t) * 10 + rng.randint(1, 3) for t in (src, *dsts)}
 
         def transfer(txn, src=src, dsts=dsts, parts=parts, acct=acct, xid=xid, amount=amount):
-            txn.update(src, set={"balance": f"balance - {amount}"}, where=f"kind = 'acct' AND id = {acct[src]}")
+            txn.update(src, set={"balance": f"balance - {amount}"},
+                       where=f"kind = 'acct' AND id = {acct[src]}")
             txn.insert(src, {"kind": ["xfer"], "id": [-1], "balance": [-amount], "xfer": [xid]})
             for t, p in zip(dsts, parts):
-                txn.update(t, set={"balance": f"balance + {p}"}, where=f"kind = 'acct' AND id = {acct[t]}")
+                txn.update(t, set={"balance": f"balance + {p}"},
+                           where=f"kind = 'acct' AND id = {acct[t]}")
                 txn.insert(t, {"kind": ["xfer"], "id": [-1], "balance": [p], "xfer": [xid]})
 
         try:
@@ -428,12 +451,15 @@ def test_randomized_bank_with_a_crashing_process(backend):
     total = 12 * 1000
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    # 4 x 30 transfers, 4 x 10 through moto: the crash (call 81 of worker 0) falls within either. The
-    # long soak of this (kills, store faults, maintenance, minutes on end) is benchmarks/chaos.py
+    # 4 x 30 transfers, 4 x 10 through moto: the crash (call 81 of worker 0) falls within either.
+    # The long soak of this (kills, store faults, maintenance, minutes on end) is
+    # benchmarks/chaos.py
     per = 30 if backend.kind == "local" else 10
     crash_at = random.Random(7).randint(40, 160)
-    procs = [ctx.Process(target=_bank_worker, args=(backend.uri, backend.storage_options, w, per,
-                                                    crash_at if w == 0 else 0, out)) for w in range(4)]
+    procs = [ctx.Process(target=_bank_worker,
+                         args=(backend.uri, backend.storage_options, w, per,
+                               crash_at if w == 0 else 0, out))
+             for w in range(4)]
     for p in procs:
         p.start()
     results = [out.get(timeout=900) for _ in procs]
@@ -449,12 +475,14 @@ def test_randomized_bank_with_a_crashing_process(backend):
         for r in state[t]:
             if r["kind"] == "xfer":
                 where.setdefault(r["xfer"], []).append(t)
-                assert sorted(where[r["xfer"]]) == sorted(set(where[r["xfer"]])), "duplicate transfer row"
+                assert sorted(where[r["xfer"]]) == sorted(set(where[r["xfer"]])), (
+                    "duplicate transfer row")
     acked = [a for res in results for a in res[0]]
     rolled_back = [x for res in results for x in res[1]]
     unknown = [u for res in results for u in res[2]]
     assert len(acked) + len(rolled_back) + len(unknown) == 4 * per
-    assert len(unknown) == 1 and len(acked) > 2 * per  # the crash did happen (its store stays dead after)
+    # the crash did happen (its store stays dead after)
+    assert len(unknown) == 1 and len(acked) > 2 * per
     for xid, tables in acked:  # acknowledged: in every table it touched
         assert sorted(where.get(xid, [])) == sorted(tables), xid
     for xid in rolled_back:  # rolled back: nowhere
@@ -475,7 +503,8 @@ def test_markers_of_a_multi_table_commit_close_in_parallel(local_backend):
     armed = threading.Event()
     all_in_flight = threading.Barrier(len(tables), timeout=20)
     store = HookStore(local_backend.store(),
-                      lambda kind, key: armed.is_set() and kind == "put_if_match" and "/_delta_log/" in key,
+                      lambda kind, key: (armed.is_set() and kind == "put_if_match"
+                                         and "/_delta_log/" in key),
                       all_in_flight.wait, repeat=True)
     lake = local_backend.lake(store=store)
     txn = lake.begin("R,CT")
@@ -485,7 +514,8 @@ def test_markers_of_a_multi_table_commit_close_in_parallel(local_backend):
     result = txn.commit()
     assert set(result.versions) == set(tables)
     assert not all_in_flight.broken
-    assert {t: sorted(_balances(lake, tables)[t].values()) for t in tables} == {t: [1001, 1001] for t in tables}
+    assert ({t: sorted(_balances(lake, tables)[t].values()) for t in tables}
+            == {t: [1001, 1001] for t in tables})
     for t in tables:
         assert open_markers(lake, t) == []
 
@@ -499,11 +529,13 @@ def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
     box: dict[str, lv.Transaction] = {}
 
     def owns_all() -> bool:
-        return all(holds_marker(watch, own, box[n]) for n, own in (("t1", "a"), ("t2", "b"), ("t3", "c")))
+        return all(holds_marker(watch, own, box[n])
+                   for n, own in (("t1", "a"), ("t2", "b"), ("t3", "c")))
 
     # markers are claimed at commit: each claims its other table only once all three own theirs
     lakes = [local_backend.lake(shift_timeout=15.0, wait_timeout=60.0,
-                                store=claim_when(local_backend.store(), other, owns_all)) for other in ("b", "c", "a")]
+                                store=claim_when(local_backend.store(), other, owns_all))
+             for other in ("b", "c", "a")]
     t1, t2, t3 = box["t1"], box["t2"], box["t3"] = [lk.begin("R,CT") for lk in lakes]
     for t, own in ((t1, "a"), (t2, "b"), (t3, "c")):
         t.update(own, set={"value": "value + 1"}, where="id = 1")
@@ -523,13 +555,15 @@ def test_a_three_way_cycle_is_broken_by_a_shift(local_backend):
     for th in threads:
         th.join(120)
     assert not any(th.is_alive() for th in threads) and errors == []
-    reasons = [marker_of(c).reason for t in ("a", "b", "c") for _, c in lake._client.log(t).commits_between(-1, lake.version(t))
+    reasons = [marker_of(c).reason for t in ("a", "b", "c")
+               for _, c in lake._client.log(t).commits_between(-1, lake.version(t))
                if marker_of(c) and marker_of(c).state == FREED]
     # broken as a cycle (rule III), never by the no-progress fallback (rule IV, after 15 s
     # stuck): a fallback shift can leave two-way cycles behind that are then seen as cycles,
     # so "some cycle shift" alone would not tell the two apart
     assert any(r and r.startswith("shift: cycle") for r in reasons), reasons
-    assert all(r.startswith("shift: cycle") for r in reasons if r and r.startswith("shift:")), reasons
+    assert all(r.startswith("shift: cycle") for r in reasons
+               if r and r.startswith("shift:")), reasons
     assert [(value_of(lake, t, 1), value_of(lake, t, 2)) for t in ("a", "b", "c")] == [(1, 10)] * 3
 
 

@@ -79,11 +79,13 @@ def _only(kind, suffix):
 
 def test_a_failed_checkpoint_after_the_commit_landed_is_counted_not_undone(local_backend):
     lake = _setup(local_backend)
-    for i in range(6):  # versions 2..7: the R commit below lands at 9, its marker at 8; then 10 is due
+    # versions 2..7: the R commit below lands at 9, its marker at 8; then 10 is due
+    for i in range(6):
         with lake.transaction("") as txn:
             txn.insert("t", {"id": [100 + i], "value": [i]})
     full = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        fail_before={1, 2}, kinds=("put",), predicate=lambda k, key: key.endswith(".checkpoint.parquet"))))
+        fail_before={1, 2}, kinds=("put",),
+        predicate=lambda k, key: key.endswith(".checkpoint.parquet"))))
     with full.transaction("") as txn:
         txn.insert("t", {"id": [200], "value": [0]})  # version 8
     txn = full.begin("R")
@@ -97,7 +99,8 @@ def test_a_failed_checkpoint_after_the_commit_landed_is_counted_not_undone(local
     assert _values(local_backend.lake(), "t")[1] == 1
     assert rows(local_backend.lake().read("t")) == local_backend.delta_rows("t")
     _every_version_has_its_files(local_backend, "t")
-    with full.transaction("") as t2:  # the next commit retries the missed checkpoint (and fails again)
+    # the next commit retries the missed checkpoint (and fails again)
+    with full.transaction("") as t2:
         t2.insert("t", {"id": [201], "value": [0]})
     assert t2.stats["post_commit_failures_checkpoint"] == 1
     with full.transaction("") as t3:  # and the one after writes it
@@ -111,7 +114,8 @@ def test_an_r_commit_whose_outcome_is_unknown_deletes_nothing(local_backend, mod
     """The table commit (or fill) was applied, then the store stayed unreachable for that key:
     the client cannot learn the outcome, reports CommitPendingError, and undoes nothing."""
     _setup(local_backend, commit_mode=mode)
-    target = "00000000000000000002.json"  # the tail commit (R holds no marker) or the fill of the marker
+    # the tail commit (R holds no marker) or the fill of the marker
+    target = "00000000000000000002.json"
     kind = "put_if_absent" if mode == "tail" else "put_if_match"
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         exhaust_after={1}, predicate=_only(kind, target))), commit_mode=mode, marker_ttl=5.0)
@@ -132,15 +136,19 @@ def test_an_r_commit_whose_outcome_is_unknown_deletes_nothing(local_backend, mod
 
 
 @pytest.mark.parametrize("features, key", [("R,CT", "_lakevilla/txns/"), ("I", "_lakevilla/gvl/")])
-def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(local_backend, features, key):
+def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
+        local_backend, features, key):
     """The record (CT) or the announcement (I) was written but the reply lost and the key stayed
     unreachable: no file deleted, no marker rewritten as aborted; recovery rolls it forward."""
     _setup(local_backend, tables=("a", "b"))
-    with local_backend.lake().transaction("I") as known:  # a and b join the global log first, so the
-        known.read("a")                                   # dying writer's first global-log write is
-        known.read("b")                                   # its announcement
+    # a and b join the global log first, so the dying writer's first global-log write is its
+    # announcement
+    with local_backend.lake().transaction("I") as known:
+        known.read("a")
+        known.read("b")
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        exhaust_after={1}, kinds=("put_if_absent",), predicate=lambda k, key_: key_.startswith(key))),
+        exhaust_after={1}, kinds=("put_if_absent",),
+        predicate=lambda k, key_: key_.startswith(key))),
         marker_ttl=5.0)
     txn = dying.begin(features)
     txn.update("a", set={"value": "value - 5"}, where="id = 1")
@@ -150,9 +158,11 @@ def test_a_multi_table_decision_whose_outcome_is_unknown_is_settled_by_recovery(
     dying.flush()
     fresh = local_backend.lake()
     for t in ("a", "b"):
-        running = [marker_of(c) for v, c in fresh._client.log(t).commits_between(1, fresh.version(t))
+        running = [marker_of(c)
+                   for v, c in fresh._client.log(t).commits_between(1, fresh.version(t))
                    if marker_of(c) is not None]
-        assert [m.state for m in running] == ["running"], "the abort path must not touch the markers"
+        assert [m.state for m in running] == ["running"], (
+            "the abort path must not touch the markers")
         _every_version_has_its_files(local_backend, t)
     local_backend.lake(clock=_later_clock, marker_ttl=5.0).recover()
     fresh = local_backend.lake()
@@ -169,8 +179,10 @@ def test_abandoned_file_deletion_keeps_a_transaction_open_longer_than_a_marker_t
     lake = _setup(local_backend, marker_ttl=0.05)
     txn = lake.begin("R")
     txn.insert("t", {"id": [3], "value": [3]})
-    time.sleep(0.2)  # the transaction stays open longer than two marker ttls: time itself is the condition
-    assert local_backend.lake(marker_ttl=0.05).maintenance.delete_abandoned_files() == []  # the default retention: days
+    # the transaction stays open longer than two marker ttls: time itself is the condition
+    time.sleep(0.2)
+    # the default retention: days
+    assert local_backend.lake(marker_ttl=0.05).maintenance.delete_abandoned_files() == []
     txn.commit()
     assert sorted(_values(local_backend.lake(), "t")) == [1, 2, 3]
     _every_version_has_its_files(local_backend, "t")
@@ -178,7 +190,8 @@ def test_abandoned_file_deletion_keeps_a_transaction_open_longer_than_a_marker_t
 
 def test_a_retention_shorter_than_the_longest_transaction_is_refused_unless_forced(local_backend):
     lake = _setup(local_backend, max_transaction_age=600)
-    for call in (lambda: lake.maintenance.abandoned_files(min_age=60), lambda: lake.maintenance.delete_abandoned_files(min_age=599),
+    for call in (lambda: lake.maintenance.abandoned_files(min_age=60),
+                 lambda: lake.maintenance.delete_abandoned_files(min_age=599),
                  lambda: lake.maintenance.cleanup(older_than=0)):
         with pytest.raises(lv.InvalidArgumentError, match="max_transaction_age"):
             call()
@@ -196,20 +209,24 @@ def test_forced_deletion_still_keeps_files_that_live_transactions_name(local_bac
 
     def dies_after(prefix):
         return local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-            crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith(prefix))),
+            crash_after=1, kinds=("put_if_absent",),
+            predicate=lambda k, key: key.startswith(prefix))),
             marker_ttl=5.0)
 
-    with local_backend.lake().transaction("I") as known:  # c and d join the global log before the crash
+    # c and d join the global log before the crash
+    with local_backend.lake().transaction("I") as known:
         known.insert("c", {"id": [100], "value": [100]})
         known.insert("d", {"id": [100], "value": [100]})
 
-    for features, prefix, tables in (("R,CT", "_lakevilla/txns/", ("a", "b")), ("I", "_lakevilla/gvl/0", ("c", "d"))):
+    for features, prefix, tables in (("R,CT", "_lakevilla/txns/", ("a", "b")),
+                                     ("I", "_lakevilla/gvl/0", ("c", "d"))):
         txn = dies_after(prefix).begin(features)
         txn.insert(tables[0], {"id": [7], "value": [7]})
         txn.insert(tables[1], {"id": [7], "value": [7]})
         with pytest.raises(SimulatedCrash):
             txn.commit()
-    entries_landed(running)  # its entry names its file (at the tail it goes out behind the statement)
+    # its entry names its file (at the tail it goes out behind the statement)
+    entries_landed(running)
     maint = local_backend.lake(max_transaction_age=1.0)
     assert maint.maintenance.delete_abandoned_files(min_age=0, force=True) == []
     running.commit()
@@ -240,7 +257,8 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     live.update("c", set={"value": "1"}, where="id = 21")
     claim_now(live, "c")  # holds a live marker and a sublog
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))))
     decided = dying.begin("R,CT")
     decided.update("a", set={"value": "2"}, where="id = 2")
     decided.update("b", set={"value": "2"}, where="id = 11")
@@ -261,7 +279,8 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
     assert not any(True for _ in store.list(f"_lakevilla/txns/{gone.id}/"))
     local_backend.lake(clock=_later_clock).recover(tables=["a", "b"])
     live.commit()
-    assert _values(local_backend.lake(), "b")[11] == 2 and _values(local_backend.lake(), "c")[21] == 1
+    assert (_values(local_backend.lake(), "b")[11] == 2
+            and _values(local_backend.lake(), "c")[21] == 1)
     done = local_backend.lake().maintenance.cleanup(older_than=0, force=True)
     assert done["records"] == 1 and records.read(store, decided.attempt) is None
 
@@ -271,7 +290,8 @@ def test_cleanup_keeps_committing_records_and_live_sublogs(local_backend):
 def test_resume_rolls_a_decided_transaction_forward_instead_of_re_running_it(local_backend):
     _setup(local_backend, tables=("a", "b"))
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        crash_after=1, kinds=("put_if_absent",), predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
+        crash_after=1, kinds=("put_if_absent",),
+        predicate=lambda k, key: key.startswith("_lakevilla/txns/"))),
         marker_ttl=5.0)
     txn = dying.begin("R,CT")
     txn.update("a", set={"value": "value - 5"}, where="id = 1")
@@ -388,7 +408,8 @@ def test_run_without_markers_never_repeats_statements_that_committed(local_backe
 
     with pytest.raises(lv.PartialCommitError) as info:
         lake.run(block, features="")
-    assert info.value.committed == {"t": 2} and isinstance(info.value.__cause__, lv.TransactionAborted)
+    assert (info.value.committed == {"t": 2}
+            and isinstance(info.value.__cause__, lv.TransactionAborted))
     assert _values(local_backend.lake(), "t") == {1: 100, 2: 0, 3: 3}  # the insert once, not twice
     # a block that aborts before anything committed is still re-run
     calls = []
@@ -412,7 +433,8 @@ def test_s3_409_conditional_request_conflict_is_retried(moto_endpoint):
     seen = []
 
     def conflict_once(method, path, headers):
-        if method == "PUT" and "/k-" in path and (headers.get("If-None-Match") or headers.get("If-Match")):
+        if (method == "PUT" and "/k-" in path
+                and (headers.get("If-None-Match") or headers.get("If-Match"))):
             seen.append(path)
             if len(seen) in (1, 3):
                 return "conflict"
@@ -493,7 +515,8 @@ def test_the_heartbeat_keeps_beating_after_a_failed_beat(local_backend):
     first = marker_of(log.read_commit_raw(h.version)[0]).expires
     deadline = time.monotonic() + 20
     while marker_of(log.read_commit_raw(h.version)[0]).expires == first:
-        assert time.monotonic() < deadline, "the heartbeat gave up on the transaction after one failed beat"
+        assert time.monotonic() < deadline, (
+            "the heartbeat gave up on the transaction after one failed beat")
         time.sleep(0.05)  # awaiting the background heartbeat
     assert txn.stats["heartbeat_failures"] >= 1
     txn.commit()
@@ -541,7 +564,8 @@ def test_unknown_get_errors_are_not_misread_as_missing(local_backend):
     """Reading back a write whose reply was lost: a failing read is not 'absent'."""
     from lakevilla.store import OutcomeUnknown, settle_create
 
-    store = FaultInjectingStore(local_backend.store(), FaultPlan(exhaust_after={1}, kinds=("put_if_absent",)))
+    store = FaultInjectingStore(local_backend.store(),
+                                FaultPlan(exhaust_after={1}, kinds=("put_if_absent",)))
     with pytest.raises(TransientStoreError):
         store.put_if_absent("x/y.json", b"1")
     with pytest.raises(OutcomeUnknown):
@@ -571,7 +595,8 @@ def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend
     applied, the reply lost): leaving the block with that error must not undo anything."""
     accounts(local_backend, tables=("t",))
     dying = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
-        exhaust_after={1}, predicate=_only("put_if_absent", "00000000000000000002.json"))), marker_ttl=TTL)
+        exhaust_after={1}, predicate=_only("put_if_absent", "00000000000000000002.json"))),
+        marker_ttl=TTL)
     with pytest.raises(lv.CommitPendingError):
         with dying.transaction("R") as txn:
             txn.update("t", set={"value": "value + 1"}, where="id = 1")
@@ -580,4 +605,5 @@ def test_leaving_the_block_after_an_in_doubt_commit_undoes_nothing(local_backend
     dying.flush()
     _every_version_has_its_files(local_backend, "t")
     assert value_of(local_backend.lake(), "t") == 1
-    assert commit_txn(local_backend.lake()._client.log("t").read_commit(2)) == txn.attempt  # its commit stands
+    # its commit stands
+    assert commit_txn(local_backend.lake()._client.log("t").read_commit(2)) == txn.attempt

@@ -73,7 +73,8 @@ class GvlAudit(StoreWrapper):
 
     def __init__(self, inner, shared: dict | None = None) -> None:
         super().__init__(inner)
-        self.shared = shared if shared is not None else {"created": [], "hints": [], "lock": threading.Lock()}
+        self.shared = (shared if shared is not None
+                       else {"created": [], "hints": [], "lock": threading.Lock()})
 
     def put_if_absent(self, key, data):
         if key == HINT_KEY:
@@ -95,7 +96,8 @@ class GvlAudit(StoreWrapper):
         return self.inner.put(key, data)
 
     def _hint(self, write, *args):
-        with self.shared["lock"]:  # the order values are recorded in is the order they were stored in
+        # the order values are recorded in is the order they were stored in
+        with self.shared["lock"]:
             out = write(*args)
             self.shared["hints"].append(int(json.loads(args[1])["seq"]))
             return out
@@ -130,7 +132,8 @@ def _alternate(lake, x, y, a, b) -> list[str]:
             wrong.append(f"{a}/{b} step {k} ({features or 'DL'}): aborted: {e}")
             continue
         if seen != {x: k + 1, y: k + 1}:
-            wrong.append(f"{a}/{b} step {k} ({features or 'DL'}): read {seen}, {k + 1} rows committed")
+            wrong.append(f"{a}/{b} step {k} ({features or 'DL'}): read {seen}, "
+                         f"{k + 1} rows committed")
     for tab in (x, y):
         got = sorted(lake.read(tab).to_pylist(), key=lambda r: r["id"])
         want = [{"id": i, "v": 4 if i == 0 else 5 - i} for i in range(5)]
@@ -161,7 +164,8 @@ def test_alternating_feature_sets_on_one_client_read_every_commit(backend):
 # -- points 1-4: R,CT transfers beside I readers and writers --------------------------------
 
 @pytest.mark.parametrize("known", ["x", "none"])
-def test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_not_know(backend, known):
+def test_isolated_reader_never_sees_half_of_a_ct_transfer_on_tables_the_log_does_not_know(
+        backend, known):
     """Point 1: a table the global log does not know joins the cut consistently with the
     tables it knows."""
     lake = _bank(backend, known=False)
@@ -181,15 +185,17 @@ def _forget_log_below(lake, table, version):
 
 
 @pytest.mark.timeout(120)  # the first bug this names looped for ever
-@pytest.mark.parametrize("record", ["kept", "kept-log-cleaned-up", "cleaned-up", "cleaned-up-log-too"])
-def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half(backend, record):
+@pytest.mark.parametrize("record",
+                         ["kept", "kept-log-cleaned-up", "cleaned-up", "cleaned-up-log-too"])
+def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_other_half(
+        backend, record):
     """Point 1, checkpointed: the cut knows x, a R,CT transfer then moved x and y, and y was
-    checkpointed above it (one more commit up). y joins the cut with the transfer's y half, so the x half is
-    taken too: a reader neither loops looking for a y commit above the checkpoint (the record
-    kept) nor leaves the x half out (the record cleaned up; and y's commits below the
-    checkpoint cleaned up too, as Spark or delta-rs would after their log retention), nor
-    fails looking for the y half in commits that clean-up deleted (the record kept: records
-    are kept for days, a log retention may be shorter)."""
+    checkpointed above it (one more commit up). y joins the cut with the transfer's y half, so
+    the x half is taken too: a reader neither loops looking for a y commit above the checkpoint
+    (the record kept) nor leaves the x half out (the record cleaned up; and y's commits below
+    the checkpoint cleaned up too, as Spark or delta-rs would after their log retention), nor
+    fails looking for the y half in commits that clean-up deleted (the record kept: records are
+    kept for days, a log retention may be shorter)."""
     lake = _bank(backend, known=False)
     with lake.transaction("I") as t:  # the global log knows x only
         t.update("x", set={"balance": "balance + 0"}, where="id = 1")
@@ -205,7 +211,8 @@ def test_a_table_new_to_the_cut_joins_it_whole_when_its_checkpoint_holds_the_oth
     assert _isolated_totals(lake) == [90, 110]
 
 
-def test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_table_was_read(backend):
+def test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_table_was_read(
+        backend):
     """Point 1, from the other side: a reader read x, then a R,CT transfer moved x and y and
     y was checkpointed; y, new to the cut, joins without the transfer (x cannot take it), even
     though its newest checkpoint holds it."""
@@ -235,7 +242,8 @@ def test_a_table_that_cannot_be_read_without_half_a_transfer_does_not_join_the_c
             _sum(r, "x")
             _transfer(lake, "R,CT")
             at = lake.maintenance.checkpoint("y")
-            assert commit_txn(lake._client.log("y").read_commit(at)) is not None  # the checkpoint is at the transfer
+            # the checkpoint is at the transfer
+            assert commit_txn(lake._client.log("y").read_commit(at)) is not None
             _forget_log_below(lake, "y", at)
             _sum(r, "y")
     assert e.value.reason == "gvl-cut"
@@ -257,8 +265,8 @@ def test_fresh_isolated_reader_sees_every_acknowledged_commit(backend):
         t.update("y", set={"balance": "balance - 1"}, where="id = 2")
     with lake.transaction("") as t:
         t.insert("x", {"id": [3], "balance": [5]})
-    write_deltalake(backend.table_uri("y"), pa.table({"id": [4], "balance": [6]}, schema=ACC), mode="append",
-                    storage_options=backend.storage_options or None)
+    write_deltalake(backend.table_uri("y"), pa.table({"id": [4], "balance": [6]}, schema=ACC),
+                    mode="append", storage_options=backend.storage_options or None)
     assert _isolated_totals(backend.lake()) == [99, 112]
     assert _isolated_totals(lake) == [99, 112]  # a warm client too
 
@@ -364,8 +372,8 @@ def test_foreign_commits_are_visible_beside_an_isolated_writer_that_moved_anothe
     from deltalake import write_deltalake
 
     lake = _bank(backend)
-    write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
-                    storage_options=backend.storage_options or None)
+    write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC),
+                    mode="append", storage_options=backend.storage_options or None)
     reader = backend.lake().begin("I")
     assert _sum(reader, "x") == 100
     with lake.transaction("I") as t:
@@ -389,8 +397,8 @@ def test_commit_that_lands_while_an_isolated_writer_validates_is_ordered_after_i
     assert _sum(reader, "x") == 100
 
     def append_to_y():
-        write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
-                        storage_options=backend.storage_options or None)
+        write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC),
+                        mode="append", storage_options=backend.storage_options or None)
 
     w_lake = backend.lake(store=HookStore(backend.store(), lambda k, key: k == "put_if_absent" and
                                           key.startswith(GVL_DIR + "/0"), append_to_y))
@@ -414,8 +422,8 @@ def test_reader_takes_what_it_can_of_an_entry_that_moved_a_table_it_read(backend
     from deltalake import write_deltalake
 
     _bank(backend)
-    write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC), mode="append",
-                    storage_options=backend.storage_options or None)
+    write_deltalake(backend.table_uri("y"), pa.table({"id": [3], "balance": [7]}, schema=ACC),
+                    mode="append", storage_options=backend.storage_options or None)
     reader = backend.lake().begin("I")
     assert _sum(reader, "x") == 100
     _transfer(backend.lake(), "R,CT")
@@ -495,10 +503,12 @@ def test_cleanup_between_validation_and_announcement_cannot_fork_the_log(backend
         for k in range(4):
             with other.transaction("I") as t:
                 t.update("y", set={"balance": f"{70 + k}"}, where="id = 1")
-        other.maintenance.cleanup(keep_global=1, older_than=0, force=True)  # below max_transaction_age: slots can go
+        # below max_transaction_age: slots can go
+        other.maintenance.cleanup(keep_global=1, older_than=0, force=True)
 
     store = HookStore(GvlAudit(backend.store(), shared),
-                      lambda kind, key: kind == "put_if_absent" and key.startswith(GVL_DIR + "/0"), race)
+                      lambda kind, key: kind == "put_if_absent" and key.startswith(GVL_DIR + "/0"),
+                      race)
     lake = backend.lake(store=store)
     txn = lake.begin("I")
     txn.update("x", set={"balance": "balance + 1"}, where="id = 1")
@@ -545,8 +555,10 @@ def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backen
         opts = {"older_than": 0, "force": True} if forced else {}
         cleaned.append(other.maintenance.cleanup(keep_global=1, **opts)["global_entries"])
 
-    stale = audited(HookStore(backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith(
-        GVL_DIR + "/0"), others_append_and_clean_up)).begin("I")
+    stale = audited(HookStore(
+        backend.store(),
+        lambda kind, key: kind == "put_if_absent" and key.startswith(GVL_DIR + "/0"),
+        others_append_and_clean_up)).begin("I")
     stale.update("z", set={"balance": "balance + 1000"}, where="id = 1")
     outcome: list[str] = []
 
@@ -563,7 +575,8 @@ def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backen
                              and key == f"{GVL_DIR}/{slot:020d}.json", stale_writer_announces)
     r = audited(reader_store).begin("I")
     assert _sum(r, "x") == 100  # the cut starts at the head, the slot after it still free
-    with lake0.transaction("") as t:  # news on y that no entry took in: the reader walks the log for it
+    # news on y that no entry took in: the reader walks the log for it
+    with lake0.transaction("") as t:
         t.update("y", set={"balance": "balance + 5"}, where="id = 1")
     armed[0] = True
     y_seen = _sum(r, "y")
@@ -573,11 +586,14 @@ def test_a_reader_never_walks_into_a_fork_written_below_the_horizon(local_backen
     forks = GvlAudit(backend.store(), shared).forks()
     if forced:
         assert cleaned[0] > 0 and outcome == ["aborted"]  # the writer found its slot cleaned up
-        assert z_seen == 100 and _sum(backend.lake(), "z") == 100  # nothing of it seen, nothing landed
-        assert [e.version for e in backend.lake().history("z") if e.txn == stale.id and not e.marker] == []
+        # nothing of it seen, nothing landed
+        assert z_seen == 100 and _sum(backend.lake(), "z") == 100
+        assert [e.version for e in backend.lake().history("z")
+                if e.txn == stale.id and not e.marker] == []
     else:
         assert cleaned == [0] and forks == []  # too young to delete: the slot stayed taken, no fork
-        assert outcome == ["committed"] and z_seen in (100, 1100) and _sum(backend.lake(), "z") == 1100
+        assert (outcome == ["committed"] and z_seen in (100, 1100)
+                and _sum(backend.lake(), "z") == 1100)
     assert y_seen in (100, 105)
 
 
@@ -591,7 +607,8 @@ def test_hint_never_moves_backwards(backend):
         with other.transaction("I") as t:
             t.update("y", set={"balance": "balance + 1"}, where="id = 2")
 
-    store = HookStore(backend.store(), lambda k, key: key == HINT_KEY and k in ("put", "put_if_match"), overtake)
+    store = HookStore(backend.store(),
+                      lambda k, key: key == HINT_KEY and k in ("put", "put_if_match"), overtake)
     slow = backend.lake(store=store)
     with slow.transaction("I") as t:
         t.update("x", set={"balance": "balance + 1"}, where="id = 2")
@@ -664,7 +681,8 @@ def test_cleanup_in_a_loop_beside_long_isolated_transactions(local_backend):
         lk = audited()
         while not stop.is_set():
             try:
-                cleaned.append(lk._client.gvl.cleanup(2, min_age=0.0))  # entries of any age: slots can go
+                # entries of any age: slots can go
+                cleaned.append(lk._client.gvl.cleanup(2, min_age=0.0))
             except Exception as e:  # noqa: BLE001 - surfaced below
                 errors.append(e)
 
@@ -712,7 +730,8 @@ def test_cleanup_in_a_loop_beside_long_isolated_transactions(local_backend):
     audit = GvlAudit(local_backend.store(), shared)
     assert not audit.hint_went_back()
     assert sum(_isolated_totals(local_backend.lake())) == 200
-    want = {t: 50 + sum(a for _, d, a in acked if d == t) - sum(a for s_, _, a in acked if s_ == t) for t in ("x", "y")}
+    want = {t: 50 + sum(a for _, d, a in acked if d == t) - sum(a for s_, _, a in acked if s_ == t)
+            for t in ("x", "y")}
     final = local_backend.lake()
     assert {t: _bal(final, t) for t in ("x", "y")} == want and len(acked) == 24
 
@@ -767,7 +786,8 @@ def test_bank_with_ct_writers_and_isolated_auditors_in_processes(backend):
     ctx = mp.get_context("spawn")
     out, done = ctx.Queue(), ctx.Event()
     per_writer = 12 if backend.kind == "local" else 8
-    writers = [ctx.Process(target=_ct_transfers, args=(backend.uri, backend.storage_options, w, per_writer, out))
+    writers = [ctx.Process(target=_ct_transfers,
+                           args=(backend.uri, backend.storage_options, w, per_writer, out))
                for w in range(3)]
     auditors = [ctx.Process(target=_auditor, args=(backend.uri, backend.storage_options, done, out))
                 for _ in range(2)]
@@ -793,7 +813,8 @@ def test_bank_with_ct_writers_and_isolated_auditors_in_processes(backend):
 
 
 @pytest.mark.parametrize("foreign", [False, True])
-def test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table(backend, foreign):
+def test_a_reader_writes_a_created_tables_version_0_and_never_over_a_foreign_table(
+        backend, foreign):
     """A R,CT transaction decided to create n and move x, and landed x; n's version 0 is not
     written yet. An isolated reader of x finishes the transaction from its record: it writes n
     at version 0. If delta-rs (which ignores lakevilla's reservation of the name) created n

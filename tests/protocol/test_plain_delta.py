@@ -38,7 +38,8 @@ def test_lost_race_without_conflict_rebases_and_commits(backend):
     with lake.transaction(features="") as txn:
         txn.update("acc", set={"balance": "balance + 1"}, where="id = 1")
     assert txn.stats["retries"] == 1
-    assert rows(lake.read("acc")) == [{"id": 1, "balance": 101}, {"id": 2, "balance": 200}, {"id": 3, "balance": 300}]
+    assert rows(lake.read("acc")) == [{"id": 1, "balance": 101}, {"id": 2, "balance": 200},
+                                      {"id": 3, "balance": 300}]
 
 
 def test_lost_race_with_a_file_conflict_aborts(backend):
@@ -55,7 +56,8 @@ def test_lost_race_with_a_file_conflict_aborts(backend):
             txn.update("acc", set={"balance": "balance + 1"}, where="id = 1")
     lake.flush()
     assert rows(lake.read("acc")) == [{"id": 1, "balance": 110}, {"id": 2, "balance": 200}]
-    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []  # the loser's rewritten file was deleted
+    # the loser's rewritten file was deleted
+    assert lake.maintenance.abandoned_files(min_age=0, force=True) == []
 
 
 def test_a_block_is_not_atomic(backend):

@@ -60,7 +60,8 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
     conflict with it wait for it. Its statements are done, so the claim carries its footprints
     at once: a follower on another file overtakes it without waiting, though the queued writer
     never waited (and so never published in a wait round). Here a blind append beats each of
-    T's first ``max_retries`` + 1 puts; T's commit after the claim is held while the follower runs."""
+    T's first ``max_retries`` + 1 puts; T's commit after the claim is held while the follower
+    runs."""
     retries = 3
     lake = two_files(local_backend)
     other = local_backend.lake()
@@ -80,7 +81,8 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
             release.wait(30)
 
     t_lake = local_backend.lake(max_retries=retries, store=HookStore(
-        local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
+        local_backend.store(),
+        lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
         and key.endswith(".json"), before_put, repeat=True))
     t = t_lake.begin("R")
     t.update("t", set={"value": "value + 1"}, where="id = 1")
@@ -107,7 +109,8 @@ def test_an_r_writer_that_keeps_losing_the_commit_race_queues_with_its_footprint
 
 
 @pytest.mark.parametrize("winners", ["conflicting", "blind"])
-def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(local_backend, winners):
+def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(
+        local_backend, winners):
     """A race lost to a commit that conflicted cost a redo, and the next may cost another: after
     ``QUEUE_AFTER_CONFLICTS`` of them the writer queues at once (conflicting followers then wait
     for it). A race lost to a commit that did not conflict cost one put, less than a queue's
@@ -130,7 +133,8 @@ def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(l
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
     if winners == "conflicting":
         assert t.stats["retries"] == t.stats["redos"] == n, str(dict(t.stats))
-        assert t.stats["queued_at_commit"] == t.stats["queued_for_conflicts"] == t.stats["markers"] == 1
+        assert (t.stats["queued_at_commit"] == t.stats["queued_for_conflicts"]
+                == t.stats["markers"] == 1)
         assert got[1] == 10 + 100 * n + 1
     else:  # three lost races, then one LIST finds the tail
         assert t.stats["retries"] == 3 and t.stats["redos"] == 0
@@ -162,13 +166,15 @@ def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_bac
             _seen_by(t_lake)
 
     t_lake = local_backend.lake(max_retries=retries, store=HookStore(
-        local_backend.store(), lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
+        local_backend.store(),
+        lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
         and key.endswith(".json"), before_put, repeat=True))
     t = t_lake.begin("R")
     t.update("t", set={"value": "value + 1"}, where="id = 1")
     if losses == "budget":
         t.commit()
-        assert t.state == "committed" and t.stats["queued_at_commit"] == 1 and t.stats["retries"] == n_lost
+        assert (t.state == "committed" and t.stats["queued_at_commit"] == 1
+                and t.stats["retries"] == n_lost)
         got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
         assert got[1] == 11 and len(got) == 8 + n_lost
     else:
@@ -208,7 +214,8 @@ def test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_i
     lake = two_files(local_backend)
     base = lake._client.log("t").latest_version()
     other = local_backend.lake()
-    planned = {base + 1: 1, base + 2: 1, base + 3: 1, base + 4: 1 if fourth_loss == "at-the-tail" else 3}
+    planned = {base + 1: 1, base + 2: 1, base + 3: 1,
+               base + 4: 1 if fourth_loss == "at-the-tail" else 3}
     taken = {v: threading.Event() for v in planned}
     lock = threading.Lock()
 
@@ -231,7 +238,8 @@ def test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_i
                         taken[v].set()
                 if not first and v - 1 in taken:  # the read past T's version: after T's was taken
                     assert taken[v - 1].wait(10)
-            elif kind == "put_if_absent" and v in taken:  # T's put: after the others took the version
+            elif kind == "put_if_absent" and v in taken:
+                # T's put: after the others took the version
                 assert taken[v].wait(10)
 
     counting = CountingStore(local_backend.store())

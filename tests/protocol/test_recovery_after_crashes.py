@@ -66,7 +66,8 @@ def _sweep_r_transaction(backend, mode, queued):
     seen = Counter()
     for i, (label, plan) in enumerate(crash_plans(n, every=crash_stride(backend, tables="one"))):
         name = f"t{i}"
-        numbered_table(backend, name=name, n=3)  # identical history, so call numbers mean the same thing
+        # identical history, so call numbers mean the same thing
+        numbered_table(backend, name=name, n=3)
         run_crashing(base, plan, make, action_on(name))
         recoverer = backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock)
         report = recoverer.recover(tables=[name])
@@ -75,10 +76,12 @@ def _sweep_r_transaction(backend, mode, queued):
         assert got == backend.delta_rows(name), label
         assert got in (before, after), f"{label}: partial state {got}"
         if got == after:
-            assert report.freed == [], f"{label}: a committed transaction's marker was freed, not closed"
+            assert report.freed == [], (
+                f"{label}: a committed transaction's marker was freed, not closed")
             # resuming a transaction that committed must refuse (or find nothing to resume)
             with pytest.raises((lv.TransactionStateError, lv.LakeVillaError)) as info:
-                backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock).resume(holder["id"])
+                backend.lake(commit_mode=mode, marker_ttl=5.0, clock=_later_clock).resume(
+                    holder["id"])
             assert "already committed" in str(info.value) or "no sublogs" in str(info.value), label
             assert rows(recoverer.read(name)) == after == backend.delta_rows(name), label
             seen["committed"] += 1
@@ -144,13 +147,15 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
         except lv.LakeVillaError as e:
             assert "no sublogs" in str(e), label
             if state == after:
-                # R alone at the tail: its commit is its own decision and goes out beside the entries
-                # still on their way behind the statements, so a crash can land it without them
-                # (seen under load in CI). Committed, then, with nothing to resume
+                # R alone at the tail: its commit is its own decision and goes out beside the
+                # entries still on their way behind the statements, so a crash can land it
+                # without them (seen under load in CI). Committed, then, with nothing to resume
                 assert mode == "tail", f"{label}: committed without its entries"
                 log = later._client.log(name)
-                txns = {(c.lakevilla or {}).get("txn") for _, c in log.commits_between(-1, log.latest_version())}
-                assert holder["id"] in txns, f"{label}: the table changed without a commit of the transaction"
+                txns = {(c.lakevilla or {}).get("txn")
+                        for _, c in log.commits_between(-1, log.latest_version())}
+                assert holder["id"] in txns, (
+                    f"{label}: the table changed without a commit of the transaction")
             seen["nothing"] += 1
             continue
         assert state == before, f"{label}: resumed a transaction whose commit had landed"
@@ -159,6 +164,7 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
         resumed.commit()
         later.flush()
         assert backend.delta_rows(name) == after == rows(later.read(name)), label
-        assert open_markers(later, name) == [], f"{label}: resume left the crashed client's marker open"
+        assert open_markers(later, name) == [], (
+            f"{label}: resume left the crashed client's marker open")
         seen["resumed"] += 1
     assert seen["resumed"] > 0 and seen["refused"] > 0 and seen["nothing"] > 0, seen

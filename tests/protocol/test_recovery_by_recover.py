@@ -33,7 +33,8 @@ def test_a_failure_after_the_decision_is_finished_by_recovery_not_undone(local_b
     numbered_table(local_backend, name="b", n=1)
     failing = local_backend.lake(store=FaultInjectingStore(local_backend.store(), FaultPlan(
         transient_rate=1.0, kinds=("put_if_absent",),
-        predicate=lambda k, key: key.startswith("b/_delta_log/") and not key.endswith("2.json"))), marker_ttl=TTL)
+        predicate=lambda k, key: key.startswith("b/_delta_log/") and not key.endswith("2.json"))),
+        marker_ttl=TTL)
     txn = failing.begin("R,CT")
     txn.update("a", set={"value": "value + 1"}, where="id = 1")
     txn.update("b", set={"value": "value + 1"}, where="id = 1")
@@ -47,7 +48,8 @@ def test_a_failure_after_the_decision_is_finished_by_recovery_not_undone(local_b
     assert rows(lake.read("b")) == [{"id": 1, "value": 11}] == local_backend.delta_rows("b")
 
 
-def test_recover_writes_the_commits_the_global_logs_head_announced_before_their_markers_expire(local_backend):
+def test_recover_writes_the_commits_the_global_logs_head_announced_before_their_markers_expire(
+        local_backend):
     """An I commit announced in the global log is decided; its owner died before any table
     commit. ``recover()`` writes its table commits from the pending writes of the log's head at
     once, while the owner's markers are still alive (so no marker pass could do it)."""

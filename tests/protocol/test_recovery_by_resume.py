@@ -47,7 +47,8 @@ def test_resume_rolls_an_announced_isolated_transaction_forward(local_backend):
     ``recover()`` first): it writes the commits once and refuses to re-run the transaction."""
     accounts(local_backend)
     join_global_log(local_backend)
-    dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/gvl/0", after=True), "R,CT,I")
+    dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/gvl/0", after=True),
+                                  "R,CT,I")
     later = local_backend.lake(marker_ttl=TTL, clock=clock_at(10_000.0))
     with pytest.raises(lv.TransactionStateError, match="rolled forward"):
         later.resume(dead.id)

@@ -49,11 +49,13 @@ def test_expired_marker_is_freed_and_the_late_owner_continues(backend, mode):
     assert marker_of(c).state == "freed"
     stalled.commit()  # the late owner validates against T2's commit, redoes, commits
     assert stalled.stats["redos"] == 1
-    if mode == "in_place":  # T2's commit lies above its old marker: filling there is unsafe, so the tail
+    # T2's commit lies above its old marker: filling there is unsafe, so the tail
+    if mode == "in_place":
         assert stalled.stats["fill_fallback"] >= 1
     c, _ = lake._client.log("t").read_commit_raw(stalled_marker)
     assert marker_of(c).state == "freed"  # the late owner could not overwrite the freed marker
-    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 111  # and T2's update is not lost
+    # and T2's update is not lost
+    assert {r["id"]: r["value"] for r in rows(lake.read("t"))}[1] == 111
     assert open_markers(lake, "t") == []
 
 
@@ -66,7 +68,8 @@ def test_a_late_in_place_owner_whose_marker_was_freed_commits_at_the_tail(local_
     slow.update("a", set={"value": "value + 1"}, where="id = 1")
     v = slow.tables["a"].marker.version
     lake._client.heartbeats.forget(slow)  # its heartbeat stops
-    assert [r[:2] for r in local_backend.lake(marker_ttl=TTL, clock=clock_at(LATER)).recover().freed] == [("a", v)]
+    assert [r[:2] for r in local_backend.lake(
+        marker_ttl=TTL, clock=clock_at(LATER)).recover().freed] == [("a", v)]
     result = slow.commit()
     assert result.versions["a"] != v and slow.stats["fill_lost"] == 1
     assert value_of(local_backend.lake(), "a") == 1
@@ -101,10 +104,12 @@ def test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it(local_
         with pytest.raises(SimulatedCrash):
             dead.commit()
         owner.flush()
-        assert value_of(local_backend.lake(), "a") == -5 and value_of(local_backend.lake(), "b") == 0
+        assert (value_of(local_backend.lake(), "a") == -5
+                and value_of(local_backend.lake(), "b") == 0)
     else:
-        dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/txns/", after=crash == "after-record"),
-                                       "R,CT")
+        dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/txns/",
+                                                 after=crash == "after-record"),
+                                      "R,CT")
     other = local_backend.lake(marker_ttl=TTL, clock=clock_at(LATER))
     with other.transaction("R") as t:  # commits table by table: a, then b, where the marker waits
         t.update("a", set={"value": "value * 10"}, where="id = 1")
@@ -116,7 +121,8 @@ def test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it(local_
         assert rec.state == records.ABORTED
     else:
         assert t.stats["recovered_committed"] >= 1
-        assert (value_of(other, "a"), value_of(other, "b")) == (-50, 50)  # the transfer once, then ours
+        # the transfer once, then ours
+        assert (value_of(other, "a"), value_of(other, "b")) == (-50, 50)
         assert rec.state == records.COMMITTED
     for tb in ("a", "b"):
         assert open_markers(other, tb) == []
@@ -125,7 +131,8 @@ def test_a_transaction_meeting_an_expired_ct_marker_finishes_or_undoes_it(local_
 
 # -- I: announced in the global log means decided ------------------------------------------------
 
-def test_a_transaction_meeting_the_expired_marker_of_an_announced_i_commit_writes_that_commit(local_backend):
+def test_a_transaction_meeting_the_expired_marker_of_an_announced_i_commit_writes_that_commit(
+        local_backend):
     """An I commit announced in the global log (its decision), then its owner died before any
     table commit: the R transaction that meets its expired marker resolves the marker through
     the log and writes the announced commit first (nothing isolated reads in between), then its
@@ -142,12 +149,14 @@ def test_a_transaction_meeting_the_expired_marker_of_an_announced_i_commit_write
     assert rows(other.read("a")) == local_backend.delta_rows("a")
 
 
-def test_a_transaction_meeting_the_expired_marker_of_an_unannounced_i_commit_appends_its_abort(local_backend):
+def test_a_transaction_meeting_the_expired_marker_of_an_unannounced_i_commit_appends_its_abort(
+        local_backend):
     """Its owner died before its entry: undecided. The R transaction that meets the expired
     marker appends the abort to the global log (so the owner can never announce) and frees it."""
     accounts(local_backend)
     join_global_log(local_backend)
-    dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/gvl/0", after=False), "R,CT,I")
+    dead = crash_two_table_commit(dying_lake(local_backend, "_lakevilla/gvl/0", after=False),
+                                  "R,CT,I")
     other = local_backend.lake(marker_ttl=TTL, clock=clock_at(LATER))
     with other.transaction("R") as t:
         t.update("a", set={"value": "value * 10"}, where="id = 1")

@@ -39,7 +39,8 @@ def test_sublogs_physical_then_logical_and_blind_appends_stay_physical(local_bac
     # the first write's entry goes out with the marker claim, before it is known whether a marker
     # precedes ours, so it carries the statement
     assert [(e.op, e.kind) for e in e1] == [("update", "logical")]
-    assert [(e.op, e.kind) for e in e2] == [("insert", "physical"), ("update", "logical"), ("delete", "logical")]
+    assert [(e.op, e.kind) for e in e2] == [("insert", "physical"), ("update", "logical"),
+                                            ("delete", "logical")]
     assert e2[1].statement == {"where": "id = 2", "set": {"value": "value * 2"}}
     t1.commit()
     t2.commit()
@@ -53,7 +54,8 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     t2 = lake.begin("R")
     t2.insert("t", {"id": [7], "value": [70]})  # op 0: unaffected by T1
     t2.update("t", set={"value": "value * 10"}, where="id = 2")  # op 1: conflicts with T1
-    t2.update("t", set={"value": "value + 5"}, where="id = 7")  # op 2: after the conflict: redone too
+    # op 2: after the conflict: redone too
+    t2.update("t", set={"value": "value + 5"}, where="id = 7")
     t1.commit()
     t2.commit()
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
@@ -61,14 +63,18 @@ def test_conflict_undoes_to_the_first_conflicting_op_and_redoes(backend, mode):
     assert t2.stats["redos"] == 2  # ops 1 and 2, not the insert
     entries = sublogs.read_all(lake.store, t2.id)
     assert [(e.op_seq, e.op, e.redo) for e in entries] == [
-        (1, "insert", False), (2, "update", False), (3, "update", False), (2, "update", True), (3, "update", True)]
+        (1, "insert", False), (2, "update", False), (3, "update", False), (2, "update", True),
+        (3, "update", True)]
     assert [e.kind for e in sublogs.current_ops(entries)] == ["physical", "logical", "logical"]
-    assert [e.redo for e in sublogs.current_ops(entries)] == [False, True, True]  # the latest entry per op
+    # the latest entry per op
+    assert [e.redo for e in sublogs.current_ops(entries)] == [False, True, True]
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
-@pytest.mark.parametrize("features", ["R", "R,CT"])  # R writes every entry behind its statement anyway
-def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it(local_backend, features):
+# R writes every entry behind its statement anyway
+@pytest.mark.parametrize("features", ["R", "R,CT"])
+def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_files_after_it(
+        local_backend, features):
     """Issue 13: a redo before a one-table commit at the tail costs two round trips less. Its
     new sublog entry goes out beside the commit's put-if-absent (held here until that put has
     started: logged first, the commit would never start), and the file the undone update wrote
@@ -87,9 +93,12 @@ def test_after_a_redo_the_commit_logs_beside_its_put_and_deletes_the_replaced_fi
         commit_started.set()
 
     redone = lambda: t2.stats["redos"] > 0  # noqa: E731 - the put after the redo (not a first, lost one)
-    store = HookStore(HookStore(base, lambda kind, key: armed.is_set() and kind == "put" and "/txns/" in key,
+    store = HookStore(HookStore(base,
+                                lambda kind, key: (armed.is_set() and kind == "put"
+                                                   and "/txns/" in key),
                                 at_entry),
-                      lambda kind, key: redone() and kind == "put_if_absent" and key.startswith("t/_delta_log/"),
+                      lambda kind, key: (redone() and kind == "put_if_absent"
+                                         and key.startswith("t/_delta_log/")),
                       at_commit)
     t1 = lake.begin(features)
     t1.update("t", set={"value": "value + 1"}, where="id = 2")
@@ -182,8 +191,8 @@ def test_an_r_writers_sublog_entries_go_out_behind_its_statements(local_backend)
     assert len(gate.entries) == 3 and gate.entries == sorted(gate.entries)
     assert gate.most_held == 1  # one after another: the next goes out once the one before landed
     assert [e.op for e in sublogs.read_all(lake.store, txn.id)] == ["update", "insert", "delete"]
-    assert rows(lake.read("t")) == [{"id": 1, "value": 11}, {"id": 2, "value": 20}, {"id": 4, "value": 40},
-                                    {"id": 8, "value": 80}]
+    assert rows(lake.read("t")) == [{"id": 1, "value": 11}, {"id": 2, "value": 20},
+                                    {"id": 4, "value": 40}, {"id": 8, "value": 80}]
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
@@ -195,7 +204,8 @@ def test_a_read_whose_rows_a_conflicting_commit_left_unchanged_is_redone_not_abo
     returns the same rows, so the client computed with what that snapshot holds: T redoes and
     commits instead of aborting, and neither increment is lost."""
     lake = backend.lake(commit_mode=mode)
-    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()), ("ytd", pa.int64())]))
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                      ("ytd", pa.int64())]))
     with lake.transaction("") as x:
         x.insert("w", {"id": [1, 2], "name": ["north", "south"], "ytd": [0, 0]})
     t = lake.begin("R")
@@ -205,7 +215,8 @@ def test_a_read_whose_rows_a_conflicting_commit_left_unchanged_is_redone_not_abo
         other.update("w", set={"ytd": "ytd + 7"}, where="id = 1")
     t.commit()
     assert t.stats["redos"] == 2  # the update and the read
-    assert rows(lake.read("w")) == [{"id": 1, "name": "north", "ytd": 12}, {"id": 2, "name": "south", "ytd": 0}]
+    assert rows(lake.read("w")) == [{"id": 1, "name": "north", "ytd": 12},
+                                    {"id": 2, "name": "south", "ytd": 0}]
     assert rows(lake.read("w")) == backend.delta_rows("w")
 
 
@@ -213,7 +224,8 @@ def test_a_read_whose_rows_changed_still_aborts_with_its_redo(local_backend):
     """The other side: the concurrent writer changes a column the read returned; the redone
     read returns other rows, so T aborts (lake.run re-runs it) and nothing of T is left."""
     lake = local_backend.lake()
-    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()), ("ytd", pa.int64())]))
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                      ("ytd", pa.int64())]))
     with lake.transaction("") as x:
         x.insert("w", {"id": [1], "name": ["north"], "ytd": [0]})
     t = lake.begin("R")
@@ -228,8 +240,10 @@ def test_a_read_whose_rows_changed_still_aborts_with_its_redo(local_backend):
     assert open_markers(lake, "w") == []
 
 
-@pytest.mark.parametrize(("o", "aborts"), [(100, False), (1, True)], ids=["newer-order", "older-order"])
-def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(local_backend, o, aborts):
+@pytest.mark.parametrize(("o", "aborts"), [(100, False), (1, True)],
+                         ids=["newer-order", "older-order"])
+def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(
+        local_backend, o, aborts):
     """TPC-C's Delivery: T reads the oldest new order of district 1 (order_by, limit 1) and
     deletes it; meanwhile NewOrder inserts another order of district 1. That insert matches
     T's read predicate, so it conflicts; but the first row is unchanged by a newer order, so
@@ -251,6 +265,7 @@ def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(lo
         assert lake.read("no", where="d = 1", order_by="o").column("o").to_pylist() == [1, 3, 4]
         return
     t.commit()
-    assert t.stats["redos"] == 2  # the read, and the delete after it (a redo runs on from the conflict)
+    # the read, and the delete after it (a redo runs on from the conflict)
+    assert t.stats["redos"] == 2
     assert lake.read("no", where="d = 1", order_by="o").column("o").to_pylist() == [4, 100]
     assert rows(lake.read("no"), "o") == local_backend.delta_rows("no", sort_by="o")

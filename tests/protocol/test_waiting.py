@@ -41,22 +41,26 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
         release.wait(60)
 
     def record_put(kind: str, key: str) -> bool:  # a transaction record, not a sublog entry
-        return kind == "put_if_absent" and key.startswith("_lakevilla/txns/") and key.count("/") == 2
+        return (kind == "put_if_absent" and key.startswith("_lakevilla/txns/")
+                and key.count("/") == 2)
 
     # P holds a marker on t; U (R, optimistic: no marker) waits for it. P's marker stays running
     # after its commit (its close fails): U learns that P is done from P's commit in the log
     no_close = lv.store.FaultInjectingStore(local_backend.store(), lv.store.FaultPlan(
-        fail_before=set(range(1, 50)), kinds=("put_if_match",), predicate=lambda kind, key: "_delta_log/" in key))
+        fail_before=set(range(1, 50)), kinds=("put_if_match",),
+        predicate=lambda kind, key: "_delta_log/" in key))
     p = local_backend.lake(store=no_close, marker_ttl=60.0).begin("R")
     p.update("t", set={"value": "value + 1"}, where="id = 1")
     claim_now(p, "t")
-    paused, go = threading.Event(), threading.Event()  # holds U's reads of the log between two rounds
+    # holds U's reads of the log between two rounds
+    paused, go = threading.Event(), threading.Event()
 
     def hold_u() -> None:
         if paused.is_set():
             go.wait(60)
 
-    u_store = HookStore(local_backend.store(), lambda kind, key: kind == "get" and "t/_delta_log/" in key, hold_u,
+    u_store = HookStore(local_backend.store(),
+                        lambda kind, key: kind == "get" and "t/_delta_log/" in key, hold_u,
                         repeat=True)
     u = local_backend.lake(store=u_store, marker_ttl=60.0, wait_timeout=60.0).begin("R")
     u.update("t", set={"value": "value + 10"}, where="id = 2")
@@ -73,7 +77,8 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
     _until(lambda: u.stats["wait_rounds"] >= 1, "U waits for P")
     paused.set()  # U's next look at the log sees T's marker and P's commit at once
     # T (R,CT) claims its markers above P's, waits for P, validates, and stops at its decision
-    t_lake = local_backend.lake(store=HookStore(local_backend.store(), record_put, hold), marker_ttl=60.0)
+    t_lake = local_backend.lake(store=HookStore(local_backend.store(), record_put, hold),
+                                marker_ttl=60.0)
     t = t_lake.begin("R,CT")
     t.update("t", set={"value": "value + 100"}, where="id = 2")
     t.update("u", set={"value": "value + 1"}, where="id = 1")
@@ -85,7 +90,8 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
     paused.clear()
     go.set()
     rounds = u.stats["wait_rounds"]
-    _until(lambda: not u_thread.is_alive() or u.stats["wait_rounds"] >= rounds + 3, "U commits or waits on")
+    _until(lambda: not u_thread.is_alive() or u.stats["wait_rounds"] >= rounds + 3,
+           "U commits or waits on")
     assert u_thread.is_alive(), "U committed above T's running marker, without waiting for T"
     release.set()
     t_thread.join(60)

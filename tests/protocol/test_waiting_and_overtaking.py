@@ -32,7 +32,8 @@ def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(
     the close fails, and the marker would only expire after 60 s)."""
     numbered_table(local_backend)
     no_close = lv.store.FaultInjectingStore(local_backend.store(), lv.store.FaultPlan(
-        fail_before=set(range(1, 20)), kinds=("put_if_match",), predicate=lambda kind, key: "_delta_log/" in key))
+        fail_before=set(range(1, 20)), kinds=("put_if_match",),
+        predicate=lambda kind, key: "_delta_log/" in key))
     owner = local_backend.lake(store=no_close, marker_ttl=60.0)
     t1 = owner.begin("R")
     t1.update("t", set={"value": "value + 1"}, where="id = 1")
@@ -44,7 +45,8 @@ def test_a_follower_does_not_wait_for_the_close_of_a_marker_whose_commit_landed(
     follower = local_backend.lake(marker_ttl=60.0, wait_timeout=5.0)
     with follower.transaction("R") as t2:
         t2.update("t", set={"value": "value + 100"}, where="id = 1")
-    assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0  # it never waited
+    # it never waited
+    assert t2.stats["waits_ended_by_commit"] >= 1 and t2.stats["wait_rounds"] == 0
     assert {r["id"]: r["value"] for r in rows(follower.read("t"))}[1] == 111
     assert rows(follower.read("t")) == local_backend.delta_rows("t")
 
@@ -56,7 +58,8 @@ def _held_at_commit(backend, holder: dict):
 
     def when(kind, key):
         txn = holder.get("txn")
-        return kind == "put_if_absent" and "/_delta_log/" in key and txn is not None and txn.stats["redos"] >= 1
+        return (kind == "put_if_absent" and "/_delta_log/" in key and txn is not None
+                and txn.stats["redos"] >= 1)
     return backend.lake(store=HookStore(backend.store(), when, lambda: release.wait(30))), release
 
 
@@ -77,11 +80,13 @@ def _queued_behind_a_publisher(backend):
     p_thread.start()
     wait_until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
     o.commit()
-    wait_until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit", extra=lambda: dict(p.stats))
+    wait_until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit",
+               extra=lambda: dict(p.stats))
     return lake, p, p_thread, release
 
 
-def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor(local_backend):
+def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor(
+        local_backend):
     """Issue 13: a writer that has to wait publishes its footprints on its marker; a follower on
     other files of the table does not queue behind it. The predecessor then validates against the
     follower's commit and finds nothing: no redo, no abort because of it."""
@@ -115,7 +120,8 @@ def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
         release.set()
         p_thread.join(30)
         q_thread.join(30)
-    assert q.stats["predecessors_overtaken"] == 0 and q.state == "committed" and q.stats["redos"] == 1
+    assert (q.stats["predecessors_overtaken"] == 0 and q.state == "committed"
+            and q.stats["redos"] == 1)
     assert p.state == "committed" and p.stats["redos"] == 1  # after O only, never after Q
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
     assert (got[1], got[2], got[3]) == (11, 1020, 35)
@@ -140,13 +146,15 @@ def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, m
         assert q.stats["predecessors_overtaken"] == 1
         p_store.hook, p_store.repeat = (lambda: held_again.wait(30)), True  # hold P's next put too
         release.set()
-        wait_until(lambda: p_store.fired >= 2, "P to lose the race and try again", extra=lambda: dict(p.stats))
+        wait_until(lambda: p_store.fired >= 2, "P to lose the race and try again",
+                   extra=lambda: dict(p.stats))
         assert p.stats["retries"] >= 1 and p.stats["footprints_withdrawn"] == 1
         q2 = local_backend.lake(wait_timeout=30.0).begin("R")
         q2.update("t", set={"value": "value + 7"}, where="id = 7")  # cannot conflict with P either
         q2_thread = threading.Thread(target=q2.commit)
         q2_thread.start()
-        wait_until(lambda: q2.stats["wait_rounds"] >= 1, "Q2 to wait for P", extra=lambda: dict(q2.stats))
+        wait_until(lambda: q2.stats["wait_rounds"] >= 1, "Q2 to wait for P",
+                   extra=lambda: dict(q2.stats))
         assert q2.stats["predecessors_overtaken"] == 0
     finally:
         release.set()
@@ -159,7 +167,8 @@ def test_a_predecessor_that_loses_a_race_is_not_overtaken_again(local_backend, m
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
-def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all(local_backend):
+def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_after_all(
+        local_backend):
     """Overtaking is decided on the follower's commit as it stands; a redo changes it. Here the
     follower's update matches nothing when it decides to go first, then a concurrent insert
     gives it a row in the predecessor's key range to rewrite: it must wait after all."""
@@ -171,8 +180,8 @@ def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_af
     q_thread = threading.Thread(target=q.commit)
     q_thread.start()
     try:
-        wait_until(lambda: q.stats["overtakes_revoked"] == 1 and q.stats["wait_rounds"] >= 1, "Q to wait for P",
-               extra=lambda: dict(q.stats))
+        wait_until(lambda: q.stats["overtakes_revoked"] == 1 and q.stats["wait_rounds"] >= 1,
+                   "Q to wait for P", extra=lambda: dict(q.stats))
     finally:
         release.set()
         p_thread.join(30)
@@ -181,7 +190,8 @@ def test_an_overtaking_follower_that_redoes_into_the_predecessors_files_waits_af
     assert p.state == q.state == "committed" and q.result.versions["t"] > p.result.versions["t"]
     assert sorted(r["value"] for r in rows(lake.read("t")) if r["id"] == 2) == [1025, 3005]
     key = lambda r: (r["id"], r["value"])  # noqa: E731 - two rows have id 2
-    assert sorted(lake.read("t").to_pylist(), key=key) == sorted(local_backend.delta_rows("t"), key=key)
+    assert (sorted(lake.read("t").to_pylist(), key=key)
+            == sorted(local_backend.delta_rows("t"), key=key))
 
 
 @pytest.mark.parametrize(("ahead", "longest"), [(1, 0.05), (3, 0.15), (40, 0.2)])
@@ -197,18 +207,21 @@ def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ah
     pauses: list[float] = []
     clock = SimpleNamespace(t=0.0)
     monkeypatch.setattr(w, "time", SimpleNamespace(
-        monotonic=lambda: clock.t, sleep=lambda d: (pauses.append(d), setattr(clock, "t", clock.t + d))))
-    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", rev=0, expired=lambda now: False)) for v in range(ahead)]
+        monotonic=lambda: clock.t,
+        sleep=lambda d: (pauses.append(d), setattr(clock, "t", clock.t + d))))
+    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", rev=0, expired=lambda now: False))
+             for v in range(ahead)]
     rounds = iter(range(61))
     ctx = w.WaitContext(
-        txn_id="me", wait_timeout=1e6, poll_max=0.05, shift_timeout=1e6, max_shifts=0, now=lambda: clock.t,
-        heartbeat=lambda: None, check_held=lambda tws: None, recover=lambda t, v: "running",
-        count=lambda k, n: None, waited=lambda who, s: None,
+        txn_id="me", wait_timeout=1e6, poll_max=0.05, shift_timeout=1e6, max_shifts=0,
+        now=lambda: clock.t, heartbeat=lambda: None, check_held=lambda tws: None,
+        recover=lambda t, v: "running", count=lambda k, n: None, waited=lambda who, s: None,
         predecessors=lambda tws: [queue if next(rounds) < 60 else [] for _ in tws])
     w.MarkerWait().wait(ctx, [SimpleNamespace(name="t", marker=SimpleNamespace(version=ahead))])
     assert len(pauses) == 60
     assert max(pauses) == pytest.approx(longest)
-    assert pauses == sorted(pauses)  # it backs off from 2 ms, never faster again while nothing moves
+    # it backs off from 2 ms, never faster again while nothing moves
+    assert pauses == sorted(pauses)
 
 
 def _behind_a_running_writer(backend, mode):
@@ -244,7 +257,8 @@ def test_a_waiting_writer_whose_consumed_read_was_invalidated_aborts_without_fin
         t.commit()
     assert err.value.reason == "consumed-read", err.value
     assert t.stats["aborted_while_waiting"] == 1
-    assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P still runs; T's marker closed
+    # P still runs; T's marker closed
+    assert open_markers(lake, "t") == [p.tables["t"].marker.version]
     p.commit()
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
     assert (got[1], got[2], got[5]) == (1010, 20, 51)
@@ -263,7 +277,8 @@ def test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once(local_b
     t_thread = threading.Thread(target=t.commit)
     t_thread.start()
     try:
-        wait_until(lambda: t.stats["wait_rounds"] >= 2, "T to wait for P (and see X's commit)", extra=lambda: dict(t.stats))
+        wait_until(lambda: t.stats["wait_rounds"] >= 2, "T to wait for P (and see X's commit)",
+                   extra=lambda: dict(t.stats))
         assert t.state == "committing"
     finally:
         p.commit()
