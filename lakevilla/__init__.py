@@ -12,6 +12,7 @@ from .delta.history import HistoryEntry
 from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
+    ConstraintViolationError,
     CorruptLogError,
     CreateConflictError,
     DataOutsidePredicateError,
@@ -61,6 +62,7 @@ __all__ = [
     "Lake", "LakeSettings", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError",
     "TransactionAborted", "PartialCommitError", "CommitPendingError", "TableNotFoundError",
     "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",
+    "ConstraintViolationError",
     "InvalidExpressionError", "UnsupportedTableFeatureError", "CorruptLogError",
     "TransactionStateError", "InvalidArgumentError", "ConditionalWritesUnsupportedError",
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",

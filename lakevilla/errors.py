@@ -33,6 +33,18 @@ class SchemaMismatchError(LakeVillaError):
     pass
 
 
+class ConstraintViolationError(LakeVillaError):
+    """A row breaks a table's CHECK constraint or column invariant; nothing was written."""
+
+    def __init__(self, table: str, rule: str, expression: str, row: dict) -> None:
+        self.table = table
+        self.rule = rule
+        self.expression = expression
+        self.row = row
+        super().__init__(f"{rule} of table {table!r} ({expression}) is violated by the row "
+                         f"{row}; nothing was written")
+
+
 class InvalidExpressionError(LakeVillaError):
     """A ``where`` or ``set`` expression does not parse or bind against the table schema."""
 

@@ -19,9 +19,15 @@ from .complex_txn import record as records
 from .complex_txn import reservations
 from .core.client import LakeClient
 from .delta.actions import Commit
-from .delta.log import LOG_DIR
+from .delta.features import check_writable
+from .delta.log import LOG_DIR, DeltaLog
 from .engines.api import data_file_key
-from .errors import CorruptLogError, CreateConflictError, InvalidArgumentError
+from .errors import (
+    CorruptLogError,
+    CreateConflictError,
+    InvalidArgumentError,
+    UnsupportedTableFeatureError,
+)
 from .isolation import resolve as gvl_resolve
 from .markers import checkpoints
 from .markers.marker import RUNNING, marker_of
@@ -94,7 +100,19 @@ class Maintenance:
         self._client.check_writable("checkpoint")
         # our own last commit's marker closes in the background: not an open one
         self._client.flush()
-        return checkpoints.checkpoint_now(self._client.log(name))
+        log = self._client.log(name)
+        self._check_features(log)
+        return checkpoints.checkpoint_now(log)
+
+    @staticmethod
+    def _check_features(log: DeltaLog) -> None:
+        """A checkpoint or a clean-up of data files restates what the log holds: refused on a
+        table with a Delta feature we cannot write, whose actions we may not understand (a
+        checkpoint would drop them, a clean-up delete files only they reference)."""
+        latest = log.latest_version()
+        if latest >= 0:
+            snap = log.snapshot(latest)
+            check_writable(log.table, snap.protocol, snap.metadata)
 
     def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
@@ -229,6 +247,13 @@ class Maintenance:
             latest = log.latest_version()
             referenced: set[str] = set()
             if latest < 0 and t not in reserved:
+                continue
+            try:
+                self._check_features(log)
+            except UnsupportedTableFeatureError as e:
+                if table:
+                    raise
+                logs.maintenance("abandoned_skipped", "%s", e, level=logging.WARNING, table=t)
                 continue
             if latest >= 0:
                 snap = log.snapshot(latest)

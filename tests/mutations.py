@@ -788,6 +788,19 @@ MUTATIONS: list[Mutation] = [
       "if meta.last_modified is None:",
       [MT + "test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted"],
       "young unreferenced files (a live writer's) are deleted"),
+    M("abandoned-ignores-table-features", "maintenance", LK,
+      "            try:\n                self._check_features(log)\n"
+      "            except UnsupportedTableFeatureError as e:",
+      "            try:\n                pass\n"
+      "            except UnsupportedTableFeatureError as e:",
+      [MT + "test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write"],
+      "the abandoned-file sweep lists the files of a table whose features it does not write "
+      "(a change data feed's files, referenced by cdc actions only)"),
+    M("checkpoint-ignores-table-features", "maintenance", LK,
+      "        self._check_features(log)\n        return checkpoints.checkpoint_now(log)",
+      "        return checkpoints.checkpoint_now(log)",
+      [MT + "test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write"],
+      "a checkpoint restates the log of a table with a feature lakevilla does not write"),
     M("cleanup-ignores-retention", "maintenance", LK,
       "return meta.last_modified is not None and now - meta.last_modified >= older_than",
       "return meta.last_modified is not None",
@@ -852,6 +865,32 @@ MUTATIONS: list[Mutation] = [
       ["tests/unit/test_expressions.py::test_duckdb_runs_locked_down[another]"],
       "the DuckDB time zone is set for the first connection only: other threads' cursors use "
       "the machine's"),
+    # -- row rules (CHECK constraints, invariants) -------------------------------------------
+    M("rules-not-checked", "rules", "lakevilla/engines/embedded.py",
+      "        if ctx.constraints:\n            self.check_rules(ctx, [t for t, _ in jobs])",
+      "        if False:\n            self.check_rules(ctx, [t for t, _ in jobs])",
+      ["tests/statements/test_constraints.py::test_a_row_that_breaks_a_check_constraint_is_"
+       "refused_and_nothing_is_written[update-R]"],
+      "the embedded engine writes rows that break a CHECK constraint"),
+    M("rules-let-null-pass", "rules", "lakevilla/engines/embedded.py",
+      "                ok = self._mask(ctx, t, checked)  # NULL counts as no",
+      "                ok = pc.invert(self._mask(ctx, t, E.check_where(\n"
+      "                    f\"NOT ({checked.text})\", ctx.schema)))",
+      ["tests/statements/test_constraints.py::test_a_row_that_breaks_a_check_constraint_is_"
+       "refused_and_nothing_is_written[insert-null-]"],
+      "a rule whose value is NULL lets the row pass (SQL's CHECK, not Delta's)"),
+    M("spark-rules-not-checked", "rules", "lakevilla/engines/spark.py",
+      "        rules = checked_rules(ctx) if ctx.constraints else []",
+      "        rules = []",
+      ["tests/interop/test_spark_statements.py::test_spark_refuses_rows_that_break_a_check_"
+       "constraint[classic]"],
+      "the Spark engine writes rows that break a CHECK constraint"),
+    M("constraints-read-from-nowhere", "rules", "lakevilla/core/runner.py",
+      "                            constraints=constraints_of(snap.metadata))",
+      "                            constraints=())",
+      ["tests/statements/test_constraints.py::test_a_constraint_delta_rs_added_is_enforced_"
+       "like_delta_rs_does"],
+      "a transaction's statements do not take the table's rules along"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

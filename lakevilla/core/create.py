@@ -14,6 +14,7 @@ from typing import Any
 from ..complex_txn import reservations
 from ..data.schemas import table_spec
 from ..delta.actions import Commit
+from ..delta.constraints import constraints_of
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.log import DeltaLog, VersionExists
 from ..delta.snapshot import Snapshot
@@ -47,7 +48,8 @@ def create_now(client: LakeClient, name: str, schema: Any = None,
     table_id = metadata.id
     adds = []
     if data is not None:
-        ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts))
+        ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts),
+                           constraints_of(metadata))
         adds = client.engine.write(ctx, data)
     commit = creation_commit(metadata, adds, with_data=data is not None)
     # hold the name (reservations.py): a transaction creating it too must not decide meanwhile

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import parallel
 from ..data.schemas import table_spec
+from ..delta.constraints import constraints_of
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.features import check_readable, protocol_for
 from ..delta.files import FileSet
@@ -98,7 +99,8 @@ class StatementRunner:
     def table_context(self, name: str, snap: Snapshot) -> TableContext:
         client = self.ctx.client
         return TableContext(name=name, store=client.store, lake_uri=client.root_uri,
-                            schema=snap.schema, partition_columns=tuple(snap.partition_columns))
+                            schema=snap.schema, partition_columns=tuple(snap.partition_columns),
+                            constraints=constraints_of(snap.metadata))
 
     def table(self, name: str, op: Statement | None = None) -> TableWork:
         """The view of ``name`` (made at the first statement on it)."""
@@ -163,7 +165,8 @@ class StatementRunner:
                                       if tw is not None and tw.creating else ""))
         tschema, parts = table_spec(name, schema, partition_by, data)
         metadata = new_metadata(tschema, parts, properties, description)
-        snap = Snapshot(name, -1, protocol_for(tschema), metadata, FileSet())
+        snap = Snapshot(name, -1, protocol_for(tschema, metadata.configuration), metadata,
+                        FileSet())
         tw = TableWork(name, log, snap, self.table_context(name, snap))
         tw.creating = creation_commit(metadata, [], with_data=False)
         self.markers.hold_name(tw)

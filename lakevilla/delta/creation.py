@@ -36,5 +36,6 @@ def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                             "lakevilla": lakevilla or CommitInfo(kind=InfoKind.CREATE).to_json()}
     if with_data:
         info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
-    return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string)),
+    return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string),
+                                                        metadata.configuration),
                   metadata=metadata, adds=list(adds))

@@ -17,9 +17,9 @@ READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}
-# Writer features we accept only while the table does not actually use them.
-_INACTIVE_ONLY = {"invariants", "checkConstraints", "changeDataFeed", "generatedColumns",
-                  "identityColumns"}
+# Writer features we accept only while the table does not actually use them. CHECK constraints
+# and invariants are enforced on every written row (``delta.constraints``).
+_INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
 
 
 def _active_legacy_features(md: Metadata) -> dict[str, str]:
@@ -72,9 +72,11 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
             raise UnsupportedTableFeatureError(table, f, active[f])
 
 
-def protocol_for(schema: pa.Schema) -> Protocol:
-    """The protocol a new table needs: the legacy (1, 2) unless a column is timestamp_ntz, which
-    Delta allows only with the ``timestampNtz`` feature (reader 3, writer 7)."""
+def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:
+    """The protocol a new table needs: the legacy (1, 2), writer 3 when it defines CHECK
+    constraints, and reader 3 / writer 7 with ``timestampNtz`` when a column is a timestamp
+    without time zone (Delta allows those only with that feature; constraints then become the
+    ``checkConstraints`` writer feature)."""
     def ntz(t: pa.DataType) -> bool:
         if pa.types.is_timestamp(t):
             return t.tz is None
@@ -86,9 +88,11 @@ def protocol_for(schema: pa.Schema) -> Protocol:
             return ntz(t.key_type) or ntz(t.item_type)
         return False
 
+    checks = any(k.lower().startswith("delta.constraints.") for k in (configuration or {}))
     if any(ntz(f.type) for f in schema):
-        return Protocol(3, 7, ["timestampNtz"], ["timestampNtz"])
-    return Protocol(1, 2)
+        return Protocol(3, 7, ["timestampNtz"],
+                        ["timestampNtz", "checkConstraints"] if checks else ["timestampNtz"])
+    return Protocol(1, 3) if checks else Protocol(1, 2)
 
 
 def is_append_only(metadata: Metadata) -> bool:

@@ -18,6 +18,7 @@ from urllib.parse import quote
 import pyarrow as pa
 
 from ..delta.actions import AddFile
+from ..delta.constraints import Constraint
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
 from ..store import ObjectStore
@@ -35,6 +36,7 @@ class TableContext:
     lake_uri: str
     schema: pa.Schema
     partition_columns: tuple[str, ...] = ()
+    constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
 
     @property
     def location_uri(self) -> str:

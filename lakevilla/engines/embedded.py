@@ -53,6 +53,7 @@ from .api import (
 from .duck_sql import assignment_cast, first_line, query_one
 from .embedded_merge import merge as merge_rows
 from .pushdown import pushdown
+from .rules import checked_rules, violation
 
 MAX_ROWS_PER_FILE = 1_000_000
 STREAM_FILE_BYTES = 128 << 20  # a streamed insert starts a new file after this much Arrow memory
@@ -478,7 +479,19 @@ class EmbeddedEngine:
         res.added = self.write_all(ctx, jobs)
         return res
 
+    def check_rules(self, ctx: TableContext, tables: list[pa.Table]) -> None:
+        """``ConstraintViolationError`` for the first row that breaks a rule of the table (false
+        or NULL breaks it, as in Delta), before anything is written."""
+        for rule, checked in checked_rules(ctx):
+            for t in tables:
+                ok = self._mask(ctx, t, checked)  # NULL counts as no
+                if not pc.all(ok).as_py():
+                    i = int(pc.index(ok, False).as_py())
+                    raise violation(ctx, rule, checked, t.slice(i, 1).to_pylist()[0])
+
     def write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict]]) -> list[AddFile]:
+        if ctx.constraints:
+            self.check_rules(ctx, [t for t, _ in jobs])
         written: list[AddFile] = []
         lock = threading.Lock()
 

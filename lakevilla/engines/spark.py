@@ -64,6 +64,7 @@ from .api import (
     partition_value_string,
 )
 from .embedded import as_stream, conform, stream_chunks, to_arrow_table
+from .rules import checked_rules, violation
 
 FILE_COL = "__lv_file"
 _CHECK_TAG = "lakevilla-check"  # marks the errors our own runtime checks raise inside Spark jobs
@@ -525,6 +526,11 @@ class SparkEngine:
 
     def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
+        rules = checked_rules(ctx) if ctx.constraints else []
+        with _spark_errors(f"the rules of {ctx.name!r}", None):
+            broken = spark_expr.first_broken(df, [c for _, c in rules], _ref) if rules else None
+        if broken is not None:
+            raise violation(ctx, *rules[broken[0]], broken[1])
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
         prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"

@@ -504,3 +504,20 @@ def assigned(chk: E.Checked, target: pa.DataType,
 
 def condition(chk: E.Checked, column: Callable[[E.ColumnRef], Column]) -> Column:
     return Builder(chk, column).build(chk.node)
+
+
+def first_broken(df: Any, rules: list[E.Checked],
+                 column: Callable[[E.ColumnRef], Column]) -> tuple[int, dict] | None:
+    """The first row of ``df`` that breaks one of ``rules`` (false or NULL breaks it, as in
+    Delta), with the index of the rule it breaks; one Spark job that stops at that row."""
+    flags = [F.coalesce(condition(chk, column), F.lit(False)).alias(f"__lv_ok{i}")
+             for i, chk in enumerate(rules)]
+    everything = F.lit(True)
+    for i in range(len(rules)):
+        everything = everything & F.col(f"__lv_ok{i}")
+    found = df.select("*", *flags).filter(~everything).limit(1).collect()
+    if not found:
+        return None
+    row = found[0].asDict(recursive=True)
+    first = next(i for i in range(len(rules)) if not row[f"__lv_ok{i}"])
+    return first, {k: v for k, v in row.items() if not k.startswith("__lv_ok")}

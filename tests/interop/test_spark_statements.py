@@ -81,3 +81,23 @@ def test_spark_optimize_is_redone_under_r(spark, tmp_path):  # noqa: F811
         assert opt.stats["redos"] == 1
         assert _ids(lake.read("t")) == [0, 2] == [r["id"] for r in _delta(uri)]
         assert len(lake.snapshot("t").files) == 1
+
+
+def test_spark_refuses_rows_that_break_a_check_constraint(spark, tmp_path):  # noqa: F811
+    uri = "file://" + str(tmp_path / "lake")
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
+        lake.create_table("t", T, properties={"delta.constraints.small": "x < 10"})
+        ok = spark.createDataFrame([(1, 9, "a")], "id long, x long, p string")
+        with lake.transaction("R") as txn:
+            txn.insert("t", ok)
+        before = lake.version("t")
+        for statement in (
+                lambda txn: txn.insert("t", spark.createDataFrame(
+                    [(2, 3, "a"), (3, None, "b")], "id long, x long, p string")),
+                lambda txn: txn.update("t", {"x": "x + 1"}, where="id = 1")):
+            with pytest.raises(lv.ConstraintViolationError, match="'small'") as e:
+                with lake.transaction("R") as txn:
+                    statement(txn)
+            assert set(e.value.row) == {"x"}
+        assert lake.version("t") == before
+        assert _delta(uri) == [{"id": 1, "x": 9, "p": "a"}]

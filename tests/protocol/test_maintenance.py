@@ -200,3 +200,31 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
     lake.flush()
     assert log.last_checkpoint_version() > marker  # due again once the marker closed
     assert rows(lake.read("a")) == local_backend.delta_rows("a")
+
+
+def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_path):
+    """A table delta-rs wrote with a change data feed: its `_change_data/` files are referenced
+    by `cdc` actions only. Clean-up must not take them for abandoned, nor a checkpoint restate a
+    log whose actions lakevilla does not write."""
+    from deltalake import DeltaTable, write_deltalake
+
+    root = tmp_path / "lake"
+    write_deltalake(str(root / "feed"), pa.table({"id": [1, 2, 3], "v": [10, 20, 30]}),
+                    configuration={"delta.enableChangeDataFeed": "true"})
+    DeltaTable(str(root / "feed")).update(predicate="id = 2", updates={"v": "99"})
+    write_deltalake(str(root / "plain"), pa.table({"id": [1]}))
+    (root / "plain" / "stray.parquet").write_bytes(b"not referenced")
+    changes = list((root / "feed" / "_change_data").iterdir())
+    assert len(changes) == 1
+    lake = lv.Lake(str(root))
+
+    swept = lake.maintenance.abandoned_files(min_age=0, force=True)
+    assert swept == [("plain", "plain/stray.parquet")]  # the sweep skips the feed, not the lake
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="changeDataFeed"):
+        lake.maintenance.delete_abandoned_files("feed", min_age=0, force=True)
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="changeDataFeed"):
+        lake.maintenance.checkpoint("feed")
+    assert changes[0].exists()
+    assert not any(p.name.endswith(".checkpoint.parquet")
+                   for p in (root / "feed" / "_delta_log").iterdir())
+    assert lake.maintenance.checkpoint("plain") == 0

@@ -147,7 +147,8 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
     ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
     ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
                                    "writerFeatures": ["rowTracking", "domainMetadata"]}}]),
-    ("checkConstraints", "metadata:delta.constraints.positive=id > 0"),
+    ("inCommitTimestamp", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+                                         "writerFeatures": ["inCommitTimestamp"]}}]),
 ])
 def test_unsupported_features_are_refused_and_nothing_is_written(backend, feature, lines):
     lake = backend.lake()
