@@ -891,6 +891,18 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_constraints.py::test_a_constraint_delta_rs_added_is_enforced_"
        "like_delta_rs_does"],
       "a transaction's statements do not take the table's rules along"),
+    M("redo-keeps-stale-rules", "rules", "lakevilla/statements/view.py",
+      "                                       constraints=constraints_of(snapshot.metadata))",
+      "                                       )",
+      ["tests/statements/test_constraints.py::test_a_redo_onto_a_table_that_gained_a_"
+       "constraint_meanwhile_enforces_it"],
+      "a redo onto a newer snapshot checks rows by the rules of the snapshot it left"),
+    M("kept-rows-not-rechecked", "rules", "lakevilla/statements/insert.py",
+      "        else:\n            self.recheck_kept(tw, engine, self.inserted)",
+      "        else:\n            pass",
+      ["tests/statements/test_constraints.py::test_a_redo_onto_a_table_that_gained_a_"
+       "constraint_meanwhile_enforces_it"],
+      "an insert redone onto a table that gained a constraint keeps its rows unchecked"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

@@ -78,6 +78,10 @@ class Engine(Protocol):
 
     def num_rows(self, result: Any) -> int: ...
 
+    def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
+        """Rows written before (kept across a redo) checked by the table's rules (``ctx``):
+        ``ConstraintViolationError`` for the first that breaks one."""
+
 
 # -- helpers shared by engines ------------------------------------------------
 

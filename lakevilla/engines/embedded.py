@@ -489,6 +489,9 @@ class EmbeddedEngine:
                     i = int(pc.index(ok, False).as_py())
                     raise violation(ctx, rule, checked, t.slice(i, 1).to_pylist()[0])
 
+    def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
+        self.check_rules(ctx, self._map(lambda a: self.read_file(ctx, a, None), files))
+
     def write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict]]) -> list[AddFile]:
         if ctx.constraints:
             self.check_rules(ctx, [t for t, _ in jobs])

@@ -524,13 +524,20 @@ class SparkEngine:
             raise
         return written
 
-    def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
-        """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
+    def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
+        self._check_rules(ctx, self._frame(ctx, files))
+
+    def _check_rules(self, ctx: TableContext, df: DataFrame) -> None:
+        """``ConstraintViolationError`` for the first row that breaks a rule of the table."""
         rules = checked_rules(ctx) if ctx.constraints else []
         with _spark_errors(f"the rules of {ctx.name!r}", None):
             broken = spark_expr.first_broken(df, [c for _, c in rules], _ref) if rules else None
         if broken is not None:
             raise violation(ctx, *rules[broken[0]], broken[1])
+
+    def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
+        """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
+        self._check_rules(ctx, df)
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
         prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"

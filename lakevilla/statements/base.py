@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delta.actions import AddFile
+from ..delta.constraints import Constraint
 from ..delta.features import check_writable, is_append_only
 from ..errors import UnsupportedTableFeatureError
 from ..scan.conflicts import Footprint
@@ -52,6 +53,8 @@ class Statement:
     # the columns it adds to the table (Delta StructField JSON), once planned: a redo and a
     # resumed run rebuild the same schema from them (evolution.py)
     add_fields: list[dict[str, Any]] | None = None
+    # the table rules its new rows were checked by (None: unknown, e.g. resumed from a sublog)
+    rules_checked: tuple[Constraint, ...] | None = None
 
     # -- before it runs ------------------------------------------------------------------
     def check(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
@@ -88,6 +91,13 @@ class Statement:
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         raise NotImplementedError
+
+    def recheck_kept(self, tw: TableWork, engine: Engine, files: list[AddFile]) -> None:
+        """Rows an earlier run wrote and a redo keeps (``kept_files``), checked again when the
+        table's rules are not the ones they were checked by (a constraint added meanwhile)."""
+        if files and tw.ctx.constraints and tw.ctx.constraints != self.rules_checked:
+            engine.check_rows(tw.ctx, files)
+        self.rules_checked = tw.ctx.constraints
 
     def reset_for_redo(self) -> None:
         """Forget the effects of the last run (undone): a redo records them anew."""

@@ -42,6 +42,9 @@ class Insert(Statement):
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:
             self.inserted = engine.write(tw.ctx, data)
+            self.rules_checked = tw.ctx.constraints
+        else:
+            self.recheck_kept(tw, engine, self.inserted)
         self.added = list(self.inserted)
         self.rows = sum(a.num_records or 0 for a in self.added)
         return None

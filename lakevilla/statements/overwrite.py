@@ -43,8 +43,11 @@ class Overwrite(Statement):
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:
             self.inserted = engine.write(tw.ctx, data)
+            self.rules_checked = tw.ctx.constraints
             if self.where is not None and self.inserted:
                 self._check_inside(tw, engine)
+        else:
+            self.recheck_kept(tw, engine, self.inserted)
         cands = tw.candidates(self.where)
         self.read_files = {a.path for a in cands}
         if self.where is None:  # the whole table goes: no file needs reading

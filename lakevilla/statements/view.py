@@ -16,6 +16,7 @@ import time
 from typing import Any, ClassVar, Protocol
 
 from ..delta.actions import AddFile, Commit, RemoveFile
+from ..delta.constraints import constraints_of
 from ..delta.files import FileSet
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
@@ -119,7 +120,8 @@ class TableWork:
 
         self.metadata = metadata
         self._schema = schema_from_json(metadata.schema_string)
-        self.ctx = dataclasses.replace(self.ctx, schema=self._schema)
+        self.ctx = dataclasses.replace(self.ctx, schema=self._schema,
+                                       constraints=constraints_of(metadata))
 
     @property
     def files(self) -> FileSet:
@@ -204,8 +206,10 @@ class TableWork:
         self.recheck = self.log.unstable_versions(snapshot.version)
         self.added, self.removed = {}, {}
         self.metadata, self._schema = None, None
+        # the new snapshot's schema and rules: a redo checks rows by the table as it is now
         self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
-                                       partition_columns=tuple(snapshot.partition_columns))
+                                       partition_columns=tuple(snapshot.partition_columns),
+                                       constraints=constraints_of(snapshot.metadata))
         for op in self.ops[:kept]:
             self.apply(op)
 

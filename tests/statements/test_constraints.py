@@ -115,3 +115,21 @@ def test_a_constraint_outside_the_grammar_makes_the_table_unwritable_by_name(loc
         with lake.transaction("") as txn:
             txn.insert("t", {"id": [1], "amount": [1.0]})
     assert lake.read("t").num_rows == 0
+
+
+def test_a_redo_onto_a_table_that_gained_a_constraint_meanwhile_enforces_it(tmp_path):
+    """delta-rs adds a constraint while an R transaction's insert waits to commit: the commit
+    conflicts (the metadata changed), the insert is redone on the new snapshot, and the redo
+    checks the new rule."""
+    from deltalake import DeltaTable
+
+    lake = lv.Lake(str(tmp_path / "lake"))
+    lake.create_table("t", S)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1], "amount": [5.0]})
+    with pytest.raises(lv.ConstraintViolationError, match="positive"):
+        with lake.transaction("R") as txn:
+            txn.insert("t", {"id": [2], "amount": [-1.0]})
+            DeltaTable(str(tmp_path / "lake" / "t")).alter.add_constraint(
+                {"positive": "amount > 0"})
+    assert lake.read("t").column("id").to_pylist() == [1]
