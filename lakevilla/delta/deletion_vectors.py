@@ -168,7 +168,7 @@ def deleted_rows(store: ObjectStore, table: str, lake_uri: str, dv: DeletionVect
     if len(bitmap) != dv.cardinality:
         raise CorruptLogError(f"{where}: deletion vector holds {len(bitmap)} rows, the log "
                               f"says {dv.cardinality}")
-    return np.fromiter(bitmap, dtype=np.int64, count=len(bitmap))
+    return np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
 
 
 def live_mask(num_rows: int, deleted: np.ndarray, where: str = "") -> np.ndarray:

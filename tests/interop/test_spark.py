@@ -693,26 +693,26 @@ def test_a_stream_is_written_by_spark_piece_by_piece_and_merge_refuses_text(spar
 
 
 def test_spark_reads_tables_with_deletion_vectors_as_delta_rs_does(classic_spark, lake_dir, uri):
-    """delta-rs' reference tables with deletion vectors (tests/data): Spark drops the deleted
-    rows by ``_metadata.row_index``, at every version, before a ``where``."""
-    import shutil
+    """delta-rs' reference tables with deletion vectors (tests/data), and a partitioned table
+    given DVs by hand: Spark drops the deleted rows by ``_metadata.row_index``, at every version,
+    before a ``where``."""
+    from tests.dv_tables import LOGS, SMALL, copy_table, delete_by_dv, delta_rs_rows
 
-    from deltalake import DeltaTable, QueryBuilder
-
-    data = Path(__file__).resolve().parent.parent / "data"
-    names = ["table-with-dv-small", "table_with_deletion_logs"]
-    for name in names:
-        shutil.copytree(data / name, lake_dir / name)
-
-    def delta_rs(name: str, version: int) -> list[dict]:
-        dt_ = DeltaTable(str(lake_dir / name), version=version)
-        return sorted(pa.table(QueryBuilder().register("t", dt_).execute(
-            "SELECT * FROM t")).to_pylist(), key=repr)
-
+    for name in (SMALL, LOGS):
+        copy_table(lake_dir, name)
+    with lv.Lake(uri) as embedded:
+        embedded.create_table("p", ACC, partition_by=["value"])
+        with embedded.transaction("") as txn:
+            txn.insert("p", {"id": list(range(20)), "value": [i % 2 for i in range(20)]})
+        latest = embedded.snapshot("p").version
+    delete_by_dv(lake_dir / "p", latest + 1, {"0": [0, 3], "1": [9]}, key="value")
     with lv.Lake(uri, engine=lv.SparkEngine(classic_spark)) as lake:
-        for name, versions in zip(names, [[0, 1], [2, 3, 4, 20]], strict=True):
+        for name, versions in [(SMALL, [0, 1]), (LOGS, [2, 3, 4, 20]), ("p", [latest + 1])]:
             for v in versions:
                 got = sorted((r.asDict() for r in lake.read(name, version=v).collect()), key=repr)
-                assert got == delta_rs(name, v), (name, v)
-        small = lake.read("table-with-dv-small", where="value = 0 OR value > 7").collect()
+                assert got == delta_rs_rows(lake_dir / name, v), (name, v)
+        assert len(delta_rs_rows(lake_dir / "p")) == 17
+        small = lake.read(SMALL, where="value = 0 OR value > 7").collect()
         assert [r["value"] for r in small] == [8]
+        assert sorted(r["id"] for r in lake.read("p", where="id < 8").collect()) == \
+            [1, 2, 3, 4, 5, 7]
