@@ -7,6 +7,8 @@ import base64
 import json
 import shutil
 import struct
+import uuid
+import zlib
 from pathlib import Path
 
 import pyarrow as pa
@@ -55,11 +57,32 @@ def commit(path: Path, version: int, actions: list[dict]) -> None:
         "\n".join(json.dumps(a) for a in actions) + "\n")
 
 
+def stored_dvs(path: Path, rows: list[list[int]], storage: str = "u",
+               prefix: str = "ab") -> list[dict]:
+    """Descriptors of DVs deleting each of ``rows``, all in one new DV file of the table at
+    ``path`` (at their offsets, as Spark writes them): ``u`` under the folder ``prefix``, ``p``
+    by its absolute URI."""
+    blob = bytearray([1])  # the file format's version
+    out = []
+    for r in rows:
+        raw = struct.pack("<I", MAGIC) + BitMap64(r).serialize()
+        out.append({"offset": len(blob), "sizeInBytes": len(raw), "cardinality": len(r)})
+        blob += struct.pack(">i", len(raw)) + raw + struct.pack(">I", zlib.crc32(raw))
+    uid = uuid.uuid4()
+    folder = path / prefix if storage == "u" else path
+    folder.mkdir(exist_ok=True)
+    file = folder / f"deletion_vector_{uid}.bin"
+    file.write_bytes(bytes(blob))
+    where = prefix + z85(uid.bytes) if storage == "u" else file.as_uri()
+    return [{"storageType": storage, "pathOrInlineDv": where, **d} for d in out]
+
+
 def delete_by_dv(path: Path, version: int, deleted: dict[str, list[int]],
-                 key: str | None = None) -> None:
-    """Commit ``version``: deletion vectors (inline) on the live files of the table at ``path``,
+                 key: str | None = None, storage: str = "i") -> None:
+    """Commit ``version``: deletion vectors on the live files of the table at ``path``,
     ``deleted[partition value of key]`` (or ``deleted[""]``) the rows of each, as another
-    writer would; upgrades the protocol to the deletionVectors feature."""
+    writer would (``storage``: inline, or ``u``/``p``, one file for all, ``stored_dvs``);
+    upgrades the protocol to the deletionVectors feature."""
     live: dict[str, dict] = {}
     for f in sorted((path / "_delta_log").glob("*.json")):
         for line in f.read_text().splitlines():
@@ -71,9 +94,10 @@ def delete_by_dv(path: Path, version: int, deleted: dict[str, list[int]],
     actions: list[dict] = [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
                                          "readerFeatures": ["deletionVectors"],
                                          "writerFeatures": ["deletionVectors"]}}]
-    for add in live.values():
-        rows = deleted[add["partitionValues"][key] if key else ""]
+    rows = [deleted[add["partitionValues"][key] if key else ""] for add in live.values()]
+    dvs = [inline_dv(r) for r in rows] if storage == "i" else stored_dvs(path, rows, storage)
+    for add, dv in zip(live.values(), dvs, strict=True):
         actions.append({"remove": {"path": add["path"], "deletionTimestamp": 1,
                                    "dataChange": True}})
-        actions.append({"add": {**add, "deletionVector": inline_dv(rows)}})
+        actions.append({"add": {**add, "deletionVector": dv}})
     commit(path, version, actions)

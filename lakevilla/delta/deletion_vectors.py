@@ -28,6 +28,9 @@ from ..errors import CorruptLogError
 from ..store import NotFound, ObjectStore
 
 MAGIC = 1681511377  # little-endian, before the portable bitmap
+# the older "native" RoaringBitmapArray format (big-endian magic; PROTOCOL.md's inline example):
+# Delta writers use the portable one, delta-rs reads only that
+NATIVE_MAGIC = 1681511376
 FILE_FORMAT_VERSION = 1
 FILE_PREFIX = "deletion_vector_"
 _UUID_CHARS = 20  # a UUID's 16 bytes in Z85
@@ -119,6 +122,9 @@ def file_key(table: str, dv: DeletionVector, lake_uri: str) -> str | None:
 
 
 def _bitmap(data: bytes, where: str) -> BitMap64:
+    if len(data) >= 4 and struct.unpack_from(">I", data)[0] == NATIVE_MAGIC:
+        raise CorruptLogError(f"{where}: the deletion vector uses the legacy native bitmap "
+                              "format, which lakevilla does not read (delta-rs neither)")
     if len(data) < 4 or struct.unpack_from("<I", data)[0] != MAGIC:
         raise CorruptLogError(f"{where}: not a deletion vector (bad magic number)")
     try:

@@ -157,7 +157,10 @@ def test_a_deletion_vector_whose_cardinality_disagrees_is_a_corrupt_log(lake_dir
     lambda txn: txn.delete(SMALL, where="value = 1"),
     lambda txn: txn.update(SMALL, set={"value": "value + 1"}, where="value = 2"),
     lambda txn: txn.optimize(SMALL),
-], ids=["insert", "delete", "update", "optimize"])
+    lambda txn: txn.overwrite(SMALL, {"value": [7]}, where="value = 7"),
+    lambda txn: txn.merge(SMALL, {"value": [1, 42]}, on="value")
+    .when_not_matched_insert_all().execute(),
+], ids=["insert", "delete", "update", "optimize", "overwrite", "merge"])
 def test_writes_to_a_table_with_deletion_vectors_are_refused(lake_dir, write):
     path = copy_table(lake_dir, SMALL)
     before = sorted(p.name for p in path.rglob("*"))
@@ -185,10 +188,13 @@ def test_abandoned_file_deletion_keeps_deletion_vector_files_a_version_needs(lak
     assert our_rows(lake_of(lake_dir), LOGS, 3) == delta_rs_rows(path, 3)
 
 
-def test_rows_are_deleted_by_their_index_across_row_groups_and_partitions(lake_dir, monkeypatch):
+@pytest.mark.parametrize("storage", ["i", "u", "p"])
+def test_rows_are_deleted_by_their_index_across_row_groups_and_partitions(lake_dir, monkeypatch,
+                                                                           storage):
     """A partitioned table lakevilla wrote (files of several row groups), then given deletion
-    vectors by another writer: a pushed-down ``where`` never skips a row group before the
-    deleted rows are dropped, so the indices stay those of the file."""
+    vectors by another writer (inline; in one file under a random prefix, or by absolute path,
+    at their offsets): a pushed-down ``where`` never skips a row group before the deleted rows
+    are dropped, so the indices stay those of the file."""
     from lakevilla.engines import embedded
 
     monkeypatch.setattr(embedded, "ROW_GROUP_ROWS", 100)
@@ -203,7 +209,7 @@ def test_rows_are_deleted_by_their_index_across_row_groups_and_partitions(lake_d
     assert all(pq.ParquetFile(path / f).num_row_groups == 5 for f in files)
     deleted = {"a": [0, 99, 100, 101, 449], "b": list(range(150, 350))}
     latest = lake.snapshot("t").version
-    delete_by_dv(path, latest + 1, deleted, key="part")
+    delete_by_dv(path, latest + 1, deleted, key="part", storage=storage)
     lake = lake_of(lake_dir)
     want = [{"part": p, "i": i} for p in "ab" for i in range(450) if i not in deleted[p]]
     assert sorted(lake.read("t").to_pylist(), key=repr) == sorted(want, key=repr)
