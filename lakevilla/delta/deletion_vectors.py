@@ -134,14 +134,20 @@ def _bitmap(data: bytes, where: str) -> BitMap64:
 
 
 def _stored(store: ObjectStore, key: str, dv: DeletionVector, where: str) -> bytes:
-    """The bitmap bytes of a DV kept in a file, its frame and checksum checked."""
+    """The bitmap bytes of a DV kept in a file, its frame and checksum checked (and the file's
+    format version, when the DV is the first in the file: the same GET, one byte longer)."""
     start = dv.offset or 0
+    head = 1 if start == 1 else 0
     try:
-        framed = store.get_range(key, start, dv.size_in_bytes + 8)
+        framed = store.get_range(key, start - head, dv.size_in_bytes + 8 + head)
     except NotFound:
         raise CorruptLogError(f"{where}: deletion vector file {key!r} is missing") from None
-    if len(framed) != dv.size_in_bytes + 8:
+    if len(framed) != dv.size_in_bytes + 8 + head:
         raise CorruptLogError(f"{where}: deletion vector file {key!r} ends early")
+    if head and framed[0] != FILE_FORMAT_VERSION:
+        raise CorruptLogError(f"{where}: deletion vector file {key!r} has format version "
+                              f"{framed[0]}, lakevilla reads version {FILE_FORMAT_VERSION}")
+    framed = framed[head:]
     size, = struct.unpack_from(">i", framed)
     if size != dv.size_in_bytes:
         raise CorruptLogError(f"{where}: deletion vector in {key!r} at {start} holds {size} "

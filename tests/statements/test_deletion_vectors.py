@@ -134,13 +134,20 @@ def test_a_checkpoint_keeps_the_add_fields_lakevilla_does_not_model(lake_dir):
     assert [r["value"] for r in our_rows(lake_of(lake_dir), SMALL)] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
 
 
-def test_a_deletion_vector_failing_its_checksum_is_a_corrupt_log(lake_dir):
+@pytest.mark.parametrize("byte, error", [
+    (-6, "fails its checksum"),  # a bit of the bitmap (before the 4-byte checksum)
+    (0, "format version"),  # the file's version byte
+    (4, "holds 37 bytes, the log says 36"),  # the DV's size
+    (-1, "fails its checksum"),  # the checksum itself
+])
+def test_a_damaged_deletion_vector_file_is_a_corrupt_log_not_wrong_rows(lake_dir, byte, error):
     path = copy_table(lake_dir, SMALL)
     data = bytearray((path / SMALL_DV).read_bytes())
-    data[-6] ^= 0x01  # a bit of the bitmap (before the 4-byte checksum)
+    data[byte] ^= 0x01
     (path / SMALL_DV).write_bytes(bytes(data))
-    with pytest.raises(lv.CorruptLogError, match="checksum"):
+    with pytest.raises(lv.CorruptLogError, match=error):
         lake_of(lake_dir).read(SMALL)
+    assert lake_of(lake_dir).read(SMALL, version=0).num_rows == 10  # before the DV: readable
 
 
 def test_a_deletion_vector_whose_cardinality_disagrees_is_a_corrupt_log(lake_dir):
@@ -218,3 +225,10 @@ def test_rows_are_deleted_by_their_index_across_row_groups_and_partitions(lake_d
         [{"part": "b", "i": 99}, {"part": "b", "i": 100}, {"part": "b", "i": 101}]
     assert lake.read("t", where="part = 'b' AND i > 140 AND i < 360").num_rows == 9 + 10
     assert lake.read("t", version=latest).num_rows == 900
+
+
+def test_a_missing_deletion_vector_file_is_a_corrupt_log(lake_dir):
+    path = copy_table(lake_dir, SMALL)
+    (path / SMALL_DV).unlink()
+    with pytest.raises(lv.CorruptLogError, match="is missing"):
+        lake_of(lake_dir).read(SMALL, where="value > 5")
