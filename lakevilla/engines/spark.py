@@ -396,10 +396,11 @@ class SparkEngine:
             return self.spark.createDataFrame([], T.StructType(fields))
         df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
                                                                  for a in files])
-        if any(a.deletion_vector is not None for a in files):
+        deleted = any(a.deletion_vector is not None for a in files)
+        if deleted:  # keeps FILE_COL
             df = _live(self.spark, ctx, df, files, lambda name: self._key_of(ctx, name))
         groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
-        if (with_file or len(groups) > 1) and FILE_COL not in df.columns:
+        if (with_file or len(groups) > 1) and not deleted:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
         if len(groups) == 1:
             pv = dict(zip(ctx.partition_columns, groups.pop(), strict=True))
