@@ -309,7 +309,7 @@ def synthetic_table(store: Any, table: str, n: int) -> int:
                      "modificationTime": pa.array(np.full(n, 1_700_000_000_000)),
                      "dataChange": pa.array(np.zeros(n, bool)),
                      "stats": pa.array([_stats(i) for i in range(n)]),
-                     "tags": pa.nulls(n, ADD_SCHEMA.field("tags").type)}, schema=ADD_SCHEMA)
+                     "tags": pa.nulls(n, ADD_SCHEMA.field("tags").type)})  # the rest: null
     body, rows = write_checkpoint_table(proto, meta, adds, REMOVE_SCHEMA.empty_table(), {})
     store.put(f"{log}/{1:020d}.checkpoint.parquet", body)
     store.put(f"{log}/_last_checkpoint", last_checkpoint_json(1, rows, len(body), n))

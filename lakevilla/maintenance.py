@@ -18,8 +18,10 @@ from . import logs
 from .complex_txn import record as records
 from .complex_txn import reservations
 from .core.client import LakeClient
-from .delta.actions import Commit
-from .delta.features import check_writable
+from .delta.actions import Commit, Metadata, Protocol
+from .delta.deletion_vectors import DeletionVector, is_dv_file
+from .delta.deletion_vectors import file_key as dv_file_key
+from .delta.features import check_sweepable, check_writable
 from .delta.log import LOG_DIR, DeltaLog
 from .engines.api import data_file_key
 from .errors import (
@@ -101,18 +103,17 @@ class Maintenance:
         # our own last commit's marker closes in the background: not an open one
         self._client.flush()
         log = self._client.log(name)
-        self._check_features(log)
+        self._check_features(log, check_writable)  # a checkpoint is a write of the table's log
         return checkpoints.checkpoint_now(log)
 
     @staticmethod
-    def _check_features(log: DeltaLog) -> None:
-        """A checkpoint or a clean-up of data files restates what the log holds: refused on a
-        table with a Delta feature we cannot write, whose actions we may not understand (a
-        checkpoint would drop them, a clean-up delete files only they reference)."""
+    def _check_features(log: DeltaLog, check: Callable[[str, Protocol, Metadata], None]) -> None:
+        """``check`` on the table's newest protocol and metadata (nothing for a table not yet
+        created)."""
         latest = log.latest_version()
         if latest >= 0:
             snap = log.snapshot(latest)
-            check_writable(log.table, snap.protocol, snap.metadata)
+            check(log.table, snap.protocol, snap.metadata)
 
     def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
@@ -249,20 +250,29 @@ class Maintenance:
             if latest < 0 and t not in reserved:
                 continue
             try:
-                self._check_features(log)
+                self._check_features(log, check_sweepable)
             except UnsupportedTableFeatureError as e:
                 if table:
                     raise
                 logs.maintenance("abandoned_skipped", "%s", e, level=logging.WARNING, table=t)
                 continue
+            dvs: list[DeletionVector] = []
             if latest >= 0:
                 snap = log.snapshot(latest)
                 referenced = set(snap.files) | set(snap.tombstones)
                 lo = max(-1, log.last_checkpoint_version() - 1)
+                if "deletionVectors" in (snap.protocol.reader_features or []):
+                    dvs = snap.files.deletion_vectors() + snap.tombstones.deletion_vectors()
+                    lo = min(lo, self._first_recent_commit(log, now - retention) - 1)
                 for _v, c in log.commits_between(lo, latest):
                     referenced.update(a.path for a in c.adds)
                     referenced.update(r.path for r in c.removes)
+                    dvs.extend(a.deletion_vector for a in c.adds if a.deletion_vector is not None)
+                    dvs.extend(r.deletion_vector for r in c.removes
+                               if r.deletion_vector is not None)
             keys = {data_file_key(t, p, self._client.root_uri) for p in referenced}
+            keys.update(k for dv in dvs
+                        if (k := dv_file_key(t, dv, self._client.root_uri)) is not None)
             prefix = t + "/"
             metas = list(self._client.store.list(prefix))
             marker = f"/{LOG_DIR}/"
@@ -271,7 +281,8 @@ class Maintenance:
             for meta in metas:
                 k = meta.key
                 rest = k[len(prefix):]
-                if ("/" + rest).startswith(marker) or not k.endswith(".parquet"):
+                if ("/" + rest).startswith(marker) or not (k.endswith(".parquet")
+                                                            or is_dv_file(rest)):
                     continue
                 if any(rest.startswith(n) for n in nested):
                     continue
@@ -281,6 +292,15 @@ class Maintenance:
                     continue
                 out.append((t, k))
         return out
+
+    @staticmethod
+    def _first_recent_commit(log: DeltaLog, since: float) -> int:
+        """The oldest commit written after ``since`` (s): a deletion vector a commit replaced
+        stays referenced through it while time travel may still need it (a tombstone keyed by
+        path alone would forget it when the file's next DV is replaced)."""
+        listing = log.list_log()
+        recent = [v for v in listing.commits if listing.written.get(v, since) >= since]
+        return min(recent, default=max(listing.commits, default=0))
 
     def delete_abandoned_files(self, table: str | None = None, *, min_age: float | None = None,
                                dry_run: bool = False, force: bool = False) -> list[tuple[str, str]]:

@@ -12,10 +12,15 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import CorruptLogError
+from .deletion_vectors import DeletionVector
 
 
 def _pop(d: dict, key: str, default=None):
     return d.pop(key, default)
+
+
+def _dv(d: dict | None) -> DeletionVector | None:
+    return DeletionVector.from_json(d) if d is not None else None
 
 
 @dataclass
@@ -92,10 +97,11 @@ class AddFile:
     data_change: bool = True
     stats: str | None = None
     tags: dict[str, str] | None = None
+    deletion_vector: DeletionVector | None = None  # rows of the file that are deleted
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        d = {
+        d: dict[str, Any] = {
             "path": self.path,
             "partitionValues": dict(self.partition_values),
             "size": self.size,
@@ -105,6 +111,8 @@ class AddFile:
         }
         if self.tags is not None:
             d["tags"] = dict(self.tags)
+        if self.deletion_vector is not None:
+            d["deletionVector"] = self.deletion_vector.to_json()
         d.update(self.extra)
         return d
 
@@ -119,8 +127,14 @@ class AddFile:
             data_change=bool(_pop(d, "dataChange", True)),
             stats=_pop(d, "stats"),
             tags=_pop(d, "tags"),
+            deletion_vector=_dv(_pop(d, "deletionVector")),
             extra={k: v for k, v in d.items() if v is not None},
         )
+
+    @property
+    def dv_id(self) -> str | None:
+        """The DV's unique id: with ``path``, what names this logical file in Delta's replay."""
+        return self.deletion_vector.unique_id if self.deletion_vector is not None else None
 
     @cached_property
     def parsed_stats(self) -> dict[str, Any]:
@@ -140,7 +154,7 @@ class AddFile:
         return RemoveFile(
             path=self.path, deletion_timestamp=timestamp_ms, data_change=data_change,
             partition_values=dict(self.partition_values), size=self.size,
-            extended_file_metadata=True,
+            extended_file_metadata=True, deletion_vector=self.deletion_vector,
         )
 
 
@@ -152,6 +166,7 @@ class RemoveFile:
     partition_values: dict[str, str | None] | None = None
     size: int | None = None
     extended_file_metadata: bool | None = None
+    deletion_vector: DeletionVector | None = None  # names, with the path, the file removed
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -163,6 +178,8 @@ class RemoveFile:
             d["partitionValues"] = dict(self.partition_values)
         if self.size is not None:
             d["size"] = self.size
+        if self.deletion_vector is not None:
+            d["deletionVector"] = self.deletion_vector.to_json()
         d.update(self.extra)
         return d
 
@@ -176,8 +193,13 @@ class RemoveFile:
             partition_values=_pop(d, "partitionValues"),
             size=_pop(d, "size"),
             extended_file_metadata=_pop(d, "extendedFileMetadata"),
+            deletion_vector=_dv(_pop(d, "deletionVector")),
             extra={k: v for k, v in d.items() if v is not None},
         )
+
+    @property
+    def dv_id(self) -> str | None:
+        return self.deletion_vector.unique_id if self.deletion_vector is not None else None
 
 
 @dataclass

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
 from .actions import AddFile, Metadata, Protocol, RemoveFile, TxnAction
-from .files import ADD_SCHEMA, REMOVE_SCHEMA, ActionTable, LazyRows, conform_columns
+from .files import ADD_SCHEMA, DV_STRUCT, REMOVE_SCHEMA, ActionTable, LazyRows, conform_columns
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
 _STR_MAP_NN = pa.map_(pa.string(), pa.field("value", pa.string(), nullable=False))
@@ -36,12 +36,15 @@ CHECKPOINT_SCHEMA = pa.schema([
         pa.field("path", pa.string(), False), pa.field("partitionValues", _STR_MAP, False),
         pa.field("size", pa.int64(), False), pa.field("modificationTime", pa.int64(), False),
         pa.field("dataChange", pa.bool_(), False), pa.field("stats", pa.string()),
-        pa.field("tags", _STR_MAP),
+        pa.field("tags", _STR_MAP), pa.field("deletionVector", DV_STRUCT),
+        pa.field("baseRowId", pa.int64()), pa.field("defaultRowCommitVersion", pa.int64()),
+        pa.field("clusteringProvider", pa.string()),
     ])),
     pa.field("remove", pa.struct([
         pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()),
         pa.field("dataChange", pa.bool_(), False), pa.field("extendedFileMetadata", pa.bool_()),
         pa.field("partitionValues", _STR_MAP), pa.field("size", pa.int64()),
+        pa.field("deletionVector", DV_STRUCT),
     ])),
     pa.field("metaData", pa.struct([
         pa.field("id", pa.string(), False), pa.field("name", pa.string()),

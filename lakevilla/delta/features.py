@@ -13,10 +13,15 @@ from ..errors import UnsupportedTableFeatureError
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
-READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck"}
+# deletionVectors: read (deleted rows are skipped), never written: a write to such a table is
+# refused, by the writer feature and by ``delta.enableDeletionVectors`` (``check_writable``)
+READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}
+# Features whose tables lakevilla reads but does not write (yet).
+_READ_ONLY = {"deletionVectors": "lakevilla reads tables with deletion vectors but does not write "
+                                 "them yet"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints
 # and invariants are enforced on every written row (``delta.constraints``).
 _INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
@@ -53,9 +58,8 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
                 raise UnsupportedTableFeatureError(table, f)
     if metadata is not None:
         active = _active_legacy_features(metadata)
-        for f in ("columnMapping", "deletionVectors"):
-            if f in active:
-                raise UnsupportedTableFeatureError(table, f, active[f])
+        if "columnMapping" in active:
+            raise UnsupportedTableFeatureError(table, "columnMapping", active["columnMapping"])
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
@@ -65,11 +69,32 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or []:
             if f not in WRITER_FEATURES:
-                raise UnsupportedTableFeatureError(table, f)
+                raise UnsupportedTableFeatureError(table, f, _READ_ONLY.get(f, ""))
     active = _active_legacy_features(metadata)
     for f in sorted(active):
         if f in _INACTIVE_ONLY or f in ("columnMapping", "deletionVectors"):
-            raise UnsupportedTableFeatureError(table, f, active[f])
+            detail = "; ".join(x for x in (active[f], _READ_ONLY.get(f)) if x)
+            raise UnsupportedTableFeatureError(table, f, detail)
+
+
+# Features whose files the abandoned-file sweep accounts for beside adds and removes.
+_SWEEP_KNOWS = {"deletionVectors", "columnMapping"}
+
+
+def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
+    """The abandoned-file sweep deletes what no action references, so it must know every kind
+    of action that can reference a file: refused for a feature it does not know (at writer
+    version 7) and for a change data feed (``cdc`` actions name ``_change_data/`` files)."""
+    check_readable(table, protocol, metadata)
+    if protocol.min_writer_version > 7:
+        raise UnsupportedTableFeatureError(table, f"writerVersion {protocol.min_writer_version}")
+    if protocol.min_writer_version == 7:
+        for f in protocol.writer_features or []:
+            if f not in WRITER_FEATURES and f not in _SWEEP_KNOWS:
+                raise UnsupportedTableFeatureError(table, f)
+    active = _active_legacy_features(metadata)
+    if "changeDataFeed" in active:
+        raise UnsupportedTableFeatureError(table, "changeDataFeed", active["changeDataFeed"])
 
 
 def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:

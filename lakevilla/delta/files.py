@@ -24,19 +24,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .actions import AddFile, RemoveFile
+from .deletion_vectors import DeletionVector
 
 STR_MAP = pa.map_(pa.string(), pa.string())
+# the deletion vector descriptor (PROTOCOL.md, "Deletion Vector Descriptor Schema")
+DV_STRUCT = pa.struct([
+    pa.field("storageType", pa.string()), pa.field("pathOrInlineDv", pa.string()),
+    pa.field("offset", pa.int32()), pa.field("sizeInBytes", pa.int32()),
+    pa.field("cardinality", pa.int64()), pa.field("maxRowIndex", pa.int64()),
+])
 
 ADD_SCHEMA = pa.schema([
     pa.field("path", pa.string(), False), pa.field("partitionValues", STR_MAP),
     pa.field("size", pa.int64()), pa.field("modificationTime", pa.int64()),
     pa.field("dataChange", pa.bool_()), pa.field("stats", pa.string()), pa.field("tags", STR_MAP),
+    pa.field("deletionVector", DV_STRUCT), pa.field("baseRowId", pa.int64()),
+    pa.field("defaultRowCommitVersion", pa.int64()), pa.field("clusteringProvider", pa.string()),
 ])
 REMOVE_SCHEMA = pa.schema([
     pa.field("path", pa.string(), False), pa.field("deletionTimestamp", pa.int64()),
     pa.field("dataChange", pa.bool_()), pa.field("extendedFileMetadata", pa.bool_()),
     pa.field("partitionValues", STR_MAP), pa.field("size", pa.int64()),
+    pa.field("deletionVector", DV_STRUCT),
 ])
+# add fields lakevilla does not model: columns here, ``AddFile.extra`` as actions
+ADD_EXTRA = ("baseRowId", "defaultRowCommitVersion", "clusteringProvider")
 
 # Overlays larger than this are folded into a new table when a snapshot is built.
 FOLD_AT = 4096
@@ -55,14 +67,39 @@ def _as_dict(v: Any) -> dict | None:
     return None if v is None else dict(v)
 
 
+def _dv_json(dv: DeletionVector | None) -> dict | None:
+    return dv.to_json() if dv is not None else None
+
+
+def _dv_of(v: dict | None) -> DeletionVector | None:
+    if v is None:
+        return None
+    return DeletionVector.from_json({k: x for k, x in v.items() if x is not None})
+
+
+def conform(col: pa.ChunkedArray | pa.Array, t: pa.DataType) -> pa.ChunkedArray | pa.Array:
+    """``col`` cast to ``t``; structs field by field, by name (a checkpoint another writer made
+    may lack a field we know, e.g. ``maxRowIndex``, or hold one we do not)."""
+    if col.type.equals(t):
+        return col
+    if pa.types.is_struct(t) and pa.types.is_struct(col.type):
+        if isinstance(col, pa.ChunkedArray):
+            return pa.chunked_array([conform(c, t) for c in col.chunks], t)
+        have = dict(zip([col.type.field(i).name for i in range(col.type.num_fields)],
+                        col.flatten(), strict=True))  # flatten: children at the struct's offset
+        kids = [conform(have[f.name], f.type) if f.name in have else pa.nulls(len(col), f.type)
+                for f in t]
+        return pa.StructArray.from_arrays(kids, fields=list(t), mask=col.is_null())
+    return col.cast(t)
+
+
 def conform_columns(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table``'s columns of ``schema`` (absent ones null), cast to its types: checkpoints other
     writers made may spell a type differently (large strings, non-nullable map values)."""
     cols = []
     for f in schema:
         if f.name in table.column_names:
-            c = table.column(f.name)
-            cols.append(c if c.type.equals(f.type) else c.cast(f.type))
+            cols.append(conform(table.column(f.name), f.type))
         else:
             cols.append(pa.nulls(table.num_rows, f.type))
     return pa.table(cols, schema=schema)
@@ -106,7 +143,7 @@ class LazyRows:
             for n in names:
                 f = self.schema.field(n)
                 child = got.get(n, pa.nulls(count, f.type))
-                chunks[n].append(child if child.type.equals(f.type) else child.cast(f.type))
+                chunks[n].append(conform(child, f.type))
         return {n: pa.chunked_array(chunks[n], self.schema.field(n).type) for n in names}
 
 
@@ -171,6 +208,8 @@ class ActionTable(Generic[A]):
                 "dataChange": [a.data_change for a in rows],
                 "stats": [a.stats for a in rows],
                 "tags": [_pairs(a.tags) for a in rows],
+                "deletionVector": [_dv_json(a.deletion_vector) for a in rows],
+                **{k: [a.extra.get(k) for a in rows] for k in ADD_EXTRA},
             }
             schema = ADD_SCHEMA
         else:
@@ -181,6 +220,7 @@ class ActionTable(Generic[A]):
                 "extendedFileMetadata": [r.extended_file_metadata for r in rows],
                 "partitionValues": [_pairs(r.partition_values) for r in rows],
                 "size": [r.size for r in rows],
+                "deletionVector": [_dv_json(r.deletion_vector) for r in rows],
             }
             schema = REMOVE_SCHEMA
         if not rows:
@@ -199,13 +239,17 @@ class ActionTable(Generic[A]):
                            modification_time=int(r["modificationTime"] or 0),
                            data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
                                         else True),
-                           stats=r["stats"], tags=_as_dict(r["tags"])) for r in rows]
+                           stats=r["stats"], tags=_as_dict(r["tags"]),
+                           deletion_vector=_dv_of(r["deletionVector"]),
+                           extra={k: r[k] for k in ADD_EXTRA if r[k] is not None})
+                   for r in rows]
             return out
         out = [RemoveFile(path=r["path"], deletion_timestamp=r["deletionTimestamp"],
                           data_change=(bool(r["dataChange"]) if r["dataChange"] is not None
                                        else True),
                           partition_values=_as_dict(r["partitionValues"]), size=r["size"],
-                          extended_file_metadata=r["extendedFileMetadata"]) for r in rows]
+                          extended_file_metadata=r["extendedFileMetadata"],
+                          deletion_vector=_dv_of(r["deletionVector"])) for r in rows]
         return out
 
     def index_of(self, paths: Iterable[str]) -> dict[str, int]:
@@ -266,6 +310,14 @@ class ActionSet(Mapping[str, A]):
 
     def paths(self) -> list[str]:
         return self.table().column("path").to_pylist()
+
+    def deletion_vectors(self) -> list[DeletionVector]:
+        """The deletion vectors the live actions carry (one vectorised pass to find them)."""
+        col = self.table().column("deletionVector")
+        if col.null_count == len(col):
+            return []
+        got = col.filter(pc.is_valid(col)).to_pylist()
+        return [dv for v in got if (dv := _dv_of(v)) is not None]
 
     def select(self, base_indices: Iterable[int], extra: Iterable[A] = ()) -> list[A]:
         """Actions of the base rows at ``base_indices`` (hidden ones dropped) and ``extra``."""
@@ -372,6 +424,15 @@ class SetBuilder(Generic[A, S]):
     def drop(self, path: str) -> None:
         self.extra.pop(path, None)
         self.hidden.add(path)
+
+    def get(self, path: str) -> A | None:
+        """The live action of ``path`` (None: none)."""
+        if path in self.extra:
+            return self.extra[path]
+        if path in self.hidden or self.base is None:
+            return None
+        idx = self.base.index_of([path])
+        return self.base.actions(np.array([idx[path]], dtype=np.int64))[0] if idx else None
 
     def build(self) -> S:
         out = self.make(self.base, frozenset(self.hidden), dict(self.extra))

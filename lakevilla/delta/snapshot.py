@@ -85,12 +85,22 @@ class SnapshotBuilder:
             self.metadata = c.metadata
         for t in c.txns:
             self.app_txns[t.app_id] = t
+        # A logical file is (path, DV id): a remove cancels only the add it names, whichever
+        # order the commit lists them in (removes first, so a commit replacing (p, dv1) by
+        # (p, dv2) leaves the new one live). A remove without a DV cancels the path, as before.
         for r in c.removes:
+            if r.deletion_vector is not None:
+                live = self.files.get(r.path)
+                if live is not None and live.dv_id != r.dv_id:
+                    self.tombstones.put(r)
+                    continue
             self.files.drop(r.path)
             self.tombstones.put(r)
         for a in c.adds:
             self.files.put(a)
-            self.tombstones.drop(a.path)
+            gone = self.tombstones.extra.get(a.path)
+            if gone is None or gone.dv_id == a.dv_id:  # (p, dv1) stays a tombstone beside (p, dv2)
+                self.tombstones.drop(a.path)
         for o in c.other:
             dm = o.get("domainMetadata")
             if dm:

@@ -33,6 +33,7 @@ from ..data.schemas import (
     to_arrow_table,
     type_refusal,
 )
+from ..delta import deletion_vectors
 from ..delta.actions import AddFile
 from ..delta.stats import stats_from_table
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
@@ -192,6 +193,14 @@ class EmbeddedEngine:
         holds whole, by path."""
         schema = pa.schema([ctx.schema.field(c) for c in columns])
         fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
+        deleted = [a for a in files if a.deletion_vector is not None]
+        if deleted:  # files with deleted rows are read apart, whole, and their rows dropped first
+            files = [a for a in files if a.deletion_vector is None]
+            out = ([self._read(ctx, files, columns, filter, filter_columns, fetched)]
+                   if files else [])
+            # one by one: each fans its fetches out over the I/O pool, which a task in it cannot
+            out.extend(self._read_live(ctx, a, schema, fetch, filter, fetched) for a in deleted)
+            return pa.concat_tables(out)
         strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
                         and c not in filter_columns and c not in ctx.partition_columns)
         out = []
@@ -214,6 +223,23 @@ class EmbeddedEngine:
             if ahead is not None:
                 ahead.shutdown(wait=True, cancel_futures=True)
         return pa.concat_tables(out) if out else schema.empty_table()
+
+    def _read_live(self, ctx: TableContext, add: AddFile, schema: pa.Schema, fetch: list[str],
+                   filter: Any, fetched: dict[str, ranged.Source] | None) -> pa.Table:
+        """The rows of one file with a deletion vector that it does not delete, then ``filter``:
+        read whole (no row group skipped, so a row's position is its index in the file)."""
+        where = f"table {ctx.name!r}: file {add.path!r}"
+        assert add.deletion_vector is not None
+        gone = deletion_vectors.deleted_rows(ctx.store, ctx.name, ctx.lake_uri,
+                                             add.deletion_vector, add.path)
+        frags, _ = self._fragments(ctx, self._sources(ctx, [add], fetched), fetch, None)
+        tables = self._decode_batch(ctx, pa.schema([ctx.schema.field(c) for c in fetch]), fetch,
+                                    None, frags, ())
+        t = tables[0] if tables else pa.schema([ctx.schema.field(c) for c in fetch]).empty_table()
+        t = t.filter(pa.array(deletion_vectors.live_mask(t.num_rows, gone, where)))
+        if filter is not None:
+            t = self._decode(ctx, lambda: t.filter(filter))
+        return t.select(schema.names)
 
     def _decode_batch(self, ctx: TableContext, schema: pa.Schema, columns: list[str], filter: Any,
                       frags: list, dictionary: tuple[str, ...]) -> list[pa.Table]:

@@ -29,17 +29,19 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..delta import deletion_vectors
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
@@ -67,6 +69,7 @@ from .embedded import as_stream, conform, stream_chunks, to_arrow_table
 from .rules import checked_rules, violation
 
 FILE_COL = "__lv_file"
+DV_ROW = "__lv_dv_row"  # a row's index in its file, matched against deletion vectors
 _CHECK_TAG = "lakevilla-check"  # marks the errors our own runtime checks raise inside Spark jobs
 _CHECK_RE = re.compile(re.escape(_CHECK_TAG) + r"\[(schema|expr)\]: (.*?)(?: SQLSTATE: \w+)?$")
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
@@ -394,8 +397,11 @@ class SparkEngine:
             return self.spark.createDataFrame([], T.StructType(fields))
         df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
                                                                  for a in files])
+        deleted = any(a.deletion_vector is not None for a in files)
+        if deleted:  # keeps FILE_COL
+            df = _live(self.spark, ctx, df, files, lambda name: self._key_of(ctx, name))
         groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
-        if with_file or len(groups) > 1:
+        if (with_file or len(groups) > 1) and not deleted:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
         if len(groups) == 1:
             pv = dict(zip(ctx.partition_columns, groups.pop(), strict=True))
@@ -766,6 +772,32 @@ class SparkEngine:
               if ctx.partition_columns else df)
         return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL,
                          "__lv_ri")
+
+
+def _live(spark: SparkSession, ctx: TableContext, df: DataFrame, files: list[AddFile],
+          key_of: Callable[[str], str]) -> DataFrame:
+    """``df`` (a scan of ``files``) without the rows their deletion vectors delete: an anti
+    join, on (file, ``_metadata.row_index``), with the deleted rows, broadcast. ``key_of``: the
+    store key of a file as Spark names it."""
+    by_key = {data_file_key(ctx.name, a.path, ctx.lake_uri): a for a in files}
+    names, rows = [], []
+    for name in df.inputFiles():
+        add = by_key.get(key_of(name))
+        if add is None or add.deletion_vector is None:
+            continue
+        gone = deletion_vectors.deleted_rows(ctx.store, ctx.name, ctx.lake_uri,
+                                             add.deletion_vector, add.path)
+        names.append(np.full(len(gone), name, dtype=object))
+        rows.append(gone)
+    deleted = pa.table({FILE_COL: pa.array(np.concatenate(names) if names else [], pa.string()),
+                        DV_ROW: pa.array(np.concatenate(rows) if rows else [], pa.int64())})
+    gone_df = spark.createDataFrame(
+        deleted, schema=T.StructType([T.StructField(FILE_COL, T.StringType()),
+                                      T.StructField(DV_ROW, T.LongType())]))
+    df = df.select("*", F.col("_metadata.row_index").alias(DV_ROW),
+                   F.input_file_name().alias(FILE_COL))
+    # the file name is kept: input_file_name() above a join is not reliable
+    return df.join(F.broadcast(gone_df), [FILE_COL, DV_ROW], "left_anti").drop(DV_ROW)
 
 
 @contextmanager

@@ -690,3 +690,29 @@ def test_a_stream_is_written_by_spark_piece_by_piece_and_merge_refuses_text(spar
         with lake.transaction("R") as txn:
             txn.merge("s", source, on="value").when_not_matched_insert_all().execute()
     assert len(embedded_rows(uri, "s")) == 1500
+
+
+def test_spark_reads_tables_with_deletion_vectors_as_delta_rs_does(classic_spark, lake_dir, uri):
+    """delta-rs' reference tables with deletion vectors (tests/data), and a partitioned table
+    given DVs by hand: Spark drops the deleted rows by ``_metadata.row_index``, at every version,
+    before a ``where``."""
+    from tests.dv_tables import LOGS, SMALL, copy_table, delete_by_dv, delta_rs_rows
+
+    for name in (SMALL, LOGS):
+        copy_table(lake_dir, name)
+    with lv.Lake(uri) as embedded:
+        embedded.create_table("p", ACC, partition_by=["value"])
+        with embedded.transaction("") as txn:
+            txn.insert("p", {"id": list(range(20)), "value": [i % 2 for i in range(20)]})
+        latest = embedded.snapshot("p").version
+    delete_by_dv(lake_dir / "p", latest + 1, {"0": [0, 3], "1": [9]}, key="value")
+    with lv.Lake(uri, engine=lv.SparkEngine(classic_spark)) as lake:
+        for name, versions in [(SMALL, [0, 1]), (LOGS, [2, 3, 4, 20]), ("p", [latest + 1])]:
+            for v in versions:
+                got = sorted((r.asDict() for r in lake.read(name, version=v).collect()), key=repr)
+                assert got == delta_rs_rows(lake_dir / name, v), (name, v)
+        assert len(delta_rs_rows(lake_dir / "p")) == 17
+        small = lake.read(SMALL, where="value = 0 OR value > 7").collect()
+        assert [r["value"] for r in small] == [8]
+        assert sorted(r["id"] for r in lake.read("p", where="id < 8").collect()) == \
+            [1, 2, 3, 4, 5, 7]

@@ -231,3 +231,68 @@ def test_cold_snapshot_fetches_the_checkpoint_and_the_commits_after_it_together(
     backend.store().delete("h/_delta_log/00000000000000000006.json")
     with pytest.raises(lv.CorruptLogError, match="missing"):
         backend.lake().read("h")
+
+
+def test_deletion_vector_descriptors_decode_as_the_protocol_examples_say():
+    """PROTOCOL.md's examples: a random prefix becomes a folder, the UUID comes from Z85; its
+    inline DV is in the legacy native format, refused by name (delta-rs refuses it too); a
+    descriptor survives JSON, checkpoint columns and actions unchanged."""
+    from lakevilla.delta.actions import AddFile
+    from lakevilla.delta.deletion_vectors import DeletionVector, deleted_rows
+    from lakevilla.delta.files import ActionTable
+
+    on_disk = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
+               "sizeInBytes": 40, "cardinality": 6}
+    dv = DeletionVector.from_json(on_disk)
+    assert dv.relative_file() == "ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    assert dv.unique_id == "uab^-aqEH.-t@S}K{vb[*k^@4"
+    inline = DeletionVector.from_json({"storageType": "i", "pathOrInlineDv":
+                                       "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+                                       "sizeInBytes": 40, "cardinality": 6})
+    with pytest.raises(lv.CorruptLogError, match="legacy native bitmap format"):
+        deleted_rows(None, "t", "file:///lake", inline)  # inline: no store needed
+    add = AddFile.from_json({"path": "p.parquet", "size": 1, "deletionVector": on_disk,
+                             "baseRowId": 7, "defaultRowCommitVersion": 2,
+                             "clusteringProvider": "liquid"})
+    assert add.to_json()["deletionVector"] == on_disk
+    back, = ActionTable.from_actions([add], AddFile).actions()
+    assert back == add and back.to_json() == add.to_json()
+
+
+def test_replay_keys_a_logical_file_by_its_path_and_deletion_vector():
+    """A remove cancels only the (path, DV) it names: a stale remove of a replaced DV leaves the
+    file live with its new DV; the replaced DV stays a tombstone beside it."""
+    from lakevilla.delta.actions import AddFile, Commit, Metadata, Protocol, RemoveFile
+    from lakevilla.delta.checkpoint import CheckpointContents
+    from lakevilla.delta.deletion_vectors import DeletionVector
+    from lakevilla.delta.files import ActionTable
+    from lakevilla.delta.snapshot import SnapshotBuilder
+
+    def dv(n: int) -> DeletionVector:
+        return DeletionVector("u", f"{n:020d}", size_in_bytes=10, cardinality=n, offset=1)
+
+    def add(d: DeletionVector | None) -> AddFile:
+        return AddFile("p.parquet", 10, deletion_vector=d)
+
+    def remove(d: DeletionVector | None) -> RemoveFile:
+        return RemoveFile("p.parquet", 1, deletion_vector=d)
+
+    b = SnapshotBuilder("t")
+    b.apply(0, Commit(protocol=Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
+                      metadata=Metadata("id", '{"type":"struct","fields":[]}'), adds=[add(None)]))
+    b.apply(1, Commit(adds=[add(dv(1))], removes=[remove(None)]))
+    b.apply(2, Commit(adds=[add(dv(2))], removes=[remove(dv(1))]))
+    snap = b.build()
+    assert snap.files["p.parquet"].deletion_vector == dv(2)
+    assert snap.tombstones["p.parquet"].deletion_vector == dv(1)
+    # the same from a checkpoint at 2 (the live add in its columns, not in the overlay)
+    cp = CheckpointContents()
+    cp.protocol, cp.metadata = snap.protocol, snap.metadata
+    cp.adds = ActionTable.from_actions([add(dv(2))], AddFile)
+    from_cp = SnapshotBuilder("t")
+    from_cp.apply_checkpoint(2, cp)
+    for builder in (b, from_cp):
+        builder.apply(3, Commit(removes=[remove(dv(1))]))  # names a logical file no longer live
+        assert builder.build().files["p.parquet"].deletion_vector == dv(2)
+        builder.apply(4, Commit(removes=[remove(dv(2))]))
+        assert "p.parquet" not in builder.build().files

@@ -1,0 +1,193 @@
+"""Deletion vectors: the descriptor an add carries, and the deleted row indices it names.
+
+A deletion vector (DV) marks rows of a data file as deleted without rewriting it (Delta
+PROTOCOL.md, "Deletion Vectors"). Its descriptor says where the bitmap lives: inline in the log
+(``i``, Z85 text), in a file whose name is a Z85-encoded UUID under the table (``u``), or at an
+absolute path (``p``). A stored DV is framed by a big-endian size and a CRC-32; the bitmap is a
+magic number and a portable 64-bit RoaringBitmap, decoded by pyroaring. A damaged DV is a
+``CorruptLogError``: returning rows a writer deleted would be silently wrong.
+
+Every byte is read through the store layer (``ObjectStore.get_range``), so DV reads are counted,
+slowed and fault-injected like any other request.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+import uuid
+import zlib
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+import numpy as np
+from pyroaring import BitMap64
+
+from ..errors import CorruptLogError
+from ..store import NotFound, ObjectStore
+
+MAGIC = 1681511377  # little-endian, before the portable bitmap
+# the older "native" RoaringBitmapArray format (big-endian magic; PROTOCOL.md's inline example):
+# Delta writers use the portable one, delta-rs reads only that
+NATIVE_MAGIC = 1681511376
+FILE_FORMAT_VERSION = 1
+FILE_PREFIX = "deletion_vector_"
+_UUID_CHARS = 20  # a UUID's 16 bytes in Z85
+
+# Z85 and Python's base85 differ only in which character stands for which digit
+_Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
+_B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
+_TO_B85 = str.maketrans(_Z85, _B85)
+
+
+def z85_decode(text: str) -> bytes:
+    """The bytes of Z85 ``text`` (a multiple of 5 characters)."""
+    if len(text) % 5 or any(c not in _Z85 for c in text):
+        raise ValueError(f"not Z85 text: {text!r}")
+    return base64.b85decode(text.translate(_TO_B85))
+
+
+@dataclass(frozen=True)
+class DeletionVector:
+    """A DV descriptor (the ``deletionVector`` of an add or remove), exactly as logged."""
+
+    storage_type: str
+    path_or_inline_dv: str
+    size_in_bytes: int
+    cardinality: int
+    offset: int | None = None
+    max_row_index: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"storageType": self.storage_type,
+                             "pathOrInlineDv": self.path_or_inline_dv}
+        if self.offset is not None:
+            d["offset"] = self.offset
+        d["sizeInBytes"] = self.size_in_bytes
+        d["cardinality"] = self.cardinality
+        if self.max_row_index is not None:
+            d["maxRowIndex"] = self.max_row_index
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DeletionVector:
+        st = d["storageType"]
+        if st not in ("u", "i", "p"):
+            raise ValueError(f"unknown deletion vector storageType {st!r}")
+        return cls(storage_type=st, path_or_inline_dv=str(d["pathOrInlineDv"]),
+                   size_in_bytes=int(d["sizeInBytes"]), cardinality=int(d["cardinality"]),
+                   offset=int(d["offset"]) if d.get("offset") is not None else None,
+                   max_row_index=(int(d["maxRowIndex"]) if d.get("maxRowIndex") is not None
+                                  else None))
+
+    @property
+    def unique_id(self) -> str:
+        """With the file's path, the key of a logical file in Delta's replay."""
+        base = f"{self.storage_type}{self.path_or_inline_dv}"
+        return base if self.offset is None else f"{base}@{self.offset}"
+
+    def relative_file(self) -> str | None:
+        """For ``u``: the DV file's path under the table root (``<prefix>/deletion_vector_
+        <uuid>.bin``); None for the other storage types."""
+        if self.storage_type != "u":
+            return None
+        encoded = self.path_or_inline_dv
+        if len(encoded) < _UUID_CHARS:
+            raise ValueError(f"deletion vector path {encoded!r} is shorter than a UUID")
+        prefix, code = encoded[:-_UUID_CHARS], encoded[-_UUID_CHARS:]
+        name = f"{FILE_PREFIX}{uuid.UUID(bytes=z85_decode(code))}.bin"
+        return f"{prefix}/{name}" if prefix else name
+
+
+def is_dv_file(path: str) -> bool:
+    """Whether ``path`` (under a table) names a deletion vector file."""
+    name = path.rsplit("/", 1)[-1]
+    return name.startswith(FILE_PREFIX) and name.endswith(".bin")
+
+
+def file_key(table: str, dv: DeletionVector, lake_uri: str) -> str | None:
+    """The store key of the file holding ``dv`` (None when it is inline)."""
+    if dv.storage_type == "i":
+        return None
+    if dv.storage_type == "u":
+        return f"{table}/{dv.relative_file()}"
+    path = dv.path_or_inline_dv
+    if "://" not in path:
+        return f"{table}/{unquote(path)}"
+    root = lake_uri.rstrip("/") + "/"
+    if not path.startswith(root):
+        raise ValueError(f"deletion vector {path!r} lies outside the lake root {lake_uri!r}")
+    return unquote(path[len(root):])
+
+
+def _bitmap(data: bytes, where: str) -> BitMap64:
+    if len(data) >= 4 and struct.unpack_from(">I", data)[0] == NATIVE_MAGIC:
+        raise CorruptLogError(f"{where}: the deletion vector uses the legacy native bitmap "
+                              "format, which lakevilla does not read (delta-rs neither)")
+    if len(data) < 4 or struct.unpack_from("<I", data)[0] != MAGIC:
+        raise CorruptLogError(f"{where}: not a deletion vector (bad magic number)")
+    try:
+        return BitMap64.deserialize(data[4:])
+    except (ValueError, OverflowError) as e:
+        raise CorruptLogError(f"{where}: the deletion vector's bitmap is damaged ({e})") from None
+
+
+def _stored(store: ObjectStore, key: str, dv: DeletionVector, where: str) -> bytes:
+    """The bitmap bytes of a DV kept in a file, its frame and checksum checked (and the file's
+    format version, when the DV is the first in the file: the same GET, one byte longer)."""
+    start = dv.offset or 0
+    head = 1 if start == 1 else 0
+    try:
+        framed = store.get_range(key, start - head, dv.size_in_bytes + 8 + head)
+    except NotFound:
+        raise CorruptLogError(f"{where}: deletion vector file {key!r} is missing") from None
+    if len(framed) != dv.size_in_bytes + 8 + head:
+        raise CorruptLogError(f"{where}: deletion vector file {key!r} ends early")
+    if head and framed[0] != FILE_FORMAT_VERSION:
+        raise CorruptLogError(f"{where}: deletion vector file {key!r} has format version "
+                              f"{framed[0]}, lakevilla reads version {FILE_FORMAT_VERSION}")
+    framed = framed[head:]
+    size, = struct.unpack_from(">i", framed)
+    if size != dv.size_in_bytes:
+        raise CorruptLogError(f"{where}: deletion vector in {key!r} at {start} holds {size} "
+                              f"bytes, the log says {dv.size_in_bytes}")
+    data = framed[4:4 + size]
+    crc, = struct.unpack_from(">I", framed, 4 + size)
+    if zlib.crc32(data) != crc:
+        raise CorruptLogError(f"{where}: deletion vector in {key!r} at {start} fails its "
+                              "checksum")
+    return data
+
+
+def deleted_rows(store: ObjectStore, table: str, lake_uri: str, dv: DeletionVector,
+                 path: str = "") -> np.ndarray:
+    """The sorted row indices (within the data file ``path``) that ``dv`` deletes."""
+    where = f"table {table!r}: file {path!r}"
+    if dv.storage_type == "i":
+        try:
+            data = z85_decode(dv.path_or_inline_dv)[:dv.size_in_bytes]
+        except ValueError as e:
+            raise CorruptLogError(f"{where}: inline deletion vector is damaged ({e})") from None
+    else:
+        try:
+            key = file_key(table, dv, lake_uri)
+        except ValueError as e:
+            raise CorruptLogError(f"{where}: {e}") from None
+        assert key is not None
+        data = _stored(store, key, dv, where)
+    bitmap = _bitmap(data, where)
+    if len(bitmap) != dv.cardinality:
+        raise CorruptLogError(f"{where}: deletion vector holds {len(bitmap)} rows, the log "
+                              f"says {dv.cardinality}")
+    return np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
+
+
+def live_mask(num_rows: int, deleted: np.ndarray, where: str = "") -> np.ndarray:
+    """A boolean mask over a file's ``num_rows`` rows: False where ``deleted`` names it."""
+    if len(deleted) and int(deleted[-1]) >= num_rows:
+        raise CorruptLogError(f"{where}: deletion vector names row {int(deleted[-1])} of a "
+                              f"file of {num_rows} rows")
+    mask = np.ones(num_rows, dtype=bool)
+    mask[deleted] = False
+    return mask

@@ -1,0 +1,254 @@
+"""Tables with deletion vectors are read (deleted rows never come back, whatever the log's shape:
+files, inline DVs, replaced DVs, checkpoints) and never written. delta-rs' SQL reader, which
+applies deletion vectors, is the judge; the reference tables come from delta-rs
+(tests/data/README.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable
+
+import lakevilla as lv
+from tests.dv_tables import (
+    DATA,
+    LOGS,
+    SMALL,
+    commit,
+    copy_table,
+    delete_by_dv,
+    delta_rs_rows,
+    inline_dv,
+)
+
+SMALL_FILE = "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
+SMALL_DV = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
+
+
+@pytest.fixture
+def lake_dir(tmp_path) -> Path:
+    return tmp_path / "lake"
+
+
+def lake_of(lake_dir: Path) -> lv.Lake:
+    return lv.Lake("file://" + str(lake_dir))
+
+
+def our_rows(lake: lv.Lake, name: str, version: int | None = None) -> list[dict]:
+    return sorted(lake.read(name, version=version).to_pylist(), key=repr)
+
+
+def small_add(dv: dict | None, **extra) -> dict:
+    log = (DATA / SMALL / "_delta_log" / f"{1:020d}.json").read_text().splitlines()
+    add = next(json.loads(line)["add"] for line in log if '"add"' in line)
+    add = {k: v for k, v in add.items() if k != "deletionVector"}
+    if dv is not None:
+        add["deletionVector"] = dv
+    return {**add, **extra}
+
+
+@pytest.mark.parametrize("name", [SMALL, LOGS])
+def test_reference_tables_read_as_delta_rs_reads_them_at_every_version(lake_dir, name):
+    path = copy_table(lake_dir, name)
+    lake = lake_of(lake_dir)
+    newest = DeltaTable(str(path)).version()
+    for v in range(newest + 1):
+        assert our_rows(lake, name, v) == delta_rs_rows(path, v), f"version {v}"
+    assert our_rows(lake, name) == delta_rs_rows(path)
+
+
+def test_deleted_rows_are_dropped_before_where_columns_and_limits(lake_dir):
+    copy_table(lake_dir, SMALL)
+    lake = lake_of(lake_dir)
+    assert lake.read(SMALL).column("value").to_pylist() == list(range(1, 9))
+    # the statistics still say min 0, max 9: the file is read, its deleted rows never match
+    assert lake.read(SMALL, where="value = 0 OR value = 9").num_rows == 0
+    assert lake.read(SMALL, where="value < 3", columns=["value"]).column(0).to_pylist() == [1, 2]
+    assert lake.read(SMALL, where="value % 2 = 1").column(0).to_pylist() == [1, 3, 5, 7]
+    top = lake.read(SMALL, order_by="value DESC", limit=2)
+    assert top.column(0).to_pylist() == [8, 7]
+    assert lake.read(SMALL, version=0).num_rows == 10  # before the DELETE
+    with lake.transaction(features="R") as txn:
+        assert txn.read(SMALL, where="value >= 8").column(0).to_pylist() == [8]
+
+
+def test_an_inline_deletion_vector_is_applied(lake_dir):
+    path = copy_table(lake_dir, SMALL)
+    (path / SMALL_DV).unlink()  # the inline DV needs no file
+    commit(path, 1, [{"remove": {"path": SMALL_FILE, "deletionTimestamp": 1, "dataChange": True}},
+                     {"add": small_add(inline_dv([2, 3, 7]))}])
+    rows = our_rows(lake_of(lake_dir), SMALL)
+    assert [r["value"] for r in rows] == [0, 1, 4, 5, 6, 8, 9]
+    assert rows == delta_rs_rows(path)
+
+
+def test_a_replaced_deletion_vector_wins_whichever_order_the_commit_lists_it(lake_dir):
+    """(path, dv1) removed and (path, dv2) added in one commit, the add first: the file stays
+    live with dv2, as Delta's replay keys a logical file by (path, DV id)."""
+    path = copy_table(lake_dir, SMALL)
+    old = json.loads((path / "_delta_log" / f"{1:020d}.json").read_text().splitlines()[2])["add"]
+    commit(path, 2, [{"add": small_add(inline_dv([0, 5, 9]))},
+                     {"remove": {"path": SMALL_FILE, "deletionTimestamp": int(time.time() * 1000),
+                                 "dataChange": True, "deletionVector": old["deletionVector"]}}])
+    lake = lake_of(lake_dir)
+    rows = our_rows(lake, SMALL)
+    assert [r["value"] for r in rows] == [1, 2, 3, 4, 6, 7, 8]
+    assert rows == delta_rs_rows(path)
+    assert [r["value"] for r in our_rows(lake, SMALL, 1)] == list(range(1, 9))
+    # the replaced DV stays a tombstone: a checkpoint carries both, and reads the same
+    write_checkpoint(lake_dir, SMALL)
+    ck = pq.read_table(path / "_delta_log" / f"{2:020d}.checkpoint.parquet").to_pylist()
+    removed = [r["remove"] for r in ck if r["remove"] is not None]
+    assert [r["deletionVector"]["pathOrInlineDv"] for r in removed] == \
+        [old["deletionVector"]["pathOrInlineDv"]]
+    assert our_rows(lake_of(lake_dir), SMALL) == rows == delta_rs_rows(path)
+
+
+def write_checkpoint(lake_dir: Path, name: str) -> int:
+    """The Delta layer's checkpoint of ``name``: what ``lake.maintenance.checkpoint`` will write
+    once lakevilla writes deletion vectors (until then it refuses: a checkpoint is a write)."""
+    from lakevilla.delta.log import DeltaLog
+    from lakevilla.markers.checkpoints import checkpoint_now
+    from lakevilla.store import LocalStore
+
+    return checkpoint_now(DeltaLog(LocalStore(str(lake_dir)), name))
+
+
+def test_maintenance_does_not_checkpoint_a_table_it_cannot_write_yet(lake_dir):
+    """The bug this replaces: a checkpoint without the DVs, read back by delta-rs with rows 0
+    and 9 of table-with-dv-small deleted no more."""
+    path = copy_table(lake_dir, SMALL)
+    logs_before = sorted(p.name for p in (path / "_delta_log").iterdir())
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="deletionVectors"):
+        lake_of(lake_dir).maintenance.checkpoint(SMALL)
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == logs_before
+
+
+@pytest.mark.parametrize("name", [SMALL, LOGS])
+def test_a_checkpoint_we_write_keeps_deleted_rows_deleted(lake_dir, name):
+    path = copy_table(lake_dir, name)
+    before = delta_rs_rows(path)
+    version = write_checkpoint(lake_dir, name)
+    assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == version
+    assert our_rows(lake_of(lake_dir), name) == before  # a fresh client reads the checkpoint
+    assert delta_rs_rows(path) == before
+
+
+def test_a_checkpoint_keeps_the_add_fields_lakevilla_does_not_model(lake_dir):
+    path = copy_table(lake_dir, SMALL)
+    dv = inline_dv([4])
+    extra = {"baseRowId": 40, "defaultRowCommitVersion": 1, "clusteringProvider": "liquid"}
+    commit(path, 1, [{"remove": {"path": SMALL_FILE, "deletionTimestamp": 1, "dataChange": True}},
+                     {"add": small_add(dv, **extra)}])
+    write_checkpoint(lake_dir, SMALL)
+    ck = pq.read_table(path / "_delta_log" / f"{1:020d}.checkpoint.parquet").to_pylist()
+    add, = [r["add"] for r in ck if r["add"] is not None]
+    assert {k: add[k] for k in extra} == extra
+    assert {k: v for k, v in add["deletionVector"].items() if v is not None} == dv
+    assert [r["value"] for r in our_rows(lake_of(lake_dir), SMALL)] == [0, 1, 2, 3, 5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize("byte, error", [
+    (-6, "fails its checksum"),  # a bit of the bitmap (before the 4-byte checksum)
+    (0, "format version"),  # the file's version byte
+    (4, "holds 37 bytes, the log says 36"),  # the DV's size
+    (-1, "fails its checksum"),  # the checksum itself
+])
+def test_a_damaged_deletion_vector_file_is_a_corrupt_log_not_wrong_rows(lake_dir, byte, error):
+    path = copy_table(lake_dir, SMALL)
+    data = bytearray((path / SMALL_DV).read_bytes())
+    data[byte] ^= 0x01
+    (path / SMALL_DV).write_bytes(bytes(data))
+    with pytest.raises(lv.CorruptLogError, match=error):
+        lake_of(lake_dir).read(SMALL)
+    assert lake_of(lake_dir).read(SMALL, version=0).num_rows == 10  # before the DV: readable
+
+
+def test_a_deletion_vector_whose_cardinality_disagrees_is_a_corrupt_log(lake_dir):
+    path = copy_table(lake_dir, SMALL)
+    dv = inline_dv([1, 2])
+    commit(path, 1, [{"remove": {"path": SMALL_FILE, "deletionTimestamp": 1, "dataChange": True}},
+                     {"add": small_add({**dv, "cardinality": 3})}])
+    with pytest.raises(lv.CorruptLogError, match="the log says 3"):
+        lake_of(lake_dir).read(SMALL)
+
+
+@pytest.mark.parametrize("write", [
+    lambda txn: txn.insert(SMALL, {"value": [42]}),
+    lambda txn: txn.delete(SMALL, where="value = 1"),
+    lambda txn: txn.update(SMALL, set={"value": "value + 1"}, where="value = 2"),
+    lambda txn: txn.optimize(SMALL),
+    lambda txn: txn.overwrite(SMALL, {"value": [7]}, where="value = 7"),
+    lambda txn: txn.merge(SMALL, {"value": [1, 42]}, on="value")
+    .when_not_matched_insert_all().execute(),
+], ids=["insert", "delete", "update", "optimize", "overwrite", "merge"])
+def test_writes_to_a_table_with_deletion_vectors_are_refused(lake_dir, write):
+    path = copy_table(lake_dir, SMALL)
+    before = sorted(p.name for p in path.rglob("*"))
+    lake = lake_of(lake_dir)
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="deletionVectors"):
+        with lake.transaction(features="R") as txn:
+            write(txn)
+    assert sorted(p.name for p in path.rglob("*")) == before
+    assert lake.read(SMALL).num_rows == 8
+
+
+def test_abandoned_file_deletion_keeps_deletion_vector_files_a_version_needs(lake_dir):
+    path = copy_table(lake_dir, LOGS)
+    orphan = "deletion_vector_00000000-0000-4000-8000-000000000000.bin"
+    shutil.copy(path / "deletion_vector_8e4ca8be-7615-43cf-bc06-5d131148683f.bin", path / orphan)
+    lake = lake_of(lake_dir)
+    before = our_rows(lake, LOGS)
+    gone = lake.maintenance.delete_abandoned_files(LOGS, min_age=0, force=True)
+    assert [k.rsplit("/", 1)[-1] for _t, k in gone] == [orphan]
+    # the live DV and the one it replaced (a tombstone within retention) both stay
+    assert sorted(p.name for p in path.glob("deletion_vector_*")) == [
+        "deletion_vector_8e4ca8be-7615-43cf-bc06-5d131148683f.bin",
+        "deletion_vector_a2084964-69d4-4e1e-95f5-9bbd6571d5c3.bin"]
+    assert our_rows(lake_of(lake_dir), LOGS) == before
+    assert our_rows(lake_of(lake_dir), LOGS, 3) == delta_rs_rows(path, 3)
+
+
+@pytest.mark.parametrize("storage", ["i", "u", "p"])
+def test_rows_are_deleted_by_their_index_across_row_groups_and_partitions(lake_dir, monkeypatch,
+                                                                           storage):
+    """A partitioned table lakevilla wrote (files of several row groups), then given deletion
+    vectors by another writer (inline; in one file under a random prefix, or by absolute path,
+    at their offsets): a pushed-down ``where`` never skips a row group before the deleted rows
+    are dropped, so the indices stay those of the file."""
+    from lakevilla.engines import embedded
+
+    monkeypatch.setattr(embedded, "ROW_GROUP_ROWS", 100)
+    lake = lake_of(lake_dir)
+    schema = pa.schema([("part", pa.string()), ("i", pa.int64())])
+    lake.create_table("t", schema, partition_by=["part"])
+    with lake.transaction(features="") as txn:
+        txn.insert("t", {"part": ["a"] * 450 + ["b"] * 450, "i": list(range(450)) * 2})
+    path = lake_dir / "t"
+    files = [a.path for a in lake.snapshot("t").files.values()]
+    assert len(files) == 2
+    assert all(pq.ParquetFile(path / f).num_row_groups == 5 for f in files)
+    deleted = {"a": [0, 99, 100, 101, 449], "b": list(range(150, 350))}
+    latest = lake.snapshot("t").version
+    delete_by_dv(path, latest + 1, deleted, key="part", storage=storage)
+    lake = lake_of(lake_dir)
+    want = [{"part": p, "i": i} for p in "ab" for i in range(450) if i not in deleted[p]]
+    assert sorted(lake.read("t").to_pylist(), key=repr) == sorted(want, key=repr)
+    assert sorted(lake.read("t").to_pylist(), key=repr) == delta_rs_rows(path)
+    assert lake.read("t", where="i >= 99 AND i <= 101").to_pylist() == \
+        [{"part": "b", "i": 99}, {"part": "b", "i": 100}, {"part": "b", "i": 101}]
+    assert lake.read("t", where="part = 'b' AND i > 140 AND i < 360").num_rows == 9 + 10
+    assert lake.read("t", version=latest).num_rows == 900
+
+
+def test_a_missing_deletion_vector_file_is_a_corrupt_log(lake_dir):
+    path = copy_table(lake_dir, SMALL)
+    (path / SMALL_DV).unlink()
+    with pytest.raises(lv.CorruptLogError, match="is missing"):
+        lake_of(lake_dir).read(SMALL, where="value > 5")
