@@ -10,10 +10,11 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import UnsupportedTableFeatureError
+from . import column_mapping
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
-READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck"}
+READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "columnMapping"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}
@@ -53,9 +54,10 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
                 raise UnsupportedTableFeatureError(table, f)
     if metadata is not None:
         active = _active_legacy_features(metadata)
-        for f in ("columnMapping", "deletionVectors"):
+        for f in ("deletionVectors",):
             if f in active:
                 raise UnsupportedTableFeatureError(table, f, active[f])
+        column_mapping.mode(table, protocol, metadata)  # read, not written: an unknown mode refused
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:

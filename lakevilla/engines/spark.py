@@ -40,6 +40,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ..delta import column_mapping
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
@@ -55,7 +56,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import spark_expr
+from . import spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -391,8 +392,16 @@ class SparkEngine:
             fields = list(schema.fields) + (
                 [T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
-        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
-                                                                 for a in files])
+        if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
+            df = spark_mapped.data_frame(
+                self.spark, ctx, files, lambda a: self._file_uri(ctx, a),
+                lambda a: _read_footer(ctx.store, data_file_key(ctx.name, a.path, ctx.lake_uri),
+                                       a.size))
+            files = [column_mapping.logical_partitions(ctx.schema, ctx.partition_columns, a)
+                     for a in files]
+        else:
+            df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
+                                                                     for a in files])
         groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
         if with_file or len(groups) > 1:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
