@@ -134,14 +134,20 @@ def _plain_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def physical_map(schema: pa.Schema) -> dict[str, str]:
-    """Logical -> physical name of every top-level column."""
-    return {f.name: physical_name(f) for f in schema}
+def physical_paths(schema: pa.Schema) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """Logical -> physical path of every column and struct field at any depth (as statistics
+    nest them); its inverse maps physical paths back."""
+    out: dict[tuple[str, ...], tuple[str, ...]] = {}
 
+    def walk(fields: list[pa.Field], logical: tuple[str, ...], physical: tuple[str, ...]) -> None:
+        for f in fields:
+            lp, pp = (*logical, f.name), (*physical, physical_name(f))
+            out[lp] = pp
+            if pa.types.is_struct(f.type):
+                walk([f.type.field(i) for i in range(f.type.num_fields)], lp, pp)
 
-def logical_map(schema: pa.Schema) -> dict[str, str]:
-    """Physical -> logical name of every top-level column."""
-    return {physical_name(f): f.name for f in schema}
+    walk(list(schema), (), ())
+    return out
 
 
 # -- resolving a data file's columns ---------------------------------------------------------
@@ -227,6 +233,8 @@ def relabel(data: pa.Table, schema: pa.Schema) -> pa.Table:
     """``data``, read by a ``file_schema`` for ``schema``'s columns in the same order, with the
     logical names at every depth (positional and zero-copy: same layout, other names)."""
     target = pa.schema([plain(f) for f in schema])
+    if not len(target):
+        return data.select([])  # keeps the row count, which from_arrays would lose
     cols = [pa.chunked_array([c.view(f.type) for c in col.chunks], f.type)
             for col, f in zip(data.columns, target, strict=True)]
     return pa.Table.from_arrays(cols, schema=target)

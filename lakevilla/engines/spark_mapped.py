@@ -52,4 +52,4 @@ def data_frame(spark: SparkSession, ctx: TableContext, files: list[AddFile],
             c = F.col("`" + name.replace("`", "``") + "`")
             cols.append((c.cast(f.dataType) if _nested(f.dataType) else c).alias(f.name))
         frames.append(df.select(*cols))
-    return reduce(DataFrame.union, frames)
+    return reduce(lambda a, b: a.union(b), frames)

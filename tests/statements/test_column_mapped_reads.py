@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 import pytest
@@ -34,6 +35,14 @@ class DataFilesRead(CountingStore):
             self.files.add(key)
 
 
+class Mapped(NamedTuple):
+    lake: lv.Lake
+    store: DataFilesRead  # which data files were read
+    path: Path
+    renamed: bool  # the files name columns otherwise than the metadata (id mode)
+    physical: dict[str, str]  # physical name by key (tests/column_mapped.py)
+
+
 def delta_rs_rows(path: Path, version: int | None = None) -> list[dict]:
     from deltalake import DeltaTable, QueryBuilder
 
@@ -49,17 +58,22 @@ def by_id(table: pa.Table) -> list[dict]:
 @pytest.fixture(params=CASES, ids=["name", "id", "id-by-field-id-only"])
 def mapped(request, tmp_path):
     mode, renamed = request.param
-    write_table(tmp_path / "lake" / "t", mode, renamed_files=renamed)
+    phys = write_table(tmp_path / "lake" / "t", mode, renamed_files=renamed)
     uri = "file://" + str(tmp_path / "lake")
     store = DataFilesRead(open_store(uri))
     with lv.Lake(uri, store=store) as lake:
-        yield lake, store, tmp_path / "lake" / "t", renamed
+        yield Mapped(lake, store, tmp_path / "lake" / "t", renamed, phys)
 
 
 def test_a_mapped_table_reads_with_logical_names_as_delta_rs_does(mapped):
-    lake, _, path, renamed = mapped
+    from lakevilla.delta.column_mapping import physical_paths
+
+    lake, path, renamed = mapped.lake, mapped.path, mapped.renamed
     schema = lake.schema("t")
     assert schema.names == ["id", "label", "info", "part"]
+    paths = physical_paths(schema)
+    assert paths[("info", "score")] == (paths[("info",)][0], mapped.physical["score"])
+    assert paths[("label",)] == (mapped.physical["name"],)
     assert [f.name for f in schema.field("info").type] == ["score", "tag"]
     got = lake.read("t")
     assert got.schema.names == schema.names
@@ -71,7 +85,7 @@ def test_a_mapped_table_reads_with_logical_names_as_delta_rs_does(mapped):
 
 
 def test_time_travel_reads_each_version_under_its_own_logical_names(mapped):
-    lake, _, _, _ = mapped
+    lake = mapped.lake
     assert by_id(lake.read("t", version=0)) == rows("x")
     assert by_id(lake.read("t", version=1)) == rows("x") + rows("y")
     assert lake.read("t", version=1).schema.names == ["id", "name", "info", "part"]
@@ -79,7 +93,7 @@ def test_time_travel_reads_each_version_under_its_own_logical_names(mapped):
 
 
 def test_where_on_mapped_columns_prunes_by_physically_keyed_statistics(mapped):
-    lake, store, _, _ = mapped
+    lake, store = mapped.lake, mapped.store
     for where, part in [("id >= 10", "y"), ("label >= 'n2'", "x"), ("part = 'x'", "x")]:
         store.files.clear()
         got = lake.read("t", where=where)
@@ -91,25 +105,39 @@ def test_where_on_mapped_columns_prunes_by_physically_keyed_statistics(mapped):
 
 
 def test_columns_and_nested_fields_are_selected_by_logical_name(mapped):
-    lake, _, _, _ = mapped
+    lake = mapped.lake
     got = lake.read("t", where="info.score > 100 AND part = 'y'", columns=["label", "info"])
     assert got.schema.names == ["label", "info"]
     assert got.to_pylist() == [{"label": f"n{i}", "info": {"score": i * 10, "tag": f"t{i}"}}
                                for i in (11, 12)]
+    assert lake.read("t", where="part = 'y'", columns=["part"]).to_pylist() == [{"part": "y"}] * 3
     ordered = lake.read("t", columns=["part", "id"], order_by="id DESC", limit=2)
     assert ordered.to_pylist() == [{"part": "y", "id": 12}, {"part": "y", "id": 11}]
 
 
+def test_files_read_by_ranges_fetch_the_chunks_of_the_resolved_columns(mapped, monkeypatch):
+    """Large files are read by footer and column-chunk ranges: the ranges must be those of the
+    columns as the file names them (in id mode possibly not the metadata's physical names)."""
+    from lakevilla.engines import ranged
+
+    lake = mapped.lake
+    monkeypatch.setattr(ranged, "WHOLE_FILE_BYTES", 0)
+    monkeypatch.setattr(ranged, "FOOTER_GUESS", 16)  # the footer alone, not the whole file
+    assert by_id(lake.read("t")) == rows("x", "label") + rows("y", "label")
+    assert lake.read("t", where="id = 11", columns=["info"]).to_pylist() == [
+        {"info": {"score": 110, "tag": "t11"}}]
+
+
 @pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
 def test_transactions_read_a_mapped_table(mapped, features):
-    lake, _, _, _ = mapped
+    lake = mapped.lake
     with lake.transaction(features=features) as txn:
         got = txn.read("t", where="id < 3")
     assert by_id(got) == rows("x", "label")[:2]
 
 
 def test_writes_to_a_mapped_table_stay_refused_and_write_nothing(mapped):
-    lake, _, path, _ = mapped
+    lake, path = mapped.lake, mapped.path
     before = sorted(p.relative_to(path) for p in path.rglob("*"))
     for features in ("", "R", "R,CT,I"):
         with pytest.raises(lv.UnsupportedTableFeatureError, match="columnMapping"):
@@ -149,3 +177,17 @@ def test_an_unknown_mapping_mode_is_refused(tmp_path):
         with pytest.raises(lv.UnsupportedTableFeatureError, match="position"):
             lake.read("t")
         assert by_id(lake.read("t", version=2)) == rows("x", "label") + rows("y", "label")
+
+
+def test_the_mode_counts_only_where_the_protocol_supports_column_mapping():
+    from lakevilla.delta import column_mapping
+    from lakevilla.delta.actions import Metadata, Protocol
+
+    md = Metadata(id="m", schema_string='{"type":"struct","fields":[]}', partition_columns=[],
+                  configuration={"delta.columnMapping.mode": "ID"})
+    assert column_mapping.mode("t", Protocol(1, 2), md) == "none"
+    assert column_mapping.mode("t", Protocol(2, 5), md) == "id"
+    assert column_mapping.mode("t", Protocol(3, 7, ["timestampNtz"], ["timestampNtz"]), md) \
+        == "none"
+    assert column_mapping.mode("t", Protocol(3, 7, ["columnMapping"], ["columnMapping"]), md) \
+        == "id"
