@@ -2,7 +2,8 @@
 one, for the read tests of both engines.
 
 Columns (logical name, Delta id): ``id`` 1, ``name`` 2 (renamed ``label`` at version 2), ``info``
-3, a struct of ``score`` 4 and ``tag`` 5, and ``part`` 6, the partition column. Every physical
+3, a struct of ``score`` 4 and ``tag`` 5, ``part`` 6, the partition column, and ``notes`` 7, a list
+of structs of ``k`` 8. Every physical
 name is ``col-<uuid>``, nested fields included. The files name their columns physically, as Spark
 writes them, or (``renamed_files``, for ``id`` mode) otherwise still (``file_<id>``), so that only
 the Parquet field ids match, which is all the protocol lets an ``id``-mode reader go by.
@@ -19,13 +20,14 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-IDS = {"id": 1, "name": 2, "info": 3, "score": 4, "tag": 5, "part": 6}
+IDS = {"id": 1, "name": 2, "info": 3, "score": 4, "tag": 5, "part": 6, "notes": 7, "k": 8}
 FILES = {"x": [1, 2, 3], "y": [10, 11, 12]}
 
 
 def rows(part: str, name: str = "name") -> list[dict]:
     """The logical rows of ``part``'s file (``name``: that column's name at the version read)."""
-    return [{"id": i, name: f"n{i}", "info": {"score": i * 10, "tag": f"t{i}"}, "part": part}
+    return [{"id": i, name: f"n{i}", "info": {"score": i * 10, "tag": f"t{i}"}, "part": part,
+             "notes": [{"k": f"k{i}"}] * (i % 3)}
             for i in FILES[part]]
 
 
@@ -42,9 +44,11 @@ def _schema_string(phys: dict[str, str], name: str) -> str:
         return {"name": shown or key, "type": typ, "nullable": True, "metadata": _meta(key, phys)}
 
     info = {"type": "struct", "fields": [field("score", "long"), field("tag", "string")]}
+    notes = {"type": "array", "containsNull": True,
+             "elementType": {"type": "struct", "fields": [field("k", "string")]}}
     return json.dumps({"type": "struct", "fields": [
         field("id", "long"), field("name", "string", name), field("info", info),
-        field("part", "string")]})
+        field("part", "string"), field("notes", notes)]})
 
 
 def _file_name(key: str, phys: dict[str, str], renamed: bool) -> str:
@@ -57,13 +61,17 @@ def _write_file(root: Path, part: str, phys: dict[str, str], renamed: bool) -> d
                         metadata={b"PARQUET:field_id": str(IDS[key]).encode()})
 
     info_t = pa.struct([f("score", pa.int64()), f("tag", pa.string())])
-    schema = pa.schema([f("id", pa.int64()), f("name", pa.string()), f("info", info_t)])
+    notes_t = pa.list_(pa.field("element", pa.struct([f("k", pa.string())])))
+    schema = pa.schema([f("id", pa.int64()), f("name", pa.string()), f("info", info_t),
+                        f("notes", notes_t)])
     data = rows(part)
     table = pa.table([pa.array([r["id"] for r in data], pa.int64()),
                       pa.array([r["name"] for r in data]),
                       pa.array([{_file_name("score", phys, renamed): r["info"]["score"],
                                  _file_name("tag", phys, renamed): r["info"]["tag"]} for r in data],
-                               info_t)], schema=schema)
+                               info_t),
+                      pa.array([[{_file_name("k", phys, renamed): n["k"]} for n in r["notes"]]
+                                for r in data], notes_t)], schema=schema)
     rel = f"{part}/part-00000-{uuid.uuid4()}.c000.snappy.parquet"  # no hive folder names
     (root / rel).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, root / rel)

@@ -713,7 +713,7 @@ def test_column_mapped_tables_read_with_logical_names(classic_spark, tmp_path):
         write_table(root / "t", mode, renamed_files=renamed)
         with lv.Lake("file://" + str(root), engine=lv.SparkEngine(classic_spark)) as lake:
             df = lake.read("t")
-            assert df.columns == ["id", "label", "info", "part"]
+            assert df.columns == ["id", "label", "info", "part", "notes"]
             got = [r.asDict(recursive=True) for r in df.collect()]
             assert sorted(got, key=lambda r: r["id"]) == rows("x", "label") + rows("y", "label")
             pruned = lake.read("t", where="id >= 10 AND info.score > 100", columns=["label"])
@@ -721,7 +721,7 @@ def test_column_mapped_tables_read_with_logical_names(classic_spark, tmp_path):
             assert len(pruned.inputFiles()) == 1
             assert sorted(r.label for r in pruned.collect()) == ["n11", "n12"]
             old = lake.read("t", version=1, where="part = 'x'")
-            assert old.columns == ["id", "name", "info", "part"]
+            assert old.columns == ["id", "name", "info", "part", "notes"]
             assert sorted((r.asDict(recursive=True) for r in old.collect()),
                           key=lambda r: r["id"]) == rows("x")
     shutil.copytree(Path(__file__).parent.parent / "data" / "table_with_column_mapping",

@@ -70,7 +70,7 @@ def test_a_mapped_table_reads_with_logical_names_as_delta_rs_does(mapped):
 
     lake, path, renamed = mapped.lake, mapped.path, mapped.renamed
     schema = lake.schema("t")
-    assert schema.names == ["id", "label", "info", "part"]
+    assert schema.names == ["id", "label", "info", "part", "notes"]
     paths = physical_paths(schema)
     assert paths[("info", "score")] == (paths[("info",)][0], mapped.physical["score"])
     assert paths[("label",)] == (mapped.physical["name"],)
@@ -88,7 +88,7 @@ def test_time_travel_reads_each_version_under_its_own_logical_names(mapped):
     lake = mapped.lake
     assert by_id(lake.read("t", version=0)) == rows("x")
     assert by_id(lake.read("t", version=1)) == rows("x") + rows("y")
-    assert lake.read("t", version=1).schema.names == ["id", "name", "info", "part"]
+    assert lake.read("t", version=1).schema.names == ["id", "name", "info", "part", "notes"]
     assert by_id(lake.read("t", version=2, where="label = 'n2'")) == rows("x", "label")[1:2]
 
 
