@@ -3,6 +3,7 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
+Column mapping is read (``column_mapping.py``) but not yet written.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
         for f in ("deletionVectors",):
             if f in active:
                 raise UnsupportedTableFeatureError(table, f, active[f])
-        column_mapping.mode(table, protocol, metadata)  # read, not written: an unknown mode refused
+        column_mapping.mode(table, protocol, metadata)  # read (but an unknown mode is refused)
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
