@@ -393,12 +393,7 @@ class SparkEngine:
                 [T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
         if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
-            df = spark_mapped.data_frame(
-                self.spark, ctx, files, lambda a: self._file_uri(ctx, a),
-                lambda a: _read_footer(ctx.store, data_file_key(ctx.name, a.path, ctx.lake_uri),
-                                       a.size))
-            files = [column_mapping.logical_partitions(ctx.schema, ctx.partition_columns, a)
-                     for a in files]
+            df, files = spark_mapped.read(self.spark, ctx, files, self._file_uri, _read_footer)
         else:
             df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
                                                                      for a in files])

@@ -23,7 +23,8 @@ from pyspark.sql import types as T
 from ..delta import column_mapping as cm
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
-from .api import TableContext
+from ..store import ObjectStore
+from .api import TableContext, data_file_key
 
 
 def _struct(schema: pa.Schema) -> T.StructType:
@@ -34,22 +35,27 @@ def _nested(t: T.DataType) -> bool:
     return isinstance(t, T.StructType | T.ArrayType | T.MapType)
 
 
-def data_frame(spark: SparkSession, ctx: TableContext, files: list[AddFile],
-               uri: Callable[[AddFile], str],
-               footer: Callable[[AddFile], pq.FileMetaData]) -> DataFrame:
-    """The data columns (not the partition columns) of ``files``, logically named."""
+def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
+         uri: Callable[[TableContext, AddFile], str],
+         footer: Callable[[ObjectStore, str, int], pq.FileMetaData],
+         ) -> tuple[DataFrame, list[AddFile]]:
+    """The data columns (not the partition columns) of ``files``, logically named, and the files
+    with their partition values keyed by logical name (the engine adds those columns)."""
     data = [f.name for f in ctx.schema if f.name not in ctx.partition_columns]
     logical = _struct(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
+    by_id = cm.mode_of(ctx.schema) == "id"
     groups: dict[pa.Schema, list[AddFile]] = {}
     for a in files:
-        file = footer(a).schema.to_arrow_schema() if cm.mode_of(ctx.schema) == "id" else None
+        file = (footer(ctx.store, data_file_key(ctx.name, a.path, ctx.lake_uri), a.size)
+                .schema.to_arrow_schema() if by_id else None)
         groups.setdefault(cm.file_schema(ctx.schema, data, file), []).append(a)
     frames = []
-    for read, group in groups.items():
-        df = spark.read.schema(_struct(read)).parquet(*[uri(a) for a in group])
+    for read_schema, group in groups.items():
+        df = spark.read.schema(_struct(read_schema)).parquet(*[uri(ctx, a) for a in group])
         cols = []
-        for name, f in zip(read.names, logical.fields, strict=True):
+        for name, f in zip(read_schema.names, logical.fields, strict=True):
             c = F.col("`" + name.replace("`", "``") + "`")
             cols.append((c.cast(f.dataType) if _nested(f.dataType) else c).alias(f.name))
         frames.append(df.select(*cols))
-    return reduce(lambda a, b: a.union(b), frames)
+    return (reduce(lambda a, b: a.union(b), frames),
+            [cm.logical_partitions(ctx.schema, ctx.partition_columns, a) for a in files])
