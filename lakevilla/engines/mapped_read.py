@@ -17,8 +17,8 @@ import pyarrow as pa
 
 from ..delta import column_mapping as cm
 from ..delta.actions import AddFile
+from ..delta.values import partition_value
 from ..errors import CorruptLogError
-from ..scan.pruning import partition_value
 from . import ranged
 from .api import TableContext, data_file_key
 
