@@ -789,7 +789,7 @@ MUTATIONS: list[Mutation] = [
       [MT + "test_abandoned_files_of_a_crashed_transaction_are_found_and_deleted"],
       "young unreferenced files (a live writer's) are deleted"),
     M("abandoned-ignores-table-features", "maintenance", LK,
-      "            try:\n                self._check_features(log)\n"
+      "            try:\n                self._check_features(log, check_sweepable)\n"
       "            except UnsupportedTableFeatureError as e:",
       "            try:\n                pass\n"
       "            except UnsupportedTableFeatureError as e:",
@@ -797,8 +797,9 @@ MUTATIONS: list[Mutation] = [
       "the abandoned-file sweep lists the files of a table whose features it does not write "
       "(a change data feed's files, referenced by cdc actions only)"),
     M("checkpoint-ignores-table-features", "maintenance", LK,
-      "        self._check_features(log)\n        return checkpoints.checkpoint_now(log)",
-      "        return checkpoints.checkpoint_now(log)",
+      "        self._check_features(log, check_writable)  # a checkpoint is a write of the "
+      "table's log",
+      "        pass",
       [MT + "test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write"],
       "a checkpoint restates the log of a table with a feature lakevilla does not write"),
     M("cleanup-ignores-retention", "maintenance", LK,
@@ -880,8 +881,8 @@ MUTATIONS: list[Mutation] = [
        "refused_and_nothing_is_written[insert-null-]"],
       "a rule whose value is NULL lets the row pass (SQL's CHECK, not Delta's)"),
     M("spark-rules-not-checked", "rules", "lakevilla/engines/spark.py",
-      "        rules = checked_rules(ctx) if ctx.constraints else []",
-      "        rules = []",
+      "    rules = checked_rules(ctx) if ctx.constraints else []",
+      "    rules = []",
       ["tests/interop/test_spark_statements.py::test_spark_refuses_rows_that_break_a_check_"
        "constraint[classic]"],
       "the Spark engine writes rows that break a CHECK constraint"),

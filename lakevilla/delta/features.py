@@ -3,6 +3,7 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
+Column mapping is read (``column_mapping.py``) but not yet written.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ..errors import UnsupportedTableFeatureError
+from . import column_mapping
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
 # deletionVectors: read (deleted rows are skipped), never written: a write to such a table is
 # refused, by the writer feature and by ``delta.enableDeletionVectors`` (``check_writable``)
-READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors"}
+READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}
@@ -58,8 +60,12 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
                 raise UnsupportedTableFeatureError(table, f)
     if metadata is not None:
         active = _active_legacy_features(metadata)
-        if "columnMapping" in active:
-            raise UnsupportedTableFeatureError(table, "columnMapping", active["columnMapping"])
+        mapped = column_mapping.mode(table, protocol, metadata)  # an unknown mode is refused
+        dvs = "deletionVectors" in active or "deletionVectors" in (protocol.reader_features or [])
+        if mapped != "none" and dvs:
+            raise UnsupportedTableFeatureError(
+                table, "deletionVectors", "together with column mapping: each is read alone, "
+                "not yet both")
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:

@@ -15,10 +15,10 @@ from functools import cached_property
 import pyarrow as pa
 
 from ..errors import CorruptLogError
+from . import column_mapping
 from .actions import AddFile, Commit, Metadata, Protocol, RemoveFile, TxnAction
 from .checkpoint import CheckpointContents
 from .files import FileSet, RemoveSet, SetBuilder
-from .schema import schema_from_json
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> pa.Schema:
-        return schema_from_json(self.metadata.schema_string)
+        return column_mapping.logical_schema(self.table, self.protocol, self.metadata)
 
     @property
     def partition_columns(self) -> list[str]:

@@ -33,7 +33,7 @@ from ..data.schemas import (
     to_arrow_table,
     type_refusal,
 )
-from ..delta import deletion_vectors
+from ..delta import column_mapping, deletion_vectors
 from ..delta.actions import AddFile
 from ..delta.stats import stats_from_table
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
@@ -42,7 +42,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import ranged
+from . import mapped_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -191,6 +191,10 @@ class EmbeddedEngine:
         threads. ``filter`` names ``filter_columns`` (fetched too, never decoded as dictionaries:
         its constants have the table's types). ``fetched``: files an earlier scan
         holds whole, by path."""
+        if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
+            return mapped_read.read(ctx, files, columns, filter, filter_columns, fetched,
+                                    lambda b, cols: self._fragments(ctx, b, cols, None),
+                                    lambda fn: self._decode(ctx, fn))
         schema = pa.schema([ctx.schema.field(c) for c in columns])
         fetch = [n for n in ctx.schema.names if n in set(columns) | set(filter_columns)]
         deleted = [a for a in files if a.deletion_vector is not None]

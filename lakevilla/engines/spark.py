@@ -41,7 +41,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..delta import deletion_vectors
+from ..delta import column_mapping, deletion_vectors
 from ..delta.actions import AddFile
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
@@ -57,7 +57,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import spark_expr
+from . import spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -308,6 +308,15 @@ def _spark_errors(what: str, data_error: type[LakeVillaError] | None) -> Iterato
         raise
 
 
+def _check_rules(ctx: TableContext, df: DataFrame) -> None:
+    """``ConstraintViolationError`` for the first row of ``df`` that breaks a rule of the table."""
+    rules = checked_rules(ctx) if ctx.constraints else []
+    with _spark_errors(f"the rules of {ctx.name!r}", None):
+        broken = spark_expr.first_broken(df, [c for _, c in rules], _ref) if rules else None
+    if broken is not None:
+        raise violation(ctx, *rules[broken[0]], broken[1])
+
+
 # -- the engine ----------------------------------------------------------------------
 
 def is_connect_session(spark: Any) -> bool:
@@ -395,8 +404,11 @@ class SparkEngine:
             fields = list(schema.fields) + (
                 [T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
-        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
-                                                                 for a in files])
+        if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
+            df, files = spark_mapped.read(self.spark, ctx, files, self._file_uri, _read_footer)
+        else:
+            df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
+                                                                     for a in files])
         deleted = any(a.deletion_vector is not None for a in files)
         if deleted:  # keeps FILE_COL
             df = _live(self.spark, ctx, df, files, lambda name: self._key_of(ctx, name))
@@ -531,19 +543,11 @@ class SparkEngine:
         return written
 
     def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
-        self._check_rules(ctx, self._frame(ctx, files))
-
-    def _check_rules(self, ctx: TableContext, df: DataFrame) -> None:
-        """``ConstraintViolationError`` for the first row that breaks a rule of the table."""
-        rules = checked_rules(ctx) if ctx.constraints else []
-        with _spark_errors(f"the rules of {ctx.name!r}", None):
-            broken = spark_expr.first_broken(df, [c for _, c in rules], _ref) if rules else None
-        if broken is not None:
-            raise violation(ctx, *rules[broken[0]], broken[1])
+        _check_rules(ctx, self._frame(ctx, files))
 
     def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
-        self._check_rules(ctx, df)
+        _check_rules(ctx, df)
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
         prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"

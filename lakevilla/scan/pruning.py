@@ -57,6 +57,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..delta.actions import AddFile
+from ..delta.column_mapping import physical_key
 from ..delta.files import ActionTable, FileSet
 from ..delta.snapshot import Snapshot
 from ..delta.values import EXACT_DECIMAL_DIGITS, STRING_PREFIX_LIMIT, coerce, partition_value  # noqa: F401
@@ -362,9 +363,16 @@ def _always(b: list, i: int) -> bool:
     return True
 
 
-def _fast_mask(plan: _Plan, table: ActionTable) -> np.ndarray | None:
+def _stat_columns(plan: _Plan, schema: pa.Schema) -> list[statcols.StatColumn]:
+    """The plan's columns named as ``stats`` and ``partitionValues`` name them: physically in a
+    column-mapped table (``delta.column_mapping``)."""
+    return [statcols.StatColumn(physical_key(schema, c.name), c.type, c.partition)
+            for c in plan.columns]
+
+
+def _fast_mask(plan: _Plan, table: ActionTable, schema: pa.Schema) -> np.ndarray | None:
     """``plan`` evaluated in Python over a small ``table``; None when DuckDB must do it."""
-    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
+    cols = _stat_columns(plan, schema)
     got = statcols.py_columns(table, cols)
     if got is None:
         return None
@@ -402,12 +410,12 @@ def prune_mask(pred: Predicate, table: ActionTable, schema: pa.Schema,
         return None
     if plan.fast is not None and table.num_rows <= statcols.PY_ROWS:
         try:
-            got = _fast_mask(plan, table)
+            got = _fast_mask(plan, table, schema)
         except Exception:  # noqa: BLE001 - never guess: the DuckDB path decides (or keeps all)
             got = None
         if got is not None:
             return got
-    cols = [statcols.StatColumn(c.name, c.type, c.partition) for c in plan.columns]
+    cols = _stat_columns(plan, schema)
     try:
         return statcols.evaluate(table, cols, plan.sql)
     except Exception:  # noqa: BLE001 - e.g. a constant that fails to convert: the scan reports it
@@ -422,8 +430,7 @@ def cheap_to_prune(pred: Predicate, table: ActionTable, schema: pa.Schema,
     plan = _plan(pred.text, schema, tuple(partition_columns))
     return plan.sql is None or (
         plan.fast is not None and table.num_rows <= statcols.PY_ROWS
-        and all(statcols.py_parsable(statcols.StatColumn(c.name, c.type, c.partition))
-                for c in plan.columns))
+        and all(statcols.py_parsable(c) for c in _stat_columns(plan, schema)))
 
 
 def num_records(table: ActionTable) -> pa.Array:

@@ -47,7 +47,7 @@ _OFFSET = r"(\d:\d\d(?::\d\d(?:\.\d*)?)?)\s*(?:Z|[+-]\d\d(?::?\d\d)?)$"
 
 @dataclass(frozen=True)
 class StatColumn:
-    name: str
+    name: str  # the key in ``stats`` and ``partitionValues``: physical in a column-mapped table
     type: pa.DataType
     partition: bool
 

@@ -213,7 +213,7 @@ def test_python_pruning_of_small_tables_agrees_with_duckdb(fs, wheres, style):
             by_duckdb = statcols.evaluate(ActionTable.from_actions(adds, AddFile), cols, plan.sql)
         except Exception:  # noqa: BLE001 - DuckDB cannot evaluate it: prune_mask keeps every file
             by_duckdb = None
-        in_python = expr._fast_mask(plan, ActionTable.from_actions(adds, AddFile))
+        in_python = expr._fast_mask(plan, ActionTable.from_actions(adds, AddFile), SCHEMA)
         if in_python is None:
             continue
         assert by_duckdb is not None, (where, fs)
