@@ -191,3 +191,20 @@ def test_the_mode_counts_only_where_the_protocol_supports_column_mapping():
         == "none"
     assert column_mapping.mode("t", Protocol(3, 7, ["columnMapping"], ["columnMapping"]), md) \
         == "id"
+
+
+def test_a_table_with_both_column_mapping_and_deletion_vectors_is_refused_for_now():
+    """Each is read alone; the mapped read path does not drop deleted rows yet, so a table with
+    both is refused rather than read with its deleted rows back."""
+    from lakevilla.delta.actions import Metadata, Protocol
+    from lakevilla.delta.features import check_readable
+
+    md = Metadata(id="x", schema_string='{"type":"struct","fields":[]}',
+                  configuration={"delta.columnMapping.mode": "name"})
+    features = ["columnMapping", "deletionVectors"]
+    both = Protocol(3, 7, features, features)
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="together with column mapping"):
+        check_readable("t", both, md)
+    check_readable("t", Protocol(3, 7, ["columnMapping"], ["columnMapping"]), md)
+    check_readable("t", Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
+                   Metadata(id="x", schema_string='{"type":"struct","fields":[]}'))
