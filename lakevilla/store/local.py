@@ -82,7 +82,7 @@ def non_folder(path: str) -> str | None:
     while True:
         try:  # one stat: a folder pruned between two checks must not look like a file
             return None if stat.S_ISDIR(os.stat(p).st_mode) else p
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # absent, or below a file: look up
             pass
         parent = os.path.dirname(p)
         if parent == p:
