@@ -904,6 +904,38 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_constraints.py::test_a_redo_onto_a_table_that_gained_a_"
        "constraint_meanwhile_enforces_it"],
       "an insert redone onto a table that gained a constraint keeps its rows unchecked"),
+    M("new-constraint-skips-existing-rows", "rules", "lakevilla/statements/set_properties.py",
+      "        if new:  # the rows already there must keep the new rules",
+      "        if False:",
+      ["tests/statements/test_constraints.py::test_a_constraint_the_rows_already_there_break_"
+       "is_refused_and_nothing_is_written"],
+      "a constraint is added to a table whose rows break it"),
+    M("new-constraint-footprint-blind", "rules", "lakevilla/statements/set_properties.py",
+      "        if self.read_files:\n            return Footprint(read_files=set(self.read_files), "
+      "full_scan=True)",
+      "        if False:\n            return Footprint(read_files=set(self.read_files), "
+      "full_scan=True)",
+      ["tests/statements/test_constraints.py::test_a_row_added_while_a_constraint_waits_to_"
+       "commit_is_checked_by_its_redo"],
+      "a constraint commits past a concurrent append of a row that breaks it"),
+    M("properties-entry-dropped", "rules", "lakevilla/statements/set_properties.py",
+      "        return {\"properties\": dict(self.properties), **super().options()}",
+      "        return super().options()",
+      ["tests/statements/test_constraints.py::test_a_resumed_transaction_keeps_the_properties_"
+       "it_set"],
+      "a sublog entry forgets the properties its statement set (resume loses them)"),
+    M("protocol-not-upgraded", "rules", "lakevilla/statements/view.py",
+      "        if protocol != self.base.protocol:\n            self.protocol = protocol",
+      "        if False:\n            self.protocol = protocol",
+      ["tests/statements/test_constraints.py::test_set_properties_adds_a_constraint_delta_rs_"
+       "then_enforces_too[R]"],
+      "a constraint is added without the writer version Delta requires for it"),
+    M("property-feature-unchecked", "rules", "lakevilla/statements/view.py",
+      "        check_writable(self.name, protocol, md)\n        if protocol",
+      "        if protocol",
+      ["tests/statements/test_constraints.py::test_a_property_enabling_a_feature_lakevilla_does_"
+       "not_write_is_refused[delta.enableChangeDataFeed]"],
+      "a property enabling a feature lakevilla does not write (a change feed) is committed"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',
@@ -953,7 +985,7 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_evolution.py::test_a_resumed_transaction_keeps_the_columns_it_added"],
       "a physical sublog entry forgets the columns its operation added (resume loses them)"),
     M("evolution-redo-keeps-stale-schema", "redo", "lakevilla/statements/view.py",
-      "        self.metadata, self._schema = None, None\n", "",
+      "        self.metadata, self.protocol, self._schema = None, None, None\n", "",
       ["tests/statements/test_evolution.py::test_a_concurrent_metadata_change_conflicts_with_ours[local-R]"],
       "a redo keeps the schema built on the old snapshot (a concurrent column is dropped)"),
 ]

@@ -8,6 +8,8 @@ Column mapping is read (``column_mapping.py``) but not yet written.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 
 from ..errors import UnsupportedTableFeatureError
@@ -124,6 +126,26 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None)
         return Protocol(3, 7, ["timestampNtz"],
                         ["timestampNtz", "checkConstraints"] if checks else ["timestampNtz"])
     return Protocol(1, 3) if checks else Protocol(1, 2)
+
+
+def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
+    """The protocol a table needs once its properties are ``configuration``: a CHECK constraint
+    needs writer version 3 (the ``checkConstraints`` feature at version 7), ``delta.appendOnly``
+    version 2 (``appendOnly``). Delta upgrades a protocol, never downgrades it."""
+    cfg = {k.lower(): v for k, v in configuration.items()}
+    need: dict[str, int] = {}
+    if any(k.startswith("delta.constraints.") for k in cfg):
+        need["checkConstraints"] = 3
+    if cfg.get("delta.appendonly", "false").lower() == "true":
+        need["appendOnly"] = 2
+    if protocol.min_writer_version == 7:
+        have = list(protocol.writer_features or [])
+        more = [f for f in sorted(need) if f not in have]
+        return dataclasses.replace(protocol, writer_features=have + more) if more else protocol
+    writer = max([protocol.min_writer_version, *need.values()])
+    if writer == protocol.min_writer_version:
+        return protocol
+    return dataclasses.replace(protocol, min_writer_version=writer)
 
 
 def is_append_only(metadata: Metadata) -> bool:

@@ -76,12 +76,17 @@ class Statement:
         expressions by the grammar (on every path: a new statement, a redo, one resumed from a
         possibly tampered sublog), then the statement's own work; its effects join the view."""
         self.plan_columns(tw, data)
-        if self.add_fields:
-            tw.add_columns(self.add_fields)
+        self.change_view(tw)
         check_update(tw.schema, tw.name, self.where, self.assignments_to_check())
         result = self.execute(tw, engine, data, redo)
         tw.apply(self)
         return result
+
+    def change_view(self, tw: TableWork) -> None:
+        """Its changes of the table's metadata join the view (the columns it adds): on its run,
+        and again on a rebase, a redo or a resume, which apply the same change to a newer base."""
+        if self.add_fields:
+            tw.add_columns(self.add_fields)
 
     def plan_columns(self, tw: TableWork, data: Any) -> None:
         """Decide ``add_fields`` from the data (schema evolution); nothing by default."""

@@ -17,10 +17,11 @@ from .merge import Merge
 from .optimize import Optimize
 from .overwrite import Overwrite
 from .read import Read
+from .set_properties import SetProperties
 from .update import Delete, Update
 
 KINDS: dict[str, type[Statement]] = {cls.kind: cls for cls in (
-    Read, Insert, Update, Delete, Merge, Overwrite, Optimize, AddColumns,
+    Read, Insert, Update, Delete, Merge, Overwrite, Optimize, AddColumns, SetProperties,
 )}
 
 

@@ -16,7 +16,9 @@ import time
 from typing import Any, ClassVar, Protocol
 
 from ..delta.actions import AddFile, Commit, RemoveFile
+from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.constraints import constraints_of
+from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
@@ -41,7 +43,6 @@ class Recorded(Protocol):
     where: str | None
     added: list[AddFile]
     removed: list[AddFile]
-    add_fields: list[dict[str, Any]] | None
     logical: bool  # its sublog entry is logical (a redo sets it)
     redoable: bool  # False when resumed from a physical sublog entry
 
@@ -55,6 +56,8 @@ class Recorded(Protocol):
     def consumed(self) -> bool: ...
 
     def run(self, tw: TableWork, engine: Engine, data: Any = None, redo: bool = False) -> Any: ...
+
+    def change_view(self, tw: TableWork) -> None: ...
 
     def reset_for_redo(self) -> None: ...
 
@@ -102,7 +105,10 @@ class TableWork:
         # only when the transaction commits; until then the view starts empty (version -1)
         self.creating: Commit | None = None
         self.reservation_etag: str | None = None
-        self.metadata = None  # the table's new metadata when our ops added columns (evolution.py)
+        # the table's new metadata when our ops changed it (columns, properties), and the
+        # upgraded protocol when a property needs one
+        self.metadata = None
+        self.protocol: DeltaProtocol | None = None
         self._schema = None
 
     # -- view ----------------------------------------------------------------
@@ -149,14 +155,33 @@ class TableWork:
         """Make the view's schema include ``add`` (idempotent: a redo or a
         resume applies it again)."""
         current = self.metadata or self.base.metadata
-        md = evolution.evolve(self.name, current, self.base.protocol, add)
+        md = evolution.evolve(self.name, current, self.protocol or self.base.protocol, add)
         if md is not current:
             self.set_metadata(md)
 
+    def set_properties(self, properties: dict[str, str | None]) -> None:
+        """Make the view's table properties include ``properties`` (None unsets one), with the
+        protocol upgrade a property needs; refused when the result is a table we cannot write
+        (a property enabling a feature we do not write). Idempotent, as ``add_columns``."""
+        current = self.metadata or self.base.metadata
+        config = dict(current.configuration)
+        for k, v in properties.items():
+            if v is None:
+                config.pop(k, None)
+            else:
+                config[k] = v
+        if config == current.configuration:
+            return
+        md = dataclasses.replace(current, configuration=config)
+        protocol = upgraded(self.protocol or self.base.protocol, config)
+        check_writable(self.name, protocol, md)
+        if protocol != self.base.protocol:
+            self.protocol = protocol
+        self.set_metadata(md)
+
     def apply(self, op: Recorded) -> None:
         """``op``'s effects join the view (its columns, the files it removed and added)."""
-        if op.add_fields:
-            self.add_columns(op.add_fields)
+        op.change_view(self)
         for a in op.removed:
             self._remove(a)
         for a in op.added:
@@ -172,11 +197,11 @@ class TableWork:
     def run(self, engine: Engine, op: Recorded, data: Any = None, redo: bool = False) -> Any:
         """Execute ``op`` against the current view and record its effects. A failed
         statement leaves the view as it was (its schema too)."""
-        saved = (self.metadata, self._schema, self.ctx)
+        saved = (self.metadata, self.protocol, self._schema, self.ctx)
         try:
             return op.run(self, engine, data, redo)
         except BaseException:
-            self.metadata, self._schema, self.ctx = saved
+            self.metadata, self.protocol, self._schema, self.ctx = saved
             raise
 
     def footprints(self) -> list[Footprint]:
@@ -205,7 +230,7 @@ class TableWork:
         self.base = snapshot
         self.recheck = self.log.unstable_versions(snapshot.version)
         self.added, self.removed = {}, {}
-        self.metadata, self._schema = None, None
+        self.metadata, self.protocol, self._schema = None, None, None
         # the new snapshot's schema and rules: a redo checks rows by the table as it is now
         self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
                                        partition_columns=tuple(snapshot.partition_columns),
@@ -252,7 +277,8 @@ class TableWork:
                 info["operationMetrics"] = {
                     "numFiles": str(len(adds)),
                     "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
-            return Commit(adds=adds, commit_info=info, protocol=c.protocol,
+            return Commit(adds=adds, commit_info=info, protocol=self.protocol or c.protocol,
                           metadata=self.metadata or c.metadata)
         commit_info.setdefault("readVersion", self.read_version)
-        return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata)
+        return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata,
+                      protocol=self.protocol)

@@ -46,6 +46,7 @@ from ..statements.insert import Insert
 from ..statements.optimize import Optimize, target_size
 from ..statements.overwrite import Overwrite
 from ..statements.read import Read
+from ..statements.set_properties import SetProperties, checked_properties
 from ..statements.update import Delete, Update
 from ..statements.view import TableWork
 from ..vocab import CommitMode
@@ -223,6 +224,18 @@ class Transaction:
         self._check_active()
         requested = evolution.requested_fields(table, fields)
         self._execute(AddColumns(seq=self._next(table), table=table, fields=requested))
+
+    def set_properties(self, table: str, properties: dict[str, str | None]) -> None:
+        """Set table properties (a value of None unsets one), as a metaData action in this
+        transaction's commit of ``table`` (Delta's SET / UNSET TBLPROPERTIES), with the protocol
+        upgrade a property needs. ``{"delta.constraints.<name>": "<expression>"}`` adds a CHECK
+        constraint: the rows already there are checked first (``ConstraintViolationError``), later
+        statements enforce it. A property that would enable a Delta feature lakevilla does not
+        write is refused (``UnsupportedTableFeatureError``). As any metadata change, it conflicts
+        with every concurrent writer of the table."""
+        self._check_active()
+        props = checked_properties(table, properties)
+        self._execute(SetProperties(seq=self._next(table), table=table, properties=props))
 
     def optimize(self, table: str, where: str | None = None,
                  target_file_size: int | None = None) -> dict[str, Any]:

@@ -133,3 +133,102 @@ def test_a_redo_onto_a_table_that_gained_a_constraint_meanwhile_enforces_it(tmp_
             DeltaTable(str(tmp_path / "lake" / "t")).alter.add_constraint(
                 {"positive": "amount > 0"})
     assert lake.read("t").column("id").to_pylist() == [1]
+
+
+# -- adding and removing rules: set_properties ------------------------------------------------
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
+def test_set_properties_adds_a_constraint_delta_rs_then_enforces_too(tmp_path, features):
+    from deltalake import DeltaTable, write_deltalake
+
+    lake = lv.Lake(str(tmp_path / "lake"))
+    lake.create_table("t", S)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1, 2], "amount": [5.0, 6.0]})
+    with lake.transaction(features) as txn:
+        txn.set_properties("t", RULE)
+        with pytest.raises(lv.ConstraintViolationError, match="positive"):
+            txn.insert("t", {"id": [3], "amount": [-1.0]})  # later statements enforce it
+        txn.insert("t", {"id": [3], "amount": [1.0]})
+    snap = lake.snapshot("t")
+    assert snap.metadata.configuration == RULE
+    assert (snap.protocol.min_reader_version, snap.protocol.min_writer_version) == (1, 3)
+    path = str(tmp_path / "lake" / "t")
+    assert DeltaTable(path).metadata().configuration == RULE
+    with pytest.raises(Exception, match="failed validation"):
+        write_deltalake(path, pa.table({"id": [4], "amount": [-2.0]}, schema=S), mode="append")
+    with lake.transaction(features) as txn:
+        txn.set_properties("t", {"delta.constraints.positive": None})
+        txn.insert("t", {"id": [4], "amount": [-2.0]})  # unset: no rule any more
+    assert sorted(lake.read("t").column("id").to_pylist()) == [1, 2, 3, 4]
+
+
+def test_a_constraint_the_rows_already_there_break_is_refused_and_nothing_is_written(
+        local_backend):
+    lake = local_backend.lake()
+    lake.create_table("t", S)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1, 2], "amount": [5.0, -6.0]})
+    before = local_backend.all_keys()
+    with pytest.raises(lv.ConstraintViolationError, match="positive") as e:
+        with lake.transaction("R") as txn:
+            txn.set_properties("t", RULE)
+    assert e.value.row == {"amount": -6.0}
+    assert [k for k in local_backend.all_keys() if k.startswith("t/")] == \
+        [k for k in before if k.startswith("t/")]
+
+
+def test_a_row_added_while_a_constraint_waits_to_commit_is_checked_by_its_redo(tmp_path):
+    """delta-rs appends a row that breaks the rule between the check of the existing rows and
+    the commit: the commit conflicts (a full-table read), the redo checks again and refuses."""
+    from deltalake import write_deltalake
+
+    lake = lv.Lake(str(tmp_path / "lake"))
+    lake.create_table("t", S)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1], "amount": [5.0]})
+    with pytest.raises(lv.ConstraintViolationError, match="positive"):
+        with lake.transaction("R") as txn:
+            txn.set_properties("t", RULE)
+            write_deltalake(str(tmp_path / "lake" / "t"),
+                            pa.table({"id": [2], "amount": [-1.0]}, schema=S), mode="append")
+    assert lake.snapshot("t").metadata.configuration == {}
+
+
+@pytest.mark.parametrize("prop", ["delta.enableChangeDataFeed", "delta.enableDeletionVectors"])
+def test_a_property_enabling_a_feature_lakevilla_does_not_write_is_refused(local_backend, prop):
+    lake = local_backend.lake()
+    lake.create_table("t", S)
+    before = local_backend.all_keys()
+    with pytest.raises(lv.UnsupportedTableFeatureError):
+        with lake.transaction("R") as txn:
+            txn.set_properties("t", {prop: "true"})
+    with pytest.raises(lv.InvalidArgumentError, match="strings"):
+        with lake.transaction("R") as txn:
+            txn.set_properties("t", {"delta.appendOnly": True})
+    assert [k for k in local_backend.all_keys() if k.startswith("t/")] == \
+        [k for k in before if k.startswith("t/")]
+
+
+def test_a_resumed_transaction_keeps_the_properties_it_set(local_backend):
+    import time
+
+    from lakevilla.recovery import sublog as sublogs
+    from tests.helpers import entries_landed
+
+    ttl = 5.0
+    lake = local_backend.lake(marker_ttl=ttl)
+    lake.create_table("t", S)
+    crashed = lake.begin("R")
+    crashed.set_properties("t", RULE)
+    crashed.insert("t", {"id": [7], "amount": [1.0]})
+    lake._client.heartbeats.forget(crashed)
+    entries_landed(crashed)
+    assert [e.kind for e in sublogs.read_all(lake.store, crashed.id)] == ["physical", "physical"]
+    later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + 10_000.0)
+    resumed = later.resume(crashed.id)
+    with pytest.raises(lv.ConstraintViolationError):
+        resumed.insert("t", {"id": [8], "amount": [-1.0]})
+    resumed.commit()
+    assert lake.snapshot("t").metadata.configuration == RULE
+    assert lake.read("t").column("id").to_pylist() == [7]
