@@ -936,6 +936,18 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_constraints.py::test_a_property_enabling_a_feature_lakevilla_does_"
        "not_write_is_refused[delta.enableChangeDataFeed]"],
       "a property enabling a feature lakevilla does not write (a change feed) is committed"),
+    M("mapped-read-keeps-deleted-rows", "read", "lakevilla/engines/mapped_read.py",
+      "            if t is not None and add.deletion_vector is not None:",
+      "            if t is not None and add.deletion_vector is not None and False:",
+      ["tests/statements/test_column_mapped_reads.py::test_a_column_mapped_table_with_deletion_"
+       "vectors_drops_the_deleted_rows[name-False]"],
+      "the embedded read of a column-mapped table returns rows its deletion vectors delete"),
+    M("spark-mapped-keeps-deleted-rows", "read", "lakevilla/engines/spark_mapped.py",
+      "        if deleted:\n            df = live(df, group)",
+      "        if False:\n            df = live(df, group)",
+      ["tests/interop/test_spark.py::test_spark_reads_a_column_mapped_table_with_deletion_"
+       "vectors"],
+      "the Spark read of a column-mapped table returns rows its deletion vectors delete"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

@@ -61,13 +61,7 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
             if f not in READER_FEATURES:
                 raise UnsupportedTableFeatureError(table, f)
     if metadata is not None:
-        active = _active_legacy_features(metadata)
-        mapped = column_mapping.mode(table, protocol, metadata)  # an unknown mode is refused
-        dvs = "deletionVectors" in active or "deletionVectors" in (protocol.reader_features or [])
-        if mapped != "none" and dvs:
-            raise UnsupportedTableFeatureError(
-                table, "deletionVectors", "together with column mapping: each is read alone, "
-                "not yet both")
+        column_mapping.mode(table, protocol, metadata)  # read (but an unknown mode is refused)
 
 
 def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..delta import column_mapping as cm
+from ..delta import deletion_vectors
 from ..delta.actions import AddFile
 from ..delta.values import partition_value
 from ..errors import CorruptLogError
@@ -58,6 +59,16 @@ def _one_file(ctx: TableContext, add: AddFile, src: ranged.Source, data: list[st
     return t
 
 
+def _live(ctx: TableContext, add: AddFile, t: pa.Table) -> pa.Table:
+    """The rows of one whole file (all its row groups, in order: a row's position is its index
+    in the file) that its deletion vector does not delete."""
+    assert add.deletion_vector is not None
+    gone = deletion_vectors.deleted_rows(ctx.store, ctx.name, ctx.lake_uri,
+                                         add.deletion_vector, add.path)
+    where = f"table {ctx.name!r}: file {add.path!r}"
+    return t.filter(pa.array(deletion_vectors.live_mask(t.num_rows, gone, where)))
+
+
 def read(ctx: TableContext, files: list[AddFile], columns: list[str], filter: Any,
          filter_columns: set[str] | frozenset[str], fetched: dict[str, ranged.Source] | None,
          fetch: Fetch, decode: Decode) -> pa.Table:
@@ -78,6 +89,8 @@ def read(ctx: TableContext, files: list[AddFile], columns: list[str], filter: An
         fetch(batch, wanted)
         for src, add in zip(batch, files[at:at + len(batch)], strict=True):
             t = _one_file(ctx, add, src, data, parts, wanted, fetch, decode)
+            if t is not None and add.deletion_vector is not None:
+                t = _live(ctx, add, t)
             if t is not None and t.num_rows:
                 t = t.select(logical)
                 tables.append(t.filter(filter) if filter is not None else t)

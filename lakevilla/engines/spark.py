@@ -404,14 +404,18 @@ class SparkEngine:
             fields = list(schema.fields) + (
                 [T.StructField(FILE_COL, T.StringType())] if with_file else [])
             return self.spark.createDataFrame([], T.StructType(fields))
+        deleted = any(a.deletion_vector is not None for a in files)
+
+        def live(d: DataFrame, fs: list[AddFile]) -> DataFrame:  # keeps FILE_COL
+            return _live(self.spark, ctx, d, fs, lambda name: self._key_of(ctx, name))
+
         if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
-            df, files = spark_mapped.read(self.spark, ctx, files, self._file_uri, _read_footer)
+            df, files = spark_mapped.read(self.spark, ctx, files, self._file_uri, _read_footer,
+                                          live)
         else:
             df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
                                                                      for a in files])
-        deleted = any(a.deletion_vector is not None for a in files)
-        if deleted:  # keeps FILE_COL
-            df = _live(self.spark, ctx, df, files, lambda name: self._key_of(ctx, name))
+            df = live(df, files) if deleted else df
         groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
         if (with_file or len(groups) > 1) and not deleted:
             df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()

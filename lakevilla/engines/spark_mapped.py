@@ -38,9 +38,13 @@ def _nested(t: T.DataType) -> bool:
 def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
          uri: Callable[[TableContext, AddFile], str],
          footer: Callable[[ObjectStore, str, int], pq.FileMetaData],
+         live: Callable[[DataFrame, list[AddFile]], DataFrame],
          ) -> tuple[DataFrame, list[AddFile]]:
     """The data columns (not the partition columns) of ``files``, logically named, and the files
-    with their partition values keyed by logical name (the engine adds those columns)."""
+    with their partition values keyed by logical name (the engine adds those columns). ``live``
+    drops the rows deletion vectors delete from a scan (the columns it adds are kept):
+    applied to each read before its columns are renamed, where Spark still knows each row's
+    file and index."""
     data = [f.name for f in ctx.schema if f.name not in ctx.partition_columns]
     logical = _struct(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
     by_id = cm.mode_of(ctx.schema) == "id"
@@ -50,12 +54,16 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
                 .schema.to_arrow_schema() if by_id else None)
         groups.setdefault(cm.file_schema(ctx.schema, data, file), []).append(a)
     frames = []
+    deleted = any(a.deletion_vector is not None for a in files)
     for read_schema, group in groups.items():
         df = spark.read.schema(_struct(read_schema)).parquet(*[uri(ctx, a) for a in group])
+        if deleted:
+            df = live(df, group)
         cols = []
         for name, f in zip(read_schema.names, logical.fields, strict=True):
             c = F.col("`" + name.replace("`", "``") + "`")
             cols.append((c.cast(f.dataType) if _nested(f.dataType) else c).alias(f.name))
-        frames.append(df.select(*cols))
+        added = [c for c in df.columns if c not in read_schema.names]  # what ``live`` added
+        frames.append(df.select(*cols, *added))
     return (reduce(lambda a, b: a.union(b), frames),
             [cm.logical_partitions(ctx.schema, ctx.partition_columns, a) for a in files])

@@ -755,3 +755,18 @@ def test_column_mapped_tables_read_with_logical_names(classic_spark, tmp_path):
     with lv.Lake("file://" + str(tmp_path / "ref"), engine=lv.SparkEngine(classic_spark)) as lake:
         got = sorted((r.asDict() for r in lake.read("t").collect()), key=lambda r: r["Super Name"])
         assert got == delta_rs_sql_rows(tmp_path / "ref" / "t", "Super Name")
+
+
+def test_spark_reads_a_column_mapped_table_with_deletion_vectors(classic_spark, tmp_path):
+    """Deleted rows dropped per read, before the physical names are renamed (Spark knows a
+    row's file and index only there), in name mode and in id mode with renamed files."""
+    from tests.statements.test_column_mapped_reads import with_deleted_rows
+
+    for mode, renamed in [("name", False), ("id", True)]:
+        root = tmp_path / mode
+        expected = with_deleted_rows(root, mode, renamed)
+        with lv.Lake("file://" + str(root), engine=lv.SparkEngine(classic_spark)) as lake:
+            got = [r.asDict(recursive=True) for r in lake.read("t").collect()]
+            assert sorted(got, key=lambda r: r["id"]) == expected, mode
+            ys = lake.read("t", where="part = 'y'", columns=["id"]).collect()
+            assert sorted(r.id for r in ys) == [r["id"] for r in expected if r["part"] == "y"]

@@ -193,18 +193,47 @@ def test_the_mode_counts_only_where_the_protocol_supports_column_mapping():
         == "id"
 
 
-def test_a_table_with_both_column_mapping_and_deletion_vectors_is_refused_for_now():
-    """Each is read alone; the mapped read path does not drop deleted rows yet, so a table with
-    both is refused rather than read with its deleted rows back."""
-    from lakevilla.delta.actions import Metadata, Protocol
-    from lakevilla.delta.features import check_readable
+def with_deleted_rows(root: Path, mode: str, renamed: bool) -> list[dict]:
+    """The hand-built table with the first row of each file deleted by a deletion vector (as
+    another writer would, protocol upgraded to both features); the rows left, logically named."""
+    from tests.dv_tables import delete_by_dv
 
-    md = Metadata(id="x", schema_string='{"type":"struct","fields":[]}',
-                  configuration={"delta.columnMapping.mode": "name"})
+    phys = write_table(root / "t", mode, renamed_files=renamed)
+    delete_by_dv(root / "t", 3, {"x": [0], "y": [0]}, key=phys["part"])
     features = ["columnMapping", "deletionVectors"]
-    both = Protocol(3, 7, features, features)
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="together with column mapping"):
-        check_readable("t", both, md)
-    check_readable("t", Protocol(3, 7, ["columnMapping"], ["columnMapping"]), md)
-    check_readable("t", Protocol(3, 7, ["deletionVectors"], ["deletionVectors"]),
-                   Metadata(id="x", schema_string='{"type":"struct","fields":[]}'))
+    body = json.dumps({"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
+                                    "readerFeatures": features, "writerFeatures": features}})
+    (root / "t" / "_delta_log" / f"{4:020d}.json").write_text(body + "\n")
+    return rows("x", "label")[1:] + rows("y", "label")[1:]
+
+
+@pytest.mark.parametrize("mode, renamed", CASES)
+def test_a_column_mapped_table_with_deletion_vectors_drops_the_deleted_rows(tmp_path, mode,
+                                                                             renamed):
+    expected = with_deleted_rows(tmp_path, mode, renamed)
+    lake = lv.Lake(str(tmp_path))
+    assert sorted(lake.read("t").to_pylist(), key=lambda r: r["id"]) == expected
+    got = lake.read("t", where="part = 'y'", columns=["id", "label"]).to_pylist()
+    assert sorted(got, key=lambda r: r["id"]) == [
+        {"id": r["id"], "label": r["label"]} for r in expected if r["part"] == "y"]
+    with pytest.raises(lv.UnsupportedTableFeatureError):
+        with lake.transaction("R") as txn:
+            txn.insert("t", {"id": [99]})
+
+
+def test_delta_rs_reference_table_with_column_mapping_and_the_dv_feature_reads_the_same(tmp_path):
+    """table_with_partitioning_mapping: deletion vectors enabled, column mapping set later, a
+    partition column renamed: every version as delta-rs' SQL reader reads it."""
+    from deltalake import DeltaTable, QueryBuilder
+
+    src = Path(__file__).parent.parent / "data" / "table_with_partitioning_mapping"
+    shutil.copytree(src, tmp_path / "t")
+    lake = lv.Lake(str(tmp_path))
+    for v in range(5):
+        dt = DeltaTable(str(tmp_path / "t"), version=v)
+        theirs = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t").read_all())
+        ours = lake.read("t", version=v)
+        assert ours.column_names == theirs.column_names, v
+        key = ours.column_names[1]
+        assert sorted(ours.to_pylist(), key=lambda r: r[key]) == \
+            sorted(theirs.to_pylist(), key=lambda r: r[key]), v
