@@ -770,3 +770,17 @@ def test_spark_reads_a_column_mapped_table_with_deletion_vectors(classic_spark, 
             assert sorted(got, key=lambda r: r["id"]) == expected, mode
             ys = lake.read("t", where="part = 'y'", columns=["id"]).collect()
             assert sorted(r.id for r in ys) == [r["id"] for r in expected if r["part"] == "y"]
+
+
+def test_spark_reads_a_widened_table_in_the_wider_types(classic_spark, tmp_path):
+    from tests.statements.test_type_widening import NEW, OLD, WHERE, widened_table
+
+    widened_table(tmp_path / "t")
+    with lv.Lake("file://" + str(tmp_path), engine=lv.SparkEngine(classic_spark)) as lake:
+        def rows(df):
+            return sorted((r.asDict() for r in df.collect()), key=lambda r: r["a"])
+
+        assert rows(lake.read("t", version=0)) == OLD
+        assert rows(lake.read("t")) == NEW
+        for where, keep in WHERE.items():
+            assert rows(lake.read("t", where=where)) == [r for r in NEW if keep(r)], where
