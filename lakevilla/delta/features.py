@@ -20,7 +20,7 @@ from .schema import field_metadata_keys
 # deletionVectors: read (deleted rows are skipped), never written: a write to such a table is
 # refused, by the writer feature and by ``delta.enableDeletionVectors`` (``check_writable``)
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
-                   "typeWidening", "typeWidening-preview"}
+                   "typeWidening", "typeWidening-preview", "variantType", "variantType-preview"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}

@@ -24,6 +24,10 @@ _PRIMITIVE_TO_ARROW = {
     "timestamp": pa.timestamp("us", tz="UTC"),
     "timestamp_ntz": pa.timestamp("us"),
 }
+# A Variant column reads as its Parquet encoding, the binary ``metadata`` and ``value`` of the
+# Variant binary format, uninterpreted: a documented shape, never a guess at the value.
+VARIANT = pa.struct([pa.field("metadata", pa.binary(), False),
+                     pa.field("value", pa.binary(), False)])
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
 
 
@@ -31,6 +35,8 @@ def delta_type_to_arrow(t: Any) -> pa.DataType:
     if isinstance(t, str):
         if t in _PRIMITIVE_TO_ARROW:
             return _PRIMITIVE_TO_ARROW[t]
+        if t == "variant":  # as Parquet stores an unshredded Variant: its two binary parts
+            return VARIANT
         m = _DECIMAL.fullmatch(t)
         if m:
             return pa.decimal128(int(m.group(1)), int(m.group(2)))

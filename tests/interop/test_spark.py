@@ -784,3 +784,14 @@ def test_spark_reads_a_widened_table_in_the_wider_types(classic_spark, tmp_path)
         assert rows(lake.read("t")) == NEW
         for where, keep in WHERE.items():
             assert rows(lake.read("t", where=where)) == [r for r in NEW if keep(r)], where
+
+
+def test_spark_reads_a_variant_column_as_its_two_binaries(classic_spark, tmp_path):
+    from tests.statements.test_variant_columns import ROWS, variant_table
+
+    variant_table(tmp_path / "t", ["variantType"])
+    with lv.Lake("file://" + str(tmp_path), engine=lv.SparkEngine(classic_spark)) as lake:
+        got = sorted((r.asDict(recursive=True) for r in lake.read("t").collect()),
+                     key=lambda r: r["id"])
+        assert [{"id": r["id"], "v": {k: bytes(b) for k, b in r["v"].items()}} for r in got] \
+            == ROWS
