@@ -948,6 +948,33 @@ MUTATIONS: list[Mutation] = [
       ["tests/interop/test_spark.py::test_spark_reads_a_column_mapped_table_with_deletion_"
        "vectors"],
       "the Spark read of a column-mapped table returns rows its deletion vectors delete"),
+    # -- tables with deletion vectors, written ---------------------------------------------------
+    M("remove-drops-its-dv", "dv", "lakevilla/delta/actions.py",
+      "            extended_file_metadata=True, deletion_vector=self.deletion_vector,",
+      "            extended_file_metadata=True, deletion_vector=None,",
+      ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
+       "deletion_vectors_and_deleted_rows_stay_deleted[update-R]"],
+      "a statement that rewrites a file with a DV removes (path) without its DV: the old file "
+      "stays live beside the new one"),
+    M("optimize-leaves-dvs", "dv", "lakevilla/statements/optimize.py",
+      "    return [b for b in out if len(b) > 1 or b[0].deletion_vector is not None] + alone",
+      "    return [b for b in out if len(b) > 1] + alone",
+      ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
+       "deletion_vectors_and_deleted_rows_stay_deleted[optimize-R]"],
+      "OPTIMIZE leaves a lone file's deletion vector in place (deleted rows never purged)"),
+    M("spark-merge-matches-deleted-rows", "dv", "lakevilla/engines/spark.py",
+      "    if gone is not None:  # rows a deletion vector deletes are not there to match",
+      "    if False:",
+      ["tests/interop/test_spark.py::test_spark_writes_a_table_with_deletion_vectors_and_"
+       "deleted_rows_stay_deleted[merge]"],
+      "Spark's MERGE matches source rows against target rows a deletion vector deleted"),
+    M("dv-property-without-feature", "dv", "lakevilla/delta/features.py",
+      "    if cfg.get(\"delta.enabledeletionvectors\", \"false\").lower() == \"true\":\n"
+      "        protocol = as_table_features(protocol)",
+      "    if False:\n        protocol = as_table_features(protocol)",
+      ["tests/statements/test_deletion_vectors.py::test_enabling_deletion_vectors_upgrades_the_"
+       "protocol_as_delta_prescribes"],
+      "delta.enableDeletionVectors is set without the deletionVectors feature in the protocol"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

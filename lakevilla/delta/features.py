@@ -17,19 +17,24 @@ from . import column_mapping
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
-# deletionVectors: read (deleted rows are skipped), never written: a write to such a table is
-# refused, by the writer feature and by ``delta.enableDeletionVectors`` (``check_writable``)
+# deletionVectors: read (deleted rows are skipped) and written to: our statements rewrite the
+# files they change (their removes carry the DV), OPTIMIZE purges DVs; we write no new DVs yet
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
                    "typeWidening", "typeWidening-preview", "variantType", "variantType-preview"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
-                   "domainMetadata"}
-# Features whose tables lakevilla reads but does not write (yet).
-_READ_ONLY = {"deletionVectors": "lakevilla reads tables with deletion vectors but does not write "
-                                 "them yet"}
+                   "domainMetadata", "deletionVectors"}
+# Features whose tables lakevilla reads but does not write (yet), and why.
+_READ_ONLY: dict[str, str] = {}
 # Writer features we accept only while the table does not actually use them. CHECK constraints
 # and invariants are enforced on every written row (``delta.constraints``).
 _INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
+
+
+# Properties that switch a feature on (so a table that sets one uses it).
+_ENABLED_BY = {"delta.enableRowTracking": "rowTracking",
+               "delta.enableInCommitTimestamps": "inCommitTimestamp",
+               "delta.enableTypeWidening": "typeWidening"}
 
 
 def _active_legacy_features(md: Metadata) -> dict[str, str]:
@@ -43,6 +48,11 @@ def _active_legacy_features(md: Metadata) -> dict[str, str]:
         active["changeDataFeed"] = "delta.enableChangeDataFeed=true"
     if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
         active["deletionVectors"] = "delta.enableDeletionVectors=true"
+    for key, feature in _ENABLED_BY.items():
+        if cfg.get(key.lower(), "false").lower() == "true":
+            active[feature] = f"{key}=true"
+    if cfg.get("delta.checkpointpolicy", "classic").lower() == "v2":
+        active["v2Checkpoint"] = "delta.checkpointPolicy=v2"
     if any(k.startswith("delta.constraints.") for k in cfg):
         active["checkConstraints"] = "CHECK constraints are defined"
     if "delta.invariants" in meta_keys:
@@ -75,7 +85,7 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
                 raise UnsupportedTableFeatureError(table, f, _READ_ONLY.get(f, ""))
     active = _active_legacy_features(metadata)
     for f in sorted(active):
-        if f in _INACTIVE_ONLY or f in ("columnMapping", "deletionVectors"):
+        if f in _INACTIVE_ONLY or f not in WRITER_FEATURES:
             detail = "; ".join(x for x in (active[f], _READ_ONLY.get(f)) if x)
             raise UnsupportedTableFeatureError(table, f, detail)
 
@@ -123,16 +133,41 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None)
     return Protocol(1, 3) if checks else Protocol(1, 2)
 
 
+# The writer features a legacy writer version implies (PROTOCOL.md, "Table Features").
+_LEGACY_WRITER = {2: ["appendOnly", "invariants"], 3: ["checkConstraints"],
+                  4: ["changeDataFeed", "generatedColumns"], 5: ["columnMapping"],
+                  6: ["identityColumns"]}
+
+
+def as_table_features(protocol: Protocol) -> Protocol:
+    """``protocol`` at reader 3 / writer 7, its legacy versions' features listed."""
+    if protocol.min_writer_version == 7 and protocol.min_reader_version == 3:
+        return protocol
+    writer = list(protocol.writer_features or []) if protocol.min_writer_version == 7 else [
+        f for v in sorted(_LEGACY_WRITER) if v <= protocol.min_writer_version
+        for f in _LEGACY_WRITER[v]]
+    reader = (list(protocol.reader_features or []) if protocol.min_reader_version == 3
+              else ["columnMapping"] if protocol.min_reader_version == 2 else [])
+    return Protocol(3, 7, reader, writer)
+
+
 def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     """The protocol a table needs once its properties are ``configuration``: a CHECK constraint
     needs writer version 3 (the ``checkConstraints`` feature at version 7), ``delta.appendOnly``
-    version 2 (``appendOnly``). Delta upgrades a protocol, never downgrades it."""
+    version 2 (``appendOnly``), ``delta.enableDeletionVectors`` the ``deletionVectors`` reader
+    and writer feature (so reader 3 / writer 7). Delta upgrades a protocol, never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if any(k.startswith("delta.constraints.") for k in cfg):
         need["checkConstraints"] = 3
     if cfg.get("delta.appendonly", "false").lower() == "true":
         need["appendOnly"] = 2
+    if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
+        protocol = as_table_features(protocol)
+        if "deletionVectors" not in (protocol.reader_features or []):
+            protocol = dataclasses.replace(
+                protocol, reader_features=[*(protocol.reader_features or []), "deletionVectors"])
+        need["deletionVectors"] = 7
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])
         more = [f for f in sorted(need) if f not in have]

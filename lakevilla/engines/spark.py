@@ -708,7 +708,7 @@ class SparkEngine:
             sdf = self.spark.createDataFrame(src_arrow) if source.num_rows else None
             if sdf is None:
                 return RewriteResult(), M.metrics(0, 0, 0, 0, 0, 0)
-            tdf = self._indexed(ctx, files)
+            tdf = _indexed(self, ctx, files)
             t2 = tdf.select(*[_col(f.name).alias(tcols[k]) for k, f in enumerate(tfields)],
                             FILE_COL, "__lv_ri")
             on = spark_expr.condition(cm.on, ref)
@@ -766,27 +766,34 @@ class SparkEngine:
         return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
                               len(res.removed))
 
-    def _indexed(self, ctx: TableContext, files: list[AddFile]) -> DataFrame:
-        """``_frame`` with each row's file and its position in the file (``__lv_ri``)."""
-        if not files:
-            fields = list(spark_schema(ctx.schema).fields) + [
-                T.StructField(FILE_COL, T.StringType()), T.StructField("__lv_ri", T.LongType())]
-            return self.spark.createDataFrame([], T.StructType(fields))
-        df = self.spark.read.schema(_data_schema(ctx)).parquet(*[self._file_uri(ctx, a)
-                                                                 for a in files])
-        df = df.select("*", F.col("_metadata.row_index").alias("__lv_ri"),
-                       F.input_file_name().alias(FILE_COL))
-        df = (df.join(F.broadcast(self._partition_map(ctx, df, files)), FILE_COL)
-              if ctx.partition_columns else df)
-        return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL,
-                         "__lv_ri")
 
 
-def _live(spark: SparkSession, ctx: TableContext, df: DataFrame, files: list[AddFile],
-          key_of: Callable[[str], str]) -> DataFrame:
-    """``df`` (a scan of ``files``) without the rows their deletion vectors delete: an anti
-    join, on (file, ``_metadata.row_index``), with the deleted rows, broadcast. ``key_of``: the
-    store key of a file as Spark names it."""
+def _indexed(eng: SparkEngine, ctx: TableContext, files: list[AddFile]) -> DataFrame:
+    """``_frame`` with each row's file and its position in the file (``__lv_ri``)."""
+    if not files:
+        fields = list(spark_schema(ctx.schema).fields) + [
+            T.StructField(FILE_COL, T.StringType()), T.StructField("__lv_ri", T.LongType())]
+        return eng.spark.createDataFrame([], T.StructType(fields))
+    df = eng.spark.read.schema(_data_schema(ctx)).parquet(*[eng._file_uri(ctx, a)
+                                                             for a in files])
+    gone = (_deleted(eng.spark, ctx, df, files, lambda n: eng._key_of(ctx, n))
+            if any(a.deletion_vector is not None for a in files) else None)
+    df = df.select("*", F.col("_metadata.row_index").alias(DV_ROW),
+                   F.input_file_name().alias(FILE_COL))
+    if gone is not None:  # rows a deletion vector deletes are not there to match
+        df = df.join(F.broadcast(gone), [FILE_COL, DV_ROW], "left_anti")
+    df = df.withColumnRenamed(DV_ROW, "__lv_ri")
+    df = (df.join(F.broadcast(eng._partition_map(ctx, df, files)), FILE_COL)
+          if ctx.partition_columns else df)
+    return df.select(*[_col(f.name) for f in spark_schema(ctx.schema).fields], FILE_COL,
+                     "__lv_ri")
+
+
+def _deleted(spark: SparkSession, ctx: TableContext, df: DataFrame, files: list[AddFile],
+             key_of: Callable[[str], str]) -> DataFrame:
+    """(``FILE_COL``, ``DV_ROW``) of the rows the deletion vectors of ``files`` delete, each file
+    named as Spark names it in ``df`` (a scan of ``files``). ``key_of``: the store key of a file
+    as Spark names it."""
     by_key = {data_file_key(ctx.name, a.path, ctx.lake_uri): a for a in files}
     names, rows = [], []
     for name in df.inputFiles():
@@ -799,9 +806,16 @@ def _live(spark: SparkSession, ctx: TableContext, df: DataFrame, files: list[Add
         rows.append(gone)
     deleted = pa.table({FILE_COL: pa.array(np.concatenate(names) if names else [], pa.string()),
                         DV_ROW: pa.array(np.concatenate(rows) if rows else [], pa.int64())})
-    gone_df = spark.createDataFrame(
+    return spark.createDataFrame(
         deleted, schema=T.StructType([T.StructField(FILE_COL, T.StringType()),
                                       T.StructField(DV_ROW, T.LongType())]))
+
+
+def _live(spark: SparkSession, ctx: TableContext, df: DataFrame, files: list[AddFile],
+          key_of: Callable[[str], str]) -> DataFrame:
+    """``df`` (a scan of ``files``) without the rows their deletion vectors delete: an anti
+    join, on (file, ``_metadata.row_index``), with the deleted rows, broadcast."""
+    gone_df = _deleted(spark, ctx, df, files, key_of)
     df = df.select("*", F.col("_metadata.row_index").alias(DV_ROW),
                    F.input_file_name().alias(FILE_COL))
     # the file name is kept: input_file_name() above a join is not reliable

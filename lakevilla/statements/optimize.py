@@ -57,11 +57,16 @@ def check_where(name: str, where: str | None, schema, partition_columns) -> None
 
 
 def bins(files: list[AddFile], target: int) -> list[list[AddFile]]:
-    """Greedy, per partition: small files in view order, a new bin when the next would overflow."""
+    """Greedy, per partition: small files in view order, a new bin when the next would overflow.
+    A file with a deletion vector is rewritten whatever its size, alone if need be: compaction
+    purges deleted rows from storage, as Delta's OPTIMIZE does."""
     by_part: dict[tuple, list[AddFile]] = {}
+    alone: list[list[AddFile]] = []
     for a in files:
         if (a.size or 0) < target:
             by_part.setdefault(tuple(sorted(a.partition_values.items())), []).append(a)
+        elif a.deletion_vector is not None:
+            alone.append([a])
     out: list[list[AddFile]] = []
     for part in by_part.values():
         cur: list[AddFile] = []
@@ -73,7 +78,7 @@ def bins(files: list[AddFile], target: int) -> list[list[AddFile]]:
             cur.append(a)
             size += a.size or 0
         out.append(cur)
-    return [b for b in out if len(b) > 1]
+    return [b for b in out if len(b) > 1 or b[0].deletion_vector is not None] + alone
 
 
 @dataclass(eq=False, kw_only=True)

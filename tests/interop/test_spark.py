@@ -795,3 +795,18 @@ def test_spark_reads_a_variant_column_as_its_two_binaries(classic_spark, tmp_pat
                      key=lambda r: r["id"])
         assert [{"id": r["id"], "v": {k: bytes(b) for k, b in r["v"].items()}} for r in got] \
             == ROWS
+
+
+@pytest.mark.parametrize("write", ["delete", "update", "optimize", "merge", "overwrite"])
+def test_spark_writes_a_table_with_deletion_vectors_and_deleted_rows_stay_deleted(
+        classic_spark, lake_dir, uri, write):
+    from tests.dv_tables import SMALL, copy_table, delta_rs_rows
+    from tests.statements.test_deletion_vectors import WRITES
+
+    path = copy_table(lake_dir, SMALL)
+    statement, expected = WRITES[write]
+    with lv.Lake(uri, engine=lv.SparkEngine(classic_spark)) as lake:
+        with lake.transaction("R") as txn:
+            statement(txn)
+        assert sorted(r["value"] for r in lake.read(SMALL).collect()) == sorted(expected)
+    assert sorted(r["value"] for r in delta_rs_rows(path)) == sorted(expected)

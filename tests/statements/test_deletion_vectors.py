@@ -102,7 +102,7 @@ def test_a_replaced_deletion_vector_wins_whichever_order_the_commit_lists_it(lak
     assert rows == delta_rs_rows(path)
     assert [r["value"] for r in our_rows(lake, SMALL, 1)] == list(range(1, 9))
     # the replaced DV stays a tombstone: a checkpoint carries both, and reads the same
-    write_checkpoint(lake_dir, SMALL)
+    lake_of(lake_dir).maintenance.checkpoint(SMALL)
     ck = pq.read_table(path / "_delta_log" / f"{2:020d}.checkpoint.parquet").to_pylist()
     removed = [r["remove"] for r in ck if r["remove"] is not None]
     assert [r["deletionVector"]["pathOrInlineDv"] for r in removed] == \
@@ -110,31 +110,11 @@ def test_a_replaced_deletion_vector_wins_whichever_order_the_commit_lists_it(lak
     assert our_rows(lake_of(lake_dir), SMALL) == rows == delta_rs_rows(path)
 
 
-def write_checkpoint(lake_dir: Path, name: str) -> int:
-    """The Delta layer's checkpoint of ``name``: what ``lake.maintenance.checkpoint`` will write
-    once lakevilla writes deletion vectors (until then it refuses: a checkpoint is a write)."""
-    from lakevilla.delta.log import DeltaLog
-    from lakevilla.markers.checkpoints import checkpoint_now
-    from lakevilla.store import LocalStore
-
-    return checkpoint_now(DeltaLog(LocalStore(str(lake_dir)), name))
-
-
-def test_maintenance_does_not_checkpoint_a_table_it_cannot_write_yet(lake_dir):
-    """The bug this replaces: a checkpoint without the DVs, read back by delta-rs with rows 0
-    and 9 of table-with-dv-small deleted no more."""
-    path = copy_table(lake_dir, SMALL)
-    logs_before = sorted(p.name for p in (path / "_delta_log").iterdir())
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="deletionVectors"):
-        lake_of(lake_dir).maintenance.checkpoint(SMALL)
-    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == logs_before
-
-
 @pytest.mark.parametrize("name", [SMALL, LOGS])
 def test_a_checkpoint_we_write_keeps_deleted_rows_deleted(lake_dir, name):
     path = copy_table(lake_dir, name)
     before = delta_rs_rows(path)
-    version = write_checkpoint(lake_dir, name)
+    version = lake_of(lake_dir).maintenance.checkpoint(name)
     assert json.loads((path / "_delta_log" / "_last_checkpoint").read_text())["version"] == version
     assert our_rows(lake_of(lake_dir), name) == before  # a fresh client reads the checkpoint
     assert delta_rs_rows(path) == before
@@ -146,7 +126,7 @@ def test_a_checkpoint_keeps_the_add_fields_lakevilla_does_not_model(lake_dir):
     extra = {"baseRowId": 40, "defaultRowCommitVersion": 1, "clusteringProvider": "liquid"}
     commit(path, 1, [{"remove": {"path": SMALL_FILE, "deletionTimestamp": 1, "dataChange": True}},
                      {"add": small_add(dv, **extra)}])
-    write_checkpoint(lake_dir, SMALL)
+    lake_of(lake_dir).maintenance.checkpoint(SMALL)
     ck = pq.read_table(path / "_delta_log" / f"{1:020d}.checkpoint.parquet").to_pylist()
     add, = [r["add"] for r in ck if r["add"] is not None]
     assert {k: add[k] for k in extra} == extra
@@ -179,24 +159,38 @@ def test_a_deletion_vector_whose_cardinality_disagrees_is_a_corrupt_log(lake_dir
         lake_of(lake_dir).read(SMALL)
 
 
-@pytest.mark.parametrize("write", [
-    lambda txn: txn.insert(SMALL, {"value": [42]}),
-    lambda txn: txn.delete(SMALL, where="value = 1"),
-    lambda txn: txn.update(SMALL, set={"value": "value + 1"}, where="value = 2"),
-    lambda txn: txn.optimize(SMALL),
-    lambda txn: txn.overwrite(SMALL, {"value": [7]}, where="value = 7"),
-    lambda txn: txn.merge(SMALL, {"value": [1, 42]}, on="value")
-    .when_not_matched_insert_all().execute(),
-], ids=["insert", "delete", "update", "optimize", "overwrite", "merge"])
-def test_writes_to_a_table_with_deletion_vectors_are_refused(lake_dir, write):
+LIVE = list(range(1, 9))  # table-with-dv-small: values 0..9, 0 and 9 deleted by a DV
+WRITES = {
+    "insert": (lambda txn: txn.insert(SMALL, {"value": [42]}), LIVE + [42]),
+    "delete": (lambda txn: txn.delete(SMALL, where="value = 1"), LIVE[1:]),
+    "update": (lambda txn: txn.update(SMALL, set={"value": "value + 10"}, where="value = 2"),
+               [1, 12] + LIVE[2:]),
+    "optimize": (lambda txn: txn.optimize(SMALL), LIVE),
+    "overwrite": (lambda txn: txn.overwrite(SMALL, {"value": [70]}, where="value >= 7"),
+                  [1, 2, 3, 4, 5, 6, 70]),
+    "merge": (lambda txn: txn.merge(SMALL, {"value": [0, 1, 42]}, on="value")
+              .when_not_matched_insert_all().execute(), [0] + LIVE + [42]),
+    "full-scan-update": (lambda txn: txn.update(SMALL, set={"value": "value * 2"}),
+                         [2 * v for v in LIVE]),
+}
+
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
+@pytest.mark.parametrize("write", list(WRITES))
+def test_every_statement_writes_a_table_with_deletion_vectors_and_deleted_rows_stay_deleted(
+        lake_dir, write, features):
+    """The statements rewrite the files they change (their removes carry the file's DV), so a
+    deleted row never comes back; the merge source's 0 is a new row, not the deleted 0."""
     path = copy_table(lake_dir, SMALL)
-    before = sorted(p.name for p in path.rglob("*"))
     lake = lake_of(lake_dir)
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="deletionVectors"):
-        with lake.transaction(features="R") as txn:
-            write(txn)
-    assert sorted(p.name for p in path.rglob("*")) == before
-    assert lake.read(SMALL).num_rows == 8
+    statement, expected = WRITES[write]
+    with lake.transaction(features) as txn:
+        statement(txn)
+    values = sorted(r["value"] for r in our_rows(lake_of(lake_dir), SMALL))
+    assert values == sorted(expected)
+    assert sorted(r["value"] for r in delta_rs_rows(path)) == sorted(expected)
+    if write in ("optimize", "update", "full-scan-update", "delete", "overwrite"):  # rewritten
+        assert all(a.deletion_vector is None for a in lake.snapshot(SMALL).files.values())
 
 
 def test_abandoned_file_deletion_keeps_deletion_vector_files_a_version_needs(lake_dir):
@@ -252,3 +246,21 @@ def test_a_missing_deletion_vector_file_is_a_corrupt_log(lake_dir):
     (path / SMALL_DV).unlink()
     with pytest.raises(lv.CorruptLogError, match="is missing"):
         lake_of(lake_dir).read(SMALL, where="value > 5")
+
+
+def test_enabling_deletion_vectors_upgrades_the_protocol_as_delta_prescribes(tmp_path):
+    """A legacy (1, 2) table: the property needs the deletionVectors reader and writer feature,
+    so the protocol becomes reader 3 / writer 7 listing what writer 2 implied."""
+    lake = lv.Lake(str(tmp_path))
+    lake.create_table("t", pa.schema([("id", pa.int64())]),
+                      properties={"delta.appendOnly": "false"})
+    with lake.transaction("R") as txn:
+        txn.set_properties("t", {"delta.enableDeletionVectors": "true"})
+        txn.insert("t", {"id": [1, 2]})
+    p = lake.snapshot("t").protocol
+    assert (p.min_reader_version, p.min_writer_version) == (3, 7)
+    assert p.reader_features == ["deletionVectors"]
+    assert sorted(p.writer_features or []) == ["appendOnly", "deletionVectors", "invariants"]
+    with lake.transaction("") as txn:
+        txn.delete("t", where="id = 1")
+    assert [r["id"] for r in delta_rs_rows(tmp_path / "t")] == [2]

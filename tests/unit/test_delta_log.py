@@ -140,9 +140,7 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("feature, lines", [
-    ("deletionVectors", [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7,
-                                       "readerFeatures": ["deletionVectors"],
-                                       "writerFeatures": ["deletionVectors"]}}]),
+    ("v2Checkpoint", "metadata:delta.checkpointPolicy=v2"),
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
     ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
     ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
