@@ -9,7 +9,9 @@ import time
 
 from .errors import InvalidTableNameError
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
+# "delta-0.8.0", "sales.v2": dots inside a segment are common in Delta table names; a segment
+# starting with a dot ("..", ".hidden") is not a table
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 LV_DIR = "_lakevilla"
 TXN_DIR = f"{LV_DIR}/txns"
 GVL_DIR = f"{LV_DIR}/gvl"
@@ -31,10 +33,10 @@ def check_table_name(name: str) -> str:
         if seg in ("", ".", ".."):
             raise InvalidTableNameError(f"table name {name!r} escapes or leaves the lake root "
                                         f"({seg!r} segment)")
-        if not _SEGMENT.match(seg):
+        if not _SEGMENT.fullmatch(seg):
             raise InvalidTableNameError(
                 f"table name {name!r}: segment {seg!r} must start with a letter or digit and use "
-                "only letters, digits, '_' and '-'")
+                "only letters, digits, '_', '-' and '.'")
     return name
 
 

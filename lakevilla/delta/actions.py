@@ -48,6 +48,9 @@ class Protocol:
         )
 
 
+EMPTY_SCHEMA_STRING = '{"type":"struct","fields":[]}'
+
+
 @dataclass
 class Metadata:
     id: str
@@ -77,7 +80,10 @@ class Metadata:
         fmt = d.get("format") or {}
         return cls(
             id=d["id"],
-            schema_string=d["schemaString"],
+            # required by the protocol, yet absent from a Delta Live Tables placeholder (its
+            # version 0); Delta on Spark reads no schemaString as a schema without columns
+            schema_string=(d["schemaString"] if d.get("schemaString") is not None
+                           else EMPTY_SCHEMA_STRING),
             partition_columns=list(d.get("partitionColumns") or []),
             configuration=dict(d.get("configuration") or {}),
             created_time=d.get("createdTime"),

@@ -87,10 +87,11 @@ def check_version(log: DeltaLog, version: int) -> None:
     if isinstance(version, bool) or not isinstance(version, int):
         raise InvalidArgumentError(f"version must be an integer, got {version!r}")
     listing = log.list_log()
-    if not listing.commits:
+    if not listing.commits and not listing.checkpoints:
         raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
                                  f"at {log.prefix})")
-    ok = readable(listing)
+    # a log whose commits were all cleaned up is read from its checkpoints
+    ok = readable(listing) if listing.commits else listing.complete_checkpoints()
     if version not in ok:
         gone = " (older commits were removed by log clean-up)" if ok and version < ok[0] else ""
         raise VersionNotFoundError(f"{_span(log.table, ok)}{gone}; "

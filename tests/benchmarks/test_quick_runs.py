@@ -3,11 +3,14 @@ hold whatever the timings (no timing is asserted)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import math
 import random
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from benchmarks import costs, isolation, tables, ycsb
@@ -361,3 +364,47 @@ def test_runner_starts_jobs_together_and_reports_failures(processes):
             w.run(_runner_job, [1, 2, 3, 4], ticks.append, 120)
     finally:
         w.close()
+
+
+def test_reference_tables_compare_values_not_arrow_types():
+    """The normalisation the reference comparison rests on: the same values in other Arrow
+    types are equal (timestamp units and zones, widths, dictionaries, views, NaN), multisets
+    count duplicates, and an instant one microsecond off is a difference."""
+    from benchmarks.reference_tables import compare
+
+    t = dt.datetime(2024, 1, 1, 12, 0, 0, 5)
+    ours = pa.table({
+        "ts": pa.array([t, t], pa.timestamp("us")),
+        "x": pa.array([1, 1], pa.int64()),
+        "f": [float("nan"), 1.5],
+        "s": pa.array(["a", "a"]).dictionary_encode(),
+        "l": pa.array([[{"d": decimal.Decimal("1.10")}], None],
+                      pa.list_(pa.struct([("d", pa.decimal128(5, 2))]))),
+    })
+    judge = pa.table({
+        "l": pa.array([None, [{"d": decimal.Decimal("1.1")}]],
+                      pa.large_list(pa.struct([("d", pa.decimal128(9, 1))]))),
+        "s": pa.array(["a", "a"], pa.string_view()),
+        "f": pa.array([1.5, float("nan")]),
+        "x": pa.array([1, 1], pa.int32()),
+        "ts": pa.array([t.replace(tzinfo=dt.UTC)] * 2, pa.timestamp("ns", tz="UTC")),
+    })
+    assert compare(ours, judge) is None
+    off = judge.set_column(4, "ts", pa.array([t.replace(tzinfo=dt.UTC) + dt.timedelta(
+        microseconds=1), t.replace(tzinfo=dt.UTC)], pa.timestamp("ns", tz="UTC")))
+    assert "1 only lakevilla, 1 only delta-rs" in compare(ours, off)
+    assert "2 vs 1 rows" in compare(ours, judge.slice(0, 1))
+
+
+def test_reference_tables_quick(tmp_path):
+    """Every table in tests/data reads as delta-rs reads it (issue 38's script cannot rot)."""
+    from benchmarks import reference_tables
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    payload = reference_tables.main(["--data", str(data), "--json", str(tmp_path / "r.json")])
+    names = {t["table"] for t in payload["tables"]}
+    assert names == {p.name for p in data.iterdir() if (p / "_delta_log").is_dir()}
+    assert len(names) >= 4
+    assert {t["table"]: t["outcome"] for t in payload["tables"]} == dict.fromkeys(names, "same"), (
+        [(t["table"], t["detail"]) for t in payload["tables"]])
+    assert json.loads((tmp_path / "r.json").read_text())["totals"]["same"] == len(names)

@@ -223,6 +223,23 @@ def test_bad_input_raises_a_clear_error_and_changes_nothing(backend, features, c
                                       {"id": 2, "region": "us", "balance": 20}]
 
 
+def test_table_names_may_hold_dots_inside_a_segment(local_backend):
+    """Delta tables are often named with dots (delta-rs' ``delta-0.8.0``): written, listed and
+    read by lakevilla and delta-rs; a segment that starts with a dot, or a trailing newline, is
+    still no table name."""
+    lake = local_backend.lake()
+    for name in ("sales.v2", "db.x/t-0.8.0"):
+        lake.create_table(name, ACC)
+        with lake.transaction(features="R") as txn:
+            txn.insert(name, {"id": [1], "region": ["eu"], "balance": [5]})
+        assert rows(lake.read(name)) == [{"id": 1, "region": "eu", "balance": 5}]
+        assert local_backend.delta_rows(name) == [{"id": 1, "region": "eu", "balance": 5}]
+    assert set(lake.tables()) == {"sales.v2", "db.x/t-0.8.0"}
+    for bad in (".hidden", "a/.b", "sales.v2\n"):
+        with pytest.raises(lv.InvalidTableNameError):
+            lake.read(bad)
+
+
 def test_create_table_errors(local_backend):
     lake = local_backend.lake()
     lake.create_table("acc", ACC)

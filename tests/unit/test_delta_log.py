@@ -10,6 +10,7 @@ import threading
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from deltalake import DeltaTable
 
 import lakevilla as lv
 from lakevilla.delta.stats import stats_from_parquet, stats_from_table
@@ -294,3 +295,39 @@ def test_replay_keys_a_logical_file_by_its_path_and_deletion_vector():
         assert builder.build().files["p.parquet"].deletion_vector == dv(2)
         builder.apply(4, Commit(removes=[remove(dv(2))]))
         assert "p.parquet" not in builder.build().files
+
+
+def test_a_metadata_without_schema_string_is_a_schema_without_columns(tmp_path):
+    """Delta Live Tables' placeholder version 0 (delta-rs' ``delta-live-table``) has a metaData
+    without ``schemaString``; version 1 replaces it. Read as Delta on Spark reads it: no
+    columns at version 0, the real schema after (delta-rs reads the latest version only)."""
+    from tests.dv_tables import copy_table, delta_rs_rows
+
+    path = copy_table(tmp_path, "delta-live-table")
+    lake = lv.Lake(str(tmp_path), read_only=True)
+    latest = lake.read("delta-live-table")
+    want = DeltaTable(str(path)).schema().to_arrow()
+    assert latest.num_rows == 0 and latest.column_names == [f.name for f in want]
+    assert delta_rs_rows(path) == []
+    first = lake.read("delta-live-table", version=0)
+    assert (first.num_rows, first.column_names) == (0, [])
+
+
+def test_a_log_of_checkpoints_only_reads_at_its_checkpoint(local_backend):
+    """A log whose commits were all cleaned up (delta-rs' ``table-with-domain-metadata`` holds
+    only ``108.checkpoint.parquet``) is read at its checkpoint's version by number too, and an
+    older version is a ``VersionNotFoundError``, not a missing table."""
+    lake = local_backend.lake()
+    lake.create_table("k", pa.schema([("id", pa.int64())]))
+    for i in range(3):
+        with lake.transaction(features="") as txn:
+            txn.insert("k", {"id": [i]})
+    assert lake.maintenance.checkpoint("k") == 3
+    store = local_backend.store()
+    for key in [m.key for m in store.list("k/_delta_log/") if m.key.endswith(".json")]:
+        store.delete(key)
+    cold = local_backend.lake(read_only=True)
+    assert sorted(cold.read("k", version=3).column("id").to_pylist()) == [0, 1, 2]
+    assert local_backend.delta("k", version=3).version() == 3
+    with pytest.raises(lv.VersionNotFoundError, match="has versions 3..3"):
+        local_backend.lake(read_only=True).read("k", version=0)
