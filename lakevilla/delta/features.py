@@ -24,9 +24,10 @@ WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz
 # Features whose tables lakevilla reads but does not write (yet).
 _READ_ONLY = {"deletionVectors": "lakevilla reads tables with deletion vectors but does not write "
                                  "them yet"}
-# Writer features we accept only while the table does not actually use them. CHECK constraints
-# and invariants are enforced on every written row (``delta.constraints``).
-_INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
+# Writer features we accept only while the table does not actually use them. CHECK constraints,
+# invariants and generated columns are enforced on every written row (``delta.constraints``;
+# the engines compute a generated column the data does not give).
+_INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
 
 
 def _active_legacy_features(md: Metadata) -> dict[str, str]:
