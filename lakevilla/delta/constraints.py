@@ -76,10 +76,23 @@ def constraints_of(metadata: Metadata | None, properties: dict[str, str] | None 
         except ValueError:
             fields = []
         out.extend(_invariants(fields, ""))
-        # Delta generates top-level columns only
-        out.extend(Constraint(f["name"], str(expr), GENERATED) for f in fields
-                   if (expr := (f.get("metadata") or {}).get(GENERATION_KEY)) is not None)
+        out.extend(_generated(fields, ""))
     return tuple(out)
+
+
+def _generated(fields: list[dict[str, Any]], prefix: str) -> list[Constraint]:
+    """Generated columns, at any depth: Delta generates top-level columns only, so a nested one
+    (named by its path) names no column and the engines refuse the table by it, never skip it."""
+    out: list[Constraint] = []
+    for f in fields:
+        path = prefix + f["name"]
+        expr = (f.get("metadata") or {}).get(GENERATION_KEY)
+        if expr is not None:
+            out.append(Constraint(path, str(expr), GENERATED))
+        t = f.get("type")
+        if isinstance(t, dict) and t.get("type") == "struct":
+            out.extend(_generated(t.get("fields") or [], path + "."))
+    return out
 
 
 def generated_columns(rules: tuple[Constraint, ...]) -> frozenset[str]:

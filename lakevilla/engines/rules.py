@@ -34,7 +34,8 @@ def generation(ctx: TableContext) -> dict[str, E.Checked]:
     for rule in rules:
         field = E._field(ctx.schema, rule.name)
         if field is None:
-            raise _refused(ctx, rule, "names a column the table does not have")
+            raise _refused(ctx, rule, "names no top-level column of the table (Delta "
+                           "generates top-level columns only)")
         try:
             chk = E.check_value(rule.expression, ctx.schema, field.type,
                                 f"{rule.label} of {ctx.name!r}")

@@ -104,8 +104,9 @@ def test_spark_refuses_rows_that_break_a_check_constraint(spark, tmp_path):  # n
 
 
 def test_spark_computes_and_checks_generated_columns(spark, tmp_path):  # noqa: F811
-    """A table delta-rs made with ``g = a * 2``: Spark computes g where the data or a clause
-    leaves it out, recomputes it when an update or a merge sets a, refuses a wrong one."""
+    """A table delta-rs made with ``g = a * 2``: Spark computes g where the data (a DataFrame;
+    Arrow data and streams as the embedded engine) or a clause leaves it out, recomputes it when
+    an update or a merge sets a, refuses a wrong one."""
     from deltalake import DeltaTable, Field, Schema
 
     DeltaTable.create(str(tmp_path / "lake" / "t"), schema=Schema([
@@ -116,6 +117,8 @@ def test_spark_computes_and_checks_generated_columns(spark, tmp_path):  # noqa: 
         with lake.transaction("R") as txn:
             txn.insert("t", spark.createDataFrame([(1, 5), (2, None)], "id long, a long"))
             txn.insert("t", {"id": [3], "a": [7], "g": [14]})
+            five = pa.table({"id": [5], "a": [2]})
+            txn.insert("t", pa.RecordBatchReader.from_batches(five.schema, five.to_batches()))
             txn.update("t", {"a": "a + 1"}, where="id = 1")
             txn.merge("t", pa.table({"id": [3, 9], "a": [30, 9]}), on="id") \
                 .when_matched_update({"a": "source.a"}).when_not_matched_insert_all().execute()
@@ -130,4 +133,5 @@ def test_spark_computes_and_checks_generated_columns(spark, tmp_path):  # noqa: 
             assert set(e.value.row) == {"a", "g"}
         assert lake.version("t") == before
     assert _delta(uri) == [{"id": 1, "a": 6, "g": 12}, {"id": 2, "a": None, "g": None},
-                           {"id": 3, "a": 30, "g": 60}, {"id": 9, "a": 9, "g": 18}]
+                           {"id": 3, "a": 30, "g": 60}, {"id": 5, "a": 2, "g": 4},
+                           {"id": 9, "a": 9, "g": 18}]

@@ -159,3 +159,18 @@ def test_a_table_partitioned_by_a_generated_column_files_rows_by_the_computed_va
                  key=lambda r: r["id"])
     assert [(r["id"], r["d"]) for r in got] == [(1, DAY.date()), (2, later.date()),
                                                 (3, DAY.date())]
+
+
+def test_a_generated_field_inside_a_struct_is_refused_not_skipped(local_backend):
+    """Delta generates top-level columns only; a nested one is refused by its path."""
+    from deltalake import DeltaTable, Field, Schema
+    from deltalake.schema import StructType
+
+    inner = StructType([Field("x", "long"), Field("y", "long", metadata={GEN: "s.x + 1"})])
+    DeltaTable.create(local_backend.table_uri("t")[len("file://"):],
+                      schema=Schema([Field("id", "long"), Field("s", inner)]))
+    lake = local_backend.lake()
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="column 's.y'"):
+        with lake.transaction("R") as txn:
+            txn.insert("t", {"id": [1], "s": [{"x": 1, "y": 2}]})
+    assert lake.read("t").num_rows == 0
