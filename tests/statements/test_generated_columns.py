@@ -178,3 +178,19 @@ def test_a_generated_field_inside_a_struct_is_refused_not_skipped(local_backend)
         with lake.transaction("R") as txn:
             txn.insert("t", {"id": [1], "s": [{"x": 1, "y": 2}]})
     assert lake.read("t").num_rows == 0
+
+
+def test_an_update_redone_onto_a_newer_snapshot_recomputes_from_the_newer_row(tmp_path):
+    """An R update of ``a`` loses its race to a plain-Delta update of the same row: the redo on
+    the newer snapshot computes ``g`` from the value the redo writes, not the first run's."""
+    _make(tmp_path / "lake" / "t")
+    lake = lv.Lake(str(tmp_path / "lake"))
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1, 2], "a": [5, 6]})
+    with lake.transaction("R") as txn:
+        txn.update("t", {"a": "a + 1"}, where="id = 1")
+        with lake.transaction("") as other:
+            other.update("t", {"a": "a * 10"}, where="id = 1")
+    assert txn.stats["redos"] >= 1
+    got = sorted(lake.read("t", columns=["id", "a", "g"]).to_pylist(), key=lambda r: r["id"])
+    assert got == [{"id": 1, "a": 51, "g": 102}, {"id": 2, "a": 6, "g": 12}]
