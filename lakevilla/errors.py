@@ -34,7 +34,8 @@ class SchemaMismatchError(LakeVillaError):
 
 
 class ConstraintViolationError(LakeVillaError):
-    """A row breaks a table's CHECK constraint or column invariant; nothing was written."""
+    """A row breaks a table's CHECK constraint or column invariant, or gives a generated column a
+    value other than its generation expression's; nothing was written."""
 
     def __init__(self, table: str, rule: str, expression: str, row: dict) -> None:
         self.table = table

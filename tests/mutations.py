@@ -975,6 +975,47 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_deletion_vectors.py::test_enabling_deletion_vectors_upgrades_the_"
        "protocol_as_delta_prescribes"],
       "delta.enableDeletionVectors is set without the deletionVectors feature in the protocol"),
+    M("generated-not-computed", "rules", "lakevilla/engines/embedded.py",
+      "    return generated.fill(ctx, conform(ctx.name, data, ctx.schema, absent), absent)",
+      "    return conform(ctx.name, data, ctx.schema, absent)",
+      ["tests/statements/test_generated_columns.py::test_an_insert_without_generated_columns_"
+       "stores_what_delta_rs_stores"],
+      "an insert that does not give a generated column leaves it NULL instead of computing it"),
+    M("generated-value-not-checked", "rules", "lakevilla/engines/rules.py",
+      '    return (f"{E.quote_ident(field.name)} IS NOT DISTINCT FROM "\n'
+      '            f"CAST(({rule.expression}) AS {E.duckdb_type(field.type)})")',
+      '    return "TRUE"',
+      ["tests/statements/test_generated_columns.py::test_a_generated_value_that_differs_from_"
+       "its_expression_is_refused[insert-R]"],
+      "a generated column's value given by the data is written without comparing it to the "
+      "expression"),
+    M("generated-check-not-null-safe", "rules", "lakevilla/engines/rules.py",
+      '    return (f"{E.quote_ident(field.name)} IS NOT DISTINCT FROM "',
+      '    return (f"{E.quote_ident(field.name)} = "',
+      ["tests/statements/test_generated_columns.py::test_generated_columns_are_computed_or_"
+       "checked_in_every_statement[R]"],
+      "a generated value is compared with = (a NULL expression refuses every row), not "
+      "Delta's NULL-safe <=>"),
+    M("generated-not-recomputed-on-update", "rules", "lakevilla/engines/generated.py",
+      "    cols = [c for c in sorted(generated_columns(ctx.constraints)) if c not in values]",
+      "    cols: list[str] = []",
+      ["tests/statements/test_generated_columns.py::test_generated_columns_are_computed_or_"
+       "checked_in_every_statement[R]"],
+      "an update that sets a column a generated column reads keeps the stale generated value"),
+    M("merge-generated-not-computed", "rules", "lakevilla/engines/embedded_merge.py",
+      "            ins = generated.by_clause(ctx, pa.table(out, schema=ctx.schema),\n"
+      "                                      got.column(\"__lv_clause\").to_numpy(), cm.values)",
+      "            ins = pa.table(out, schema=ctx.schema)",
+      ["tests/statements/test_generated_columns.py::test_generated_columns_are_computed_or_"
+       "checked_in_every_statement[R]"],
+      "a merge insert clause that leaves a generated column out inserts NULL instead of "
+      "computing it"),
+    M("spark-generated-not-computed", "rules", "lakevilla/engines/spark.py",
+      "                              generated.missing(ctx, data.columns))",
+      "                              [])",
+      ["tests/interop/test_spark_statements.py::test_spark_computes_and_checks_generated_"
+       "columns[classic]"],
+      "the Spark engine leaves a generated column a DataFrame lacks NULL instead of computing it"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

@@ -26,9 +26,10 @@ WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz
                    "domainMetadata", "deletionVectors"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
 _READ_ONLY: dict[str, str] = {}
-# Writer features we accept only while the table does not actually use them. CHECK constraints
-# and invariants are enforced on every written row (``delta.constraints``).
-_INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
+# Writer features we accept only while the table does not actually use them. CHECK constraints,
+# invariants and generated columns are enforced on every written row (``delta.constraints``;
+# the engines compute a generated column the data does not give).
+_INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
 
 
 # Properties that switch a feature on (so a table that sets one uses it).

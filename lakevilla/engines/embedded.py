@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import io
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -42,7 +42,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import mapped_read, ranged
+from . import generated, mapped_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -62,11 +62,11 @@ ROW_GROUP_ROWS = 1 << 20  # pyarrow's default; readers skip row groups by their 
 
 
 def stream_chunks(table_name: str, reader: pa.RecordBatchReader, schema: pa.Schema,
-                  ) -> Iterator[pa.Table]:
+                  computed: Collection[str] = ()) -> Iterator[pa.Table]:
     """The stream in pieces of at most one data file's worth (``MAX_ROWS_PER_FILE`` rows or
     ``STREAM_FILE_BYTES`` of Arrow memory), each conformed to ``schema``: a writer that writes
     each before asking for the next holds one file's rows at a time, whatever the stream's
-    length."""
+    length. ``computed``: as ``conform``'s."""
     pending: list[pa.RecordBatch] = []
     rows = size = 0
     for batch in reader:
@@ -77,14 +77,18 @@ def stream_chunks(table_name: str, reader: pa.RecordBatchReader, schema: pa.Sche
             rows += piece.num_rows
             size += piece.nbytes
             if rows >= MAX_ROWS_PER_FILE or size >= STREAM_FILE_BYTES:
-                yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema)
+                yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema,
+                              computed)
                 pending, rows, size = [], 0, 0
     if pending:
-        yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema)
+        yield conform(table_name, pa.Table.from_batches(pending, reader.schema), schema, computed)
 
 
-def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``data`` cast to the table schema, or a SchemaMismatchError saying what differs."""
+def conform(table_name: str, data: pa.Table, schema: pa.Schema,
+            computed: Collection[str] = ()) -> pa.Table:
+    """``data`` cast to the table schema, or a SchemaMismatchError saying what differs. A column
+    in ``computed`` (generated) that the data lacks is left NULL, even when non-nullable: the
+    writer computes it next (``generated.fill``)."""
     by_lower = {n.lower(): n for n in data.column_names}
     if len(by_lower) != len(data.column_names):
         raise SchemaMismatchError(f"insert into {table_name!r}: duplicate column "
@@ -99,7 +103,7 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
     for f in schema:
         src = by_lower.get(f.name.lower())
         if src is None:
-            if not f.nullable:
+            if not f.nullable and f.name not in computed:
                 raise SchemaMismatchError(f"insert into {table_name!r}: missing non-nullable "
                                           f"column {f.name!r}")
             cols.append(pa.nulls(data.num_rows, f.type))
@@ -119,6 +123,13 @@ def conform(table_name: str, data: pa.Table, schema: pa.Schema) -> pa.Table:
                                       f"column {f.name!r}")
         cols.append(col)
     return pa.table(cols, schema=schema)
+
+
+def conformed(ctx: TableContext, data: pa.Table) -> pa.Table:
+    """``conform`` to ``ctx``'s schema, with the generated columns ``data`` lacks computed from
+    each row (Delta's writer rule; a given one is checked with the table's rules)."""
+    absent = generated.missing(ctx, data.column_names)
+    return generated.fill(ctx, conform(ctx.name, data, ctx.schema, absent), absent)
 
 
 class EmbeddedEngine:
@@ -305,7 +316,7 @@ class EmbeddedEngine:
         stream = as_stream(data)
         if stream is not None:
             return self._write_stream(ctx, stream)
-        table = conform(ctx.name, to_arrow_table(data), ctx.schema)
+        table = conformed(ctx, to_arrow_table(data))
         if table.num_rows == 0:
             return []
         return self.write_all(ctx, self.split_by_partition(ctx, table))
@@ -315,7 +326,9 @@ class EmbeddedEngine:
         file size. If a piece fails (bad data, the store), the files already written go too."""
         written: list[AddFile] = []
         try:
-            for table in stream_chunks(ctx.name, reader, ctx.schema):
+            absent = generated.missing(ctx, reader.schema.names)
+            for table in stream_chunks(ctx.name, reader, ctx.schema, absent):
+                table = generated.fill(ctx, table, absent)
                 written.extend(self.write_all(ctx, self.split_by_partition(ctx, table)))
         except BaseException:
             for a in written:  # best effort: abandoned-file clean-up catches what is left
@@ -435,6 +448,7 @@ class EmbeddedEngine:
         if assignments is not None:
             matched = pa.concat_tables([table.filter(mask) for _, table, mask, _ in selected])
             values = self._assigned_all(ctx, matched, assignments)
+            values = generated.reassigned(ctx, matched, values)  # generated columns follow
         out, at = [], 0
         selected.reverse()
         while selected:

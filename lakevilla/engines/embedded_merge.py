@@ -22,6 +22,7 @@ from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
 from ..statements import merge as M
+from . import generated
 from .api import RewriteResult, TableContext
 from .duck_sql import assignment_cast, first_line
 
@@ -117,10 +118,15 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
         index[rows[upd]] = n + np.arange(int(upd.sum()), dtype=np.int64)
         new_cols = []
         upd_idx = pa.array(np.nonzero(upd)[0])
+        vs = []
         for k, f in enumerate(ctx.schema):
             v = joined.column(f"__lv_c{k}").take(upd_idx).combine_chunks()
-            if not v.type.equals(f.type):
-                v = pc.cast(v, f.type)
+            vs.append(v if v.type.equals(f.type) else pc.cast(v, f.type))
+        # a generated column its clause does not set follows the new row (Delta recomputes it)
+        new_rows = generated.by_clause(ctx, pa.table(vs, schema=ctx.schema), clause[upd],
+                                       cm.values)
+        for k, f in enumerate(ctx.schema):
+            v = new_rows.column(k).combine_chunks()
             if not f.nullable and v.null_count:
                 raise SchemaMismatchError(f"merge into {ctx.name!r} writes NULL into non-nullable "
                                           f"column {f.name!r}")
@@ -150,13 +156,14 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
             out = []
             for k, f in enumerate(ctx.schema):
                 v = got.column(f"__lv_c{k}").combine_chunks()
-                if not v.type.equals(f.type):
-                    v = pc.cast(v, f.type)
+                out.append(v if v.type.equals(f.type) else pc.cast(v, f.type))
+            # a generated column its clause does not give is computed from the inserted row
+            ins = generated.by_clause(ctx, pa.table(out, schema=ctx.schema),
+                                      got.column("__lv_clause").to_numpy(), cm.values)
+            for f, v in zip(ctx.schema, ins.columns, strict=True):
                 if not f.nullable and v.null_count:
                     raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into "
                                               f"non-nullable column {f.name!r}")
-                out.append(v)
-            ins = pa.table(out, schema=ctx.schema)
             inserted = ins.num_rows
             jobs.extend(engine.split_by_partition(ctx, ins))
     res.added = engine.write_all(ctx, jobs)

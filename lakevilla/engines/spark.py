@@ -43,6 +43,7 @@ from pyspark.sql import types as T
 
 from ..delta import column_mapping, deletion_vectors
 from ..delta.actions import AddFile
+from ..delta.constraints import generated_columns
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
 from ..errors import (
@@ -57,7 +58,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import spark_expr, spark_mapped
+from . import generated, spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -65,8 +66,8 @@ from .api import (
     data_file_key,
     partition_value_string,
 )
-from .embedded import as_stream, conform, stream_chunks, to_arrow_table
-from .rules import checked_rules, violation
+from .embedded import as_stream, conformed, stream_chunks, to_arrow_table
+from .rules import checked_rules, generation, violation
 
 FILE_COL = "__lv_file"
 DV_ROW = "__lv_dv_row"  # a row's index in its file, matched against deletion vectors
@@ -317,6 +318,55 @@ def _check_rules(ctx: TableContext, df: DataFrame) -> None:
         raise violation(ctx, *rules[broken[0]], broken[1])
 
 
+# -- generated columns (as ``generated.py`` on the embedded engine) -------------------
+
+def _generated(ctx: TableContext, df: DataFrame, columns: list[str],
+               rows: Column | None = None) -> DataFrame:
+    """``df`` (table columns first) with ``columns`` computed from each row by their generation
+    expression (only where ``rows`` holds, when given), converted as a ``set`` is."""
+    if not columns:
+        return df
+    gen = generation(ctx)  # refuses an expression outside the grammar, by name
+    fields = {f.name: f for f in spark_schema(ctx.schema).fields}
+    new: dict[str, Column] = {}
+    for c in columns:
+        v = spark_expr.assigned(gen[c], ctx.schema.field(c).type, _ref)
+        v = v if rows is None else F.when(rows, v).otherwise(_col(c))
+        new[c] = _not_null(v, fields[c], "schema",
+                           f"generated column {c!r} of {ctx.name!r} ({gen[c].text})")
+    return df.select(*[new[n].alias(n) if n in new else _col(n) for n in df.columns])
+
+
+def _updated(ctx: TableContext, df: DataFrame, match: Column,
+             assignments: dict[str, E.Checked]) -> DataFrame:
+    """SET on the matching rows only (CASE WHEN evaluates its branch for those rows alone),
+    each value converted to its column's type by the assignment cast, as in the embedded
+    engine; then the generated columns it does not set, recomputed from the new row (Delta)."""
+    fields = {f.name: f for f in spark_schema(ctx.schema).fields}
+    hit = F.col("__lv_hit")
+    df = df.select("*", match.alias("__lv_hit"))  # the match of the row before the update
+    new: dict[str, Column] = {}
+    for name, value in assignments.items():
+        what = f"set {name}={value.text!r}"
+        v = spark_expr.assigned(value, ctx.schema.field(name).type, _ref)
+        new[name] = F.when(hit, _not_null(v, fields[name], "schema", what)).otherwise(_col(name))
+    df = df.select(*[new.get(f, _col(f)).alias(f) for f in fields], hit)
+    regen = [c for c in sorted(generated_columns(ctx.constraints)) if c not in assignments]
+    return _generated(ctx, df, regen, hit).drop("__lv_hit")
+
+
+def _merged(ctx: TableContext, df: DataFrame, values: list[dict[str, E.Checked] | None]
+            ) -> DataFrame:
+    """A merge's new rows (``__lv_clause``: the clause that made each, NULL for a row it
+    keeps) with each generated column its clause does not assign computed from the new row."""
+    clause = F.col("__lv_clause")
+    for col in sorted(generated_columns(ctx.constraints)):
+        giving = [i for i, v in enumerate(values) if v and col in v]
+        rows = clause.isNotNull() & (~clause.isin(giving) if giving else F.lit(True))
+        df = _generated(ctx, df, [col], rows)
+    return df.drop("__lv_clause")
+
+
 # -- the engine ----------------------------------------------------------------------
 
 def is_connect_session(spark: Any) -> bool:
@@ -493,7 +543,7 @@ class SparkEngine:
         for f in schema.fields:
             src = by_lower.get(f.name.lower())
             if src is None:
-                if not f.nullable:
+                if not f.nullable and f.name not in generated_columns(ctx.constraints):
                     raise SchemaMismatchError(f"{what}: missing non-nullable column {f.name!r}")
                 cols.append(F.lit(None).cast(f.dataType).alias(f.name))
                 continue
@@ -510,9 +560,10 @@ class SparkEngine:
         """A DataFrame in the table schema; None when non-Spark input has no rows."""
         what = f"insert into {ctx.name!r}"
         if isinstance(data, DataFrame):
-            return self._conform(ctx, data, what)
+            return _generated(ctx, self._conform(ctx, data, what),
+                              generated.missing(ctx, data.columns))
         # the embedded engine's exact rules
-        table = conform(ctx.name, to_arrow_table(data), ctx.schema)
+        table = conformed(ctx, to_arrow_table(data))
         if table.num_rows == 0:
             return None
         return self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
@@ -533,7 +584,9 @@ class SparkEngine:
         the earlier pieces wrote."""
         written: list[AddFile] = []
         try:
-            for table in stream_chunks(ctx.name, reader, ctx.schema):
+            absent = generated.missing(ctx, reader.schema.names)
+            for table in stream_chunks(ctx.name, reader, ctx.schema, absent):
+                table = generated.fill(ctx, table, absent)  # as the embedded engine does
                 df = self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
                 with _spark_errors(f"insert into {ctx.name!r}", None):
                     written.extend(self._write_frame(ctx, df))
@@ -612,21 +665,6 @@ class SparkEngine:
                 .collect())
         return {self._key_of(ctx, r[FILE_COL]): int(r["count"]) for r in rows}
 
-    def _updated(self, ctx: TableContext, df: DataFrame, match: Column,
-                 assignments: dict[str, E.Checked]) -> DataFrame:
-        """SET on the matching rows only (CASE WHEN evaluates its branch for those rows alone),
-        each value converted to its column's type by the assignment cast, as in
-        the embedded engine."""
-        fields = {f.name: f for f in spark_schema(ctx.schema).fields}
-        new: dict[str, Column] = {}
-        for name, value in assignments.items():
-            what = f"set {name}={value.text!r}"
-            v = spark_expr.assigned(value, ctx.schema.field(name).type, _ref)
-            new[name] = F.when(match, _not_null(v, fields[name], "schema",
-                                                what)).otherwise(_col(name))
-        return df.select(*[new.get(f.name, _col(f.name)).alias(f.name)
-                           for f in spark_schema(ctx.schema).fields])
-
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
                 assignments: dict[str, str] | None) -> RewriteResult:
         if not files:
@@ -642,7 +680,7 @@ class SparkEngine:
             if not touched:
                 return RewriteResult()
             src = self._frame(ctx, touched)
-            new = src.filter(~match) if sets is None else self._updated(ctx, src, match, sets)
+            new = src.filter(~match) if sets is None else _updated(ctx, src, match, sets)
             added = self._write_frame(ctx, new)
         return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
 
@@ -746,14 +784,16 @@ class SparkEngine:
                         .filter(F.col("__lv_clause").isNull() | ~F.col("__lv_clause").isin(dels))
                     parts.append(kept.select(*[F.when(F.col("__lv_clause").isNull(), F.col(c))
                                                .otherwise(F.col(c + "n")).alias(f.name)
-                                               for c, f in zip(tcols, tfields, strict=True)]))
+                                               for c, f in zip(tcols, tfields, strict=True)],
+                                             "__lv_clause"))
                     res.removed = touched
             if inserts:
                 nm = sdf.join(t2, on, "left_anti") if files else sdf
                 ins = nm.select(clause_of(inserts).alias("__lv_clause"),
                                 *values(inserts, lambda k, f: F.lit(None).cast(f.dataType)))
                 ins = ins.filter(F.col("__lv_clause") >= 0).select(
-                    *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)]).cache()
+                    *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
+                    "__lv_clause").cache()
                 inserted = ins.count()
                 if inserted:
                     parts.append(ins)
@@ -761,7 +801,7 @@ class SparkEngine:
                 out = parts[0]
                 for p in parts[1:]:
                     out = out.unionByName(p)
-                res.added = self._write_frame(ctx, out)
+                res.added = self._write_frame(ctx, _merged(ctx, out, cm.values))
         res.rows = updated + deleted + inserted
         return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
                               len(res.removed))

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..data.schemas import to_arrow_table
+from ..delta.constraints import generated_columns
 from ..errors import (
     InvalidArgumentError,
     InvalidExpressionError,
@@ -189,8 +190,10 @@ def _equi_keys(chk: E.Checked) -> list[tuple[str, str]]:
     return out
 
 
-def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> CheckedMerge:
-    """Check the statement (grammar, scopes, columns, clause order); raise before anything runs."""
+def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema,
+          computed: frozenset[str] = frozenset()) -> CheckedMerge:
+    """Check the statement (grammar, scopes, columns, clause order); raise before anything runs.
+    ``computed``: generated columns, which a clause may leave out (the engine computes them)."""
     if not spec.clauses:
         raise InvalidArgumentError(f"merge into {table!r} has no clause: add when_matched_update/"
                                    "when_matched_delete/when_not_matched_insert (or "
@@ -219,7 +222,7 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
             continue
         if c.all_columns:
             found = {f.name: E._field(source, f.name) for f in target}
-            missing = [n for n, sf in found.items() if sf is None]
+            missing = [n for n, sf in found.items() if sf is None and n not in computed]
             if missing:
                 raise SchemaMismatchError(f"{what}: the source has no column(s) {missing} "
                                           f"of {table!r}; name the values explicitly "
@@ -243,7 +246,7 @@ def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema) -> 
                                         f"{what}: {col}={expr!r}")
         if c.kind == "insert":
             for f in target:
-                if f.name not in out and not f.nullable:
+                if f.name not in out and not f.nullable and f.name not in computed:
                     raise SchemaMismatchError(f"{what}: no value for non-nullable "
                                               f"column {f.name!r}")
         vals.append(out)
@@ -395,13 +398,15 @@ class Merge(Statement):
         src = self.spec.source_table(store)
         self.spec.on = on_predicate(self.spec.on, tw.schema, src.schema, self.spec.target_alias,
                                     self.spec.source_alias)
-        cm = check(self.spec, tw.name, tw.schema, src.schema)
+        cm = check(self.spec, tw.name, tw.schema, src.schema,
+                   generated_columns(tw.ctx.constraints))
         self.where = prune_predicate(cm, src, tuple(tw.base.partition_columns))
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         """It reads the files that can hold a match (``where``, from the source's keys)."""
         source = self.spec.source_table(tw.ctx.store)
-        cm = check(self.spec, tw.name, tw.schema, source.schema)
+        cm = check(self.spec, tw.name, tw.schema, source.schema,
+                   generated_columns(tw.ctx.constraints))
         cands = tw.candidates(self.where)
         self.read_files = {a.path for a in cands}
         rr, self.spec.metrics = engine.merge(tw.ctx, cands, cm, self.spec, source)

@@ -101,3 +101,37 @@ def test_spark_refuses_rows_that_break_a_check_constraint(spark, tmp_path):  # n
             assert set(e.value.row) == {"x"}
         assert lake.version("t") == before
         assert _delta(uri) == [{"id": 1, "x": 9, "p": "a"}]
+
+
+def test_spark_computes_and_checks_generated_columns(spark, tmp_path):  # noqa: F811
+    """A table delta-rs made with ``g = a * 2``: Spark computes g where the data (a DataFrame;
+    Arrow data and streams as the embedded engine) or a clause leaves it out, recomputes it when
+    an update or a merge sets a, refuses a wrong one."""
+    from deltalake import DeltaTable, Field, Schema
+
+    DeltaTable.create(str(tmp_path / "lake" / "t"), schema=Schema([
+        Field("id", "long"), Field("a", "long"),
+        Field("g", "long", metadata={"delta.generationExpression": "a * 2"})]))
+    uri = "file://" + str(tmp_path / "lake")
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
+        with lake.transaction("R") as txn:
+            txn.insert("t", spark.createDataFrame([(1, 5), (2, None)], "id long, a long"))
+            txn.insert("t", {"id": [3], "a": [7], "g": [14]})
+            five = pa.table({"id": [5], "a": [2]})
+            txn.insert("t", pa.RecordBatchReader.from_batches(five.schema, five.to_batches()))
+            txn.update("t", {"a": "a + 1"}, where="id = 1")
+            txn.merge("t", pa.table({"id": [3, 9], "a": [30, 9]}), on="id") \
+                .when_matched_update({"a": "source.a"}).when_not_matched_insert_all().execute()
+        before = lake.version("t")
+        for statement in (
+                lambda txn: txn.insert("t", spark.createDataFrame([(4, 1, 3)],
+                                                                  "id long, a long, g long")),
+                lambda txn: txn.update("t", {"g": "0"}, where="id = 1")):
+            with pytest.raises(lv.ConstraintViolationError, match="column 'g'") as e:
+                with lake.transaction("R") as txn:
+                    statement(txn)
+            assert set(e.value.row) == {"a", "g"}
+        assert lake.version("t") == before
+    assert _delta(uri) == [{"id": 1, "a": 6, "g": 12}, {"id": 2, "a": None, "g": None},
+                           {"id": 3, "a": 30, "g": 60}, {"id": 5, "a": 2, "g": 4},
+                           {"id": 9, "a": 9, "g": 18}]
