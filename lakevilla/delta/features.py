@@ -19,13 +19,15 @@ from .schema import field_metadata_keys
 
 # deletionVectors: read (deleted rows are skipped), never written: a write to such a table is
 # refused, by the writer feature and by ``delta.enableDeletionVectors`` (``check_writable``)
-READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping"}
+READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
+                   "v2Checkpoint"}  # v2Checkpoint: read (checkpoint.py), never written
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata"}
 # Features whose tables lakevilla reads but does not write (yet).
 _READ_ONLY = {"deletionVectors": "lakevilla reads tables with deletion vectors but does not write "
-                                 "them yet"}
+                                 "them yet",
+              "v2Checkpoint": "lakevilla reads tables with V2 checkpoints but does not write them"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints
 # and invariants are enforced on every written row (``delta.constraints``).
 _INACTIVE_ONLY = {"changeDataFeed", "generatedColumns", "identityColumns"}
