@@ -1021,6 +1021,13 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_v2_checkpoints.py::test_of_several_checkpoints_at_one_version_the_"
        "greatest_uuid_named_one_is_read"],
       "the classic checkpoint is read before a UUID-named one at the same version"),
+    M("v2-hint-path-ignored", "read", "lakevilla/delta/log.py",
+      "            if isinstance(v2_path, str) and _V2_CKPT_RE.match(v2_path) \\\n",
+      "            if False and isinstance(v2_path, str) and _V2_CKPT_RE.match(v2_path) \\\n",
+      ["tests/statements/test_v2_checkpoints.py::test_a_last_checkpoint_hint_names_a_uuid_"
+       "checkpoint"],
+      "a _last_checkpoint naming a UUID-named checkpoint is not followed (a GET of a classic "
+      "file that is not there, and a full LIST)"),
 ]
 
 
