@@ -1068,6 +1068,34 @@ MUTATIONS: list[Mutation] = [
       "        self.metadata, self.protocol, self._schema = None, None, None\n", "",
       ["tests/statements/test_evolution.py::test_a_concurrent_metadata_change_conflicts_with_ours[local-R]"],
       "a redo keeps the schema built on the old snapshot (a concurrent column is dropped)"),
+    # -- V2 checkpoints (issue 38, reading only) ---------------------------------------------------
+    M("v2-sidecars-ignored", "read", "lakevilla/delta/checkpoint.py",
+      "    if out.sidecars:\n        if sidecars is None:",
+      "    if False:\n        if sidecars is None:",
+      ["tests/statements/test_v2_checkpoints.py::test_every_version_reads_as_the_json_commits_"
+       "replay_it[listed]",
+       "tests/statements/test_v2_checkpoints.py::test_hand_built_v2_checkpoints_read_as_the_"
+       "commits_replay[classic-2]"],
+      "a V2 checkpoint's sidecar files are not read: the files they add are missing"),
+    M("v2-smallest-uuid-chosen", "read", "lakevilla/delta/log.py",
+      "            return [max(self.v2_checkpoints[version])]",
+      "            return [min(self.v2_checkpoints[version])]",
+      ["tests/statements/test_v2_checkpoints.py::test_of_several_checkpoints_at_one_version_the_"
+       "greatest_uuid_named_one_is_read"],
+      "of several UUID-named checkpoints at one version, another than the documented one is read"),
+    M("v2-classic-chosen-first", "read", "lakevilla/delta/log.py",
+      "        if version in self.v2_checkpoints:\n",
+      "        if version in self.v2_checkpoints and version not in self.checkpoints:\n",
+      ["tests/statements/test_v2_checkpoints.py::test_of_several_checkpoints_at_one_version_the_"
+       "greatest_uuid_named_one_is_read"],
+      "the classic checkpoint is read before a UUID-named one at the same version"),
+    M("v2-hint-path-ignored", "read", "lakevilla/delta/log.py",
+      "            if isinstance(v2_path, str) and _V2_CKPT_RE.match(v2_path) \\\n",
+      "            if False and isinstance(v2_path, str) and _V2_CKPT_RE.match(v2_path) \\\n",
+      ["tests/statements/test_v2_checkpoints.py::test_a_last_checkpoint_hint_names_a_uuid_"
+       "checkpoint"],
+      "a _last_checkpoint naming a UUID-named checkpoint is not followed (a GET of a classic "
+      "file that is not there, and a full LIST)"),
 ]
 
 

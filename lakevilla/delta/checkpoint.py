@@ -1,4 +1,4 @@
-"""Single-part Parquet checkpoints (write) and classic single/multi-part checkpoints (read).
+"""Single-part Parquet checkpoints (write); classic single/multi-part and V2 checkpoints (read).
 
 Both directions stay columnar: the ``add`` and ``remove`` rows are read into
 ``ActionTable``s (no object per file) and written from them. Our checkpoints put the
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..errors import CorruptLogError
-from .actions import AddFile, Metadata, Protocol, RemoveFile, TxnAction
+from .actions import AddFile, Commit, Metadata, Protocol, RemoveFile, TxnAction
 from .files import ADD_SCHEMA, DV_STRUCT, REMOVE_SCHEMA, ActionTable, LazyRows, conform_columns
 
 _STR_MAP = pa.map_(pa.string(), pa.string())
@@ -66,6 +67,8 @@ CHECKPOINT_SCHEMA = pa.schema([
     ])),
 ])
 
+
+A = TypeVar("A", AddFile, RemoveFile)
 
 ROWS_PER_GROUP = 128 * 1024
 _ADD_T = CHECKPOINT_SCHEMA.field("add").type
@@ -199,6 +202,9 @@ class CheckpointContents:
         self.removes: ActionTable[RemoveFile] = ActionTable.from_actions([], RemoveFile)
         self.txns: list[TxnAction] = []
         self.domains: list[dict] = []
+        self.sidecars: list[str] = []  # V2: paths the ``sidecar`` actions name
+        self.inline_adds: list[AddFile] = []  # V2 in JSON: file actions written in it
+        self.inline_removes: list[RemoveFile] = []
 
 
 def _leaf_index(pf: pq.ParquetFile, path: str) -> int | None:
@@ -264,53 +270,115 @@ class _Parquet:
         return getattr(self._pf, name)
 
 
-def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint") -> CheckpointContents:
+def _small_actions(out: CheckpointContents, small: dict[str, pa.ChunkedArray | None]) -> None:
+    """The non-file rows of a Parquet checkpoint into ``out`` (protocol, metaData, txn,
+    domainMetadata, and the ``sidecar`` rows of a V2 one)."""
+    for col, arr in small.items():
+        if arr is None:
+            continue
+        for v in arr.to_pylist():
+            if v is None:
+                continue
+            if col == "protocol":
+                out.protocol = Protocol.from_json(v)
+            elif col == "metaData":
+                fmt = v.get("format") or {}
+                out.metadata = Metadata.from_json({
+                    **v, "configuration": _as_dict(v.get("configuration")) or {},
+                    "format": {"provider": fmt.get("provider", "parquet"),
+                               "options": _as_dict(fmt.get("options")) or {}},
+                })
+            elif col == "txn":
+                out.txns.append(TxnAction.from_json(v))
+            elif col == "domainMetadata":
+                out.domains.append(v)
+            elif col == "sidecar":
+                out.sidecars.append(v["path"])
+
+
+def _read_json_part(data: bytes, out: CheckpointContents, where: str) -> None:
+    """A UUID-named V2 checkpoint in JSON: one action a line, as a commit is written."""
+    c = Commit.from_bytes(data, where=where)
+    out.protocol = c.protocol or out.protocol
+    out.metadata = c.metadata or out.metadata
+    out.txns.extend(c.txns)
+    out.inline_adds.extend(c.adds)
+    out.inline_removes.extend(c.removes)
+    try:
+        for o in c.other:
+            if "domainMetadata" in o:
+                out.domains.append(o["domainMetadata"])
+            elif "sidecar" in o:
+                out.sidecars.append(str(o["sidecar"]["path"]))
+    except (KeyError, TypeError) as e:
+        raise CorruptLogError(f"{where}: malformed sidecar action ({e})") from None
+
+
+def _is_json(data: bytes) -> bool:
+    return data[:4] != b"PAR1" and data.lstrip()[:1] == b"{"
+
+
+def _with_inline(lazy: ActionTable[A], inline: list[A], kind: type[A]) -> ActionTable[A]:
+    """A V2 checkpoint's rows: those of its sidecars (``lazy``) and those written in its JSON.
+    The protocol puts them all in one place; both are kept if a writer mixed them."""
+    if not inline:
+        return lazy
+    eager = ActionTable.from_actions(inline, kind)
+    if not lazy.num_rows:
+        return eager
+    return ActionTable(pa.concat_tables([lazy.table, eager.table]), kind)
+
+
+def _read_part(data: bytes, out: CheckpointContents, adds: LazyRows, removes: LazyRows,
+               where: str, top: bool = True) -> tuple[int, int]:
+    """One checkpoint file into ``out`` (``top``: the checkpoint itself, else a sidecar, which
+    holds only file actions); returns how many add and remove rows it located."""
+    if top and _is_json(data):
+        _read_json_part(data, out, where)
+        return 0, 0
+    n_adds = n_removes = 0
+    try:
+        pf = _Parquet(pq.ParquetFile(pa.BufferReader(data)))
+        names = set(pf.schema_arrow.names)
+        small = {c: _read_rows(pf, c, leaf)
+                 for c, leaf in (("protocol", "minReaderVersion"), ("metaData", "id"),
+                                 ("txn", "appId"), ("domainMetadata", "domain"),
+                                 ("sidecar", "path"))
+                 if top and c in names}
+        if "add" in names:
+            n_adds = _locate(pf, "add", ("size", "modificationTime", "path"), adds)
+        if "remove" in names:
+            n_removes = _locate(pf, "remove", ("dataChange", "path"), removes)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
+        what = "checkpoint" if top else "checkpoint sidecar"
+        raise CorruptLogError(f"{where} is not a readable Parquet {what}: {e}") from None
+    try:
+        _small_actions(out, small)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptLogError(f"{where}: malformed action ({e})") from None
+    return n_adds, n_removes
+
+
+def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint",
+                          sidecars: Callable[[list[str]], list[bytes]] | None = None
+                          ) -> CheckpointContents:
+    """A checkpoint's contents: classic (one or several Parquet parts, V1 or V2 spec) or a
+    UUID-named V2 one (Parquet or JSON). A V2 checkpoint's ``sidecar`` actions name Parquet
+    files of add/remove rows; ``sidecars`` fetches them (by the names the actions give), and
+    their rows join the checkpoint's own, located lazily like them."""
     out = CheckpointContents()
     adds, removes = LazyRows("add", ADD_SCHEMA), LazyRows("remove", REMOVE_SCHEMA)
-    n_adds = n_removes = 0
-    for data in parts:
-        try:
-            pf = _Parquet(pq.ParquetFile(pa.BufferReader(data)))
-            names = set(pf.schema_arrow.names)
-            if "sidecar" in names:
-                side = _read_rows(pf, "sidecar", "path")
-                if side is not None and side.null_count < len(side):
-                    raise CorruptLogError(f"{where} uses sidecar files (V2 checkpoints), which "
-                                          "lakevilla does not read")
-            small = {c: _read_rows(pf, c, leaf)
-                     for c, leaf in (("protocol", "minReaderVersion"), ("metaData", "id"),
-                                     ("txn", "appId"), ("domainMetadata", "domain"))
-                     if c in names}
-            if "add" in names:
-                n_adds += _locate(pf, "add", ("size", "modificationTime", "path"), adds)
-            if "remove" in names:
-                n_removes += _locate(pf, "remove", ("dataChange", "path"), removes)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OSError) as e:
-            raise CorruptLogError(f"{where} is not a readable Parquet checkpoint: {e}") from None
-        try:
-            for col, arr in small.items():
-                if arr is None:
-                    continue
-                for v in arr.to_pylist():
-                    if v is None:
-                        continue
-                    if col == "protocol":
-                        out.protocol = Protocol.from_json(v)
-                    elif col == "metaData":
-                        fmt = v.get("format") or {}
-                        out.metadata = Metadata.from_json({
-                            **v, "configuration": _as_dict(v.get("configuration")) or {},
-                            "format": {"provider": fmt.get("provider", "parquet"),
-                                       "options": _as_dict(fmt.get("options")) or {}},
-                        })
-                    elif col == "txn":
-                        out.txns.append(TxnAction.from_json(v))
-                    elif col == "domainMetadata":
-                        out.domains.append(v)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CorruptLogError(f"{where}: malformed action ({e})") from None
-    out.adds = ActionTable(None, AddFile, lazy=adds, num_rows=n_adds)
-    out.removes = ActionTable(None, RemoveFile, lazy=removes, num_rows=n_removes)
+    counts = [_read_part(data, out, adds, removes, where) for data in parts]
+    if out.sidecars:
+        if sidecars is None:
+            raise CorruptLogError(f"{where} names sidecar files, which cannot be read here")
+        counts += [_read_part(blob, out, adds, removes, where, top=False)
+                   for blob in sidecars(list(out.sidecars))]
+    n_adds, n_removes = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    out.adds = _with_inline(ActionTable(None, AddFile, lazy=adds, num_rows=n_adds),
+                            out.inline_adds, AddFile)
+    out.removes = _with_inline(ActionTable(None, RemoveFile, lazy=removes, num_rows=n_removes),
+                               out.inline_removes, RemoveFile)
     return out
 
 

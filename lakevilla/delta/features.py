@@ -20,12 +20,13 @@ from .schema import field_metadata_keys
 # deletionVectors: read (deleted rows are skipped) and written to: our statements rewrite the
 # files they change (their removes carry the DV), OPTIMIZE purges DVs; we write no new DVs yet
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
-                   "typeWidening", "typeWidening-preview", "variantType", "variantType-preview"}
+                   "typeWidening", "typeWidening-preview", "variantType", "variantType-preview",
+                   "v2Checkpoint"}  # v2Checkpoint: read (checkpoint.py), never written
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata", "deletionVectors"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
-_READ_ONLY: dict[str, str] = {}
+_READ_ONLY = {"v2Checkpoint": "lakevilla reads tables with V2 checkpoints but does not write them"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).

@@ -16,6 +16,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
+from urllib.parse import unquote
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
@@ -26,6 +27,10 @@ from .snapshot import Snapshot, SnapshotBuilder
 LOG_DIR = "_delta_log"
 _COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 _CKPT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+# a UUID-named (V2) checkpoint: n.checkpoint.<uuid>.json or .parquet
+_V2_CKPT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-"
+                         r"[0-9a-fA-F]{12}\.(?:json|parquet)$")
+SIDECAR_DIR = "_sidecars"
 DEFAULT_CHECKPOINT_INTERVAL = 10
 _DEFAULT_RETENTION_MS = 7 * 24 * 3600 * 1000
 
@@ -43,12 +48,24 @@ class LogListing:
     commits: list[int] = field(default_factory=list)
     checkpoints: dict[int, dict[int, str]] = field(default_factory=dict)  # version -> {part: key}
     checkpoint_parts: dict[int, int] = field(default_factory=dict)  # version -> number of parts
+    v2_checkpoints: dict[int, list[str]] = field(default_factory=dict)  # version -> UUID-named
     # commit version -> its file's last-modified (s)
     written: dict[int, float] = field(default_factory=dict)
 
     def complete_checkpoints(self) -> list[int]:
-        return sorted(v for v, parts in self.checkpoints.items()
-                      if len(parts) == self.checkpoint_parts[v])
+        return sorted({v for v, parts in self.checkpoints.items()
+                       if len(parts) == self.checkpoint_parts[v]} | set(self.v2_checkpoints))
+
+    def has_checkpoint(self, version: int) -> bool:
+        return version in self.checkpoints or version in self.v2_checkpoints
+
+    def checkpoint_keys(self, version: int) -> list[str]:
+        """The files of the checkpoint to read at ``version``. The protocol lets a reader pick
+        any of several; we pick deterministically: a UUID-named one (the greatest name), written
+        by a V2-aware writer, before the classic file or parts."""
+        if version in self.v2_checkpoints:
+            return [max(self.v2_checkpoints[version])]
+        return [self.checkpoints[version][p] for p in sorted(self.checkpoints[version])]
 
 
 def _retention_ms(configuration: dict[str, str]) -> int:
@@ -179,6 +196,10 @@ class DeltaLog:
                 part, parts = (int(m.group(2)), int(m.group(3))) if m.group(2) else (1, 1)
                 out.checkpoints.setdefault(v, {})[part] = meta.key
                 out.checkpoint_parts[v] = parts
+                continue
+            m = _V2_CKPT_RE.match(name)
+            if m:
+                out.v2_checkpoints.setdefault(int(m.group(1)), []).append(meta.key)
         out.commits.sort()
         return out
 
@@ -200,10 +221,25 @@ class DeltaLog:
         except NotFound as e:
             raise CorruptLogError(f"table {self.table!r}: checkpoint {version} is "
                                   f"incomplete ({e})") from None
-        cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}")
+        cp = read_checkpoint_bytes(parts, where=f"{self.table} checkpoint {version}",
+                                   sidecars=self._sidecars)
         b = SnapshotBuilder(self.table)
         b.apply_checkpoint(version, cp)
         return b
+
+    def _sidecars(self, paths: list[str]) -> list[bytes]:
+        """A V2 checkpoint's sidecar files, fetched at once. They live in ``_delta_log/_sidecars``
+        whatever the path says (a bare name, or a URI into that directory). A missing one is a
+        ``CorruptLogError``: no older checkpoint is tried instead."""
+        keys = [f"{self.prefix}{SIDECAR_DIR}/{unquote(p.rsplit('/', 1)[-1])}" for p in paths]
+
+        def get(key: str) -> bytes:
+            try:
+                return self.store.get_range(key, 0)
+            except NotFound:
+                raise CorruptLogError(f"table {self.table!r}: checkpoint sidecar {key} "
+                                      "is missing") from None
+        return self._map(get, keys)
 
     def _with_commits(self, load: Callable[[], SnapshotBuilder], lo: int,
                       hi: int) -> tuple[SnapshotBuilder, dict[int, Commit]]:
@@ -335,7 +371,7 @@ class DeltaLog:
         hint = self.read_last_checkpoint()
         hv = int(hint["version"]) if hint else -1
         listing = self.list_log(after=hv - 1 if hv >= 0 else None)
-        if hv >= 0 and hv not in listing.checkpoints:
+        if hv >= 0 and not listing.has_checkpoint(hv):
             listing = self.list_log()  # the hint names a checkpoint that is gone
         cks = listing.complete_checkpoints()
         latest = max(listing.commits + cks, default=-1)
@@ -347,8 +383,7 @@ class DeltaLog:
             return SnapshotBuilder(self.table), -1, {}
         if cks:
             cv = cks[-1]
-            keys = [listing.checkpoints[cv][p] for p in sorted(listing.checkpoints[cv])]
-            return self._cold_from(cv, keys, latest)
+            return self._cold_from(cv, listing.checkpoint_keys(cv), latest)
         if listing.commits and listing.commits[0] != 0:
             raise CorruptLogError(f"table {self.table!r}: log starts at "
                                   f"version {listing.commits[0]} without a checkpoint")
@@ -364,7 +399,12 @@ class DeltaLog:
         if hint is not None and int(hint["version"]) <= version:
             hv = int(hint["version"])
             parts = int(hint.get("parts") or 1)
-            if parts == 1:
+            v2 = hint.get("v2Checkpoint")
+            v2_path = v2.get("path") if isinstance(v2, dict) else None
+            if isinstance(v2_path, str) and _V2_CKPT_RE.match(v2_path) \
+                    and v2_path.startswith(f"{hv:020d}."):
+                keys = [self.prefix + v2_path]  # a UUID-named checkpoint
+            elif parts == 1:
                 keys = [self.checkpoint_key(hv)]
             else:
                 keys = [f"{self.prefix}{hv:020d}.checkpoint.{i:010d}.{parts:010d}.parquet"
@@ -382,9 +422,7 @@ class DeltaLog:
                     newer = [v for v in listing.complete_checkpoints() if hv < v <= version]
                     if newer:
                         nv = newer[-1]
-                        b = self._load_checkpoint(nv,
-                                                  [listing.checkpoints[nv][p]
-                                                   for p in sorted(listing.checkpoints[nv])])
+                        b = self._load_checkpoint(nv, listing.checkpoint_keys(nv))
                     for v in listing.commits:
                         with self._lock:
                             self._latest = max(self._latest, v)
@@ -397,9 +435,7 @@ class DeltaLog:
         cks = [v for v in listing.complete_checkpoints() if v <= version]
         if cks:
             cv = cks[-1]
-            return self._load_checkpoint(cv,
-                                         [listing.checkpoints[cv][p]
-                                          for p in sorted(listing.checkpoints[cv])])
+            return self._load_checkpoint(cv, listing.checkpoint_keys(cv))
         if listing.commits and listing.commits[0] != 0:
             raise CorruptLogError(
                 f"table {self.table!r}: log starts at version {listing.commits[0]} and no "
