@@ -887,14 +887,14 @@ MUTATIONS: list[Mutation] = [
        "constraint[classic]"],
       "the Spark engine writes rows that break a CHECK constraint"),
     M("constraints-read-from-nowhere", "rules", "lakevilla/core/runner.py",
-      "                            constraints=constraints_of(snap.metadata))",
-      "                            constraints=())",
+      "                            constraints=constraints_of(snap.metadata),",
+      "                            constraints=(),",
       ["tests/statements/test_constraints.py::test_a_constraint_delta_rs_added_is_enforced_"
        "like_delta_rs_does"],
       "a transaction's statements do not take the table's rules along"),
     M("redo-keeps-stale-rules", "rules", "lakevilla/statements/view.py",
-      "                                       constraints=constraints_of(snapshot.metadata))",
-      "                                       )",
+      "                                       constraints=constraints_of(snapshot.metadata),",
+      "",
       ["tests/statements/test_constraints.py::test_a_redo_onto_a_table_that_gained_a_"
        "constraint_meanwhile_enforces_it"],
       "a redo onto a newer snapshot checks rows by the rules of the snapshot it left"),
@@ -1016,6 +1016,37 @@ MUTATIONS: list[Mutation] = [
       ["tests/interop/test_spark_statements.py::test_spark_computes_and_checks_generated_"
        "columns[classic]"],
       "the Spark engine leaves a generated column a DataFrame lacks NULL instead of computing it"),
+    M("dv-undo-deletes-the-marked-file", "dv", "lakevilla/core/deciding.py",
+      "for p in sorted({a.path for op in tw.ops for a in op.added if a.writes_file}",
+      "for p in sorted({a.path for op in tw.ops for a in op.added}",
+      ["tests/statements/test_deletion_vectors.py::test_an_aborted_delete_by_deletion_vector_"
+       "keeps_the_file_it_marked"],
+      "an aborted transaction deletes the data file its deletion vector marked (rows lost)"),
+    M("dv-redo-garbage-is-the-marked-file", "dv", "lakevilla/statements/view.py",
+      "                if a.path not in kept and a.writes_file:",
+      "                if a.path not in kept or not a.writes_file:",
+      ["tests/statements/test_deletion_vectors.py::test_concurrent_deletes_by_deletion_vector_on_"
+       "one_file_both_land"],
+      "a redo takes the file its undone deletion vector marked for garbage and deletes it"),
+    M("dv-forgets-the-old-deletions", "dv", "lakevilla/engines/dv_rewrite.py",
+      "    dv = deletion_vectors.inline(np.concatenate([gone, hit]))  # a bitmap: the union",
+      "    dv = deletion_vectors.inline(hit)",
+      ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
+       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
+      "a new deletion vector holds only the statement's rows: rows deleted before come back"),
+    M("dv-positions-of-live-rows", "dv", "lakevilla/engines/dv_rewrite.py",
+      "    hit = np.flatnonzero(keep)[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]",
+      "    hit = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))",
+      ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
+       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
+      "a deletion vector marks rows by their place among the live rows, not in the file"),
+    M("dv-dropped-statement-deletes-the-marked-file", "dv", "lakevilla/core/per_statement.py",
+      "        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added\n"
+      "                               if a.writes_file])",
+      "        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added])",
+      ["tests/statements/test_deletion_vectors.py::test_a_plain_delta_delete_that_loses_to_a_"
+       "conflict_keeps_the_file_it_marked"],
+      "a plain-Delta statement dropped after a conflict deletes the file its DV marked"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',
@@ -1036,7 +1067,8 @@ MUTATIONS: list[Mutation] = [
       "a logical merge entry names a source that was never written: resume cannot redo it"),
     # -- statements: overwrite, optimize (issue 14) ------------------------------------------------
     M("overwrite-redo-drops-its-rows", "redo", "lakevilla/statements/view.py",
-      "                if a.path not in kept:", '                if op.kind != "insert":',
+      "                if a.path not in kept and a.writes_file:",
+      '                if op.kind != "insert" and a.writes_file:',
       ["tests/statements/test_overwrite.py::test_a_conflicting_overwrite_is_redone_under_r[local]",
        "tests/statements/test_overwrite.py::test_a_resumed_overwrite_is_redone_from_its_sublog"],
       "undoing an overwrite for a redo deletes the files holding its new rows"),

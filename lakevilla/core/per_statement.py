@@ -93,7 +93,8 @@ class EachCommits(StatementRunner):
 
     def _drop(self, op: Statement) -> None:
         root = self.ctx.client.root_uri
-        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added])
+        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added
+                               if a.writes_file])
 
     def current_schema(self, table: str) -> pa.Schema:
         return self.ctx.client.log(table).snapshot().schema  # each statement reads the newest

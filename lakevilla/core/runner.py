@@ -16,7 +16,7 @@ from .. import parallel
 from ..data.schemas import table_spec
 from ..delta.constraints import constraints_of
 from ..delta.creation import creation_commit, new_metadata
-from ..delta.features import check_readable, protocol_for
+from ..delta.features import check_readable, protocol_for, writes_deletion_vectors
 from ..delta.files import FileSet
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext
@@ -100,7 +100,8 @@ class StatementRunner:
         client = self.ctx.client
         return TableContext(name=name, store=client.store, lake_uri=client.root_uri,
                             schema=snap.schema, partition_columns=tuple(snap.partition_columns),
-                            constraints=constraints_of(snap.metadata))
+                            constraints=constraints_of(snap.metadata),
+                            write_dvs=writes_deletion_vectors(snap.protocol, snap.metadata))
 
     def table(self, name: str, op: Statement | None = None) -> TableWork:
         """The view of ``name`` (made at the first statement on it)."""

@@ -156,6 +156,12 @@ class AddFile:
         n = self.parsed_stats.get("numRecords")
         return int(n) if n is not None else None
 
+    @property
+    def writes_file(self) -> bool:
+        """Whether a data file was written for this add. One with a deletion vector marks rows
+        of a file an earlier add wrote: undoing it must never delete that file."""
+        return self.deletion_vector is None
+
     def remove(self, timestamp_ms: int, data_change: bool = True) -> RemoveFile:
         return RemoveFile(
             path=self.path, deletion_timestamp=timestamp_ms, data_change=data_change,

@@ -39,6 +39,7 @@ _UUID_CHARS = 20  # a UUID's 16 bytes in Z85
 _Z85 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
 _B85 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~"
 _TO_B85 = str.maketrans(_Z85, _B85)
+_FROM_B85 = str.maketrans(_B85, _Z85)
 
 
 def z85_decode(text: str) -> bytes:
@@ -46,6 +47,30 @@ def z85_decode(text: str) -> bytes:
     if len(text) % 5 or any(c not in _Z85 for c in text):
         raise ValueError(f"not Z85 text: {text!r}")
     return base64.b85decode(text.translate(_TO_B85))
+
+
+def z85_encode(data: bytes) -> str:
+    """Z85 text of ``data``, padded with zero bytes to a multiple of 4 (as Delta pads; the
+    descriptor's ``sizeInBytes`` keeps the unpadded length)."""
+    data += b"\0" * (-len(data) % 4)
+    return base64.b85encode(data).decode().translate(_FROM_B85)
+
+
+# Deletion vectors we write are inline (in the log) up to this size; above it a statement
+# rewrites the file instead (a DV file of our own would be one more object to account for).
+INLINE_MAX = 8 * 1024
+
+
+def inline(rows: np.ndarray) -> DeletionVector | None:
+    """An inline DV deleting ``rows`` (row indexes in the file), or None if it would exceed
+    ``INLINE_MAX`` bytes."""
+    bm = BitMap64(rows.astype(np.uint64))
+    bm.run_optimize()
+    raw = struct.pack("<I", MAGIC) + bm.serialize()
+    if len(raw) > INLINE_MAX:
+        return None
+    return DeletionVector("i", z85_encode(raw), len(raw), len(bm),
+                          max_row_index=int(bm.max()) if len(bm) else None)
 
 
 @dataclass(frozen=True)

@@ -128,11 +128,9 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None)
             return ntz(t.key_type) or ntz(t.item_type)
         return False
 
-    checks = any(k.lower().startswith("delta.constraints.") for k in (configuration or {}))
-    if any(ntz(f.type) for f in schema):
-        return Protocol(3, 7, ["timestampNtz"],
-                        ["timestampNtz", "checkConstraints"] if checks else ["timestampNtz"])
-    return Protocol(1, 3) if checks else Protocol(1, 2)
+    base = (Protocol(3, 7, ["timestampNtz"], ["timestampNtz"]) if any(ntz(f.type) for f in schema)
+            else Protocol(1, 2))
+    return upgraded(base, configuration or {})
 
 
 # The writer features a legacy writer version implies (PROTOCOL.md, "Table Features").
@@ -178,6 +176,14 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     if writer == protocol.min_writer_version:
         return protocol
     return dataclasses.replace(protocol, min_writer_version=writer)
+
+
+def writes_deletion_vectors(protocol: Protocol, metadata: Metadata) -> bool:
+    """Whether a DELETE or UPDATE should mark rows deleted instead of rewriting files: the table
+    asks for it (``delta.enableDeletionVectors``) and its protocol has the feature."""
+    cfg = {k.lower(): v for k, v in metadata.configuration.items()}
+    return (cfg.get("delta.enabledeletionvectors", "false").lower() == "true"
+            and "deletionVectors" in (protocol.writer_features or []))
 
 
 def is_append_only(metadata: Metadata) -> bool:

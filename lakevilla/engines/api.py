@@ -37,6 +37,7 @@ class TableContext:
     schema: pa.Schema
     partition_columns: tuple[str, ...] = ()
     constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
+    write_dvs: bool = False  # DELETE and UPDATE mark rows deleted (deletion vectors)
 
     @property
     def location_uri(self) -> str:

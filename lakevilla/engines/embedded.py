@@ -42,7 +42,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import generated, mapped_read, ranged
+from . import dv_rewrite, generated, mapped_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -513,6 +513,8 @@ class EmbeddedEngine:
             files = self._hit_files(ctx, files, w, fetched)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
         selected = [r for r in self._map(lambda a: self._selected(ctx, a, w, fetched), files) if r]
+        if ctx.write_dvs and selected:  # mark rows deleted instead of rewriting their files
+            return dv_rewrite.rewrite(self, ctx, selected, sets)
         computed = self._rewritten(ctx, selected, sets) if selected else []
         res = RewriteResult()
         jobs = []

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol
 from ..delta.actions import AddFile, Commit, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.constraints import constraints_of
-from ..delta.features import check_writable, upgraded
+from ..delta.features import check_writable, upgraded, writes_deletion_vectors
 from ..delta.files import FileSet
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
@@ -126,8 +126,9 @@ class TableWork:
 
         self.metadata = metadata
         self._schema = schema_from_json(metadata.schema_string)
-        self.ctx = dataclasses.replace(self.ctx, schema=self._schema,
-                                       constraints=constraints_of(metadata))
+        self.ctx = dataclasses.replace(
+            self.ctx, schema=self._schema, constraints=constraints_of(metadata),
+            write_dvs=writes_deletion_vectors(self.protocol or self.base.protocol, metadata))
 
     @property
     def files(self) -> FileSet:
@@ -218,7 +219,7 @@ class TableWork:
             kept = op.kept_files  # new rows are redone from the same files
             for a in op.added:
                 self.added.pop(a.path, None)
-                if a.path not in kept:
+                if a.path not in kept and a.writes_file:
                     self.garbage.add(a.path)
             for a in op.removed:
                 if self.removed.pop(a.path, None) is None:
@@ -234,7 +235,9 @@ class TableWork:
         # the new snapshot's schema and rules: a redo checks rows by the table as it is now
         self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
                                        partition_columns=tuple(snapshot.partition_columns),
-                                       constraints=constraints_of(snapshot.metadata))
+                                       constraints=constraints_of(snapshot.metadata),
+                                       write_dvs=writes_deletion_vectors(snapshot.protocol,
+                                                                         snapshot.metadata))
         for op in self.ops[:kept]:
             self.apply(op)
 
@@ -258,7 +261,7 @@ class TableWork:
     def intermediate_files(self) -> set[str]:
         """Files our ops wrote that the final commit does not add."""
         final = set(self.added)
-        written = {a.path for op in self.ops for a in op.added}
+        written = {a.path for op in self.ops for a in op.added if a.writes_file}
         return (written - final) | self.garbage
 
     def build_commit(self, commit_info: dict) -> Commit:

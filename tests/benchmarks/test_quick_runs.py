@@ -332,6 +332,20 @@ def test_compaction_quick_run(tmp_path):
                for r in rows if r["optimize"] == "yes" and r["system"] == "LV[R]")
 
 
+def test_update_price_quick(tmp_path):
+    """One-row statements: with deletion vectors a DELETE logs a DV and an UPDATE writes its one
+    row, so both write a sliver of what rewriting the file writes; both tables end alike."""
+    from benchmarks import update_price
+
+    payload = update_price.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "update_price.json").exists() and (tmp_path / "update_price.png").exists()
+    by = {(r["system"], r["statement"]): r for r in payload["results"]}
+    for statement in ("delete", "update"):
+        rewrite, dv = by[("rewrite", statement)], by[("deletion vectors", statement)]
+        assert dv["rows"] == rewrite["rows"] == payload["rows"] - payload["reps"]
+        assert dv["bytes_written"] * 20 < rewrite["bytes_written"]
+
+
 # -- the shared client runner (benchmarks/runner.py) ---------------------------------------------
 
 def _runner_job(job: int, gate, tick) -> int:

@@ -189,8 +189,11 @@ def test_every_statement_writes_a_table_with_deletion_vectors_and_deleted_rows_s
     values = sorted(r["value"] for r in our_rows(lake_of(lake_dir), SMALL))
     assert values == sorted(expected)
     assert sorted(r["value"] for r in delta_rs_rows(path)) == sorted(expected)
-    if write in ("optimize", "update", "full-scan-update", "delete", "overwrite"):  # rewritten
-        assert all(a.deletion_vector is None for a in lake.snapshot(SMALL).files.values())
+    dvs = [a.deletion_vector for a in lake.snapshot(SMALL).files.values() if a.deletion_vector]
+    if write in ("optimize", "full-scan-update"):  # the file was rewritten: no DV left
+        assert dvs == []
+    elif write in ("delete", "update", "overwrite"):  # the table asks for DVs: rows are marked
+        assert [dv.cardinality for dv in dvs] == [{"delete": 3, "update": 3, "overwrite": 4}[write]]
 
 
 def test_abandoned_file_deletion_keeps_deletion_vector_files_a_version_needs(lake_dir):
@@ -264,3 +267,108 @@ def test_enabling_deletion_vectors_upgrades_the_protocol_as_delta_prescribes(tmp
     with lake.transaction("") as txn:
         txn.delete("t", where="id = 1")
     assert [r["id"] for r in delta_rs_rows(tmp_path / "t")] == [2]
+
+
+# -- deleting and updating by deletion vectors --------------------------------------------------
+
+DV_TABLE = {"delta.enableDeletionVectors": "true"}
+IDS = pa.schema([("id", pa.int64()), ("v", pa.int64())])
+
+
+def dv_lake(root: Path, rows: int = 1000) -> lv.Lake:
+    lake = lv.Lake(str(root))
+    lake.create_table("t", IDS, properties=DV_TABLE)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": list(range(rows)), "v": [0] * rows})
+    return lake
+
+
+def parquet_files(root: Path) -> set[str]:
+    return {p.name for p in (root / "t").glob("*.parquet")}
+
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
+def test_a_delete_marks_its_rows_and_an_update_writes_only_its_rows(tmp_path, features):
+    lake = dv_lake(tmp_path)
+    files = parquet_files(tmp_path)
+    with lake.transaction(features) as txn:
+        assert txn.delete("t", where="id = 5 OR id = 500") == 2
+    assert parquet_files(tmp_path) == files  # no data file written
+    add, = lake.snapshot("t").files.values()
+    assert add.deletion_vector is not None and add.deletion_vector.storage_type == "i"
+    assert add.deletion_vector.cardinality == 2
+    with lake.transaction(features) as txn:
+        assert txn.update("t", {"v": "v + 1"}, where="id = 7") == 1
+    new = parquet_files(tmp_path) - files
+    assert len(new) == 1  # the one updated row, as a file of its own
+    expected = [{"id": i, "v": int(i == 7)} for i in range(1000) if i not in (5, 500)]
+    assert sorted(lake.read("t").to_pylist(), key=lambda r: r["id"]) == expected
+    assert sorted(delta_rs_rows(tmp_path / "t"), key=lambda r: r["id"]) == expected
+
+
+def test_an_aborted_delete_by_deletion_vector_keeps_the_file_it_marked(tmp_path):
+    """Undoing an add with a DV must not delete the data file: an earlier add wrote it."""
+    lake = dv_lake(tmp_path)
+    files = parquet_files(tmp_path)
+    for features in ("R", "R,CT,I"):
+        with pytest.raises(RuntimeError, match="changed my mind"):
+            with lake.transaction(features) as txn:
+                txn.delete("t", where="id < 10")
+                raise RuntimeError("changed my mind")
+        assert parquet_files(tmp_path) == files
+        assert lake.read("t").num_rows == 1000
+
+
+def test_concurrent_deletes_by_deletion_vector_on_one_file_both_land(tmp_path):
+    """The second commit conflicts (the file it marked was replaced), is redone on the newer
+    snapshot and marks its row beside the first's: both rows go, the data file stays."""
+    lake = dv_lake(tmp_path)
+    files = parquet_files(tmp_path)
+    first = lake.begin("R")
+    first.delete("t", where="id = 1")
+    with lake.transaction("R") as other:
+        other.delete("t", where="id = 2")
+    result = first.commit()
+    assert result.stats["redos"] >= 1
+    add, = lake.snapshot("t").files.values()
+    assert add.deletion_vector is not None and add.deletion_vector.cardinality == 2
+    assert parquet_files(tmp_path) == files
+    assert sorted(r["id"] for r in delta_rs_rows(tmp_path / "t")) == \
+        [i for i in range(1000) if i not in (1, 2)]
+
+
+def test_a_deletion_vector_too_large_to_inline_falls_back_to_rewriting(tmp_path):
+    lake = dv_lake(tmp_path, rows=100_000)
+    files = parquet_files(tmp_path)
+    with lake.transaction("R") as txn:  # every third row: a bitmap far over INLINE_MAX
+        assert txn.delete("t", where="id % 3 = 0") == 33_334
+    add, = lake.snapshot("t").files.values()
+    assert add.deletion_vector is None and parquet_files(tmp_path) - files
+    assert lake.read("t").num_rows == 66_666
+    assert len(delta_rs_rows(tmp_path / "t")) == 66_666
+
+
+def test_a_plain_delta_delete_that_loses_to_a_conflict_keeps_the_file_it_marked(tmp_path):
+    """LV[DL]: each statement commits alone; one that conflicts is dropped (its files deleted),
+    and an add with a deletion vector wrote no file of its own to drop."""
+    from lakevilla.store import LocalStore
+    from tests.helpers import HookStore
+
+    dv_lake(tmp_path)
+    files = parquet_files(tmp_path)
+    other = lv.Lake(str(tmp_path))
+
+    def concurrent_delete() -> None:
+        with other.transaction("") as txn:
+            txn.delete("t", where="id = 2")
+
+    store = HookStore(LocalStore(str(tmp_path)),
+                      lambda kind, key: kind == "put_if_absent" and key.endswith(
+                          f"{2:020d}.json"), concurrent_delete)
+    lake = lv.Lake(str(tmp_path), store=store)
+    with pytest.raises(lv.TransactionAborted, match="conflicts"):
+        with lake.transaction("") as txn:
+            txn.delete("t", where="id = 1")
+    assert parquet_files(tmp_path) == files
+    assert sorted(r["id"] for r in delta_rs_rows(tmp_path / "t")) == \
+        [i for i in range(1000) if i != 2]
