@@ -101,6 +101,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--distribution", choices=["workload", "uniform"], default="workload",
                    help="key choice: the workload's (zipfian / latest) or uniform (low contention, "
                         "with many --load-files)")
+    p.add_argument("--deletion-vectors", action="store_true",
+                   help="usertable with delta.enableDeletionVectors: updates mark rows instead of "
+                        "rewriting files (lakevilla systems only: delta-rs 1.x does not write "
+                        "such tables)")
     return parse_with_quick(p, argv, {"clients": "1,2", "workloads": "F", "records": 100, "ops": 30,
                                       "load_files": 4, "run_timeout": 120.0})
 
@@ -115,7 +119,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 modes=[m.strip() for m in args.mode.split(",")], records=args.records, ops=args.ops,
                 load_files=args.load_files, retries=args.retries, procs=args.procs,
                 timeout=args.run_timeout, slack=args.slack, commit_mode=args.commit_mode,
-                distribution=args.distribution)
+                distribution=args.distribution, deletion_vectors=args.deletion_vectors)
+    if plan.deletion_vectors and "delta-rs" in plan.systems:
+        raise SystemExit("--deletion-vectors: delta-rs 1.x does not write tables with deletion "
+                         "vectors; choose lakevilla systems (--systems 'LV[DL],LV[R]')")
     for w in plan.workloads:
         if w not in WORKLOADS:
             raise SystemExit(f"unknown workload {w}; choose from {','.join(WORKLOADS)}")
@@ -130,6 +137,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         info.update({"records": plan.records, "ops_per_run": plan.ops,
                      "load_files": plan.load_files, "slack": plan.slack,
                      "commit_mode": plan.commit_mode, "distribution": plan.distribution,
+                     "deletion_vectors": plan.deletion_vectors,
                      "retries": plan.retries, "procs": plan.procs, "wall_s": time.time() - t0,
                      "delta_rs_requests_observable": ce.proxy is not None,
                      "concurrency": {c: concurrency_label(c, plan.procs)[0] for c in plan.clients}})

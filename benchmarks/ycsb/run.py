@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runner import RunFailed, Workers
-from .checks import check_run, final_rows, lakevilla_rows, load_table
+from .checks import DV_PROPERTIES, check_run, final_rows, lakevilla_rows, load_table
 from .client import run_batch
 from .report import add_ratios, summarize
 from .sessions import ClientSpec
@@ -42,6 +42,7 @@ class Plan:
     slack: int = 0
     commit_mode: str = "tail"
     distribution: str = "workload"
+    deletion_vectors: bool = False
 
 
 def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients: int, mode: str,
@@ -50,7 +51,8 @@ def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients:
     root = env.fresh_root(
         f"ycsb-{wl}-{n_clients}-{mode}-{system.strip('[]').replace('[', '-').replace(',', '')}")
     direct_opts = ce.direct_options or env.storage_options
-    load_table(ce.direct_store(root), root, plan.records, plan.load_files)
+    load_table(ce.direct_store(root), root, plan.records, plan.load_files,
+               DV_PROPERTIES if plan.deletion_vectors else None)
     specs = [ClientSpec(system, plan.systems[system], root, env.storage_options, env.kind,
                         env.latency_label, mode, c,
                         generate_ops(WORKLOADS[wl], plan.records, n, c, n_clients, seed, wl,

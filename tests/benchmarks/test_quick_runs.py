@@ -196,6 +196,21 @@ def test_ycsb_in_place_commit_mode_keeps_the_invariants(tmp_path):
         assert r["check"]["ok"], (r["system"], r["mode"], r["check"]["violations"])
 
 
+def test_ycsb_on_a_table_with_deletion_vectors_keeps_the_invariants(tmp_path):
+    """``--deletion-vectors``: updates mark rows (inline DVs) instead of rewriting files; the
+    final table, read by delta-rs' SQL reader, keeps every invariant. delta-rs, which does not
+    write such tables, is refused as a system."""
+    payload = ycsb.main(["--quick", "--deletion-vectors", "--workloads", "A", "--clients", "2",
+                         "--procs", "0", "--systems", "LV[DL],LV[R]", "--out", str(tmp_path)])
+    assert payload["info"]["deletion_vectors"] is True
+    for r in payload["runs"]:
+        assert r["failure"] is None and r["error_count"] == 0, (r["system"], r["errors"])
+        assert r["check"]["ok"], (r["system"], r["mode"], r["check"]["violations"])
+    with pytest.raises(SystemExit, match="deletion vectors"):
+        ycsb.main(["--quick", "--deletion-vectors", "--systems", "delta-rs",
+                   "--out", str(tmp_path)])
+
+
 def test_isolation_quick(tmp_path):
     """Read-only I transactions take table versions from the global log (no LIST of a
     table's log), write nothing, and read every row; validation lets a transaction
