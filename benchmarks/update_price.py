@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
 import time
 from typing import Any
 
 import pyarrow as pa
 
-from lakevilla.store import ObjectStore, StoreWrapper
+from lakevilla.store import CountingStore
 
 from .common import add_common_args, make_env, plot, print_table, run_info, write_json
 
@@ -30,68 +29,11 @@ COLUMNS = ["system", "statement", "rows", "bytes_written", "requests", "ms_media
            "scan_ms_after"]
 
 
-class BytesWritten(StoreWrapper):
-    """Counts the bytes every write carries."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        super().__init__(inner)
-        self.bytes = 0
-        self.requests = 0
-        self._lock = threading.Lock()
-
-    def _count(self, data: bytes) -> None:
-        with self._lock:
-            self.bytes += len(data)
-
-    def reset(self) -> None:
-        with self._lock:
-            self.bytes, self.requests = 0, 0
-
-    def _req(self) -> None:
-        with self._lock:
-            self.requests += 1
-
-    def get(self, key):  # noqa: D102 - counting only
-        self._req()
-        return self.inner.get(key)
-
-    def get_range(self, key, start, length=None):  # noqa: D102
-        self._req()
-        return self.inner.get_range(key, start, length)
-
-    def head(self, key):  # noqa: D102
-        self._req()
-        return self.inner.head(key)
-
-    def list_page(self, prefix, start_after=None, token=None, max_keys=1000):  # noqa: D102
-        self._req()
-        return self.inner.list_page(prefix, start_after, token, max_keys)
-
-    def delete(self, key):  # noqa: D102
-        self._req()
-        return self.inner.delete(key)
-
-    def put(self, key, data):  # noqa: D102
-        self._req()
-        self._count(data)
-        return self.inner.put(key, data)
-
-    def put_if_absent(self, key, data):  # noqa: D102
-        self._req()
-        self._count(data)
-        return self.inner.put_if_absent(key, data)
-
-    def put_if_match(self, key, data, etag):  # noqa: D102
-        self._req()
-        self._count(data)
-        return self.inner.put_if_match(key, data, etag)
-
-
 def run_system(env: Any, system: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     import lakevilla as lv
 
     root = env.fresh_root(system.replace(" ", "-"))
-    counting = BytesWritten(env.store(root))
+    counting = CountingStore(env.store(root))  # requests, and the bytes every write carries
     lake = lv.Lake(root, storage_options=env.storage_options or None, store=counting)
     schema = pa.schema([("id", pa.int64()), ("payload", pa.string())])
     lake.create_table("t", schema, properties=SYSTEMS[system] or None)
@@ -113,8 +55,8 @@ def run_system(env: Any, system: str, args: argparse.Namespace) -> list[dict[str
                     txn.update("t", {"payload": "'changed'"}, where=f"id = {key}")
             lake.flush()
             times.append((time.perf_counter() - t0) * 1000)
-            sizes.append(counting.bytes)
-            requests.append(counting.requests)
+            sizes.append(counting.bytes_written)
+            requests.append(sum(counting.snapshot().values()))
         t0 = time.perf_counter()
         scanned = lake.read("t").num_rows
         scan_ms = (time.perf_counter() - t0) * 1000
