@@ -254,8 +254,7 @@ class Lake:
         any transaction; ``order_by``/``limit`` as in ``Transaction.read``."""
         order = Ordering.parse(order_by, limit)
         snap = self.snapshot(name, version, timestamp=timestamp)
-        ctx = TableContext(name, self.store, self.root_uri, snap.schema,
-                           tuple(snap.partition_columns))
+        ctx = TableContext.of(name, self.store, self.root_uri, snap)
         if where is not None:
             self.engine.validate_where(ctx, where)
         return self.engine.scan(ctx, candidates(snap, where), where, columns, order)

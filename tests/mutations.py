@@ -886,15 +886,17 @@ MUTATIONS: list[Mutation] = [
       ["tests/interop/test_spark_statements.py::test_spark_refuses_rows_that_break_a_check_"
        "constraint[classic]"],
       "the Spark engine writes rows that break a CHECK constraint"),
-    M("constraints-read-from-nowhere", "rules", "lakevilla/core/runner.py",
-      "                            constraints=constraints_of(snap.metadata),",
-      "                            constraints=(),",
+    M("constraints-read-from-nowhere", "rules", "lakevilla/engines/api.py",
+      "            constraints=constraints_of(metadata),",
+      "            constraints=(),",
       ["tests/statements/test_constraints.py::test_a_constraint_delta_rs_added_is_enforced_"
        "like_delta_rs_does"],
-      "a transaction's statements do not take the table's rules along"),
+      "a table's context does not take the table's rules along"),
     M("redo-keeps-stale-rules", "rules", "lakevilla/statements/view.py",
-      "                                       constraints=constraints_of(snapshot.metadata),",
-      "",
+      "        self.ctx = self.ctx.following(snapshot.protocol, snapshot.metadata, "
+      "snapshot.schema,\n                                      tuple(snapshot.partition_columns))",
+      "        self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,\n"
+      "                                       partition_columns=tuple(snapshot.partition_columns))",
       ["tests/statements/test_constraints.py::test_a_redo_onto_a_table_that_gained_a_"
        "constraint_meanwhile_enforces_it"],
       "a redo onto a newer snapshot checks rows by the rules of the snapshot it left"),

@@ -14,8 +14,8 @@ from typing import Any
 from ..complex_txn import reservations
 from ..data.schemas import table_spec
 from ..delta.actions import Commit
-from ..delta.constraints import constraints_of
 from ..delta.creation import creation_commit, new_metadata
+from ..delta.features import protocol_for
 from ..delta.log import DeltaLog, VersionExists
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext, data_file_key
@@ -48,8 +48,8 @@ def create_now(client: LakeClient, name: str, schema: Any = None,
     table_id = metadata.id
     adds = []
     if data is not None:
-        ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts),
-                           constraints_of(metadata))
+        ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts)).following(
+            protocol_for(schema, metadata.configuration), metadata)
         adds = client.engine.write(ctx, data)
     commit = creation_commit(metadata, adds, with_data=data is not None)
     # hold the name (reservations.py): a transaction creating it too must not decide meanwhile

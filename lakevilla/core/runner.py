@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import parallel
 from ..data.schemas import table_spec
-from ..delta.constraints import constraints_of
 from ..delta.creation import creation_commit, new_metadata
-from ..delta.features import check_readable, protocol_for, writes_deletion_vectors
+from ..delta.features import check_readable, protocol_for
 from ..delta.files import FileSet
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext
@@ -98,10 +97,7 @@ class StatementRunner:
 
     def table_context(self, name: str, snap: Snapshot) -> TableContext:
         client = self.ctx.client
-        return TableContext(name=name, store=client.store, lake_uri=client.root_uri,
-                            schema=snap.schema, partition_columns=tuple(snap.partition_columns),
-                            constraints=constraints_of(snap.metadata),
-                            write_dvs=writes_deletion_vectors(snap.protocol, snap.metadata))
+        return TableContext.of(name, client.store, client.root_uri, snap)
 
     def table(self, name: str, op: Statement | None = None) -> TableWork:
         """The view of ``name`` (made at the first statement on it)."""

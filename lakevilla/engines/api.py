@@ -7,6 +7,7 @@ and evaluates expressions. Protocol modules import this file, never an engine.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import math
@@ -17,8 +18,11 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from ..delta.actions import AddFile
-from ..delta.constraints import Constraint
+from ..delta.actions import AddFile, Metadata
+from ..delta.actions import Protocol as DeltaProtocol
+from ..delta.constraints import Constraint, constraints_of
+from ..delta.features import writes_deletion_vectors
+from ..delta.snapshot import Snapshot
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
 from ..store import ObjectStore
@@ -38,6 +42,25 @@ class TableContext:
     partition_columns: tuple[str, ...] = ()
     constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
     write_dvs: bool = False  # DELETE and UPDATE mark rows deleted (deletion vectors)
+
+    def following(self, protocol: DeltaProtocol, metadata: Metadata,
+                  schema: pa.Schema | None = None,
+                  partition_columns: tuple[str, ...] | None = None) -> TableContext:
+        """This context for the table as ``protocol`` and ``metadata`` now describe it (a new
+        snapshot, properties set): what derives from them is derived here only."""
+        return dataclasses.replace(
+            self, schema=self.schema if schema is None else schema,
+            partition_columns=(self.partition_columns if partition_columns is None
+                               else partition_columns),
+            constraints=constraints_of(metadata),
+            write_dvs=writes_deletion_vectors(protocol, metadata))
+
+    @classmethod
+    def of(cls, name: str, store: ObjectStore, lake_uri: str, snapshot: Snapshot) -> TableContext:
+        """The context of ``name`` as ``snapshot`` shows it."""
+        return cls(name, store, lake_uri, snapshot.schema,
+                   tuple(snapshot.partition_columns)).following(snapshot.protocol,
+                                                                snapshot.metadata)
 
     @property
     def location_uri(self) -> str:

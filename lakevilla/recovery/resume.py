@@ -17,8 +17,6 @@ from typing import Any
 
 from ..complex_txn import record as records
 from ..delta.actions import AddFile
-from ..delta.constraints import constraints_of
-from ..delta.features import writes_deletion_vectors
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext, data_file_key
@@ -157,10 +155,7 @@ def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str,
     table = log.table
     base_v = max([e.base_version for e in ents] + [r["version"] for r in reads])
     snap: Snapshot = log.snapshot(base_v)
-    ctx = TableContext(name=table, store=store, lake_uri=root_uri, schema=snap.schema,
-                       partition_columns=tuple(snap.partition_columns),
-                       constraints=constraints_of(snap.metadata),
-                       write_dvs=writes_deletion_vectors(snap.protocol, snap.metadata))
+    ctx = TableContext.of(table, store, root_uri, snap)
     tw = TableWork(table, log, snap, ctx)
     tw.recheck |= _filled_in_place(log, base_v)
     tw.read_version = min([e.read_version for e in ents] + [r["version"] for r in reads])

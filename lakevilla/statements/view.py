@@ -17,8 +17,7 @@ from typing import Any, ClassVar, Protocol
 
 from ..delta.actions import AddFile, Commit, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
-from ..delta.constraints import constraints_of
-from ..delta.features import check_writable, upgraded, writes_deletion_vectors
+from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
@@ -126,9 +125,7 @@ class TableWork:
 
         self.metadata = metadata
         self._schema = schema_from_json(metadata.schema_string)
-        self.ctx = dataclasses.replace(
-            self.ctx, schema=self._schema, constraints=constraints_of(metadata),
-            write_dvs=writes_deletion_vectors(self.protocol or self.base.protocol, metadata))
+        self.ctx = self.ctx.following(self.protocol or self.base.protocol, metadata, self._schema)
 
     @property
     def files(self) -> FileSet:
@@ -233,11 +230,8 @@ class TableWork:
         self.added, self.removed = {}, {}
         self.metadata, self.protocol, self._schema = None, None, None
         # the new snapshot's schema and rules: a redo checks rows by the table as it is now
-        self.ctx = dataclasses.replace(self.ctx, schema=snapshot.schema,
-                                       partition_columns=tuple(snapshot.partition_columns),
-                                       constraints=constraints_of(snapshot.metadata),
-                                       write_dvs=writes_deletion_vectors(snapshot.protocol,
-                                                                         snapshot.metadata))
+        self.ctx = self.ctx.following(snapshot.protocol, snapshot.metadata, snapshot.schema,
+                                      tuple(snapshot.partition_columns))
         for op in self.ops[:kept]:
             self.apply(op)
 
