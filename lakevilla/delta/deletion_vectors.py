@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import base64
 import struct
+import threading
 import uuid
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -185,9 +187,36 @@ def _stored(store: ObjectStore, key: str, dv: DeletionVector, where: str) -> byt
     return data
 
 
+# Decoded DVs by (lake, table, unique id): a DV never changes once logged (its file is named by
+# a UUID), and a statement reads a file's DV where it reads the file's rows and again where it
+# marks more of them; a stored DV costs a GET each time without this.
+_DECODED: OrderedDict[tuple[str, str, str], np.ndarray] = OrderedDict()
+_DECODED_LOCK = threading.Lock()
+_DECODED_MAX = 128
+_DECODED_ROWS_MAX = 1 << 20  # larger DVs are decoded each time rather than held
+
+
 def deleted_rows(store: ObjectStore, table: str, lake_uri: str, dv: DeletionVector,
                  path: str = "") -> np.ndarray:
-    """The sorted row indices (within the data file ``path``) that ``dv`` deletes."""
+    """The sorted row indices (within the data file ``path``) that ``dv`` deletes (read-only)."""
+    key = (lake_uri, table, dv.unique_id)
+    with _DECODED_LOCK:
+        rows = _DECODED.get(key)
+        if rows is not None:
+            _DECODED.move_to_end(key)
+            return rows
+    rows = _decode(store, table, lake_uri, dv, path)
+    rows.setflags(write=False)
+    if len(rows) <= _DECODED_ROWS_MAX:
+        with _DECODED_LOCK:
+            _DECODED[key] = rows
+            while len(_DECODED) > _DECODED_MAX:
+                _DECODED.popitem(last=False)
+    return rows
+
+
+def _decode(store: ObjectStore, table: str, lake_uri: str, dv: DeletionVector,
+            path: str) -> np.ndarray:
     where = f"table {table!r}: file {path!r}"
     if dv.storage_type == "i":
         try:

@@ -372,3 +372,25 @@ def test_a_plain_delta_delete_that_loses_to_a_conflict_keeps_the_file_it_marked(
     assert parquet_files(tmp_path) == files
     assert sorted(r["id"] for r in delta_rs_rows(tmp_path / "t")) == \
         [i for i in range(1000) if i != 2]
+
+
+def test_a_statement_reads_a_stored_deletion_vector_once(lake_dir):
+    """A delete on a file with a DV in a file of its own reads the DV where it reads the rows and
+    again where it marks more: a decoded DV is kept (it never changes), so one request."""
+    from lakevilla.store import CountingStore, LocalStore
+
+    class DvReads(CountingStore):
+        def __init__(self, inner):
+            super().__init__(inner)
+            self.dv_reads = 0
+
+        def _tally(self, kind, key):
+            self.dv_reads += kind in ("get", "get_range") and key.endswith(".bin")
+
+    copy_table(lake_dir, SMALL)
+    store = DvReads(LocalStore(str(lake_dir)))
+    lake = lv.Lake(str(lake_dir), store=store)
+    with lake.transaction("R") as txn:
+        txn.delete(SMALL, where="value = 1")
+    assert store.dv_reads == 1
+    assert [r["value"] for r in our_rows(lake_of(lake_dir), SMALL)] == LIVE[1:]
