@@ -34,7 +34,9 @@ _INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
 
 
 # Properties that switch a feature on (so a table that sets one uses it).
-_ENABLED_BY = {"delta.enableRowTracking": "rowTracking",
+_ENABLED_BY = {"delta.enableChangeDataFeed": "changeDataFeed",
+               "delta.enableDeletionVectors": "deletionVectors",
+               "delta.enableRowTracking": "rowTracking",
                "delta.enableInCommitTimestamps": "inCommitTimestamp",
                "delta.enableTypeWidening": "typeWidening"}
 
@@ -46,10 +48,6 @@ def _active_legacy_features(md: Metadata) -> dict[str, str]:
     meta_keys = field_metadata_keys(md.schema_string)
     if cfg.get("delta.columnmapping.mode", "none").lower() != "none":
         active["columnMapping"] = f"delta.columnMapping.mode={cfg['delta.columnmapping.mode']}"
-    if cfg.get("delta.enablechangedatafeed", "false").lower() == "true":
-        active["changeDataFeed"] = "delta.enableChangeDataFeed=true"
-    if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
-        active["deletionVectors"] = "delta.enableDeletionVectors=true"
     for key, feature in _ENABLED_BY.items():
         if cfg.get(key.lower(), "false").lower() == "true":
             active[feature] = f"{key}=true"
@@ -77,14 +75,18 @@ def check_readable(table: str, protocol: Protocol, metadata: Metadata | None) ->
         column_mapping.mode(table, protocol, metadata)  # read (but an unknown mode is refused)
 
 
-def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
-    check_readable(table, protocol, metadata)
+def _check_writer_features(table: str, protocol: Protocol, known: set[str]) -> None:
     if protocol.min_writer_version > 7:
         raise UnsupportedTableFeatureError(table, f"writerVersion {protocol.min_writer_version}")
     if protocol.min_writer_version == 7:
         for f in protocol.writer_features or []:
-            if f not in WRITER_FEATURES:
+            if f not in known:
                 raise UnsupportedTableFeatureError(table, f, _READ_ONLY.get(f, ""))
+
+
+def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
+    check_readable(table, protocol, metadata)
+    _check_writer_features(table, protocol, WRITER_FEATURES)
     active = _active_legacy_features(metadata)
     for f in sorted(active):
         if f in _INACTIVE_ONLY or f not in WRITER_FEATURES:
@@ -92,8 +94,8 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
             raise UnsupportedTableFeatureError(table, f, detail)
 
 
-# Features whose files the abandoned-file sweep accounts for beside adds and removes.
-_SWEEP_KNOWS = {"deletionVectors", "columnMapping"}
+# Features whose files the abandoned-file sweep accounts for beside what it writes itself.
+_SWEEP_KNOWS = WRITER_FEATURES | {"columnMapping"}
 
 
 def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
@@ -101,12 +103,7 @@ def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     of action that can reference a file: refused for a feature it does not know (at writer
     version 7) and for a change data feed (``cdc`` actions name ``_change_data/`` files)."""
     check_readable(table, protocol, metadata)
-    if protocol.min_writer_version > 7:
-        raise UnsupportedTableFeatureError(table, f"writerVersion {protocol.min_writer_version}")
-    if protocol.min_writer_version == 7:
-        for f in protocol.writer_features or []:
-            if f not in WRITER_FEATURES and f not in _SWEEP_KNOWS:
-                raise UnsupportedTableFeatureError(table, f)
+    _check_writer_features(table, protocol, _SWEEP_KNOWS)
     active = _active_legacy_features(metadata)
     if "changeDataFeed" in active:
         raise UnsupportedTableFeatureError(table, "changeDataFeed", active["changeDataFeed"])

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..delta.constraints import CHECK
 from ..errors import InvalidArgumentError
 from ..scan.conflicts import Footprint
 from .base import Statement
@@ -55,7 +56,7 @@ class SetProperties(Statement):
         before = set(tw.base.metadata.configuration.items())
         new = tuple(r for r in tw.ctx.constraints
                     if (f"delta.constraints.{r.name}", r.expression) not in before
-                    and r.kind == "check")
+                    and r.kind == CHECK)
         if new:  # the rows already there must keep the new rules
             files = tw.candidates(None)
             self.read_files = {a.path for a in files}
