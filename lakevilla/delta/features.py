@@ -3,7 +3,9 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
-Column mapping is read (``column_mapping.py``) but not yet written.
+Column mapping is read (``column_mapping.py``) but not yet written. A change data feed is
+written by the embedded engine (``engines/change_data.py``: ``cdc`` actions and
+``_change_data/`` files in the statement's commit); the Spark engine refuses such tables.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ _READ_ONLY = {"v2Checkpoint": "lakevilla reads tables with V2 checkpoints but do
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).
-_INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
+_INACTIVE_ONLY = {"identityColumns"}
 
 
 # Properties that switch a feature on (so a table that sets one uses it).
@@ -101,12 +103,9 @@ _SWEEP_KNOWS = WRITER_FEATURES | {"columnMapping"}
 def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     """The abandoned-file sweep deletes what no action references, so it must know every kind
     of action that can reference a file: refused for a feature it does not know (at writer
-    version 7) and for a change data feed (``cdc`` actions name ``_change_data/`` files)."""
+    version 7). ``cdc`` actions' ``_change_data/`` files are known (named by commits only)."""
     check_readable(table, protocol, metadata)
     _check_writer_features(table, protocol, _SWEEP_KNOWS)
-    active = _active_legacy_features(metadata)
-    if "changeDataFeed" in active:
-        raise UnsupportedTableFeatureError(table, "changeDataFeed", active["changeDataFeed"])
 
 
 def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:
@@ -152,13 +151,16 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     """The protocol a table needs once its properties are ``configuration``: a CHECK constraint
     needs writer version 3 (the ``checkConstraints`` feature at version 7), ``delta.appendOnly``
     version 2 (``appendOnly``), ``delta.enableDeletionVectors`` the ``deletionVectors`` reader
-    and writer feature (so reader 3 / writer 7). Delta upgrades a protocol, never downgrades."""
+    and writer feature (so reader 3 / writer 7), ``delta.enableChangeDataFeed`` version 4
+    (``changeDataFeed``). Delta upgrades a protocol, never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if any(k.startswith("delta.constraints.") for k in cfg):
         need["checkConstraints"] = 3
     if cfg.get("delta.appendonly", "false").lower() == "true":
         need["appendOnly"] = 2
+    if cfg.get("delta.enablechangedatafeed", "false").lower() == "true":
+        need["changeDataFeed"] = 4
     if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
         protocol = as_table_features(protocol)
         if "deletionVectors" not in (protocol.reader_features or []):
@@ -181,6 +183,12 @@ def writes_deletion_vectors(protocol: Protocol, metadata: Metadata) -> bool:
     cfg = {k.lower(): v for k, v in metadata.configuration.items()}
     return (cfg.get("delta.enabledeletionvectors", "false").lower() == "true"
             and "deletionVectors" in (protocol.writer_features or []))
+
+
+def writes_change_data(metadata: Metadata) -> bool:
+    """Whether every statement must log its change rows (``delta.enableChangeDataFeed``)."""
+    return {k.lower(): v for k, v in metadata.configuration.items()}.get(
+        "delta.enablechangedatafeed", "false").lower() == "true"
 
 
 def is_append_only(metadata: Metadata) -> bool:

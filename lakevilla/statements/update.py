@@ -28,6 +28,7 @@ class _Rewrite(Statement):
         self.read_files = {a.path for a in cands}
         rr = engine.rewrite(tw.ctx, cands, self.where, self.assignments_to_check())
         self.removed, self.added, self.rows = rr.removed, rr.added, rr.rows
+        self.cdc = rr.cdc
         return None
 
 
