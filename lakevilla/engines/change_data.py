@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..delta.actions import AddFile, CdcFile
+from ..scan import duck
+from ..scan.expressions import quote_ident
 from .api import TableContext, data_file_key, new_data_file_path
 
 CHANGE_TYPE = "_change_type"
@@ -46,18 +48,43 @@ def matched(selected: list[tuple[AddFile, pa.Table, pa.Array, int]], update: boo
     return [(table.filter(mask), kind) for _add, table, mask, _hits in selected]
 
 
-def write(engine: Writer, ctx: TableContext, changes: Changes) -> list[CdcFile]:
+def net_updates(ctx: TableContext, changes: Changes) -> Changes:
+    """An UPDATE's images less the rows it left as they were: the preimages EXCEPT ALL the
+    postimages, and the reverse (a row set to its own value is no change). delta-rs logs an
+    update so, and a reader of the feed should get the same rows from either writer."""
+    pre = [t for t, kind in changes if kind == PREIMAGE and t.num_rows]
+    post = [t for t, kind in changes if kind == POSTIMAGE and t.num_rows]
+    if not pre:
+        return changes
+    schema = pa.schema([ctx.schema.field(n) for n in ctx.schema.names])
+    cols = ", ".join(quote_ident(n) for n in schema.names)
+    tables = {"__lv_pre": pa.concat_tables([t.select(schema.names) for t in pre]),
+              "__lv_post": pa.concat_tables([t.select(schema.names) for t in post])}
+
+    def minus(a: str, b: str) -> pa.Table:
+        return duck.query(f"SELECT {cols} FROM {a} EXCEPT ALL SELECT {cols} FROM {b}",
+                          tables).cast(schema)
+    return [(minus("__lv_pre", "__lv_post"), PREIMAGE), (minus("__lv_post", "__lv_pre"), POSTIMAGE)]
+
+
+def write(engine: Writer, ctx: TableContext, changes: Changes,
+          rewrote: bool = False) -> list[CdcFile]:
     """``changes`` as ``_change_data/`` files, one per partition (nothing committed). If a write
-    fails, the files already written go too."""
-    parts = [t.select(ctx.schema.names).append_column(
-        pa.field(CHANGE_TYPE, pa.string(), nullable=False), pa.array([kind] * t.num_rows,
-                                                                   pa.string()))
+    fails, the files already written go too. ``rewrote``: the statement rewrote files (or
+    marked rows) yet changed no row, so one empty file says so (without a cdc file, a reader
+    would take the rewritten files' rows for deletes and inserts)."""
+    typed = pa.field(CHANGE_TYPE, pa.string(), nullable=False)
+    parts = [t.select(ctx.schema.names).append_column(typed, pa.array([kind] * t.num_rows,
+                                                                      pa.string()))
              for t, kind in changes if t.num_rows]
-    if not parts:
+    if not parts and not rewrote:
         return []
+    pieces = (engine.split_by_partition(ctx, pa.concat_tables(parts)) if parts else
+              [(ctx.schema.empty_table().append_column(typed, pa.array([], pa.string())),
+                dict.fromkeys(ctx.partition_columns))])
     written: list[CdcFile] = []
     try:
-        for piece, values in engine.split_by_partition(ctx, pa.concat_tables(parts)):
+        for piece, values in pieces:
             body = piece.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns \
                 else piece
             buf = io.BytesIO()

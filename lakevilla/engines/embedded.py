@@ -530,7 +530,11 @@ class EmbeddedEngine:
                 if ctx.write_cdf and sets is not None:
                     res.changes.append((new.filter(mask), change_data.POSTIMAGE))
             res.added = self.write_all(ctx, jobs)
-        res.cdc, res.changes = change_data.write(self, ctx, res.changes), []
+        if ctx.write_cdf and sets is not None:
+            res.changes = change_data.net_updates(ctx, res.changes)
+        res.cdc = change_data.write(self, ctx, res.changes,
+                                    rewrote=ctx.write_cdf and bool(res.removed or res.added))
+        res.changes = []
         return res
 
     def check_rules(self, ctx: TableContext, tables: list[pa.Table]) -> None:
@@ -577,7 +581,9 @@ class EmbeddedEngine:
         """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses
         (``embedded_merge.py``)."""
         res, metrics = merge_rows(self, ctx, files, cm, spec, source)
-        res.cdc, res.changes = change_data.write(self, ctx, res.changes), []
+        res.cdc = change_data.write(self, ctx, res.changes,
+                                    rewrote=ctx.write_cdf and bool(res.removed or res.added))
+        res.changes = []
         return res, metrics
 
     def change_data(self, ctx: TableContext, removed: list[AddFile],

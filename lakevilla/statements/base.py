@@ -38,6 +38,9 @@ class Statement:
     blind: ClassVar[bool] = False  # an append that reads nothing (isBlindAppend, no footprint)
     append_only_ok: ClassVar[bool] = False  # allowed on a table with delta.appendOnly
     compacts: ClassVar[bool] = False  # its removes change no row (dataChange: false)
+    # the engine logs its change rows (change data feed): no cdc file means no row changed,
+    # whatever files it rewrote (update, delete, merge)
+    logs_changes: ClassVar[bool] = False
     claims_with_entry: ClassVar[bool] = False  # its first entry can go out with a marker claim
     can_be_logical: ClassVar[bool] = True  # its entry can carry the statement for a redo
 

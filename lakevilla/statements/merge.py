@@ -391,6 +391,7 @@ class Merge(Statement):
 
     kind: ClassVar[str] = "merge"
     operation: ClassVar[str] = "MERGE"
+    logs_changes: ClassVar[bool] = True
 
     spec: MergeSpec
 

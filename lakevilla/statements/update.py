@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 @dataclass(eq=False, kw_only=True)
 class _Rewrite(Statement):
     claims_with_entry: ClassVar[bool] = True
+    logs_changes: ClassVar[bool] = True
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         cands = tw.candidates(self.where)

@@ -38,6 +38,7 @@ class Recorded(Protocol):
     is_write: ClassVar[bool]
     blind: ClassVar[bool]  # an append that reads nothing
     compacts: ClassVar[bool]  # its removes change no row
+    logs_changes: ClassVar[bool]  # the engine logs its change rows (none: no row changed)
     seq: int
     where: str | None
     added: list[AddFile]
@@ -215,6 +216,8 @@ class TableWork:
         if not (self.ctx.write_cdf and op.is_write) or op.compacts:
             return
         if not op.cdc:
+            if op.logs_changes:
+                return  # no row changed
             dv = any(a.deletion_vector is not None for a in [*op.added, *op.removed])
             if not ((op.added or op.removed) and (dv or self._earlier_cdc(op))):
                 return
@@ -231,7 +234,8 @@ class TableWork:
         earlier = self._earlier(op)
         if any(o.cdc for o in earlier):
             return  # covered already (by the first op with files)
-        bare = [o for o in earlier if o.is_write and not o.compacts and (o.added or o.removed)]
+        bare = [o for o in earlier if o.is_write and not (o.compacts or o.logs_changes)
+                and (o.added or o.removed)]
         for o in bare:  # attached to ``op``: its sublog entry names them, its undo drops them
             op.cdc = [*op.cdc, *engine.change_data(self.ctx, o.removed, o.added)]
 

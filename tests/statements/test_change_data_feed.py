@@ -145,7 +145,7 @@ def test_checkpoints_carry_no_cdc_actions(local_backend):
     key = f"t/_delta_log/{v:020d}.checkpoint.parquet"
     cols = pq.read_table(pa.BufferReader(store.get(key).data)).column_names
     assert "cdc" not in cols
-    assert _feed(local_backend, 2)[2][("update_postimage", 0, "a", 0)] == 1
+    assert _feed(local_backend, 2)[2][("update_postimage", 1, "b", 0)] == 1
 
 
 # -- undo, redo, crashes, the sweep -----------------------------------------------------------
@@ -318,3 +318,27 @@ def test_change_feed_matches_delta_rs(tmp_path_factory, start, statements, parti
         want = theirs.get(v_theirs, collections.Counter()) if v_theirs is not None else _c()
         got = ours.get(v_ours, collections.Counter()) if v_ours is not None else _c()
         assert got == want, (kind, arg, json.dumps(start))
+
+
+def test_an_update_logs_no_row_it_leaves_as_it_was(local_backend):
+    """Preimages EXCEPT ALL postimages and the reverse, as delta-rs logs an update: rows that
+    swap values, or are set to their own, are no change."""
+    lake = _lake(local_backend, rows=[{"id": 1, "part": "b", "v": None},
+                                      {"id": 1, "part": "b", "v": 1},
+                                      {"id": 2, "part": "a", "v": 5}])
+    with lake.transaction("R") as txn:
+        txn.update("t", {"v": "coalesce(v, 0) + 1"}, where="id = 1")
+        txn.update("t", {"v": "v"}, where="id = 2")
+    assert _feed(local_backend, 2)[2] == _c(("update_preimage", 1, "b", None),
+                                            ("update_postimage", 1, "b", 2))
+
+
+@pytest.mark.parametrize("props", [CDF, DV], ids=["rewrite", "dv"])
+def test_an_update_that_changes_no_value_logs_no_change(local_backend, props):
+    """It still rewrites (or marks) the file: an empty cdc file keeps readers from taking that
+    file's rows for deletes and inserts."""
+    lake = _lake(local_backend, props, rows=ROWS)
+    with lake.transaction("R") as txn:
+        assert txn.update("t", {"v": "v"}, where="id = 2") == 1
+    assert _feed(local_backend, 2).get(2, _c()) == _c()
+    assert len(_cdc_files(local_backend, 2)) == 1
