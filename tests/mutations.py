@@ -1076,9 +1076,8 @@ MUTATIONS: list[Mutation] = [
       [CF + "test_statements_of_one_transaction_all_log_their_changes"],
       "an insert before an update in one commit is missing from the feed (readers ignore adds "
       "once a commit has cdc files)"),
-    M("cdf-updates-not-netted", "cdf", "lakevilla/engines/embedded.py",
-      "            res.changes = change_data.net_updates(ctx, res.changes)",
-      "            pass",
+    M("cdf-updates-not-netted", "cdf", "lakevilla/engines/change_data.py",
+      "net_updates(ctx, res.changes) if update else res.changes", "res.changes",
       [CF + "test_an_update_logs_no_row_it_leaves_as_it_was"],
       "an update logs rows it left as they were (delta-rs logs preimages EXCEPT ALL postimages)"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------

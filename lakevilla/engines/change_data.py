@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ..delta.actions import AddFile, CdcFile
 from ..scan import duck
 from ..scan.expressions import quote_ident
-from .api import TableContext, data_file_key, new_data_file_path
+from .api import RewriteResult, TableContext, data_file_key, new_data_file_path
 
 CHANGE_TYPE = "_change_type"
 CHANGE_DIR = "_change_data"
@@ -41,9 +41,12 @@ class Writer(Protocol):
                            table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]: ...
 
 
-def matched(selected: list[tuple[AddFile, pa.Table, pa.Array, int]], update: bool) -> Changes:
+def matched(ctx: TableContext, selected: list[tuple[AddFile, pa.Table, pa.Array, int]],
+            update: bool) -> Changes:
     """The rows a DELETE or UPDATE matched (``selected``: each file, its rows, the match), as
-    they were: deletes, or the updates' preimages."""
+    they were: deletes, or the updates' preimages (none when the table keeps no feed)."""
+    if not ctx.write_cdf:
+        return []
     kind = PREIMAGE if update else DELETE
     return [(table.filter(mask), kind) for _add, table, mask, _hits in selected]
 
@@ -101,6 +104,16 @@ def write(engine: Writer, ctx: TableContext, changes: Changes,
                 pass
         raise
     return written
+
+
+def logged(engine: Writer, ctx: TableContext, res: RewriteResult,
+           update: bool) -> RewriteResult:
+    """``res`` with the change rows it gathered written as files (an UPDATE's netted first)."""
+    if not ctx.write_cdf:
+        return res
+    changes = net_updates(ctx, res.changes) if update else res.changes
+    res.cdc, res.changes = write(engine, ctx, changes, rewrote=bool(res.removed or res.added)), []
+    return res
 
 
 def of_files(engine: Writer, ctx: TableContext, removed: list[AddFile],

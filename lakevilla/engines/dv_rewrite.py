@@ -69,9 +69,7 @@ def _marked(ctx: TableContext, add: AddFile, table: pa.Table, mask: pa.Array) ->
 
 def rewrite(engine: Rewriter, ctx: TableContext, selected: list[Selected],
             assignments: dict[str, E.Checked] | None) -> RewriteResult:
-    res = RewriteResult()
-    if ctx.write_cdf:  # the matched rows before: deletes, or the updates' preimages
-        res.changes = change_data.matched(selected, assignments is not None)
+    res = RewriteResult(changes=change_data.matched(ctx, selected, assignments is not None))
     whole: list[Selected] = []  # files rewritten after all (their DV would not fit inline)
     updated: list[Selected] = []  # the updated rows of the files marked, to write anew
     for add, table, mask, hits in selected:

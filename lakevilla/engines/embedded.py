@@ -517,9 +517,7 @@ class EmbeddedEngine:
         if ctx.write_dvs and selected:  # mark rows deleted instead of rewriting their files
             res = dv_rewrite.rewrite(self, ctx, selected, sets)
         else:
-            res = RewriteResult()
-            if ctx.write_cdf:  # the matched rows before: deletes, or the updates' preimages
-                res.changes = change_data.matched(selected, sets is not None)
+            res = RewriteResult(changes=change_data.matched(ctx, selected, sets is not None))
             masks = [mask for _, _, mask, _ in selected]
             jobs = []
             for (add, new, hits), mask in zip(self._rewritten(ctx, selected, sets)
@@ -530,12 +528,7 @@ class EmbeddedEngine:
                 if ctx.write_cdf and sets is not None:
                     res.changes.append((new.filter(mask), change_data.POSTIMAGE))
             res.added = self.write_all(ctx, jobs)
-        if ctx.write_cdf and sets is not None:
-            res.changes = change_data.net_updates(ctx, res.changes)
-        res.cdc = change_data.write(self, ctx, res.changes,
-                                    rewrote=ctx.write_cdf and bool(res.removed or res.added))
-        res.changes = []
-        return res
+        return change_data.logged(self, ctx, res, update=sets is not None)
 
     def check_rules(self, ctx: TableContext, tables: list[pa.Table]) -> None:
         """``ConstraintViolationError`` for the first row that breaks a rule of the table (false
@@ -581,10 +574,7 @@ class EmbeddedEngine:
         """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses
         (``embedded_merge.py``)."""
         res, metrics = merge_rows(self, ctx, files, cm, spec, source)
-        res.cdc = change_data.write(self, ctx, res.changes,
-                                    rewrote=ctx.write_cdf and bool(res.removed or res.added))
-        res.changes = []
-        return res, metrics
+        return change_data.logged(self, ctx, res, update=False), metrics
 
     def change_data(self, ctx: TableContext, removed: list[AddFile],
                     added: list[AddFile]) -> list[CdcFile]:
