@@ -4,8 +4,8 @@ Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
 Column mapping is read (``column_mapping.py``) but not yet written. A change data feed is
-written by the embedded engine (``engines/change_data.py``: ``cdc`` actions and
-``_change_data/`` files in the statement's commit); the Spark engine refuses such tables.
+written (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the
+statement's commit, by both engines).
 """
 
 from __future__ import annotations
