@@ -295,7 +295,7 @@ def _theirs(uri, kind, arg):
          .when_matched_update({"v": "source.v"}).when_not_matched_insert_all().execute())
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck),
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(start=st.lists(ROW, max_size=6), statements=st.lists(STATEMENT, min_size=1, max_size=5),
        partitioned=st.booleans(), dvs=st.booleans())
