@@ -1076,6 +1076,15 @@ MUTATIONS: list[Mutation] = [
       [CF + "test_statements_of_one_transaction_all_log_their_changes"],
       "an insert before an update in one commit is missing from the feed (readers ignore adds "
       "once a commit has cdc files)"),
+    M("cdf-dropped-statement-keeps-change-files", "cdf", "lakevilla/core/per_statement.py",
+      "changes = [data_file_key(op.table, c.path, root) for c in op.cdc]", "changes = []",
+      [CF + "test_a_plain_delta_statement_that_loses_a_conflict_drops_its_change_files"],
+      "a plain-Delta statement dropped after a conflict leaves its change data files behind"),
+    M("cdf-dv-removes-derived", "cdf", "lakevilla/statements/view.py",
+      "(dv or self._earlier_cdc(op))", "self._earlier_cdc(op)",
+      [CF + "test_an_overwrite_of_files_with_deleted_rows_logs_only_their_live_rows"],
+      "an overwrite removing files with deletion vectors leaves its changes to be derived from "
+      "its removes (readers then take the DV-deleted rows for deletes)"),
     M("cdf-updates-not-netted", "cdf", "lakevilla/engines/change_data.py",
       "net_updates(ctx, res.changes) if update else res.changes", "res.changes",
       [CF + "test_an_update_logs_no_row_it_leaves_as_it_was"],

@@ -422,3 +422,45 @@ def test_at_every_crash_point_the_feed_is_whole_and_no_change_file_is_lost(local
         swept = {k for _t, k in lake.maintenance.abandoned_files(name, min_age=0, force=True)}
         assert stored - named == swept & stored, label
     assert seen["resumed"] and seen["committed"] and seen["re-run"], seen
+
+
+def test_a_plain_delta_statement_that_loses_a_conflict_drops_its_change_files(tmp_path):
+    """LV[DL]: each statement commits alone; one that conflicts is dropped, its cdc files too."""
+    from lakevilla.store import LocalStore
+    from tests.helpers import HookStore
+
+    backend = Backend("local", f"file://{tmp_path}/lake")
+    _lake(backend, rows=ROWS)
+    other = backend.lake()
+
+    def concurrent_update() -> None:
+        with other.transaction("") as txn:
+            txn.update("t", {"v": "0"}, where="id = 1")
+
+    store = HookStore(LocalStore(str(tmp_path / "lake")),
+                      lambda kind, key: kind == "put_if_absent" and key.endswith(
+                          f"{2:020d}.json"), concurrent_update)
+    lake = lv.Lake(backend.uri, store=store)
+    with pytest.raises(lv.TransactionAborted, match="conflicts"):
+        with lake.transaction("") as txn:
+            txn.update("t", {"v": "-1"}, where="id = 1")
+    assert _change_keys(backend) == {f"t/{p}" for p in _cdc_files(backend, 2)}
+
+
+def test_a_table_created_with_rows_and_the_feed_logs_them_as_inserts(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("t", S, data=pa.Table.from_pylist(ROWS[:2], schema=S), properties=CDF)
+    assert _feed(local_backend) == {0: _c(("insert", 0, "a", 0), ("insert", 1, "b", 10))}
+
+
+def test_an_overwrite_of_files_with_deleted_rows_logs_only_their_live_rows(local_backend):
+    """The remove of a file with a deletion vector does not say which rows it still held: the
+    overwrite's changes go in files, the rows the DV deleted are not deleted again."""
+    lake = _lake(local_backend, DV, rows=ROWS)
+    with lake.transaction("R") as txn:
+        txn.delete("t", where="id < 4")
+    with lake.transaction("R") as txn:
+        txn.overwrite("t", [{"id": 8, "part": "a", "v": 80}])
+    assert _cdc_files(local_backend, 3)
+    assert _feed(local_backend, 3)[3] == _c(("delete", 4, "a", 40), ("delete", 5, "b", 50),
+                                            ("insert", 8, "a", 80))
