@@ -689,6 +689,8 @@ class SparkEngine:
             new = src.filter(~match) if sets is None else _updated(ctx, src, match, sets)
             added = self._write_frame(ctx, new)
             res = RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
+            if not ctx.write_cdf:
+                return res
             hit = src.filter(match)  # the change rows: as they were, and as an update made them
             return spark_cdf.rewritten(ctx, res, hit, None if sets is None
                                        else _updated(ctx, hit, F.lit(True), sets))
