@@ -264,8 +264,8 @@ STATEMENT = st.one_of(
 )
 
 
-def _ours(lake, kind, arg):
-    with lake.transaction("R") as txn:
+def _ours(lake, kind, arg, features):
+    with lake.transaction(features) as txn:
         if kind == "insert":
             txn.insert("t", pa.Table.from_pylist(arg, schema=S))
         elif kind == "update":
@@ -298,8 +298,9 @@ def _theirs(uri, kind, arg):
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck),
           derandomize=True)
 @given(start=st.lists(ROW, max_size=6), statements=st.lists(STATEMENT, min_size=1, max_size=5),
-       partitioned=st.booleans(), dvs=st.booleans())
-def test_change_feed_matches_delta_rs(tmp_path_factory, start, statements, partitioned, dvs):
+       partitioned=st.booleans(), dvs=st.booleans(), features=st.sampled_from(["", "R"]))
+def test_change_feed_matches_delta_rs(tmp_path_factory, start, statements, partitioned, dvs,
+                                      features):
     from deltalake import DeltaTable, write_deltalake
 
     root = tmp_path_factory.mktemp("cdf")
@@ -314,7 +315,7 @@ def test_change_feed_matches_delta_rs(tmp_path_factory, start, statements, parti
     ours_at, theirs_at = [], []
     for kind, arg in statements:
         before = lake.version("t"), DeltaTable(ref).version()
-        _ours(lake, kind, arg)
+        _ours(lake, kind, arg, features)
         _theirs(ref, kind, arg)
         ours_at.append(lake.version("t") if lake.version("t") != before[0] else None)
         theirs_at.append(DeltaTable(ref).version() if DeltaTable(ref).version() != before[1]
