@@ -1,0 +1,67 @@
+"""In-commit timestamps (writer feature ``inCommitTimestamp``): a commit's time kept in the commit.
+
+A table with ``delta.enableInCommitTimestamps=true`` carries, in every commit's ``commitInfo``
+(its first action), an ``inCommitTimestamp`` strictly greater than the previous commit's: the
+time it was attempted, or the previous one plus 1 ms. The time therefore depends on the
+version a commit lands at, so the log stamps a commit as it writes it (``DeltaLog``), never the
+statement that built it: a commit retried at another version is stamped again. Enabled on an
+existing table, the enabling commit also records its version and timestamp in the table
+properties, so readers know which older versions still go by file time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .actions import Commit, Metadata
+
+ENABLE = "delta.enableInCommitTimestamps"
+ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+FIELD = "inCommitTimestamp"
+
+
+def enabled(metadata: Metadata | None) -> bool:
+    if metadata is None:
+        return False
+    cfg = {k.lower(): v for k, v in metadata.configuration.items()}
+    return cfg.get(ENABLE.lower(), "false").lower() == "true"
+
+
+def of(commit: Commit | None) -> int | None:
+    """The commit's in-commit timestamp (ms), if it has one."""
+    if commit is None or not commit.commit_info:
+        return None
+    t = commit.commit_info.get(FIELD)
+    return int(t) if isinstance(t, int) and not isinstance(t, bool) else None
+
+
+def active_after(commit: Commit | None) -> bool:
+    """Whether the table has the timestamps on after ``commit``: it carries one and does not
+    switch them off (a commit of a table that has them always carries one)."""
+    if of(commit) is None:
+        return False
+    assert commit is not None
+    return commit.metadata is None or enabled(commit.metadata)
+
+
+def enablement(metadata: Metadata) -> tuple[int, int | None]:
+    """(first version with timestamps, its timestamp): (0, None) for a table created with them."""
+    cfg = metadata.configuration
+    try:
+        return (int(cfg.get(ENABLEMENT_VERSION, 0)),
+                int(cfg[ENABLEMENT_TIMESTAMP]) if ENABLEMENT_TIMESTAMP in cfg else None)
+    except ValueError:
+        return 0, None
+
+
+def stamped(commit: Commit, ict: int, enabled_at: int | None = None) -> Commit:
+    """``commit`` carrying ``ict`` (``Commit.to_bytes`` writes ``commitInfo`` first); with
+    ``enabled_at``, its metadata records that this version enabled the timestamps."""
+    info = {**(commit.commit_info or {}), FIELD: ict}
+    md = commit.metadata
+    if enabled_at is not None and md is not None:
+        md = dataclasses.replace(md, configuration={**md.configuration,
+                                                    ENABLEMENT_VERSION: str(enabled_at),
+                                                    ENABLEMENT_TIMESTAMP: str(ict)})
+    return dataclasses.replace(commit, commit_info=info, metadata=md)
