@@ -176,3 +176,28 @@ def test_time_travel_and_history_go_by_the_timestamps(local_backend, tmp_path):
     assert history[1] < dt.datetime(2001, 1, 2, tzinfo=dt.UTC)
     with pytest.raises(lv.VersionNotFoundError):
         fresh.snapshot("t", timestamp="2000-12-31T00:00:00Z")
+
+
+def test_enabling_them_in_place_above_markers_goes_to_the_tail(local_backend):
+    """In-place mode: our marker has no timestamp and another transaction's marker lies above
+    it; filling ours with the enabling commit would leave that marker, a later version, without
+    one. The enabling commit goes to the tail instead: no version from it on lacks one."""
+    from tests.helpers import claim_now
+
+    lake = local_backend.lake(commit_mode="in_place")
+    lake.create_table("t", SCHEMA)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1], "value": [1]})
+    first = lake.begin("R")
+    first.set_properties("t", ON)
+    claim_now(first, "t")
+    other = local_backend.lake(commit_mode="in_place").begin("R")
+    other.insert("t", {"id": [2], "value": [2]})
+    claim_now(other, "t")
+    first.commit()
+    other.abort()
+    at, _ = ict.enablement(lake.snapshot("t").metadata)
+    assert at == first.committed["t"]
+    lines = log_lines(local_backend, "t")
+    assert max(lines) >= at and len(stamps(local_backend, "t", since=at)) == max(lines) - at + 1
+    assert all("inCommitTimestamp" not in lines[v][0]["commitInfo"] for v in range(at))
