@@ -12,7 +12,10 @@ properties, so readers know which older versions still go by file time.
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 
+from ..store import NotFound
 from .actions import Commit, Metadata
 
 ENABLE = "delta.enableInCommitTimestamps"
@@ -65,3 +68,38 @@ def stamped(commit: Commit, ict: int, enabled_at: int | None = None) -> Commit:
                                                     ENABLEMENT_VERSION: str(enabled_at),
                                                     ENABLEMENT_TIMESTAMP: str(ict)})
     return dataclasses.replace(commit, commit_info=info, metadata=md)
+
+
+def stamp(version: int, commit: Commit, *, rewrite: bool,
+          known: Callable[[int], Commit | None], fetch: Callable[[int], Commit | None],
+          off_at: int, file_time: Callable[[int], float | None]) -> Commit:
+    """``commit`` as put at ``version``: stamped max(now, previous + 1 ms) when the table has
+    the timestamps after it; a ``rewrite`` keeps the one the version has. Whether the table has
+    them comes from the previous commit: ``known`` (a cached commit, a marker's too: neither
+    its timestamp nor the table's having them changes), else none when ``off_at`` is that
+    version (the newest snapshot there has them off), else ``fetch``. A commit enabling them
+    on an existing table is stamped later than the previous commit's ``file_time`` too."""
+    if commit.metadata is not None and not enabled(commit.metadata):
+        return commit  # switched off (or never on) by this very commit
+    if rewrite:
+        kept = of(known(version) or fetch(version))
+        if kept is not None:
+            return stamped(commit, kept)
+    prev = None
+    if version > 0:
+        prev = known(version - 1)
+        if prev is None and off_at != version - 1:
+            prev = fetch(version - 1)
+    now = int(time.time() * 1000)
+    if prev is not None and active_after(prev):
+        return stamped(commit, max(now, (of(prev) or 0) + 1))
+    if commit.metadata is None:
+        return commit  # the table does not have them at ``version - 1``
+    if version == 0:
+        return stamped(commit, now)
+    try:  # enabled on an existing table: later than the previous commit's file, and recorded
+        before = file_time(version - 1)
+    except NotFound:
+        before = None
+    floor = int(before * 1000) + 1 if before is not None else now
+    return stamped(commit, max(now, floor), enabled_at=version)

@@ -493,55 +493,18 @@ class DeltaLog:
         return new
 
     def stamp(self, version: int, commit: Commit, *, rewrite: bool = False) -> Commit:
-        """``commit`` as written at ``version``: with an in-commit timestamp when the table has
-        them after it (``delta/ict.py``), later than the previous version's by 1 ms at least;
-        a rewrite keeps the one the version has. The previous commit tells whether the table
-        has them (each of its commits carries one); it costs a GET only when it is neither
-        cached nor the version of the newest snapshot built."""
-        if commit.metadata is not None and not ict.enabled(commit.metadata):
-            return commit  # switched off (or never on) by this very commit
-        if rewrite:
-            with self._lock:
-                cur = self._commits.get(version)
-            if cur is None:
-                try:
-                    cur = self.read_commit_raw(version)[0]
-                except NotFound:
-                    cur = None
-            kept = ict.of(cur)
-            if kept is not None:
-                return ict.stamped(commit, kept)
-        prev = self._previous(version)
-        now = int(time.time() * 1000)
-        if prev is not None and ict.active_after(prev):
-            return ict.stamped(commit, max(now, (ict.of(prev) or 0) + 1))
-        if commit.metadata is None:
-            return commit  # the table does not have them at ``version - 1``
-        if version == 0:
-            return ict.stamped(commit, now)
-        # enabled on an existing table: later than the previous commit's file, and recorded
-        try:
-            before = self.store.head(self.commit_key(version - 1)).last_modified
-        except NotFound:
-            before = None
-        floor = int(before * 1000) + 1 if before is not None else now
-        return ict.stamped(commit, max(now, floor), enabled_at=version)
-
-    def _previous(self, version: int) -> Commit | None:
-        """The commit before ``version`` (cached even while a marker: its timestamp and whether
-        the table has them never change), or None when there is none or the newest snapshot
-        is at that version without the timestamps."""
-        if version <= 0:
-            return None
+        """``commit`` as put at ``version`` (``ict.stamp``: with an in-commit timestamp where
+        the table has them). A GET of the previous commit only when neither the cache nor the
+        newest snapshot (at that version, without them) tells."""
         with self._lock:
-            cached = self._commits.get(version - 1)
             at, on = self._ict_at
-        if cached is not None:
-            return cached
-        if at == version - 1 and not on:
-            return None
+        return ict.stamp(version, commit, rewrite=rewrite, known=self._commits.get,
+                         fetch=self._fetch, off_at=at if not on else -2,
+                         file_time=lambda v: self.store.head(self.commit_key(v)).last_modified)
+
+    def _fetch(self, version: int) -> Commit | None:
         try:
-            return self.read_commit_raw(version - 1)[0]
+            return self.read_commit_raw(version)[0]
         except NotFound:
             return None
 
