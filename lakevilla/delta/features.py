@@ -194,7 +194,10 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     if cfg.get("delta.appendonly", "false").lower() == "true":
         need["appendOnly"] = 2
     if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
-        protocol = _with_reader_feature(protocol, "deletionVectors")
+        protocol = as_table_features(protocol)
+        if "deletionVectors" not in (protocol.reader_features or []):
+            protocol = dataclasses.replace(
+                protocol, reader_features=[*(protocol.reader_features or []), "deletionVectors"])
         need["deletionVectors"] = 7
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])
