@@ -91,7 +91,8 @@ def test_writes_keep_the_clustering_domain_through_commits_and_a_checkpoint(tmp_
 
 
 def test_a_clustered_table_is_writable_and_no_longer_refused(tmp_path):
-    """The features a clustering writer sets are ones lakevilla writes."""
+    """The features a clustering writer sets are ones lakevilla writes; a classic checkpoint
+    keeps the domain and the ``clusteringProvider`` of the file a clustering writer added."""
     from lakevilla.delta.features import check_writable
 
     clustered_table(tmp_path / "t", policy="classic")
@@ -100,4 +101,12 @@ def test_a_clustered_table_is_writable_and_no_longer_refused(tmp_path):
     check_writable("t", snap.protocol, snap.metadata)
     with lake.transaction("R") as txn:
         txn.insert("t", {"id": [5], "value": [50]})
-    assert lake.snapshot("t").domains["delta.clustering"] == CLUSTERING
+    v = lake.maintenance.checkpoint("t")  # a classic one: the table asks for no V2
+    assert (tmp_path / "t" / "_delta_log" / f"{v:020d}.checkpoint.parquet").exists()
+    for f in (tmp_path / "t" / "_delta_log").glob("*.json"):
+        f.unlink()
+    again = lv.Lake(str(tmp_path)).snapshot("t")
+    assert again.domains["delta.clustering"] == CLUSTERING
+    # the clustered file is still marked so, our new one is not
+    assert {p: a.extra.get("clusteringProvider") for p, a in again.files.items()} == \
+        {"c0.parquet": "liquid", next(p for p in again.files if p != "c0.parquet"): None}
