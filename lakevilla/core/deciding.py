@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..complex_txn import record as records
+from ..delta import ict
 from ..delta.actions import Commit
 from ..engines.api import data_file_key
 from ..errors import LakeVillaError, TransactionAborted
@@ -153,6 +154,9 @@ class Decider:
         """Whether our commit may fill our marker's version in place (else it goes to the tail)."""
         if tw.marker is None or tw.marker.lost:
             return False
+        if tw.metadata is not None and ict.enabled(tw.metadata) \
+                and not ict.enabled(tw.base.metadata):
+            return False  # the markers above ours have no in-commit timestamp: enable at the tail
         if not fill_is_safe(tw.log, tw.marker.version, latest):
             self.ctx.count("fill_fallback")
             return False
