@@ -24,6 +24,7 @@ from .delta.deletion_vectors import file_key as dv_file_key
 from .delta.features import check_sweepable, check_writable
 from .delta.log import LOG_DIR, DeltaLog
 from .engines.api import data_file_key
+from .engines.change_data import CHANGE_DIR
 from .errors import (
     CorruptLogError,
     CreateConflictError,
@@ -196,8 +197,9 @@ class Maintenance:
         keys: set[str] = set()
 
         def add_commit(table: str, commit_text: str) -> None:
-            for a in Commit.from_bytes(commit_text.encode()).adds:
-                keys.add(data_file_key(table, a.path, self._client.root_uri))
+            c = Commit.from_bytes(commit_text.encode())
+            for p in [*(a.path for a in c.adds), *(f.path for f in c.cdc)]:
+                keys.add(data_file_key(table, p, self._client.root_uri))
 
         for meta in list(self._client.store.list(f"{TXN_DIR}/")):
             rest = meta.key[len(TXN_DIR) + 1:]
@@ -211,7 +213,7 @@ class Maintenance:
                 except (ValueError, TypeError) as err:
                     raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will "
                                           "not guess which files it protects") from None
-                for a in e.added:
+                for a in [*e.added, *e.cdc]:
                     keys.add(data_file_key(e.table, a["path"], self._client.root_uri))
                 continue
             rec = records.read(self._client.store, rest[:-5])
@@ -275,6 +277,9 @@ class Maintenance:
                         if (k := dv_file_key(t, dv, self._client.root_uri)) is not None)
             prefix = t + "/"
             metas = list(self._client.store.list(prefix))
+            if latest >= 0 and any(m.key[len(prefix):].startswith(CHANGE_DIR + "/")
+                                   for m in metas):
+                keys |= self._change_files(log, t, latest)
             marker = f"/{LOG_DIR}/"
             nested = {m.key[len(prefix):][:i] + "/" for m in metas
                       if (i := m.key[len(prefix):].find(marker)) > 0}  # roots of tables inside t
@@ -292,6 +297,14 @@ class Maintenance:
                     continue
                 out.append((t, k))
         return out
+
+    def _change_files(self, log: DeltaLog, table: str, latest: int) -> set[str]:
+        """Keys of the ``_change_data/`` files that a commit still in the log names: only a
+        commit names them (never a checkpoint), and a reader of the feed reads any version
+        whose commit is there, so they are kept until the log's clean-up drops that commit."""
+        first = min(log.list_log().commits, default=latest + 1)
+        return {data_file_key(table, f.path, self._client.root_uri)
+                for _v, c in log.commits_between(first - 1, latest) for f in c.cdc}
 
     @staticmethod
     def _first_recent_commit(log: DeltaLog, since: float) -> int:

@@ -67,6 +67,7 @@ I = "tests/protocol/test_isolation.py::"  # noqa: E741
 NL = "tests/protocol/test_nothing_lost.py::"
 OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
+CF = "tests/statements/test_change_data_feed.py::"
 TX = "lakevilla/txn/transaction.py"
 OVERTAKE = "lakevilla/markers/overtake.py"
 LK = "lakevilla/maintenance.py"
@@ -797,7 +798,12 @@ MUTATIONS: list[Mutation] = [
       "            except UnsupportedTableFeatureError as e:",
       [MT + "test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write"],
       "the abandoned-file sweep lists the files of a table whose features it does not write "
-      "(a change data feed's files, referenced by cdc actions only)"),
+      "(row tracking's, at writer version 7)"),
+    M("abandoned-ignores-change-files", "maintenance", LK,
+      "                keys |= self._change_files(log, t, latest)",
+      "                keys |= set()",
+      [MT + "test_the_sweep_keeps_the_change_files_commits_name"],
+      "the abandoned-file sweep deletes a change data feed's files (named by cdc actions only)"),
     M("checkpoint-ignores-table-features", "maintenance", LK,
       "        self._check_features(log, check_writable)  # a checkpoint is a write of the "
       "table's log",
@@ -938,8 +944,8 @@ MUTATIONS: list[Mutation] = [
       "        check_writable(self.name, protocol, md)\n        if protocol",
       "        if protocol",
       ["tests/statements/test_constraints.py::test_a_property_enabling_a_feature_lakevilla_does_"
-       "not_write_is_refused[delta.enableChangeDataFeed]"],
-      "a property enabling a feature lakevilla does not write (a change feed) is committed"),
+       "not_write_is_refused[delta.enableRowTracking]"],
+      "a property enabling a feature lakevilla does not write (row tracking) is committed"),
     M("mapped-read-keeps-deleted-rows", "read", "lakevilla/engines/mapped_read.py",
       "            if t is not None and add.deletion_vector is not None:",
       "            if t is not None and add.deletion_vector is not None and False:",
@@ -1045,12 +1051,45 @@ MUTATIONS: list[Mutation] = [
        "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
       "a deletion vector marks rows by their place among the live rows, not in the file"),
     M("dv-dropped-statement-deletes-the-marked-file", "dv", "lakevilla/core/per_statement.py",
-      "        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added\n"
-      "                               if a.writes_file])",
-      "        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added])",
+      "        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) "
+      "for a in op.added\n"
+      "                                         if a.writes_file])",
+      "        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) for a in "
+      "op.added])",
       ["tests/statements/test_deletion_vectors.py::test_a_plain_delta_delete_that_loses_to_a_"
        "conflict_keeps_the_file_it_marked"],
       "a plain-Delta statement dropped after a conflict deletes the file its DV marked"),
+    # -- change data feed (issue 37) --------------------------------------------------------------
+    M("cdf-redo-keeps-old-change-files", "cdf", "lakevilla/statements/view.py",
+      "self.garbage.update(c.path for c in op.cdc)", "pass",
+      [CF + "test_a_redone_update_logs_the_rows_it_changes_on_the_newer_table"],
+      "an undone statement's change data files are left behind (a redo writes new ones)"),
+    M("cdf-sublog-omits-change-files", "cdf", "lakevilla/recovery/sublog.py",
+      "        cdc=[c.to_json() for c in op.cdc],", "        cdc=[],",
+      [CF + "test_a_crashed_transactions_change_files_are_named_by_its_sublog[commit]"],
+      "a sublog entry does not name its statement's change data files (a resume loses them)"),
+    M("cdf-abort-keeps-change-files", "cdf", "lakevilla/core/deciding.py",
+      "| {c.path for op in tw.ops for c in op.cdc} ", "",
+      [CF + "test_an_aborted_transaction_leaves_no_change_file"],
+      "an aborted transaction's change data files are left behind"),
+    M("cdf-earlier-inserts-uncovered", "cdf", "lakevilla/statements/view.py",
+      "        for o in bare:  # attached to ``op``", "        for o in []:  # attached to ``op``",
+      [CF + "test_statements_of_one_transaction_all_log_their_changes"],
+      "an insert before an update in one commit is missing from the feed (readers ignore adds "
+      "once a commit has cdc files)"),
+    M("cdf-dropped-statement-keeps-change-files", "cdf", "lakevilla/core/per_statement.py",
+      "changes = [data_file_key(op.table, c.path, root) for c in op.cdc]", "changes = []",
+      [CF + "test_a_plain_delta_statement_that_loses_a_conflict_drops_its_change_files"],
+      "a plain-Delta statement dropped after a conflict leaves its change data files behind"),
+    M("cdf-dv-removes-derived", "cdf", "lakevilla/statements/view.py",
+      "(dv or self._earlier_cdc(op))", "self._earlier_cdc(op)",
+      [CF + "test_an_overwrite_of_files_with_deleted_rows_logs_only_their_live_rows"],
+      "an overwrite removing files with deletion vectors leaves its changes to be derived from "
+      "its removes (readers then take the DV-deleted rows for deletes)"),
+    M("cdf-updates-not-netted", "cdf", "lakevilla/engines/change_data.py",
+      "net_updates(ctx, res.changes) if update else res.changes", "res.changes",
+      [CF + "test_an_update_logs_no_row_it_leaves_as_it_was"],
+      "an update logs rows it left as they were (delta-rs logs preimages EXCEPT ALL postimages)"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

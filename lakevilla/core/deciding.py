@@ -102,7 +102,7 @@ class Decider:
         self.markers.release(live)
         doomed = [data_file_key(tw.name, p, ctx.client.root_uri) for tw in live
                   for p in sorted({a.path for op in tw.ops for a in op.added if a.writes_file}
-                                  | tw.garbage)]
+                                  | {c.path for op in tw.ops for c in op.cdc} | tw.garbage)]
         with contextlib.suppress(LakeVillaError):  # a name left reserved still lets the files go
             self.markers.release_names("aborted")
         self.journal.settle()  # an entry still on its way would outlive the delete below

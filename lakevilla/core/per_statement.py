@@ -93,8 +93,9 @@ class EachCommits(StatementRunner):
 
     def _drop(self, op: Statement) -> None:
         root = self.ctx.client.root_uri
-        delete_keys(self.ctx, [data_file_key(op.table, a.path, root) for a in op.added
-                               if a.writes_file])
+        changes = [data_file_key(op.table, c.path, root) for c in op.cdc]  # its change data
+        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) for a in op.added
+                                         if a.writes_file])
 
     def current_schema(self, table: str) -> pa.Schema:
         return self.ctx.client.log(table).snapshot().schema  # each statement reads the newest

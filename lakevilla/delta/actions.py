@@ -215,6 +215,35 @@ class RemoveFile:
 
 
 @dataclass
+class CdcFile:
+    """A ``cdc`` action: a ``_change_data/`` file holding a commit's change rows (each with its
+    ``_change_type``). Only its commit names it: checkpoints and snapshots never carry it."""
+
+    path: str
+    size: int
+    partition_values: dict[str, str | None] = field(default_factory=dict)
+    data_change: bool = False
+    tags: dict[str, str] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        d: dict[str, Any] = {"path": self.path, "partitionValues": dict(self.partition_values),
+                             "size": self.size, "dataChange": self.data_change}
+        if self.tags is not None:
+            d["tags"] = dict(self.tags)
+        d.update(self.extra)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> CdcFile:
+        d = dict(d)
+        return cls(path=_pop(d, "path"), size=int(_pop(d, "size", 0) or 0),
+                   partition_values=dict(_pop(d, "partitionValues") or {}),
+                   data_change=bool(_pop(d, "dataChange", False)), tags=_pop(d, "tags"),
+                   extra={k: v for k, v in d.items() if v is not None})
+
+
+@dataclass
 class TxnAction:
     app_id: str
     version: int
@@ -233,8 +262,8 @@ class TxnAction:
 
 # Actions a commit may hold; the value is the class that models it (None: kept raw).
 _KNOWN = {"protocol": Protocol, "metaData": Metadata, "add": AddFile, "remove": RemoveFile,
-          "txn": TxnAction}
-_RAW_OK = {"commitInfo", "cdc", "domainMetadata", "checkpointMetadata", "sidecar"}
+          "txn": TxnAction, "cdc": CdcFile}
+_RAW_OK = {"commitInfo", "domainMetadata", "checkpointMetadata", "sidecar"}
 
 
 @dataclass
@@ -247,7 +276,8 @@ class Commit:
     removes: list[RemoveFile] = field(default_factory=list)
     txns: list[TxnAction] = field(default_factory=list)
     commit_info: dict[str, Any] | None = None
-    other: list[dict[str, Any]] = field(default_factory=list)  # cdc, domainMetadata, unknown
+    other: list[dict[str, Any]] = field(default_factory=list)  # domainMetadata, unknown
+    cdc: list[CdcFile] = field(default_factory=list)
     # What upper layers derived from this commit once read (a marker's parsed payload): a commit
     # read from storage is never changed, and waiters re-examine the same cached commits often.
     derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -256,7 +286,7 @@ class Commit:
     def is_empty(self) -> bool:
         """True when a Delta reader sees no change: a marker, to them."""
         return not (self.protocol or self.metadata or self.adds or self.removes or self.txns or
-                    any(k != "commitInfo" for o in self.other for k in o))
+                    self.cdc or any(k != "commitInfo" for o in self.other for k in o))
 
     @property
     def lakevilla(self) -> dict[str, Any] | None:
@@ -277,6 +307,7 @@ class Commit:
         lines.extend({"txn": t.to_json()} for t in self.txns)
         lines.extend({"remove": r.to_json()} for r in self.removes)
         lines.extend({"add": a.to_json()} for a in self.adds)
+        lines.extend({"cdc": c.to_json()} for c in self.cdc)
         lines.extend(self.other)
         return ("\n".join(json.dumps(line, separators=(",", ":"))
                           for line in lines) + "\n").encode()
@@ -309,6 +340,8 @@ class Commit:
                     c.removes.append(RemoveFile.from_json(body))
                 elif kind == "txn":
                     c.txns.append(TxnAction.from_json(body))
+                elif kind == "cdc":
+                    c.cdc.append(CdcFile.from_json(body))
                 elif kind == "commitInfo":
                     c.commit_info = body
                 else:

@@ -6,7 +6,9 @@ only *active* when the table uses it (e.g. change data feed only when
 Column mapping is read (``column_mapping.py``) but not yet written. In-commit timestamps are
 stamped by the log as it writes a commit (``ict.py``), V2 checkpoints written by
 ``checkpoint.py``; a clustered table is written without clustering (its ``delta.clustering``
-domain is kept), a widened one in its current types.
+domain is kept), a widened one in its current types. A change data feed is written
+(``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
+commit, by both engines).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _READ_ONLY = {"typeWidening-preview": "lakevilla reads tables widened under the 
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).
-_INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
+_INACTIVE_ONLY = {"identityColumns"}
 
 
 # Properties that switch a feature on (so a table that sets one uses it).
@@ -106,12 +108,9 @@ _SWEEP_KNOWS = WRITER_FEATURES | {"columnMapping"}
 def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     """The abandoned-file sweep deletes what no action references, so it must know every kind
     of action that can reference a file: refused for a feature it does not know (at writer
-    version 7) and for a change data feed (``cdc`` actions name ``_change_data/`` files)."""
+    version 7). ``cdc`` actions' ``_change_data/`` files are known (named by commits only)."""
     check_readable(table, protocol, metadata)
     _check_writer_features(table, protocol, _SWEEP_KNOWS)
-    active = _active_legacy_features(metadata)
-    if "changeDataFeed" in active:
-        raise UnsupportedTableFeatureError(table, "changeDataFeed", active["changeDataFeed"])
 
 
 def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:
@@ -177,8 +176,9 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     version 2 (``appendOnly``), ``delta.enableDeletionVectors`` the ``deletionVectors`` reader
     and writer feature (so reader 3 / writer 7), as do ``delta.checkpointPolicy=v2``
     (``v2Checkpoint``) and ``delta.enableTypeWidening`` (``typeWidening``);
-    ``delta.enableInCommitTimestamps`` the ``inCommitTimestamp`` writer feature (writer 7).
-    Delta upgrades a protocol, never downgrades."""
+    ``delta.enableInCommitTimestamps`` the ``inCommitTimestamp`` writer feature (writer 7),
+    ``delta.enableChangeDataFeed`` version 4 (``changeDataFeed``). Delta upgrades a protocol,
+    never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if cfg.get("delta.enableincommittimestamps", "false").lower() == "true":
@@ -193,6 +193,8 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
         need["checkConstraints"] = 3
     if cfg.get("delta.appendonly", "false").lower() == "true":
         need["appendOnly"] = 2
+    if cfg.get("delta.enablechangedatafeed", "false").lower() == "true":
+        need["changeDataFeed"] = 4
     if cfg.get("delta.enabledeletionvectors", "false").lower() == "true":
         protocol = as_table_features(protocol)
         if "deletionVectors" not in (protocol.reader_features or []):
@@ -215,6 +217,12 @@ def writes_deletion_vectors(protocol: Protocol, metadata: Metadata) -> bool:
     cfg = {k.lower(): v for k, v in metadata.configuration.items()}
     return (cfg.get("delta.enabledeletionvectors", "false").lower() == "true"
             and "deletionVectors" in (protocol.writer_features or []))
+
+
+def writes_change_data(metadata: Metadata) -> bool:
+    """Whether every statement must log its change rows (``delta.enableChangeDataFeed``)."""
+    return {k.lower(): v for k, v in metadata.configuration.items()}.get(
+        "delta.enablechangedatafeed", "false").lower() == "true"
 
 
 def is_append_only(metadata: Metadata) -> bool:

@@ -18,10 +18,10 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from ..delta.actions import AddFile, Metadata
+from ..delta.actions import AddFile, CdcFile, Metadata
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.constraints import Constraint, constraints_of
-from ..delta.features import writes_deletion_vectors
+from ..delta.features import writes_change_data, writes_deletion_vectors
 from ..delta.snapshot import Snapshot
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
@@ -42,6 +42,7 @@ class TableContext:
     partition_columns: tuple[str, ...] = ()
     constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
     write_dvs: bool = False  # DELETE and UPDATE mark rows deleted (deletion vectors)
+    write_cdf: bool = False  # statements log their change rows (change data feed)
 
     def following(self, protocol: DeltaProtocol, metadata: Metadata,
                   schema: pa.Schema | None = None,
@@ -53,7 +54,8 @@ class TableContext:
             partition_columns=(self.partition_columns if partition_columns is None
                                else partition_columns),
             constraints=constraints_of(metadata),
-            write_dvs=writes_deletion_vectors(protocol, metadata))
+            write_dvs=writes_deletion_vectors(protocol, metadata),
+            write_cdf=writes_change_data(metadata))
 
     @classmethod
     def of(cls, name: str, store: ObjectStore, lake_uri: str, snapshot: Snapshot) -> TableContext:
@@ -72,6 +74,10 @@ class RewriteResult:
     removed: list[AddFile] = field(default_factory=list)
     added: list[AddFile] = field(default_factory=list)
     rows: int = 0  # rows updated or deleted
+    # change data feed: the change rows (rows, ``_change_type``) gathered while rewriting, and
+    # the ``_change_data/`` files they were written to
+    changes: list[tuple[pa.Table, str]] = field(default_factory=list, repr=False)
+    cdc: list[CdcFile] = field(default_factory=list)
 
 
 class Engine(Protocol):
@@ -101,6 +107,12 @@ class Engine(Protocol):
         the statement); the files removed and added, and the rows each clause changed."""
 
     def num_rows(self, result: Any) -> int: ...
+
+    def change_data(self, ctx: TableContext, removed: list[AddFile],
+                    added: list[AddFile]) -> list[CdcFile]:
+        """``_change_data/`` files (written, not committed) holding the live rows of ``removed``
+        as deletes and of ``added`` as inserts: the change rows of a statement that wrote none
+        (an insert, an overwrite) when its commit needs them in files (``change_data.py``)."""
 
     def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
         """Rows written before (kept across a redo) checked by the table's rules (``ctx``):

@@ -21,6 +21,7 @@ import pyarrow as pa
 from ..delta import deletion_vectors
 from ..delta.actions import AddFile
 from ..scan import expressions as E
+from . import change_data
 from .api import RewriteResult, TableContext
 
 Selected = tuple[AddFile, pa.Table, pa.Array, int]  # a file, its live rows, the match, hits
@@ -68,7 +69,7 @@ def _marked(ctx: TableContext, add: AddFile, table: pa.Table, mask: pa.Array) ->
 
 def rewrite(engine: Rewriter, ctx: TableContext, selected: list[Selected],
             assignments: dict[str, E.Checked] | None) -> RewriteResult:
-    res = RewriteResult()
+    res = RewriteResult(changes=change_data.matched(ctx, selected, assignments is not None))
     whole: list[Selected] = []  # files rewritten after all (their DV would not fit inline)
     updated: list[Selected] = []  # the updated rows of the files marked, to write anew
     for add, table, mask, hits in selected:
@@ -83,11 +84,16 @@ def rewrite(engine: Rewriter, ctx: TableContext, selected: list[Selected],
         if assignments is not None:
             updated.append((add, table.filter(mask), pa.array(np.ones(hits, bool)), hits))
     jobs = []
+    post = ctx.write_cdf and assignments is not None  # the updated rows after, too
     for _add, new, _hits in engine._rewritten(ctx, updated, assignments) if updated else []:
         jobs.extend(engine.split_by_partition(ctx, new))
-    for add, new, hits in engine._rewritten(ctx, whole, assignments) if whole else []:
+        res.changes += [(new, change_data.POSTIMAGE)] if post else []
+    masks = [mask for _, _, mask, _ in whole]
+    for (add, new, hits), mask in zip(engine._rewritten(ctx, whole, assignments) if whole else [],
+                                      masks, strict=True):
         res.removed.append(add)
         res.rows += hits
         jobs.extend(engine.split_by_partition(ctx, new) if new.num_rows else [])
+        res.changes += [(new.filter(mask), change_data.POSTIMAGE)] if post else []
     res.added += engine.write_all(ctx, jobs)
     return res

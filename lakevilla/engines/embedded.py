@@ -34,7 +34,7 @@ from ..data.schemas import (
     type_refusal,
 )
 from ..delta import column_mapping, deletion_vectors
-from ..delta.actions import AddFile
+from ..delta.actions import AddFile, CdcFile
 from ..delta.stats import stats_from_table
 from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
 from ..parallel import pmap
@@ -42,7 +42,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import dv_rewrite, generated, mapped_read, ranged
+from . import change_data, dv_rewrite, generated, mapped_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -137,6 +137,7 @@ class EmbeddedEngine:
     ``where`` and ``set`` (see the module docstring)."""
 
     name = "embedded"
+    writes_change_data = True  # change data feed tables (``change_data.py``)
 
     _map = staticmethod(pmap)  # file reads and rewrites in the process-wide I/O pool
 
@@ -514,16 +515,20 @@ class EmbeddedEngine:
         # compute every new file before writing any, so bad expressions leave storage untouched
         selected = [r for r in self._map(lambda a: self._selected(ctx, a, w, fetched), files) if r]
         if ctx.write_dvs and selected:  # mark rows deleted instead of rewriting their files
-            return dv_rewrite.rewrite(self, ctx, selected, sets)
-        computed = self._rewritten(ctx, selected, sets) if selected else []
-        res = RewriteResult()
-        jobs = []
-        for add, new, hits in computed:
-            res.removed.append(add)
-            res.rows += hits
-            jobs.extend(self.split_by_partition(ctx, new) if new.num_rows else [])
-        res.added = self.write_all(ctx, jobs)
-        return res
+            res = dv_rewrite.rewrite(self, ctx, selected, sets)
+        else:
+            res = RewriteResult(changes=change_data.matched(ctx, selected, sets is not None))
+            masks = [mask for _, _, mask, _ in selected]
+            jobs = []
+            for (add, new, hits), mask in zip(self._rewritten(ctx, selected, sets)
+                                              if selected else [], masks, strict=True):
+                res.removed.append(add)
+                res.rows += hits
+                jobs.extend(self.split_by_partition(ctx, new) if new.num_rows else [])
+                if ctx.write_cdf and sets is not None:
+                    res.changes.append((new.filter(mask), change_data.POSTIMAGE))
+            res.added = self.write_all(ctx, jobs)
+        return change_data.logged(self, ctx, res, update=sets is not None)
 
     def check_rules(self, ctx: TableContext, tables: list[pa.Table]) -> None:
         """``ConstraintViolationError`` for the first row that breaks a rule of the table (false
@@ -568,4 +573,9 @@ class EmbeddedEngine:
               source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
         """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses
         (``embedded_merge.py``)."""
-        return merge_rows(self, ctx, files, cm, spec, source)
+        res, metrics = merge_rows(self, ctx, files, cm, spec, source)
+        return change_data.logged(self, ctx, res, update=False), metrics
+
+    def change_data(self, ctx: TableContext, removed: list[AddFile],
+                    added: list[AddFile]) -> list[CdcFile]:
+        return change_data.of_files(self, ctx, removed, added)

@@ -22,7 +22,7 @@ from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
 from ..statements import merge as M
-from . import generated
+from . import change_data, generated
 from .api import RewriteResult, TableContext
 from .duck_sql import assignment_cast, first_line
 
@@ -132,6 +132,10 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                                           f"column {f.name!r}")
             new_cols.append(pa.chunked_array([*target.column(k).chunks, v], f.type))
         combined = pa.table(new_cols, schema=ctx.schema)
+        if ctx.write_cdf:  # each updated row before and after, each deleted row
+            res.changes += [(target.take(pa.array(rows[upd])), change_data.PREIMAGE),
+                            (new_rows, change_data.POSTIMAGE),
+                            (target.take(pa.array(deleted_rows)), change_data.DELETE)]
         touched = np.unique(file_of[rows[applied]])
         for fi in touched:
             sel = np.nonzero((file_of == fi) & keep)[0]
@@ -165,6 +169,7 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                     raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into "
                                               f"non-nullable column {f.name!r}")
             inserted = ins.num_rows
+            res.changes += [(ins, change_data.INSERT)] if ctx.write_cdf else []
             jobs.extend(engine.split_by_partition(ctx, ins))
     res.added = engine.write_all(ctx, jobs)
     res.rows = updated + deleted + inserted

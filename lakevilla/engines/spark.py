@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..delta import column_mapping, deletion_vectors
-from ..delta.actions import AddFile
+from ..delta.actions import AddFile, CdcFile
 from ..delta.constraints import generated_columns
 from ..delta.schema import schema_to_json
 from ..delta.stats import stats_from_parquet
@@ -58,7 +58,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import generated, spark_expr, spark_mapped
+from . import generated, spark_cdf, spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -665,6 +665,12 @@ class SparkEngine:
                 .collect())
         return {self._key_of(ctx, r[FILE_COL]): int(r["count"]) for r in rows}
 
+    writes_change_data = True  # change data feed tables (``spark_cdf.py``)
+
+    def change_data(self, ctx: TableContext, removed: list[AddFile],
+                    added: list[AddFile]) -> list[CdcFile]:
+        return spark_cdf.of_files(ctx, removed, added)
+
     def rewrite(self, ctx: TableContext, files: list[AddFile], where: str | None,
                 assignments: dict[str, str] | None) -> RewriteResult:
         if not files:
@@ -682,7 +688,12 @@ class SparkEngine:
             src = self._frame(ctx, touched)
             new = src.filter(~match) if sets is None else _updated(ctx, src, match, sets)
             added = self._write_frame(ctx, new)
-        return RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
+            res = RewriteResult(removed=touched, added=added, rows=sum(hits.values()))
+            if not ctx.write_cdf:
+                return res
+            hit = src.filter(match)  # the change rows: as they were, and as an update made them
+            return spark_cdf.rewritten(ctx, res, hit, None if sets is None
+                                       else _updated(ctx, hit, F.lit(True), sets))
 
     # -- MERGE -------------------------------------------------------------------------
     def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
@@ -753,6 +764,8 @@ class SparkEngine:
             res = RewriteResult()
             updated = deleted = inserted = 0
             parts: list[DataFrame] = []
+            changed = ins = None  # the target rows a clause applied to, the inserted rows
+            dels: list[int] = []
             if matched and files:
                 m = t2.join(sdf, on, "inner").select(FILE_COL, "__lv_ri",
                                                      clause_of(matched).alias("__lv_clause"),
@@ -779,6 +792,7 @@ class SparkEngine:
                     names = [r[FILE_COL] for r in counts]
                     a = applied.select(FILE_COL, "__lv_ri", "__lv_clause",
                                        *[F.col(c).alias(c + "n") for c in tcols])
+                    changed = t2.filter(F.col(FILE_COL).isin(names)).join(a, [FILE_COL, "__lv_ri"])
                     kept = t2.filter(F.col(FILE_COL).isin(names)) \
                         .join(a, [FILE_COL, "__lv_ri"], "left") \
                         .filter(F.col("__lv_clause").isNull() | ~F.col("__lv_clause").isin(dels))
@@ -802,6 +816,8 @@ class SparkEngine:
                 for p in parts[1:]:
                     out = out.unionByName(p)
                 res.added = self._write_frame(ctx, _merged(ctx, out, cm.values))
+            res = spark_cdf.merged(ctx, res, changed, dels, tcols, ins if inserted else None,
+                                   lambda df: _merged(ctx, df, cm.values))
         res.rows = updated + deleted + inserted
         return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
                               len(res.removed))

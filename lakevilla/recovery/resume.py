@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..complex_txn import record as records
-from ..delta.actions import AddFile
+from ..delta.actions import AddFile, CdcFile
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
 from ..engines.api import TableContext, data_file_key
@@ -108,7 +108,7 @@ def _filled_in_place(log: DeltaLog, upto: int) -> set[int]:
 
 
 def _check_files(store: ObjectStore, root_uri: str, txn_id: str, table: str,
-                 added: list[AddFile]) -> None:
+                 added: list[AddFile] | list[CdcFile]) -> None:
     for a in added:  # the data must still be there to be committed
         try:
             store.head(data_file_key(table, a.path, root_uri))
@@ -170,6 +170,8 @@ def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str,
                                         e.statement if e.statement is not None else None, added,
                                         removed=[AddFile.from_json(r) for r in e.removed],
                                         read_files=set(e.read_files), logical=e.kind == "logical")
+        op.cdc = e.cdc_files()
+        _check_files(store, root_uri, txn_id, table, op.cdc)
         if e.predicate is not None and (e.statement is None or "where" not in e.statement):
             op.where = e.predicate
         key = op.staged_key()

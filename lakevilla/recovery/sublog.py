@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from ..delta.actions import AddFile, RemoveFile
+from ..delta.actions import AddFile, CdcFile, RemoveFile
 from ..errors import CorruptLogError
 from ..names import sublog_key, sublog_prefix
 from ..store import ObjectStore
@@ -43,6 +43,7 @@ class SublogEntry:
     op_seq: int  # the operation this entry describes (a redo has a new seq, the same op_seq)
     added: list[dict[str, Any]] = field(default_factory=list)
     removed: list[dict[str, Any]] = field(default_factory=list)
+    cdc: list[dict[str, Any]] = field(default_factory=list)  # its change data files
     read_files: list[str] = field(default_factory=list)
     # logical: {"where": ..., "set": ...} (overwrite: "inserted")
     statement: dict[str, Any] | None = None
@@ -74,6 +75,9 @@ class SublogEntry:
     def added_files(self) -> list[AddFile]:
         return [AddFile.from_json(a) for a in self.added]
 
+    def cdc_files(self) -> list[CdcFile]:
+        return [CdcFile.from_json(c) for c in self.cdc]
+
 
 class Logged(Protocol):
     """What an entry records of a statement (``statements/base.py``)."""
@@ -84,6 +88,7 @@ class Logged(Protocol):
     where: str | None
     added: list[AddFile]
     removed: list[AddFile]
+    cdc: list[CdcFile]
     read_files: set[str]
 
     def encode(self, logical: bool) -> dict[str, Any] | None: ...
@@ -99,6 +104,7 @@ def entry_for(txn: str, seq: int, op: Logged, *, logical: bool, base_version: in
         op_seq=op.seq,
         added=[a.to_json() for a in op.added],
         removed=[a.to_json() for a in op.removed],
+        cdc=[c.to_json() for c in op.cdc],
         read_files=sorted(op.read_files),
         statement=op.encode(logical),
         reads=[r.to_json() for r in reads],

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..delta.actions import AddFile
+from ..delta.actions import AddFile, CdcFile
 from ..delta.constraints import Constraint
 from ..delta.features import check_writable, is_append_only
 from ..errors import UnsupportedTableFeatureError
@@ -38,6 +38,9 @@ class Statement:
     blind: ClassVar[bool] = False  # an append that reads nothing (isBlindAppend, no footprint)
     append_only_ok: ClassVar[bool] = False  # allowed on a table with delta.appendOnly
     compacts: ClassVar[bool] = False  # its removes change no row (dataChange: false)
+    # the engine logs its change rows (change data feed): no cdc file means no row changed,
+    # whatever files it rewrote (update, delete, merge)
+    logs_changes: ClassVar[bool] = False
     claims_with_entry: ClassVar[bool] = False  # its first entry can go out with a marker claim
     can_be_logical: ClassVar[bool] = True  # its entry can carry the statement for a redo
 
@@ -46,6 +49,7 @@ class Statement:
     where: str | None = None
     added: list[AddFile] = field(default_factory=list)
     removed: list[AddFile] = field(default_factory=list)
+    cdc: list[CdcFile] = field(default_factory=list)  # its change data files (change data feed)
     read_files: set[str] = field(default_factory=set)
     rows: int = 0
     logical: bool = False  # its sublog entry is logical (redo re-executes it)
@@ -64,6 +68,10 @@ class Statement:
         if not self.is_write:
             return
         check_writable(tw.name, tw.base.protocol, tw.base.metadata)
+        if tw.ctx.write_cdf and not getattr(engine, "writes_change_data", False):
+            raise UnsupportedTableFeatureError(
+                tw.name, "changeDataFeed", f"the {engine.name} engine does not write change data "
+                "yet: use the embedded engine")
         if not self.append_only_ok and is_append_only(tw.base.metadata):
             raise UnsupportedTableFeatureError(tw.name, "appendOnly", f"{self.kind} is not allowed")
 
@@ -106,7 +114,7 @@ class Statement:
 
     def reset_for_redo(self) -> None:
         """Forget the effects of the last run (undone): a redo records them anew."""
-        self.added, self.removed, self.read_files = [], [], set()
+        self.added, self.removed, self.read_files, self.cdc = [], [], set(), []
 
     @property
     def kept_files(self) -> set[str]:

@@ -391,6 +391,7 @@ class Merge(Statement):
 
     kind: ClassVar[str] = "merge"
     operation: ClassVar[str] = "MERGE"
+    logs_changes: ClassVar[bool] = True
 
     spec: MergeSpec
 
@@ -411,6 +412,7 @@ class Merge(Statement):
         self.read_files = {a.path for a in cands}
         rr, self.spec.metrics = engine.merge(tw.ctx, cands, cm, self.spec, source)
         self.removed, self.added, self.rows = rr.removed, rr.added, rr.rows
+        self.cdc = rr.cdc
         return dict(self.spec.metrics)
 
     def stage(self, store: ObjectStore, txn_id: str) -> str | None:

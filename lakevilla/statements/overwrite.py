@@ -55,6 +55,9 @@ class Overwrite(Statement):
         else:
             rr = engine.rewrite(tw.ctx, cands, self.where, None)
             self.removed, rewritten = rr.removed, rr.added
+            # the rows it deleted are in change data files: its new rows must be too
+            self.cdc = [*rr.cdc, *(engine.change_data(tw.ctx, [], self.inserted) if rr.cdc
+                                   else [])]
         self.added = [*rewritten, *self.inserted]
         self.rows = sum(a.num_records or 0 for a in self.inserted)
         return None

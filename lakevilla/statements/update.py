@@ -22,12 +22,14 @@ if TYPE_CHECKING:
 @dataclass(eq=False, kw_only=True)
 class _Rewrite(Statement):
     claims_with_entry: ClassVar[bool] = True
+    logs_changes: ClassVar[bool] = True
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         cands = tw.candidates(self.where)
         self.read_files = {a.path for a in cands}
         rr = engine.rewrite(tw.ctx, cands, self.where, self.assignments_to_check())
         self.removed, self.added, self.rows = rr.removed, rr.added, rr.rows
+        self.cdc = rr.cdc
         return None
 
 

@@ -15,7 +15,7 @@ import dataclasses
 import time
 from typing import Any, ClassVar, Protocol
 
-from ..delta.actions import AddFile, Commit, RemoveFile
+from ..delta.actions import AddFile, CdcFile, Commit, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
@@ -38,10 +38,12 @@ class Recorded(Protocol):
     is_write: ClassVar[bool]
     blind: ClassVar[bool]  # an append that reads nothing
     compacts: ClassVar[bool]  # its removes change no row
+    logs_changes: ClassVar[bool]  # the engine logs its change rows (none: no row changed)
     seq: int
     where: str | None
     added: list[AddFile]
     removed: list[AddFile]
+    cdc: list[CdcFile]  # its change data files
     logical: bool  # its sublog entry is logical (a redo sets it)
     redoable: bool  # False when resumed from a physical sublog entry
 
@@ -197,10 +199,45 @@ class TableWork:
         statement leaves the view as it was (its schema too)."""
         saved = (self.metadata, self.protocol, self._schema, self.ctx)
         try:
-            return op.run(self, engine, data, redo)
+            out = op.run(self, engine, data, redo)
+            self._cover_changes(engine, op)
+            return out
         except BaseException:
             self.metadata, self.protocol, self._schema, self.ctx = saved
             raise
+
+    def _cover_changes(self, engine: Engine, op: Recorded) -> None:
+        """Change data feed: a reader takes a commit's changes from its cdc files when it has
+        any, else from its adds and removes (a remove with a deletion vector says nothing of
+        which rows went). So once the commit needs cdc files, every change of ours must be in
+        one: ``op``'s own, and those of earlier statements that wrote none (inserts,
+        overwrites), written now. Kept true across undo: the earlier ops are covered by the
+        first op with files, or none has any."""
+        if not (self.ctx.write_cdf and op.is_write) or op.compacts:
+            return
+        if not op.cdc:
+            if op.logs_changes:
+                return  # no row changed
+            dv = any(a.deletion_vector is not None for a in [*op.added, *op.removed])
+            if not ((op.added or op.removed) and (dv or self._earlier_cdc(op))):
+                return
+            op.cdc = engine.change_data(self.ctx, op.removed, op.added)
+        self._cover_earlier(engine, op)
+
+    def _earlier(self, op: Recorded) -> list[Recorded]:
+        return self.ops[:self.ops.index(op)] if op in self.ops else list(self.ops)
+
+    def _earlier_cdc(self, op: Recorded) -> bool:
+        return any(o.cdc for o in self._earlier(op))
+
+    def _cover_earlier(self, engine: Engine, op: Recorded) -> None:
+        earlier = self._earlier(op)
+        if any(o.cdc for o in earlier):
+            return  # covered already (by the first op with files)
+        bare = [o for o in earlier if o.is_write and not (o.compacts or o.logs_changes)
+                and (o.added or o.removed)]
+        for o in bare:  # attached to ``op``: its sublog entry names them, its undo drops them
+            op.cdc = [*op.cdc, *engine.change_data(self.ctx, o.removed, o.added)]
 
     def footprints(self) -> list[Footprint]:
         return [op.footprint() for op in self.ops]
@@ -218,6 +255,7 @@ class TableWork:
                 self.added.pop(a.path, None)
                 if a.path not in kept and a.writes_file:
                     self.garbage.add(a.path)
+            self.garbage.update(c.path for c in op.cdc)  # a redo writes its change rows anew
             for a in op.removed:
                 if self.removed.pop(a.path, None) is None:
                     self.added[a.path] = a  # a file an earlier op of ours wrote comes back
@@ -264,6 +302,7 @@ class TableWork:
         commit_info = dict(commit_info)
         commit_info.setdefault("operation", operation_name(writes))
         commit_info.setdefault("isBlindAppend", all(op.blind for op in writes))
+        cdc = [c for op in writes for c in op.cdc]
         if self.creating is not None:
             c = self.creating
             assert c.commit_info is not None  # creation_commit always writes one
@@ -275,7 +314,7 @@ class TableWork:
                     "numFiles": str(len(adds)),
                     "numOutputRows": str(sum(a.num_records or 0 for a in adds))}
             return Commit(adds=adds, commit_info=info, protocol=self.protocol or c.protocol,
-                          metadata=self.metadata or c.metadata)
+                          metadata=self.metadata or c.metadata, cdc=cdc)
         commit_info.setdefault("readVersion", self.read_version)
         return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata,
-                      protocol=self.protocol)
+                      protocol=self.protocol, cdc=cdc)

@@ -203,28 +203,51 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
 
 
 def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_path):
-    """A table delta-rs wrote with a change data feed: its `_change_data/` files are referenced
-    by `cdc` actions only. Clean-up must not take them for abandoned, nor a checkpoint restate a
-    log whose actions lakevilla does not write."""
+    """A table with a writer feature lakevilla does not know (row tracking, at writer version
+    7): its actions may name files the sweep cannot see. Clean-up must not take any of its
+    files for abandoned, nor a checkpoint restate its log."""
+    from deltalake import write_deltalake
+
+    root = tmp_path / "lake"
+    write_deltalake(str(root / "feed"), pa.table({"id": [1, 2, 3], "v": [10, 20, 30]}))
+    (root / "feed" / "_delta_log" / f"{1:020d}.json").write_text(json.dumps(
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+                      "writerFeatures": ["rowTracking", "domainMetadata"]}}) + "\n")
+    (root / "feed" / "unknown.parquet").write_bytes(b"named by an action we do not know")
+    write_deltalake(str(root / "plain"), pa.table({"id": [1]}))
+    (root / "plain" / "stray.parquet").write_bytes(b"not referenced")
+    lake = lv.Lake(str(root))
+
+    swept = lake.maintenance.abandoned_files(min_age=0, force=True)
+    assert swept == [("plain", "plain/stray.parquet")]  # the sweep skips the table, not the lake
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="rowTracking"):
+        lake.maintenance.delete_abandoned_files("feed", min_age=0, force=True)
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="rowTracking"):
+        lake.maintenance.checkpoint("feed")
+    assert (root / "feed" / "unknown.parquet").exists()
+    assert not any(p.name.endswith(".checkpoint.parquet")
+                   for p in (root / "feed" / "_delta_log").iterdir())
+    assert lake.maintenance.checkpoint("plain") == 0
+
+
+def test_the_sweep_keeps_the_change_files_commits_name(tmp_path):
+    """A table delta-rs wrote with a change data feed: its `_change_data/` files are named by
+    `cdc` actions only, in commits (never in a checkpoint). The sweep keeps them while a commit
+    names them, and a checkpoint of the table drops the cdc actions."""
     from deltalake import DeltaTable, write_deltalake
 
     root = tmp_path / "lake"
     write_deltalake(str(root / "feed"), pa.table({"id": [1, 2, 3], "v": [10, 20, 30]}),
                     configuration={"delta.enableChangeDataFeed": "true"})
     DeltaTable(str(root / "feed")).update(predicate="id = 2", updates={"v": "99"})
-    write_deltalake(str(root / "plain"), pa.table({"id": [1]}))
-    (root / "plain" / "stray.parquet").write_bytes(b"not referenced")
     changes = list((root / "feed" / "_change_data").iterdir())
     assert len(changes) == 1
+    (root / "feed" / "_change_data" / "stray.parquet").write_bytes(b"not referenced")
     lake = lv.Lake(str(root))
-
-    swept = lake.maintenance.abandoned_files(min_age=0, force=True)
-    assert swept == [("plain", "plain/stray.parquet")]  # the sweep skips the feed, not the lake
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="changeDataFeed"):
-        lake.maintenance.delete_abandoned_files("feed", min_age=0, force=True)
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="changeDataFeed"):
-        lake.maintenance.checkpoint("feed")
+    assert lake.maintenance.delete_abandoned_files("feed", min_age=0, force=True) == [
+        ("feed", "feed/_change_data/stray.parquet")]
+    assert lake.maintenance.checkpoint("feed") == 1
     assert changes[0].exists()
-    assert not any(p.name.endswith(".checkpoint.parquet")
-                   for p in (root / "feed" / "_delta_log").iterdir())
-    assert lake.maintenance.checkpoint("plain") == 0
+    feed = DeltaTable(str(root / "feed")).load_cdf(starting_version=1).read_all()
+    assert sorted(feed.column("_change_type").to_pylist()) == ["update_postimage",
+                                                                "update_preimage"]

@@ -142,7 +142,6 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 @pytest.mark.parametrize("feature, lines", [
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
-    ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
     ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
                                    "writerFeatures": ["rowTracking", "domainMetadata"]}}]),
     ("typeWidening-preview", [{"protocol": {
