@@ -135,6 +135,10 @@ def changes(log_for: Callable[[str], DeltaLog], store: ObjectStore, root_uri: st
             tables: list[str], since: LakeAt | None, until: LakeAt,
             snapshot: Callable[..., Any]) -> dict[str, pa.Table]:
     """``Lake.changes``: see the module docstring."""
+    if (since is not None and since.moment is not None and until.moment is not None
+            and since.moment > until.moment):
+        raise InvalidArgumentError(f"since is after until ({since.moment.isoformat()} > "
+                                   f"{until.moment.isoformat()})")
     out: dict[str, pa.Table] = {}
     for name in tables:
         lo, hi = _version(since, name), _version(until, name)
