@@ -284,3 +284,28 @@ def test_the_view_refuses_writes_and_says_what_it_is(tmp_path):
     assert "LakeAt(" in repr(view)
     with pytest.raises(lv.InvalidArgumentError):
         lake.at(True)  # type: ignore[arg-type]
+
+
+def test_the_spark_engine_reads_the_same_cut_and_changes(spark, local_backend):
+    """Both engines read a table at a version: the Spark engine's view of a moment between a
+    transfer's two commits is the embedded engine's, and so are its changes."""
+    lake = accounts(local_backend)
+    with lake.transaction("R,CT") as txn:
+        _transfer(txn)
+    root = Path(local_backend.uri.removeprefix("file://"))
+    base = time.time() + 3600
+    for t, at in (("a", base), ("b", base + 60)):
+        v = _versions_of(lake, t, txn.id)[0]
+        for u in range(v, lake.version(t) + 1):
+            os.utime(_commit_file(root, t, u), (at, at))
+    with lv.Lake(local_backend.uri, engine=lv.SparkEngine(spark)) as sl:
+        for when in (_moment(base + 30), _moment(base + 61)):
+            view, ref = sl.at(when), lake.at(when)
+            assert view.cut() == ref.cut()
+            for t in ("a", "b"):
+                rows = sorted((r["id"], r["value"]) for r in view.read(t).collect())
+                assert rows == sorted((r["id"], r["value"]) for r in ref.read(t).to_pylist())
+        got = sl.changes(["a", "b"], since=_moment(base - 1), until=_moment(base + 61))
+        want = lake.changes(["a", "b"], since=_moment(base - 1), until=_moment(base + 61))
+        for t in ("a", "b"):
+            assert got[t].sort_by("value").to_pylist() == want[t].sort_by("value").to_pylist()
