@@ -1130,6 +1130,28 @@ MUTATIONS: list[Mutation] = [
        "checkpoint"],
       "a _last_checkpoint naming a UUID-named checkpoint is not followed (a GET of a classic "
       "file that is not there, and a full LIST)"),
+    # -- the past across tables (lake.at, lake.changes) ----------------------------------------
+    M("at-no-fixpoint", "past", "lakevilla/past/cut.py",
+      "if not all(self._holds(w, m, cut) for w in m.tables if w != t):",
+      "if False:",
+      ["tests/api/test_lake_at.py::test_every_moment_sees_the_money_of_concurrent_two_table_"
+       "transfers_conserved[local]",
+       "tests/api/test_changes.py::test_a_range_boundary_between_a_transfers_two_commits_never_"
+       "splits_it"],
+      "each table is read at its own newest commit by the moment: half of a transfer shows"),
+    M("at-single-pass", "past", "lakevilla/past/cut.py",
+      "                        cut[t] = v - 1\n                        changed = True",
+      "                        cut[t] = v - 1\n                        changed = False",
+      ["tests/api/test_lake_at.py::test_lowering_one_table_takes_transactions_out_of_others_"
+       "until_nothing_changes"],
+      "one pass over the tables: a table checked before another was lowered keeps a transaction "
+      "the lowering took out"),
+    M("at-unwritten-counts-as-landed", "past", "lakevilla/past/cut.py",
+      "            return False  # never written there (yet): decided, not rolled forward",
+      "            return True",
+      ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
+       "or_ever_at_that_moment[local]"],
+      "a decided transaction's commit not written yet counts as seen: half of it shows"),
 ]
 
 

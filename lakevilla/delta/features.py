@@ -3,7 +3,8 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
-Column mapping is read (``column_mapping.py``) but not yet written.
+Column mapping is read (``column_mapping.py``) but not yet written. A change data feed's
+``cdc`` files are read by ``lake.changes`` (``past/changes.py``).
 """
 
 from __future__ import annotations
