@@ -1135,7 +1135,7 @@ MUTATIONS: list[Mutation] = [
       "if not all(self._holds(w, m, cut) for w in m.tables if w != t):",
       "if False:",
       ["tests/api/test_lake_at.py::test_every_moment_sees_the_money_of_concurrent_two_table_"
-       "transfers_conserved[local]",
+       "transfers_conserved[local-tail]",
        "tests/api/test_changes.py::test_a_range_boundary_between_a_transfers_two_commits_never_"
        "splits_it"],
       "each table is read at its own newest commit by the moment: half of a transfer shows"),

@@ -150,7 +150,8 @@ class MomentCut:
         self.recs = recs
         self.moment = moment
         self.logs: dict[str, TableLog | None] = {}
-        self.fixed: dict[str, int | MomentTooOldError] = {}
+        self.fixed: dict[str, int | MomentTooOldError] = {}  # what a read of the table gets
+        self.versions: dict[str, int] = {}  # the cut, readable or not
         self._lock = threading.Lock()
 
     def describe(self) -> str:
@@ -203,12 +204,12 @@ class MomentCut:
                         changed = True
                         break
         for t, v in cut.items():
+            self.versions[t] = v
             self.fixed[t] = self._checked(t, v)
 
     def _holds(self, w: str, m: Multi, cut: dict[str, int]) -> bool:
         """Does the cut hold ``m``'s commit on table ``w``?"""
-        fixed = self.fixed.get(w)
-        at = cut.get(w, fixed if isinstance(fixed, int) else -1)
+        at = cut[w] if w in cut else self.versions.get(w, -1)
         tl = self.logs.get(w)
         if tl is None:
             return True  # the table is gone: there is nothing of it to read half of

@@ -15,7 +15,12 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from ..delta.history import parse_moment
-from ..errors import InvalidArgumentError, MomentTooOldError, ReadOnlyLakeError
+from ..errors import (
+    InvalidArgumentError,
+    InvalidExpressionError,
+    MomentTooOldError,
+    ReadOnlyLakeError,
+)
 from .cut import MomentCut, not_found
 
 
@@ -75,9 +80,14 @@ class LakeAt:
         try:
             return self._read(table, where, version=v, columns=columns, order_by=order_by,
                               limit=limit)
+        except (InvalidArgumentError, InvalidExpressionError):
+            raise  # the question was wrong, not the files
         except Exception:
             # a data file gone? (each engine says so its own way) the files of the version tell
-            gone = self._missing(table, v)
+            try:
+                gone = self._missing(table, v)
+            except Exception:  # noqa: BLE001 - the read's own error is the one to report
+                gone = None
             if gone is None:
                 raise
             oldest = dt.datetime.now(dt.UTC) - dt.timedelta(days=7)
