@@ -58,6 +58,7 @@ class _TableChanges:
 
     def __init__(self, store: ObjectStore, root_uri: str, engine: Any, ctx: TableContext) -> None:
         self.store, self.root_uri, self.engine, self.ctx = store, root_uri, engine, ctx
+        self.seen: dict[tuple[str, str | None], pa.Table] = {}
 
     def as_add(self, r: RemoveFile) -> AddFile:
         """The logical file a remove names, to read its rows (a remove need not say its size)."""
@@ -68,8 +69,16 @@ class _TableChanges:
                        deletion_vector=r.deletion_vector)
 
     def rows(self, files: list[AddFile]) -> pa.Table:
-        got = self.engine.scan(self.ctx, files, None, None)
-        return got if isinstance(got, pa.Table) else got.toArrow()  # Spark: a DataFrame
+        """The live rows of ``files``. A file added by one commit and removed by a later one
+        in the range is read once (kept by path and deletion vector: a logical file)."""
+        parts = []
+        for f in files:
+            key = (f.path, f.dv_id)
+            if key not in self.seen:
+                got = self.engine.scan(self.ctx, [f], None, None)
+                self.seen[key] = got if isinstance(got, pa.Table) else got.toArrow()  # Spark
+            parts.append(self.seen[key])
+        return pa.concat_tables(parts, promote_options="permissive")
 
     def cdc(self, action: dict[str, Any]) -> pa.Table:
         key = data_file_key(self.ctx.name, action["path"], self.root_uri)
@@ -82,22 +91,15 @@ class _TableChanges:
                                     else pa.nulls(t.num_rows, f.type))
         return t
 
-    def of_commit(self, c: Commit) -> list[pa.Table]:
+    def of_commit(self, c: Commit) -> tuple[list[pa.Table], pa.Table | None,
+                                            pa.Table | None]:
+        """A commit's ``cdc`` rows (typed), else the rows of the files it removed and added."""
         cdc = [o["cdc"] for o in c.other if "cdc" in o]
         if cdc:
-            return [self.cdc(a) for a in cdc]
+            return [self.cdc(a) for a in cdc], None, None
         old = [self.as_add(r) for r in c.removes if r.data_change]
         new = [a for a in c.adds if a.data_change]
-        if not old:
-            return [_typed(self.rows(new), "insert")] if new else []
-        if not new:
-            return [_typed(self.rows(old), "delete")]
-        before, after = self.rows(old), self.rows(new)
-        pair = {"o": before, "n": after}
-        gone = duck.query("SELECT * FROM o EXCEPT ALL SELECT * FROM n", pair)
-        came = duck.query("SELECT * FROM n EXCEPT ALL SELECT * FROM o", pair)
-        return [_typed(gone.cast(before.schema), "delete"),
-                _typed(came.cast(after.schema), "insert")]
+        return [], self.rows(old) if old else None, self.rows(new) if new else None
 
 
 def _typed(t: pa.Table, kind: str) -> pa.Table:
@@ -111,24 +113,40 @@ def _stamp(t: pa.Table, v: int, when: float, txn: str | None) -> pa.Table:
     return t.append_column(META[3][0], pa.array([txn] * n, pa.string()))
 
 
-def table_changes(log: DeltaLog, tl: TableLog, reader: _TableChanges, lo: int,
-                  hi: int) -> pa.Table:
+def _conformed(parts: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    """``parts`` as one table of ``schema``: older files may lack columns added since (null
+    there, as a read of them shows)."""
+    if not parts:
+        return schema.empty_table()
+    got = pa.concat_tables([t.select([n for n in schema.names if n in t.column_names])
+                            for t in parts], promote_options="permissive")
+    for f in schema:
+        if f.name not in got.column_names:
+            got = got.append_column(f, pa.nulls(got.num_rows, f.type))
+    return got.select(schema.names).cast(schema)
+
+
+def table_changes(tl: TableLog, reader: _TableChanges, lo: int, hi: int) -> pa.Table:
+    """The change rows of versions (lo, hi]. Removed and added rows of every commit are
+    compared at once: one multiset difference each way over (row, commit), so a row a commit
+    removed and added again unchanged cancels out within that commit only."""
     schema = pa.schema([*reader.ctx.schema, *META])
-    parts = []
+    plain = pa.schema([f for f in schema if f.name != CHANGE_TYPE])
+    typed, before, after = [], [], []
     for v in range(lo + 1, hi + 1):
         c = tl.commits[v]
         info = CommitInfo.of(c.lakevilla)
-        for t in reader.of_commit(c):
-            t = _stamp(t, v, tl.times[v], info.txn if info is not None else None)
-            # older files may lack columns added since: null there, as a read of them shows
-            parts.append(t.select([n for n in schema.names if n in t.column_names]))
-    if not parts:
-        return schema.empty_table()
-    got = pa.concat_tables(parts, promote_options="permissive")
-    missing = [f for f in schema if f.name not in got.column_names]
-    for f in missing:
-        got = got.append_column(f, pa.nulls(got.num_rows, f.type))
-    return got.select(schema.names).cast(schema)
+        txn = info.txn if info is not None else None
+        cdc, old, new = reader.of_commit(c)
+        typed += [_stamp(t, v, tl.times[v], txn) for t in cdc]
+        before += [_stamp(old, v, tl.times[v], txn)] if old is not None else []
+        after += [_stamp(new, v, tl.times[v], txn)] if new is not None else []
+    o, n = _conformed(before, plain), _conformed(after, plain)
+    pair = {"o": o, "n": n}
+    gone = duck.query("SELECT * FROM o EXCEPT ALL SELECT * FROM n", pair) if n.num_rows else o
+    came = duck.query("SELECT * FROM n EXCEPT ALL SELECT * FROM o", pair) if o.num_rows else n
+    out = [*typed, _typed(gone.cast(plain), "delete"), _typed(came.cast(plain), "insert")]
+    return _conformed(out, schema).sort_by([("_commit_version", "ascending")])
 
 
 def changes(log_for: Callable[[str], DeltaLog], store: ObjectStore, root_uri: str, engine: Any,
@@ -158,5 +176,5 @@ def changes(log_for: Callable[[str], DeltaLog], store: ObjectStore, root_uri: st
                 f"{moment_text(first) if first is not None else 'none'}",
                 oldest=dt.datetime.fromtimestamp(first, dt.UTC) if first is not None else None)
         ctx = TableContext.of(name, store, root_uri, snapshot(name, hi))
-        out[name] = table_changes(log, tl, _TableChanges(store, root_uri, engine, ctx), lo, hi)
+        out[name] = table_changes(tl, _TableChanges(store, root_uri, engine, ctx), lo, hi)
     return out
