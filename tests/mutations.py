@@ -1152,6 +1152,13 @@ MUTATIONS: list[Mutation] = [
       ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
        "or_ever_at_that_moment[local]"],
       "a decided transaction's commit not written yet counts as seen: half of it shows"),
+    M("at-cleaned-partner-counts-as-missing", "past", "lakevilla/past/cut.py",
+      "return find_commit(log, m.attempt, tl.newest, log.probe_versions(tl.newest)) is None",
+      "return False",
+      ["tests/api/test_lake_at.py::test_a_transfer_whose_other_half_log_clean_up_removed_is_"
+       "still_seen_whole"],
+      "a transaction whose other half lies below what log clean-up kept counts as unwritten: "
+      "the table that still shows its half is lowered for nothing"),
 ]
 
 

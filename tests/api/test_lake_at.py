@@ -233,6 +233,27 @@ def test_a_moment_older_than_log_clean_up_kept_is_refused_naming_the_oldest_one(
     assert fresh.at(e.value.oldest).read("t").num_rows == 4
 
 
+def test_a_transfer_whose_other_half_log_clean_up_removed_is_still_seen_whole(local_backend):
+    """``b``'s log was cleaned (a checkpoint, then its older commits deleted, the transfer's
+    among them): the transfer's commit to ``a`` is still in the cut, since its other half
+    landed below what ``b`` keeps."""
+    lake = accounts(local_backend)
+    with lake.transaction("R,CT") as txn:
+        _transfer(txn)
+    with lake.transaction("") as other:  # more commits on b, so that its checkpoint is above
+        other.insert("b", {"id": [3], "value": [0]})
+    lake.flush()
+    lake.maintenance.checkpoint("b")
+    root = Path(local_backend.uri.removeprefix("file://"))
+    vb = lake.version("b")
+    for v in range(vb):
+        _commit_file(root, "b", v).unlink()
+    fresh = local_backend.lake()
+    view = fresh.at(_moment(time.time()))
+    assert view.cut() == {"a": lake.version("a"), "b": vb}
+    assert _total(view) == 0 and view.read("a", where="id = 1").column("value")[0].as_py() == -5
+
+
 def test_a_global_log_position_clean_up_deleted_is_refused_naming_the_oldest_kept(backend):
     lake = accounts(backend)
     join_global_log(backend)
