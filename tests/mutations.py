@@ -1140,8 +1140,8 @@ MUTATIONS: list[Mutation] = [
        "splits_it"],
       "each table is read at its own newest commit by the moment: half of a transfer shows"),
     M("at-single-pass", "past", "lakevilla/past/cut.py",
-      "                        cut[t] = v - 1\n                        changed = True",
-      "                        cut[t] = v - 1\n                        changed = False",
+      "                        cut[t] = tl.below(v)\n                        changed = True",
+      "                        cut[t] = tl.below(v)\n                        changed = False",
       ["tests/api/test_lake_at.py::test_lowering_one_table_takes_transactions_out_of_others_"
        "until_nothing_changes"],
       "one pass over the tables: a table checked before another was lowered keeps a transaction "

@@ -19,6 +19,8 @@ R, single-table CT) are atomic on their own and need nothing.
   its file time, which must not move the versions after it (Delta's own rule lets it, and
   ``lake.read(t, timestamp=T)`` follows Delta), and a cut never ends on one, so its number does
   not change as markers come. An in-place marker filled later is a commit as of its fill.
+* **Resolution.** Times are as fine as the store dates objects (S3: the second), so "never
+  changes" holds for moments older than that; consistency does not depend on it.
 * **Cost.** Each table is examined over every commit its log keeps (a GET each, cached per
   client), since a multi-table transaction may be rolled forward long after its other commits.
   Tables are resolved lazily: reading one resolves it with every table a multi-table commit
@@ -103,6 +105,13 @@ class TableLog:
                 break
             out = v
         return out
+
+    def below(self, version: int) -> int:
+        """The newest version under ``version`` that is not a marker (``start`` if none)."""
+        v = version - 1
+        while v > self.start and v in self.markers:
+            v -= 1
+        return v
 
     def oldest(self) -> float | None:
         """The time of the oldest version that can still be read."""
@@ -200,7 +209,7 @@ class MomentCut:
                     continue
                 for v, m in self._multi_commits(tl, cut[t]):
                     if not all(self._holds(w, m, cut) for w in m.tables if w != t):
-                        cut[t] = v - 1
+                        cut[t] = tl.below(v)
                         changed = True
                         break
         for t, v in cut.items():
