@@ -1159,6 +1159,13 @@ MUTATIONS: list[Mutation] = [
        "still_seen_whole"],
       "a transaction whose other half lies below what log clean-up kept counts as unwritten: "
       "the table that still shows its half is lowered for nothing"),
+    M("at-uncreated-table-counts-as-held", "past", "lakevilla/past/cut.py",
+      "            return not self._committing(m, w)",
+      "            return True",
+      ["tests/api/test_lake_at.py::test_a_table_a_decided_transaction_creates_but_has_not_"
+       "written_yet_holds_back_the_rest"],
+      "a table a decided transaction creates, not written yet, counts as holding its half: the "
+      "other table shows its half alone"),
 ]
 
 

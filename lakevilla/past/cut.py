@@ -220,20 +220,25 @@ class MomentCut:
         """Does the cut hold ``m``'s commit on table ``w``?"""
         at = cut[w] if w in cut else self.versions.get(w, -1)
         tl = self.logs.get(w)
-        if tl is None:
-            return True  # the table is gone: there is nothing of it to read half of
+        if tl is None:  # no such table: one this transaction creates, not written yet?
+            return not self._committing(m, w)
         v = tl.attempts.get(m.attempt)
         if v is not None:
             return v <= at
         if tl.complete:
             return False  # never written there (yet): decided, not rolled forward
         # the log was cleaned below what it keeps: landed below that, unless still to come
-        if m.decision == Decision.RECORD:
-            rec = self.recs.get(m.attempt)
-            if rec is not None and rec.state == records.COMMITTING and w in rec.tables:
-                return False
+        if self._committing(m, w):
+            return False
         log = self.log_for(w)
         return find_commit(log, m.attempt, tl.newest, log.probe_versions(tl.newest)) is None
+
+    def _committing(self, m: Multi, w: str) -> bool:
+        """Is ``m`` decided by a record still COMMITTING, with a commit to ``w``?"""
+        if m.decision != Decision.RECORD:
+            return False
+        rec = self.recs.get(m.attempt)
+        return rec is not None and rec.state == records.COMMITTING and w in rec.tables
 
     def _checked(self, t: str, v: int) -> int | MomentTooOldError:
         tl = self.logs[t]

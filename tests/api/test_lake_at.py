@@ -191,6 +191,30 @@ def test_a_transfer_decided_but_half_published_is_not_seen_then_or_ever_at_that_
     assert _total(now) == 0 and now.read("b", where="id = 1").column("value")[0].as_py() == 5
 
 
+def test_a_table_a_decided_transaction_creates_but_has_not_written_yet_holds_back_the_rest(
+        local_backend):
+    """A R,CT transaction creates ``n`` holding 5 and takes 5 from ``a``; ``a``'s commit has
+    landed, ``n``'s version 0 is not written yet. At that moment ``n`` does not exist and ``a``
+    does not show its half either; once ``n`` is written, both are there."""
+    lake = accounts(local_backend, tables=("a",))
+    seen: list[tuple] = []
+
+    def during() -> None:
+        view = local_backend.lake().at(_moment(time.time()))
+        with pytest.raises(lv.TableNotFoundError):
+            view.read("n")
+        seen.append((view.read("a", where="id = 1").column("value")[0].as_py(),))
+
+    gate = HalfPublished(local_backend.store(), "a", "n", during)
+    txn = local_backend.lake(store=gate).begin("R,CT")
+    txn.create_table("n", data={"id": [1], "value": [5]})
+    txn.update("a", set={"value": "value - 5"}, where="id = 1")
+    gate.armed = True
+    txn.commit()
+    assert gate.fired == 1 and seen == [(0,)]
+    assert _total(lake.at(_moment(time.time())), ("a", "n")) == 0
+
+
 def test_isolated_transfers_read_at_a_global_log_position_and_at_a_moment(backend):
     """I transfers: each is one global-log entry. ``lake.at(n)`` reads entry n's cut (the
     transfer it decided, whole), and moments between entries see whole transfers only."""
