@@ -273,7 +273,7 @@ class Lake:
         one that can be served. ``past/cut.py`` says how the cut is found."""
         client = self._client
         recs = RecordCache(self.store)
-        return open_at(when, moment_cut=lambda m: MomentCut(client.log, recs, m),
+        return open_at(when, moment_cut=lambda m: MomentCut(client.log, recs, m, client.gvl),
                        position_cut=lambda n: PositionCut(client.gvl, client.log, n,
                                                           writable=not client.read_only),
                        reader=self.read, lister=self.tables, missing=self._missing_file)

@@ -1150,7 +1150,7 @@ MUTATIONS: list[Mutation] = [
       "            return False  # never written there (yet): decided, not rolled forward",
       "            return True",
       ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
-       "or_ever_at_that_moment[local]"],
+       "or_ever_at_that_moment[local-R,CT]"],
       "a decided transaction's commit not written yet counts as seen: half of it shows"),
     M("at-cleaned-partner-counts-as-missing", "past", "lakevilla/past/cut.py",
       "return find_commit(log, m.attempt, tl.newest, log.probe_versions(tl.newest)) is None",
@@ -1166,6 +1166,20 @@ MUTATIONS: list[Mutation] = [
        "written_yet_holds_back_the_rest"],
       "a table a decided transaction creates, not written yet, counts as holding its half: the "
       "other table shows its half alone"),
+    M("at-base-entry-with-pending", "past", "lakevilla/past/cut.py",
+      "            if e is not None and e.v >= 2 and not e.pending:",
+      "            if e is not None and e.v >= 2:",
+      ["tests/api/test_lake_at.py::test_a_global_log_entry_without_pending_writes_bounds_the_"
+       "scan_and_changes_nothing"],
+      "a global-log entry with pending writes bounds the scan: its versions may hold one half "
+      "of an announced transaction, whose other half below them is never looked at"),
+    M("at-based-partner-counts-as-landed", "past", "lakevilla/past/cut.py",
+      "        if tl.complete or tl.based:",
+      "        if tl.complete:",
+      ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
+       "or_ever_at_that_moment[local-R,CT,I]"],
+      "on a table scanned from a global-log entry, a commit not found above it counts as landed "
+      "below it (it cannot be: it is not written yet)"),
 ]
 
 

@@ -21,10 +21,12 @@ R, single-table CT) are atomic on their own and need nothing.
   not change as markers come. An in-place marker filled later is a commit as of its fill.
 * **Resolution.** Times are as fine as the store dates objects (S3: the second), so "never
   changes" holds for moments older than that; consistency does not depend on it.
-* **Cost.** Each table is examined over every commit its log keeps (a GET each, cached per
-  client), since a multi-table transaction may be rolled forward long after its other commits.
-  Tables are resolved lazily: reading one resolves it with every table a multi-table commit
-  ties it to, transitively, and what is resolved stays fixed for the view.
+* **Where the scan starts.** At the table's version in the newest global-log entry written by
+  the moment that holds no pending write (such an entry is a consistent cut: nothing at or
+  below it is half of anything above it), else at the oldest commit its log keeps (a GET each,
+  cached per client): a multi-table transaction may be rolled forward long after its other
+  commits. Tables are resolved lazily: reading one resolves it with every table a multi-table
+  commit ties it to, transitively, and what is resolved stays fixed for the view.
 * **Too old.** A version the cut needs that log clean-up removed (no commit or checkpoint to
   read it from) is ``MomentTooOldError`` naming the table's oldest readable version's time.
 """
@@ -42,10 +44,14 @@ from ..delta.actions import Commit
 from ..delta.history import readable
 from ..delta.log import DeltaLog
 from ..errors import MomentTooOldError, TableNotFoundError
+from ..isolation.gvl import GlobalVersionLog, GvlEntry
 from ..isolation.units import RecordCache
 from ..markers.marker import marker_of
 from ..markers.publish import find_commit
+from ..names import GVL_DIR
 from ..vocab import CommitInfo, Decision
+
+BASE_TRIES = 8  # entries looked at for one without pending writes, newest first
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,10 @@ class TableLog:
     readable: list[int]
     attempts: dict[str, int] = field(default_factory=dict)  # attempt -> version of its commit
     markers: set[int] = field(default_factory=set)  # empty versions (open in-place ones too)
+    based: bool = False  # starts at a consistent global-log entry's version: nothing below
+    # is half of anything above
+    first: float | None = None  # when the oldest readable version was written
+    rest: int = -1  # where a cut with nothing above ``start`` ends: the newest non-marker <= it
 
     @property
     def complete(self) -> bool:
@@ -97,7 +107,7 @@ class TableLog:
         """The newest version that is not a marker whose time (and every earlier one's) is at or
         before ``moment``; ``start`` if none of the kept commits is. Markers change nothing a
         reader sees, so the cut never ends on one (and stays the same number as they come)."""
-        out = self.start
+        out = self.rest
         for v in range(self.start + 1, self.newest + 1):
             if v in self.markers:
                 continue
@@ -111,15 +121,18 @@ class TableLog:
         v = version - 1
         while v > self.start and v in self.markers:
             v -= 1
-        return v
+        return self.rest if v <= self.start else v
 
     def oldest(self) -> float | None:
         """The time of the oldest version that can still be read."""
-        return self.times.get(self.readable[0]) if self.readable else None
+        if not self.readable:
+            return None
+        return self.times.get(self.readable[0], self.first)
 
 
-def load(log: DeltaLog) -> TableLog | None:
-    """Every commit the log keeps, and their times; None if the table does not exist."""
+def load(log: DeltaLog, base: int | None = None) -> TableLog | None:
+    """Every commit the log keeps (above ``base``, a consistent global-log entry's version, if
+    given and kept), and their times; None if the table does not exist."""
     listing = log.list_log()
     if not listing.commits and not listing.checkpoints and not listing.v2_checkpoints:
         return None
@@ -128,6 +141,12 @@ def load(log: DeltaLog) -> TableLog | None:
     start = newest
     while start in present:
         start -= 1
+    based = base is not None and start <= base <= newest
+    rest = start
+    if based and base is not None:
+        start = rest = base
+        while rest > 0 and rest - 1 in present and marker_of(log.read_commit(rest)) is not None:
+            rest -= 1  # an entry may stop a table on a marker: a cut ends below it (same rows)
     commits = dict(log.commits_between(start, newest)) if newest > start else {}
     times: dict[int, float] = {}
     markers: set[int] = set()
@@ -141,7 +160,9 @@ def load(log: DeltaLog) -> TableLog | None:
             raw = ict / 1000 if isinstance(ict, int) else listing.written.get(v, prev)
             prev = max(prev, int(raw * 1000) / 1000 if math.isfinite(raw) else raw)
         times[v] = prev
-    out = TableLog(log.table, start, newest, commits, times, readable(listing), markers=markers)
+    ok = readable(listing)
+    out = TableLog(log.table, start, newest, commits, times, ok, markers=markers, based=based,
+                   first=listing.written.get(ok[0]) if ok else None, rest=rest)
     for v, c in commits.items():
         info = CommitInfo.of(c.lakevilla)
         if info is not None and info.is_commit and info.attempt is not None:
@@ -154,10 +175,13 @@ class MomentCut:
     by table on demand; a table once resolved keeps its version."""
 
     def __init__(self, log_for: Callable[[str], DeltaLog], recs: RecordCache,
-                 moment: float) -> None:
+                 moment: float, gvl: GlobalVersionLog | None = None) -> None:
         self.log_for = log_for
         self.recs = recs
         self.moment = moment
+        self.gvl = gvl
+        self._base: GvlEntry | None = None
+        self._base_looked = False
         self.logs: dict[str, TableLog | None] = {}
         self.fixed: dict[str, int | MomentTooOldError] = {}  # what a read of the table gets
         self.versions: dict[str, int] = {}  # the cut, readable or not
@@ -178,8 +202,30 @@ class MomentCut:
 
     def table_log(self, table: str) -> TableLog | None:
         if table not in self.logs:
-            self.logs[table] = load(self.log_for(table))
+            base = self._base_entry()
+            self.logs[table] = load(self.log_for(table),
+                                    base.tables.get(table) if base is not None else None)
         return self.logs[table]
+
+    def _base_entry(self) -> GvlEntry | None:
+        """The newest global-log entry written by the moment that holds no pending write (a few
+        tried, newest first): its versions are a consistent cut of the tables it knows, written
+        before it, so the scan of those tables can start there."""
+        if self._base_looked or self.gvl is None:
+            return self._base
+        self._base_looked = True
+        seqs = []
+        for meta in self.gvl.store.list(f"{GVL_DIR}/"):
+            name = meta.key.rsplit("/", 1)[-1]
+            if (name.endswith(".json") and name[:-5].isdigit() and meta.last_modified is not None
+                    and meta.last_modified <= self.moment):
+                seqs.append(int(name[:-5]))
+        for seq in sorted(seqs, reverse=True)[:BASE_TRIES]:
+            e = self.gvl.read(seq)
+            if e is not None and e.v >= 2 and not e.pending:
+                self._base = e
+                break
+        return self._base
 
     def _multi_commits(self, tl: TableLog, upto: int) -> list[tuple[int, Multi]]:
         out = []
@@ -225,7 +271,7 @@ class MomentCut:
         v = tl.attempts.get(m.attempt)
         if v is not None:
             return v <= at
-        if tl.complete:
+        if tl.complete or tl.based:
             return False  # never written there (yet): decided, not rolled forward
         # the log was cleaned below what it keeps: landed below that, unless still to come
         if self._committing(m, w):
