@@ -246,6 +246,11 @@ def test_isolated_transfers_read_at_a_global_log_position_and_at_a_moment(backen
             assert _total(lake.at(h.timestamp)) == 0
     with pytest.raises(lv.InvalidArgumentError, match="no position"):
         lake.at(positions[-1] + 5)
+    # changes between two positions: the second transfer, whole
+    moved = lake.changes(["a", "b"], since=positions[0], until=positions[1])
+    assert {t: sorted((r["value"], r["_change_type"]) for r in moved[t].to_pylist())
+            for t in "ab"} == {"a": [(-7, "insert"), (-3, "delete")],
+                               "b": [(3, "delete"), (7, "insert")]}
 
 
 def test_a_global_log_entry_without_pending_writes_bounds_the_scan_and_changes_nothing(
