@@ -21,6 +21,7 @@ from .errors import (
     InvalidTableNameError,
     LakeNotFoundError,
     LakeVillaError,
+    MomentTooOldError,
     PartialCommitError,
     ReadOnlyLakeError,
     SchemaEvolutionError,
@@ -36,6 +37,7 @@ from .errors import (
     VersionNotFoundError,
 )
 from .lake import Lake, RecoveryReport
+from .past.view import LakeAt
 from .settings import LakeSettings
 from .statements.merge import DuplicateMatchError
 from .txn.transaction import CommitResult, Transaction
@@ -67,5 +69,6 @@ __all__ = [
     "TransactionStateError", "InvalidArgumentError", "ConditionalWritesUnsupportedError",
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
     "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
-    "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError",
+    "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError", "MomentTooOldError",
+    "LakeAt",
 ]

@@ -154,3 +154,14 @@ class DataOutsidePredicateError(InvalidArgumentError):
 
 class SchemaEvolutionError(SchemaMismatchError):
     """A schema change lakevilla does not make: only new nullable columns can be added."""
+
+
+class MomentTooOldError(VersionNotFoundError):
+    """``lake.at`` or ``lake.changes`` asked for a moment (or global-log position) older than
+    what clean-up and log retention kept: a needed commit, checkpoint, data file or global-log
+    entry is gone. ``oldest`` names the oldest moment (a UTC datetime) or position (an int) that
+    can still be served."""
+
+    def __init__(self, message: str, *, oldest: object = None) -> None:
+        self.oldest = oldest
+        super().__init__(message)

@@ -23,7 +23,7 @@ from .delta.features import check_readable
 from .delta.history import HistoryEntry
 from .delta.log import LOG_DIR
 from .delta.snapshot import Snapshot
-from .engines.api import TableContext
+from .engines.api import TableContext, data_file_key
 from .errors import (
     CorruptLogError,
     InvalidArgumentError,
@@ -32,8 +32,13 @@ from .errors import (
     TableNotFoundError,
     TransactionAborted,
 )
+from .isolation.units import RecordCache
 from .maintenance import DEFAULT_RETENTION, Maintenance, RecoveryReport
 from .names import LV_DIR
+from .past import changes as past_changes
+from .past.cut import MomentCut
+from .past.position import PositionCut
+from .past.view import LakeAt, open_at
 from .recovery import resume as resuming
 from .scan.ordering import Ordering
 from .scan.pruning import candidates
@@ -258,6 +263,46 @@ class Lake:
         if where is not None:
             self.engine.validate_where(ctx, where)
         return self.engine.scan(ctx, candidates(snap, where), where, columns, order)
+
+    def at(self, when: dt.datetime | str | int | LakeAt) -> LakeAt:
+        """Every table as of one consistent cut, read only: ``when`` a UTC datetime or ISO-8601
+        string (the newest cut no later than that moment in which every multi-table transaction
+        is whole: seen on all of its tables or none), or a global-log position (an int: that
+        entry's cut). ``.read(table, where=, columns=)``, ``.cut()``, ``.tables()``. A moment
+        older than clean-up and log retention kept is ``MomentTooOldError`` naming the oldest
+        one that can be served. ``past/cut.py`` says how the cut is found."""
+        client = self._client
+        recs = RecordCache(self.store)
+        return open_at(when, moment_cut=lambda m: MomentCut(client.log, recs, m, client.gvl),
+                       position_cut=lambda n: PositionCut(client.gvl, client.log, n,
+                                                          writable=not client.read_only),
+                       reader=self.read, lister=self.tables, missing=self._missing_file)
+
+    def _missing_file(self, name: str, version: int) -> str | None:
+        """A data file (or deletion vector file) ``version`` of ``name`` reads that is gone."""
+        snap = self.snapshot(name, version)
+        for path in snap.files:
+            key = data_file_key(name, path, self.root_uri)
+            if not self.store.exists(key):
+                return key
+        return None
+
+    def changes(self, tables: str | list[str], since: Any = None,
+                until: Any = None) -> dict[str, pa.Table]:
+        """The change rows of ``tables`` after the cut ``since`` up to the cut ``until`` (each a
+        moment, a global-log position or a ``LakeAt``; ``since=None``: from the table's
+        creation, ``until=None``: now), one pyarrow Table per table: the row's columns,
+        ``_change_type`` (insert, delete, update_preimage, update_postimage),
+        ``_commit_version``, ``_commit_timestamp`` and ``_lakevilla_txn``. Both ends are
+        consistent cuts, so a multi-table transaction's changes are in the range whole or not
+        at all. A commit with a change data feed gives its ``cdc`` files; any other is derived
+        from the files it removed (deletes) and added (inserts): an update shows as delete +
+        insert."""
+        names = [tables] if isinstance(tables, str) else list(tables)
+        lo = None if since is None else self.at(since)
+        hi = self.at(until if until is not None else dt.datetime.now(dt.UTC))
+        return past_changes.changes(self._client.log, self.store, self.root_uri, self.engine,
+                                    names, lo, hi, self.snapshot)
 
     def tables(self) -> list[str]:
         """Every Delta table under the root (found by listing; maintenance use)."""

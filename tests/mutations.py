@@ -1218,6 +1218,56 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_clustering.py::test_writes_keep_the_clustering_domain_through_"
        "commits_and_a_checkpoint"],
       "a checkpoint loses the domain metadata (the clustering columns)"),
+    # -- the past across tables (lake.at, lake.changes) ----------------------------------------
+    M("at-no-fixpoint", "past", "lakevilla/past/cut.py",
+      "if not all(self._holds(w, m, cut) for w in m.tables if w != t):",
+      "if False:",
+      ["tests/api/test_lake_at.py::test_every_moment_sees_the_money_of_concurrent_two_table_"
+       "transfers_conserved[local-tail]",
+       "tests/api/test_changes.py::test_a_range_boundary_between_a_transfers_two_commits_never_"
+       "splits_it"],
+      "each table is read at its own newest commit by the moment: half of a transfer shows"),
+    M("at-single-pass", "past", "lakevilla/past/cut.py",
+      "                        cut[t] = tl.below(v)\n                        changed = True",
+      "                        cut[t] = tl.below(v)\n                        changed = False",
+      ["tests/api/test_lake_at.py::test_lowering_one_table_takes_transactions_out_of_others_"
+       "until_nothing_changes"],
+      "one pass over the tables: a table checked before another was lowered keeps a transaction "
+      "the lowering took out"),
+    M("at-unwritten-counts-as-landed", "past", "lakevilla/past/cut.py",
+      "            return False  # never written there (yet): decided, not rolled forward",
+      "            return True",
+      ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
+       "or_ever_at_that_moment[local-R,CT]"],
+      "a decided transaction's commit not written yet counts as seen: half of it shows"),
+    M("at-cleaned-partner-counts-as-missing", "past", "lakevilla/past/cut.py",
+      "return find_commit(log, m.attempt, tl.newest, log.probe_versions(tl.newest)) is None",
+      "return False",
+      ["tests/api/test_lake_at.py::test_a_transfer_whose_other_half_log_clean_up_removed_is_"
+       "still_seen_whole"],
+      "a transaction whose other half lies below what log clean-up kept counts as unwritten: "
+      "the table that still shows its half is lowered for nothing"),
+    M("at-uncreated-table-counts-as-held", "past", "lakevilla/past/cut.py",
+      "            return not self._committing(m, w)",
+      "            return True",
+      ["tests/api/test_lake_at.py::test_a_table_a_decided_transaction_creates_but_has_not_"
+       "written_yet_holds_back_the_rest"],
+      "a table a decided transaction creates, not written yet, counts as holding its half: the "
+      "other table shows its half alone"),
+    M("at-base-entry-with-pending", "past", "lakevilla/past/cut.py",
+      "            if e is not None and e.v >= 2 and not e.pending:",
+      "            if e is not None and e.v >= 2:",
+      ["tests/api/test_lake_at.py::test_a_global_log_entry_without_pending_writes_bounds_the_"
+       "scan_and_changes_nothing"],
+      "a global-log entry with pending writes bounds the scan: its versions may hold one half "
+      "of an announced transaction, whose other half below them is never looked at"),
+    M("at-based-partner-counts-as-landed", "past", "lakevilla/past/cut.py",
+      "        if tl.complete or tl.based:",
+      "        if tl.complete:",
+      ["tests/api/test_lake_at.py::test_a_transfer_decided_but_half_published_is_not_seen_then_"
+       "or_ever_at_that_moment[local-R,CT,I]"],
+      "on a table scanned from a global-log entry, a commit not found above it counts as landed "
+      "below it (it cannot be: it is not written yet)"),
 ]
 
 

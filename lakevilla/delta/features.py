@@ -8,7 +8,7 @@ stamped by the log as it writes a commit (``ict.py``), V2 checkpoints written by
 ``checkpoint.py``; a clustered table is written without clustering (its ``delta.clustering``
 domain is kept), a widened one in its current types. A change data feed is written
 (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
-commit, by both engines).
+commit, by both engines) and read by ``lake.changes`` (``past/changes.py``).
 """
 
 from __future__ import annotations
