@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..delta.actions import AddFile, Commit, RemoveFile
+from ..delta.actions import AddFile, CdcFile, Commit, RemoveFile
 from ..delta.log import DeltaLog
 from ..delta.values import typed_array
 from ..engines.api import TableContext, data_file_key
@@ -80,10 +80,10 @@ class _TableChanges:
             parts.append(self.seen[key])
         return pa.concat_tables(parts, promote_options="permissive")
 
-    def cdc(self, action: dict[str, Any]) -> pa.Table:
-        key = data_file_key(self.ctx.name, action["path"], self.root_uri)
+    def cdc(self, action: CdcFile) -> pa.Table:
+        key = data_file_key(self.ctx.name, action.path, self.root_uri)
         t = pq.read_table(pa.BufferReader(self.store.get(key).data))
-        pv = action.get("partitionValues") or {}
+        pv = action.partition_values
         for f in self.ctx.schema:
             if f.name not in t.column_names and f.name in pv:
                 t = t.append_column(f.name, typed_array([pv[f.name]] * t.num_rows, f.type)
@@ -94,9 +94,8 @@ class _TableChanges:
     def of_commit(self, c: Commit) -> tuple[list[pa.Table], pa.Table | None,
                                             pa.Table | None]:
         """A commit's ``cdc`` rows (typed), else the rows of the files it removed and added."""
-        cdc = [o["cdc"] for o in c.other if "cdc" in o]
-        if cdc:
-            return [self.cdc(a) for a in cdc], None, None
+        if c.cdc:
+            return [self.cdc(a) for a in c.cdc], None, None
         old = [self.as_add(r) for r in c.removes if r.data_change]
         new = [a for a in c.adds if a.data_change]
         return [], self.rows(old) if old else None, self.rows(new) if new else None
