@@ -337,17 +337,6 @@ def test_concurrent_deletes_by_deletion_vector_on_one_file_both_land(tmp_path):
         [i for i in range(1000) if i not in (1, 2)]
 
 
-def test_a_deletion_vector_too_large_to_inline_falls_back_to_rewriting(tmp_path):
-    lake = dv_lake(tmp_path, rows=100_000)
-    files = parquet_files(tmp_path)
-    with lake.transaction("R") as txn:  # every third row: a bitmap far over INLINE_MAX
-        assert txn.delete("t", where="id % 3 = 0") == 33_334
-    add, = lake.snapshot("t").files.values()
-    assert add.deletion_vector is None and parquet_files(tmp_path) - files
-    assert lake.read("t").num_rows == 66_666
-    assert len(delta_rs_rows(tmp_path / "t")) == 66_666
-
-
 def test_a_plain_delta_delete_that_loses_to_a_conflict_keeps_the_file_it_marked(tmp_path):
     """LV[DL]: each statement commits alone; one that conflicts is dropped (its files deleted),
     and an add with a deletion vector wrote no file of its own to drop."""
