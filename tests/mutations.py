@@ -1032,14 +1032,17 @@ MUTATIONS: list[Mutation] = [
        "one_file_both_land"],
       "a redo takes the file its undone deletion vector marked for garbage and deletes it"),
     M("dv-forgets-the-old-deletions", "dv", "lakevilla/engines/dv_rewrite.py",
-      "    return np.concatenate([gone, np.flatnonzero(keep)[places]])  # a bitmap: the union",
-      "    return np.flatnonzero(keep)[places]",
+      "    rows = [np.concatenate([_gone(ctx, add), hit]) for add, hit in partial]",
+      "    rows = [hit for add, hit in partial]",
       ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
-       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
-      "a new deletion vector holds only the statement's rows: rows deleted before come back"),
+       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]",
+       "tests/protocol/test_concurrent_deletion_vectors.py::test_two_writers_marking_one_file_"
+       "both_land_and_no_row_comes_back[local-R,CT]"],
+      "a new deletion vector holds only the statement's rows: rows deleted before (by a "
+      "concurrent winner, for a redo) come back"),
     M("dv-positions-of-live-rows", "dv", "lakevilla/engines/dv_rewrite.py",
-      "    return np.concatenate([gone, np.flatnonzero(keep)[places]])  # a bitmap: the union",
-      "    return np.concatenate([gone, places])",
+      "    return np.flatnonzero(keep)[places]",
+      "    return places",
       ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
        "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
       "a deletion vector marks rows by their place among the live rows, not in the file"),
@@ -1090,10 +1093,22 @@ MUTATIONS: list[Mutation] = [
       [DW + "test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows[few-R]"],
       "MERGE on a table that asks for DVs rewrites the files it touches"),
     M("merge-dv-places-across-files", "dv", "lakevilla/engines/embedded_merge.py",
-      "mine - starts[fi]))",
-      "mine))",
+      "mine - starts[fi])))",
+      "mine)))",
       [DW + "test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows[few-R]"],
       "MERGE marks a row by its place among all the target's rows, not in its own file"),
+    M("spark-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
+      "            if ctx.write_dvs:  # Spark finds the rows, lakevilla marks them (spark_dv.py)",
+      "            if False:",
+      ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
+       "deletion_vectors[classic]"],
+      "the Spark engine's DELETE and UPDATE on a table that asks for DVs rewrite their files"),
+    M("spark-merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
+      "                if touched and ctx.write_dvs:  # the updated rows alone are written",
+      "                if False:",
+      ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
+       "deletion_vectors[classic]"],
+      "the Spark engine's MERGE on a table that asks for DVs rewrites the files it touches"),
     # -- MERGE (issue 14) --------------------------------------------------------------------------
     M('merge-footprint-blind', "merge", 'lakevilla/statements/merge.py',
       '    kind: ClassVar[str] = "merge"\n',

@@ -29,7 +29,7 @@ from ..scan import expressions as E
 from .api import RewriteResult, TableContext, data_file_key
 
 Selected = tuple[AddFile, pa.Table, pa.Array, int]  # a file, its live rows, the match, hits
-Marks = tuple[AddFile, int, np.ndarray]  # a file, its live rows, the places among them that go
+Marks = tuple[AddFile, int, np.ndarray]  # a file, its live rows, the indexes in it that go
 
 
 class Rewriter(Protocol):
@@ -57,26 +57,33 @@ def _loose(stats: str | None) -> str | None:
     return json.dumps(d, separators=(",", ":"))
 
 
-def _deleted(ctx: TableContext, add: AddFile, live: int, places: np.ndarray) -> np.ndarray:
-    """The rows of ``add``'s file to delete: those its DV deletes and the ``places``-th of its
-    ``live`` rows (the live rows are the file's rows in order, less the deleted)."""
-    gone = (deletion_vectors.deleted_rows(ctx.store, ctx.name, ctx.lake_uri,
-                                          add.deletion_vector, add.path)
-            if add.deletion_vector is not None else np.empty(0, np.int64))
+def _gone(ctx: TableContext, add: AddFile) -> np.ndarray:
+    """The rows of ``add``'s file its DV deletes (none without one)."""
+    if add.deletion_vector is None:
+        return np.empty(0, np.int64)
+    return deletion_vectors.deleted_rows(ctx.store, ctx.name, ctx.lake_uri,
+                                         add.deletion_vector, add.path)
+
+
+def in_file(ctx: TableContext, add: AddFile, live: int, places: np.ndarray) -> np.ndarray:
+    """The indexes in ``add``'s file of the ``places``-th of its ``live`` rows (the live rows
+    are the file's rows in order, less those its DV deletes)."""
+    gone = _gone(ctx, add)
     keep = np.ones(live + len(gone), dtype=bool)
     keep[gone] = False
-    return np.concatenate([gone, np.flatnonzero(keep)[places]])  # a bitmap: the union
+    return np.flatnonzero(keep)[places]
 
 
 def mark(ctx: TableContext, marks: list[Marks],
          write: Callable[[], list[AddFile]]) -> RewriteResult:
-    """Remove every file of ``marks``; add back, with a new DV, each that keeps live rows.
+    """Remove every file of ``marks`` (a file, its live rows, the indexes in the file of those
+    that go); add back, with a new DV (the old one's rows and these), each that keeps live rows.
     ``write`` writes the statement's new rows first (it checks the table's rules before any
     write); the DV file follows, and if it fails the new files are deleted again."""
     res = RewriteResult()
-    partial = [(add, live, places) for add, live, places in marks if len(places) < live]
+    partial = [(add, hit) for add, live, hit in marks if len(np.unique(hit)) < live]
     res.removed = [add for add, _, _ in marks]
-    rows = [_deleted(ctx, add, live, places) for add, live, places in partial]
+    rows = [np.concatenate([_gone(ctx, add), hit]) for add, hit in partial]  # a bitmap: the union
     res.added = write()
     try:
         built = deletion_vectors.build(ctx.store, ctx.name, rows)
@@ -87,7 +94,7 @@ def mark(ctx: TableContext, marks: list[Marks],
         raise
     res.added += [dataclasses.replace(add, deletion_vector=dv, stats=_loose(add.stats),
                                       data_change=True)
-                  for (add, _, _), dv in zip(partial, built.dvs, strict=True)]
+                  for (add, _), dv in zip(partial, built.dvs, strict=True)]
     return res
 
 
@@ -99,7 +106,7 @@ def rewrite(engine: Rewriter, ctx: TableContext, selected: list[Selected],
     hits_total = 0
     for add, table, mask, hits in selected:
         places = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))
-        marks.append((add, table.num_rows, places))
+        marks.append((add, table.num_rows, in_file(ctx, add, table.num_rows, places)))
         hits_total += hits
         if assignments is not None:
             updated.append((add, table.filter(mask), pa.array(np.ones(hits, bool)), hits))

@@ -141,7 +141,8 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
             hit = np.unique(rows[applied])
             for fi in touched:
                 mine = hit[file_of[hit] == fi]
-                marks.append((files[int(fi)], parts[int(fi)].num_rows, mine - starts[fi]))
+                add, live = files[int(fi)], parts[int(fi)].num_rows
+                marks.append((add, live, dv_rewrite.in_file(ctx, add, live, mine - starts[fi])))
             if updated:
                 fresh.append(combined.slice(n))
         for fi in touched if not by_dv else ():
