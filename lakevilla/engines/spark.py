@@ -784,11 +784,8 @@ class SparkEngine:
                 touched = [a for a in files
                            if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
                 if touched and ctx.write_dvs:  # the updated rows alone are written
-                    hit = applied.select(FILE_COL, "__lv_ri", F.lit(True).alias("__lv_a"))
-                    marked = spark_dv.marks(ctx, touched, t2.join(hit, [FILE_COL, "__lv_ri"],
-                                                                  "left"), FILE_COL, "__lv_ri",
-                                            F.col("__lv_a").isNotNull(),
-                                            lambda n: self._key_of(ctx, n))
+                    marked = spark_dv.merge_marks(ctx, touched, t2, applied, FILE_COL,
+                                                  lambda n: self._key_of(ctx, n))
                     parts.append(applied.filter(~F.col("__lv_clause").isin(dels)).select(
                         *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
                         "__lv_clause"))

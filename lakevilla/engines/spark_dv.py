@@ -37,6 +37,15 @@ def marks(ctx: TableContext, files: list[AddFile], rows: DataFrame, file_col: st
     return out
 
 
+def merge_marks(ctx: TableContext, files: list[AddFile], target: DataFrame, applied: DataFrame,
+                file_col: str, key_of: Callable[[str], str]) -> list[dv_rewrite.Marks]:
+    """``marks`` of a MERGE: the ``target`` rows (by file and ``__lv_ri``) that a clause
+    ``applied`` to (deleted or updated)."""
+    hit = applied.select(file_col, "__lv_ri", F.lit(True).alias("__lv_applied"))
+    return marks(ctx, files, target.join(hit, [file_col, "__lv_ri"], "left"), file_col,
+                 "__lv_ri", F.col("__lv_applied").isNotNull(), key_of)
+
+
 def rewrite(ctx: TableContext, marked: list[dv_rewrite.Marks],
             write: Callable[[], list[AddFile]]) -> RewriteResult:
     """Mark the rows of ``marked``; ``write`` writes the new rows (updated, inserted) first."""
