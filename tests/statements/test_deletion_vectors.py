@@ -1,7 +1,7 @@
 """Tables with deletion vectors are read (deleted rows never come back, whatever the log's shape:
-files, inline DVs, replaced DVs, checkpoints) and never written. delta-rs' SQL reader, which
-applies deletion vectors, is the judge; the reference tables come from delta-rs
-(tests/data/README.md)."""
+files, inline DVs, replaced DVs, checkpoints) and written (DV files and MERGE by DVs:
+test_deletion_vector_writes.py). delta-rs' SQL reader, which applies deletion vectors, is the
+judge; the reference tables come from delta-rs (tests/data/README.md)."""
 
 from __future__ import annotations
 
