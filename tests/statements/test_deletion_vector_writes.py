@@ -222,9 +222,10 @@ def test_a_crash_anywhere_leaves_no_dv_file_the_sweep_would_not_clean(backend):
         sweeper.maintenance.delete_abandoned_files(name, min_age=0, force=True)
         assert ours(sweeper, name) == judged(backend, name) == after, label
         assert files_of(backend, name) == logged_dv_files(backend, name), label
-    # through moto a sample of the points, which may miss the few between sublog and commit
-    assert seen["committed"] and (seen["resumed"] or backend.kind == "s3"), seen
-    assert seen["swept"], seen  # points where the DV file was written and nothing named it
+    assert seen["committed"], seen
+    if backend.kind == "local":  # through moto a sample of the points, which may miss these
+        assert seen["resumed"], seen  # crashes between the sublog entry and the commit
+        assert seen["swept"], seen  # crashes after the DV file's PUT, before any entry named it
 
 
 # -- MERGE by deletion vectors ---------------------------------------------------------------------
