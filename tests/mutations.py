@@ -1087,6 +1087,11 @@ MUTATIONS: list[Mutation] = [
       [DW + "test_a_crash_anywhere_leaves_no_dv_file_the_sweep_would_not_clean[local]"],
       "the abandoned-file sweep deletes the DV file a crashed transaction's sublog names: its "
       "resume cannot commit"),
+    M("resume-ignores-the-dv-file", "dv", "lakevilla/recovery/resume.py",
+      "    for p in {p for a in added for p in a.written_files}:",
+      "    for p in {a.path for a in added}:",
+      [DW + "test_resuming_a_transaction_whose_dv_file_is_gone_aborts_as_lost_data"],
+      "a resumed transaction commits an add whose DV file is gone (no reader can apply it)"),
     M("merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/embedded_merge.py",
       "        by_dv = ctx.write_dvs\n",
       "        by_dv = False\n",

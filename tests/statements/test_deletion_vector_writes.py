@@ -264,3 +264,40 @@ def test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows(
                       key=lambda r: r["id"])
     assert sorted(lake.read("t").to_pylist(), key=lambda r: r["id"]) == expected
     assert sorted(delta_rs_rows(local_backend.table_uri("t")), key=lambda r: r["id"]) == expected
+
+
+def test_a_crash_anywhere_in_a_transaction_that_merges_by_dv_recovers_or_resumes(local_backend):
+    """A MERGE marking many rows (a DV file) then a DELETE of the same file, crashed at every
+    store call: recovery leaves all or nothing (delta-rs agrees), and the crashed client resumes
+    from its sublogs, its DV files checked present, and finishes."""
+    from tests.helpers import sweep_crashes_recover_resume
+
+    steps = [
+        lambda t, name: (t.merge(name, {"id": [*range(0, ROWS, 3), ROWS],
+                                        "v": [-1] * BIG_ROWS + [5]}, on="id")
+                         .when_matched_delete().when_not_matched_insert_all().execute()),
+        lambda t, name: t.delete(name, where="id = 1"),
+    ]
+    before, after, seen = sweep_crashes_recover_resume(
+        local_backend, steps, lambda name: dv_lake(local_backend, name),
+        lambda rs: sorted(rs, key=lambda r: r["id"]), later=lambda: time.time() + 3600)
+    assert [r["id"] for r in after] == [i for i in range(ROWS) if i % 3 and i != 1] + [ROWS]
+    assert all(seen.values()), seen
+
+
+def test_resuming_a_transaction_whose_dv_file_is_gone_aborts_as_lost_data(local_backend):
+    """A resumed transaction commits the adds its sublog names: one whose DV file is missing
+    would commit an add no reader can apply, so resume checks the DV file as it checks data."""
+    from tests.helpers import entries_landed
+
+    lake = dv_lake(local_backend, marker_ttl=5.0)
+    crashed = lake.begin("R")
+    crashed.delete("t", where=BIG)
+    entries_landed(crashed)
+    lake._client.heartbeats.forget(crashed)  # the client is gone: no heartbeat, no commit
+    dv_file, = files_of(local_backend)
+    local_backend.store().delete(dv_file)  # as a sweep that ignored the sublog would
+    with pytest.raises(lv.TransactionAborted, match="deletion_vector_") as e:
+        local_backend.lake(marker_ttl=5.0).resume(crashed.id)
+    assert e.value.reason == "lost-data"
+    assert ours(lake) == judged(local_backend) == list(range(ROWS))
