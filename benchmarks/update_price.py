@@ -5,11 +5,12 @@ table that rewrites files and on one with deletion vectors, side by side.
 
 Each system gets a table of one data file of ``--rows`` rows (an id and a payload column),
 then ``--reps`` single-row deletes, ``--reps`` single-row updates and ``--reps`` one-row MERGE
-upserts (a matched key: an update), each its own LV[R] transaction. Measured per statement:
+upserts (a matched key: an update), each its own LV[R] transaction; last, one DELETE of every
+third row (a DV too large to inline: a DV file). Measured per statement:
 bytes written (every PUT through the store layer), requests, and latency (median); then the
 time of a full scan, which pays for the deletion vectors it applies. Without DVs a statement
-rewrites the whole file; with them, a DELETE logs an inline DV and an UPDATE or MERGE writes
-its one row.
+rewrites the whole file; with them, a DELETE logs an inline DV (the large one: a DV file) and
+an UPDATE or MERGE writes its one row.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lakevilla.store import CountingStore
 from .common import add_common_args, make_env, plot, print_table, run_info, write_json
 
 SYSTEMS = {"rewrite": {}, "deletion vectors": {"delta.enableDeletionVectors": "true"}}
-STATEMENTS = ("delete", "update", "merge")
+STATEMENTS = ("delete", "update", "merge", "delete a third")  # the last once: a DV file
 COLUMNS = ["system", "statement", "rows", "bytes_written", "requests", "ms_median",
            "scan_ms_after"]
 
@@ -43,16 +44,18 @@ def run_system(env: Any, system: str, args: argparse.Namespace) -> list[dict[str
     with lake.transaction("") as txn:
         txn.insert("t", pa.table({"id": ids, "payload": pa.compute.cast(ids, pa.string())}))
     rows = []
-    step = max(1, args.rows // (len(STATEMENTS) * args.reps + 1))
+    step = max(1, args.rows // (3 * args.reps + 1))
     for k, statement in enumerate(STATEMENTS):
         times, sizes, requests = [], [], []
-        for i in range(args.reps):
+        for i in range(args.reps if statement != "delete a third" else 1):
             key = (i + 1) * step + k * args.reps * step
             counting.reset()
             t0 = time.perf_counter()
             with lake.transaction("R") as txn:
                 if statement == "delete":
                     txn.delete("t", where=f"id = {key}")
+                elif statement == "delete a third":  # a DV too large to inline
+                    txn.delete("t", where="id % 3 = 0")
                 elif statement == "update":
                     txn.update("t", {"payload": "'changed'"}, where=f"id = {key}")
                 else:

@@ -360,6 +360,8 @@ def test_update_price_quick(tmp_path):
         rewrite, dv = by[("rewrite", statement)], by[("deletion vectors", statement)]
         assert dv["rows"] == rewrite["rows"] == payload["rows"] - payload["reps"]
         assert dv["bytes_written"] * 20 < rewrite["bytes_written"]
+    rewrite, dv = by[("rewrite", "delete a third")], by[("deletion vectors", "delete a third")]
+    assert dv["rows"] == rewrite["rows"] and dv["bytes_written"] * 5 < rewrite["bytes_written"]
 
 
 # -- the shared client runner (benchmarks/runner.py) ---------------------------------------------
