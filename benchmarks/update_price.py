@@ -1,14 +1,16 @@
-"""The price of changing one row: DELETE and UPDATE of a single row in a large file, on a table
-that rewrites files and on one with deletion vectors, side by side.
+"""The price of changing one row: DELETE, UPDATE and MERGE of a single row in a large file, on a
+table that rewrites files and on one with deletion vectors, side by side.
 
     python -m benchmarks.update_price [--quick] [--rows 1000000] [--reps 5] [--store s3]
 
 Each system gets a table of one data file of ``--rows`` rows (an id and a payload column),
-then ``--reps`` single-row deletes and ``--reps`` single-row updates, each its own LV[R]
-transaction. Measured per statement: bytes written (every PUT through the store layer),
-requests, and latency (median); then the time of a full scan, which pays for the deletion
-vectors it applies. Without DVs a statement rewrites the whole file; with them, a DELETE logs
-an inline DV and an UPDATE writes its one row.
+then ``--reps`` single-row deletes, ``--reps`` single-row updates and ``--reps`` one-row MERGE
+upserts (a matched key: an update), each its own LV[R] transaction; last, one DELETE of every
+third row (a DV too large to inline: a DV file). Measured per statement:
+bytes written (every PUT through the store layer), requests, and latency (median); then the
+time of a full scan, which pays for the deletion vectors it applies. Without DVs a statement
+rewrites the whole file; with them, a DELETE logs an inline DV (the large one: a DV file) and
+an UPDATE or MERGE writes its one row.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from lakevilla.store import CountingStore
 from .common import add_common_args, make_env, plot, print_table, run_info, write_json
 
 SYSTEMS = {"rewrite": {}, "deletion vectors": {"delta.enableDeletionVectors": "true"}}
+STATEMENTS = ("delete", "update", "merge", "delete a third")  # the last once: a DV file
 COLUMNS = ["system", "statement", "rows", "bytes_written", "requests", "ms_median",
            "scan_ms_after"]
 
@@ -41,18 +44,23 @@ def run_system(env: Any, system: str, args: argparse.Namespace) -> list[dict[str
     with lake.transaction("") as txn:
         txn.insert("t", pa.table({"id": ids, "payload": pa.compute.cast(ids, pa.string())}))
     rows = []
-    step = max(1, args.rows // (2 * args.reps + 1))
-    for statement in ("delete", "update"):
+    step = max(1, args.rows // (3 * args.reps + 1))
+    for k, statement in enumerate(STATEMENTS):
         times, sizes, requests = [], [], []
-        for i in range(args.reps):
-            key = (i + 1) * step + (0 if statement == "delete" else args.reps * step)
+        for i in range(args.reps if statement != "delete a third" else 1):
+            key = (i + 1) * step + k * args.reps * step
             counting.reset()
             t0 = time.perf_counter()
             with lake.transaction("R") as txn:
                 if statement == "delete":
                     txn.delete("t", where=f"id = {key}")
-                else:
+                elif statement == "delete a third":  # a DV too large to inline
+                    txn.delete("t", where="id % 3 = 0")
+                elif statement == "update":
                     txn.update("t", {"payload": "'changed'"}, where=f"id = {key}")
+                else:
+                    txn.merge("t", {"id": [key], "payload": ["merged"]}, on="id") \
+                        .when_matched_update_all().when_not_matched_insert_all().execute()
             lake.flush()
             times.append((time.perf_counter() - t0) * 1000)
             sizes.append(counting.bytes_written)
@@ -84,7 +92,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         info = run_info(args, env)
     finally:
         env.close()
-    for statement in ("delete", "update"):
+    for statement in STATEMENTS:
         base, dv = (next(r for r in results if r["system"] == s and r["statement"] == statement)
                     for s in SYSTEMS)
         dv["bytes_ratio"] = round(dv["bytes_written"] / max(base["bytes_written"], 1), 5)

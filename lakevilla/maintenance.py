@@ -198,8 +198,10 @@ class Maintenance:
 
         def add_commit(table: str, commit_text: str) -> None:
             c = Commit.from_bytes(commit_text.encode())
-            for p in [*(a.path for a in c.adds), *(f.path for f in c.cdc)]:
-                keys.add(data_file_key(table, p, self._client.root_uri))
+            for a in c.adds:
+                keys.update(data_file_key(table, p, self._client.root_uri)
+                            for p in (a.path, *a.written_files))
+            keys.update(data_file_key(table, f.path, self._client.root_uri) for f in c.cdc)
 
         for meta in list(self._client.store.list(f"{TXN_DIR}/")):
             rest = meta.key[len(TXN_DIR) + 1:]
@@ -213,8 +215,11 @@ class Maintenance:
                 except (ValueError, TypeError) as err:
                     raise CorruptLogError(f"sublog {meta.key} is damaged ({err}); maintenance will "
                                           "not guess which files it protects") from None
-                for a in [*e.added, *e.cdc]:
-                    keys.add(data_file_key(e.table, a["path"], self._client.root_uri))
+                for a in e.added_files():  # a DV's file too: it is the entry's to commit
+                    keys.update(data_file_key(e.table, p, self._client.root_uri)
+                                for p in (a.path, *a.written_files))
+                keys.update(data_file_key(e.table, c["path"], self._client.root_uri)
+                            for c in e.cdc)
                 continue
             rec = records.read(self._client.store, rest[:-5])
             if rec is not None and rec.state == records.COMMITTING:

@@ -45,9 +45,10 @@ def copy_table(lake_dir: Path, name: str) -> Path:
     return dest
 
 
-def delta_rs_rows(path: Path, version: int | None = None) -> list[dict]:
+def delta_rs_rows(path: Path | str, version: int | None = None,
+                  storage_options: dict[str, str] | None = None) -> list[dict]:
     """What delta-rs' SQL reader returns (``to_pyarrow_table`` refuses deletion vectors)."""
-    dt = DeltaTable(str(path), version=version)
+    dt = DeltaTable(str(path), version=version, storage_options=storage_options or None)
     t = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t"))
     return sorted(t.to_pylist(), key=repr)
 

@@ -68,6 +68,7 @@ NL = "tests/protocol/test_nothing_lost.py::"
 OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
 CF = "tests/statements/test_change_data_feed.py::"
+DW = "tests/statements/test_deletion_vector_writes.py::"
 TX = "lakevilla/txn/transaction.py"
 OVERTAKE = "lakevilla/markers/overtake.py"
 LK = "lakevilla/maintenance.py"
@@ -1027,38 +1028,99 @@ MUTATIONS: list[Mutation] = [
        "columns[classic]"],
       "the Spark engine leaves a generated column a DataFrame lacks NULL instead of computing it"),
     M("dv-undo-deletes-the-marked-file", "dv", "lakevilla/core/deciding.py",
-      "for p in sorted({a.path for op in tw.ops for a in op.added if a.writes_file}",
-      "for p in sorted({a.path for op in tw.ops for a in op.added}",
+      "for p in sorted({p for op in tw.ops for a in op.added for p in a.written_files}",
+      "for p in sorted({p for op in tw.ops for a in op.added for p in (a.path,)}",
       ["tests/statements/test_deletion_vectors.py::test_an_aborted_delete_by_deletion_vector_"
        "keeps_the_file_it_marked"],
       "an aborted transaction deletes the data file its deletion vector marked (rows lost)"),
     M("dv-redo-garbage-is-the-marked-file", "dv", "lakevilla/statements/view.py",
-      "                if a.path not in kept and a.writes_file:",
-      "                if a.path not in kept or not a.writes_file:",
+      "                self.garbage.update(p for p in a.written_files if p not in kept)",
+      "                self.garbage.update(p for p in (a.path,) if p not in kept)",
       ["tests/statements/test_deletion_vectors.py::test_concurrent_deletes_by_deletion_vector_on_"
        "one_file_both_land"],
       "a redo takes the file its undone deletion vector marked for garbage and deletes it"),
     M("dv-forgets-the-old-deletions", "dv", "lakevilla/engines/dv_rewrite.py",
-      "    dv = deletion_vectors.inline(np.concatenate([gone, hit]))  # a bitmap: the union",
-      "    dv = deletion_vectors.inline(hit)",
+      "    rows = [np.concatenate([_gone(ctx, add), hit]) for add, hit in partial]",
+      "    rows = [hit for add, hit in partial]",
       ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
-       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
-      "a new deletion vector holds only the statement's rows: rows deleted before come back"),
+       "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]",
+       "tests/protocol/test_concurrent_deletion_vectors.py::test_two_writers_marking_one_file_"
+       "both_land_and_no_row_comes_back[local-R,CT]"],
+      "a new deletion vector holds only the statement's rows: rows deleted before (by a "
+      "concurrent winner, for a redo) come back"),
     M("dv-positions-of-live-rows", "dv", "lakevilla/engines/dv_rewrite.py",
-      "    hit = np.flatnonzero(keep)[np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)]",
-      "    hit = np.flatnonzero(np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool))",
+      "    return np.flatnonzero(keep)[places]",
+      "    return places",
       ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
        "deletion_vectors_and_deleted_rows_stay_deleted[delete-R]"],
       "a deletion vector marks rows by their place among the live rows, not in the file"),
     M("dv-dropped-statement-deletes-the-marked-file", "dv", "lakevilla/core/per_statement.py",
-      "        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) "
-      "for a in op.added\n"
-      "                                         if a.writes_file])",
-      "        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) for a in "
-      "op.added])",
+      "                                         for p in a.written_files])",
+      "                                         for p in (a.path,)])",
       ["tests/statements/test_deletion_vectors.py::test_a_plain_delta_delete_that_loses_to_a_"
        "conflict_keeps_the_file_it_marked"],
       "a plain-Delta statement dropped after a conflict deletes the file its DV marked"),
+    M("dv-file-checksum-wrong", "dv", "lakevilla/delta/deletion_vectors.py",
+      '        blob += struct.pack(">i", len(raw)) + raw + struct.pack(">I", zlib.crc32(raw))',
+      '        blob += struct.pack(">i", len(raw)) + raw + struct.pack(">I", zlib.crc32(raw) ^ 1)',
+      [DW + "test_a_deletion_vector_too_large_to_inline_is_written_to_a_dv_file[local]"],
+      "a DV file's checksum does not match its bitmap (delta-rs and Spark refuse the table)"),
+    M("dv-file-left-by-an-abort", "dv", "lakevilla/core/deciding.py",
+      "for p in sorted({p for op in tw.ops for a in op.added for p in a.written_files}",
+      "for p in sorted({a.path for op in tw.ops for a in op.added if not a.deletion_vector}",
+      [DW + "test_an_aborted_transaction_deletes_its_dv_file_not_the_file_it_marked[R]"],
+      "an aborted transaction leaves the DV file it wrote behind"),
+    M("dv-file-left-by-a-redo", "dv", "lakevilla/statements/view.py",
+      "                self.garbage.update(p for p in a.written_files if p not in kept)",
+      "                self.garbage.update(p for p in a.written_files if p.endswith('.parquet'))",
+      [DW + "test_a_redone_delete_leaves_only_the_dv_file_its_commit_names"],
+      "a redo leaves the DV file of the undone statement behind"),
+    M("dv-file-replaced-in-a-transaction-kept", "dv", "lakevilla/statements/view.py",
+      "        written = {p for op in self.ops for a in op.added for p in a.written_files}",
+      "        written = {a.path for op in self.ops for a in op.added if not a.deletion_vector}",
+      [DW + "test_a_transaction_that_marks_a_file_twice_commits_only_its_last_dv_file"],
+      "a DV file a later statement of the transaction replaced is left behind"),
+    M("dv-file-left-by-a-dropped-statement", "dv", "lakevilla/core/per_statement.py",
+      "                                         for p in a.written_files])",
+      "                                         for p in a.written_files "
+      "if p.endswith('.parquet')])",
+      [DW + "test_a_plain_delta_delete_dropped_after_a_conflict_deletes_its_dv_file"],
+      "a plain-Delta statement dropped after a conflict leaves its DV file behind"),
+    M("dv-file-swept-under-a-live-sublog", "dv", LK,
+      "                    keys.update(data_file_key(e.table, p, self._client.root_uri)\n"
+      "                                for p in (a.path, *a.written_files))",
+      "                    keys.update(data_file_key(e.table, p, self._client.root_uri)\n"
+      "                                for p in (a.path,))",
+      [DW + "test_a_crash_anywhere_leaves_no_dv_file_the_sweep_would_not_clean[local]"],
+      "the abandoned-file sweep deletes the DV file a crashed transaction's sublog names: its "
+      "resume cannot commit"),
+    M("resume-ignores-the-dv-file", "dv", "lakevilla/recovery/resume.py",
+      "             for p in (a.written_files if isinstance(a, AddFile) else (a.path,))}",
+      "             for p in ((a.path,) if isinstance(a, AddFile) else (a.path,))}",
+      [DW + "test_resuming_a_transaction_whose_dv_file_is_gone_aborts_as_lost_data"],
+      "a resumed transaction commits an add whose DV file is gone (no reader can apply it)"),
+    M("merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/embedded_merge.py",
+      "        by_dv = ctx.write_dvs\n",
+      "        by_dv = False\n",
+      [DW + "test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows[few-R]"],
+      "MERGE on a table that asks for DVs rewrites the files it touches"),
+    M("merge-dv-places-across-files", "dv", "lakevilla/engines/embedded_merge.py",
+      "mine - starts[fi])))",
+      "mine)))",
+      [DW + "test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows[few-R]"],
+      "MERGE marks a row by its place among all the target's rows, not in its own file"),
+    M("spark-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
+      "            if ctx.write_dvs:  # Spark finds the rows, lakevilla marks them (spark_dv.py)",
+      "            if False:",
+      ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
+       "deletion_vectors[classic]"],
+      "the Spark engine's DELETE and UPDATE on a table that asks for DVs rewrite their files"),
+    M("spark-merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
+      "                if touched and ctx.write_dvs:  # the updated rows alone are written",
+      "                if False:",
+      ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
+       "deletion_vectors[classic]"],
+      "the Spark engine's MERGE on a table that asks for DVs rewrites the files it touches"),
     # -- change data feed (issue 37) --------------------------------------------------------------
     M("cdf-redo-keeps-old-change-files", "cdf", "lakevilla/statements/view.py",
       "self.garbage.update(c.path for c in op.cdc)", "pass",
@@ -1110,8 +1172,8 @@ MUTATIONS: list[Mutation] = [
       "a logical merge entry names a source that was never written: resume cannot redo it"),
     # -- statements: overwrite, optimize (issue 14) ------------------------------------------------
     M("overwrite-redo-drops-its-rows", "redo", "lakevilla/statements/view.py",
-      "                if a.path not in kept and a.writes_file:",
-      '                if op.kind != "insert" and a.writes_file:',
+      "                self.garbage.update(p for p in a.written_files if p not in kept)",
+      '                self.garbage.update(p for p in a.written_files if op.kind != "insert")',
       ["tests/statements/test_overwrite.py::test_a_conflicting_overwrite_is_redone_under_r[local]",
        "tests/statements/test_overwrite.py::test_a_resumed_overwrite_is_redone_from_its_sublog"],
       "undoing an overwrite for a redo deletes the files holding its new rows"),

@@ -101,7 +101,7 @@ class Decider:
         live = [tw for tw in ctx.tables.values() if tw.name not in ctx.committed]
         self.markers.release(live)
         doomed = [data_file_key(tw.name, p, ctx.client.root_uri) for tw in live
-                  for p in sorted({a.path for op in tw.ops for a in op.added if a.writes_file}
+                  for p in sorted({p for op in tw.ops for a in op.added for p in a.written_files}
                                   | {c.path for op in tw.ops for c in op.cdc} | tw.garbage)]
         with contextlib.suppress(LakeVillaError):  # a name left reserved still lets the files go
             self.markers.release_names("aborted")

@@ -94,8 +94,8 @@ class EachCommits(StatementRunner):
     def _drop(self, op: Statement) -> None:
         root = self.ctx.client.root_uri
         changes = [data_file_key(op.table, c.path, root) for c in op.cdc]  # its change data
-        delete_keys(self.ctx, changes + [data_file_key(op.table, a.path, root) for a in op.added
-                                         if a.writes_file])
+        delete_keys(self.ctx, changes + [data_file_key(op.table, p, root) for a in op.added
+                                         for p in a.written_files])
 
     def current_schema(self, table: str) -> pa.Schema:
         return self.ctx.client.log(table).snapshot().schema  # each statement reads the newest

@@ -157,10 +157,16 @@ class AddFile:
         return int(n) if n is not None else None
 
     @property
-    def writes_file(self) -> bool:
-        """Whether a data file was written for this add. One with a deletion vector marks rows
-        of a file an earlier add wrote: undoing it must never delete that file."""
-        return self.deletion_vector is None
+    def written_files(self) -> tuple[str, ...]:
+        """The files written for this add, as paths under the table (like ``path``): its data
+        file; or, for an add whose deletion vector marks rows of a file an earlier add wrote,
+        the DV's own file if it is not inline. Undoing the add deletes these, never the marked
+        data file."""
+        dv = self.deletion_vector
+        if dv is None:
+            return (self.path,)
+        dv_file = dv.relative_file()
+        return (dv_file,) if dv_file is not None else ()
 
     def remove(self, timestamp_ms: int, data_change: bool = True) -> RemoveFile:
         return RemoveFile(

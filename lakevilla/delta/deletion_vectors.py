@@ -7,8 +7,9 @@ absolute path (``p``). A stored DV is framed by a big-endian size and a CRC-32; 
 magic number and a portable 64-bit RoaringBitmap, decoded by pyroaring. A damaged DV is a
 ``CorruptLogError``: returning rows a writer deleted would be silently wrong.
 
-Every byte is read through the store layer (``ObjectStore.get_range``), so DV reads are counted,
-slowed and fault-injected like any other request.
+Every byte is read and written through the store layer (``ObjectStore.get_range``, ``put``),
+so DV requests are counted, slowed and fault-injected like any other. ``build`` writes the DVs of
+a statement: inline up to ``INLINE_MAX``, the larger ones in one new ``u`` file.
 """
 
 from __future__ import annotations
@@ -58,21 +59,48 @@ def z85_encode(data: bytes) -> str:
     return base64.b85encode(data).decode().translate(_FROM_B85)
 
 
-# Deletion vectors we write are inline (in the log) up to this size; above it a statement
-# rewrites the file instead (a DV file of our own would be one more object to account for).
+# Deletion vectors we write are inline (in the log) up to this size; larger ones go to a DV file
+# (one per statement and table, all its large DVs at their offsets, as Spark writes them).
 INLINE_MAX = 8 * 1024
 
 
-def inline(rows: np.ndarray) -> DeletionVector | None:
-    """An inline DV deleting ``rows`` (row indexes in the file), or None if it would exceed
-    ``INLINE_MAX`` bytes."""
+def encoded(rows: np.ndarray) -> tuple[bytes, int, int | None]:
+    """A DV's bytes (magic number, portable bitmap) deleting ``rows`` (row indexes in the file,
+    duplicates allowed): with its cardinality and largest row index."""
     bm = BitMap64(rows.astype(np.uint64))
     bm.run_optimize()
-    raw = struct.pack("<I", MAGIC) + bm.serialize()
-    if len(raw) > INLINE_MAX:
-        return None
-    return DeletionVector("i", z85_encode(raw), len(raw), len(bm),
-                          max_row_index=int(bm.max()) if len(bm) else None)
+    return struct.pack("<I", MAGIC) + bm.serialize(), len(bm), int(bm.max()) if len(bm) else None
+
+
+@dataclass(frozen=True)
+class Built:
+    """The DVs a statement marks (in the order asked), and the DV file it wrote for the large
+    ones (its key under the store; None when all were inline)."""
+
+    dvs: list[DeletionVector]
+    file_key: str | None
+
+
+def build(store: ObjectStore, table: str, rows: list[np.ndarray]) -> Built:
+    """One DV per ``rows`` entry: inline when small, else in one new DV file of ``table`` (the
+    format version byte, then per DV its big-endian size, bytes and CRC-32), written here with
+    one PUT. The file is named by a fresh UUID, so no other writer ever names it."""
+    out: list[DeletionVector] = []
+    blob = bytearray([FILE_FORMAT_VERSION])
+    uid = uuid.uuid4()
+    for r in rows:
+        raw, card, top = encoded(r)
+        if len(raw) <= INLINE_MAX:
+            out.append(DeletionVector("i", z85_encode(raw), len(raw), card, max_row_index=top))
+            continue
+        out.append(DeletionVector("u", z85_encode(uid.bytes), len(raw), card, offset=len(blob),
+                                  max_row_index=top))
+        blob += struct.pack(">i", len(raw)) + raw + struct.pack(">I", zlib.crc32(raw))
+    if len(blob) == 1:
+        return Built(out, None)
+    key = f"{table}/{FILE_PREFIX}{uid}.bin"
+    store.put(key, bytes(blob))
+    return Built(out, key)
 
 
 @dataclass(frozen=True)

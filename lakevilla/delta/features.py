@@ -22,8 +22,10 @@ from . import column_mapping
 from .actions import Metadata, Protocol
 from .schema import field_metadata_keys
 
-# deletionVectors: read (deleted rows are skipped) and written to: our statements rewrite the
-# files they change (their removes carry the DV), OPTIMIZE purges DVs; we write no new DVs yet
+# deletionVectors: read (deleted rows are skipped) and written: on a table that asks for them,
+# DELETE, UPDATE, MERGE and an overwrite's replaced rows mark rows in new DVs (inline, or a DV
+# file when large: engines/dv_rewrite.py); otherwise statements rewrite the files they change
+# (their removes carry the DV); OPTIMIZE purges DVs
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
                    "typeWidening", "typeWidening-preview", "variantType", "variantType-preview",
                    "v2Checkpoint"}

@@ -22,7 +22,7 @@ from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
 from ..statements import merge as M
-from . import change_data, generated
+from . import change_data, dv_rewrite, generated
 from .api import RewriteResult, TableContext
 from .duck_sql import assignment_cast, first_line
 
@@ -102,6 +102,8 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
     updated = deleted = 0
     res = RewriteResult()
     jobs: list[tuple[pa.Table, dict]] = []
+    marks: list[dv_rewrite.Marks] = []
+    fresh: list[pa.Table] = []
     if matched and len(rows):
         clause = joined.column("__lv_clause").to_numpy()
         applied = clause >= 0
@@ -131,13 +133,23 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                 raise SchemaMismatchError(f"merge into {ctx.name!r} writes NULL into non-nullable "
                                           f"column {f.name!r}")
             new_cols.append(pa.chunked_array([*target.column(k).chunks, v], f.type))
-        combined = pa.table(new_cols, schema=ctx.schema)
+        combined = pa.table(new_cols, schema=ctx.schema)  # the target's rows, then the updated
         if ctx.write_cdf:  # each updated row before and after, each deleted row
             res.changes += [(target.take(pa.array(rows[upd])), change_data.PREIMAGE),
                             (new_rows, change_data.POSTIMAGE),
                             (target.take(pa.array(deleted_rows)), change_data.DELETE)]
         touched = np.unique(file_of[rows[applied]])
-        for fi in touched:
+        by_dv = ctx.write_dvs
+        if by_dv:  # the applied rows are marked in DVs; only updated rows are written
+            starts = np.cumsum([0] + [p.num_rows for p in parts])
+            hit = np.unique(rows[applied])
+            for fi in touched:
+                mine = hit[file_of[hit] == fi]
+                add, live = files[int(fi)], parts[int(fi)].num_rows
+                marks.append((add, live, dv_rewrite.in_file(ctx, add, live, mine - starts[fi])))
+            if updated:
+                fresh.append(combined.slice(n))
+        for fi in touched if not by_dv else ():
             sel = np.nonzero((file_of == fi) & keep)[0]
             res.removed.append(files[int(fi)])
             if len(sel):
@@ -170,8 +182,15 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                                               f"non-nullable column {f.name!r}")
             inserted = ins.num_rows
             res.changes += [(ins, change_data.INSERT)] if ctx.write_cdf else []
-            jobs.extend(engine.split_by_partition(ctx, ins))
-    res.added = engine.write_all(ctx, jobs)
+            fresh.append(ins)
+    if fresh:  # updated rows (by DV) and inserted ones: new files together
+        jobs.extend(engine.split_by_partition(ctx, pa.concat_tables(fresh)))
+    if marks:
+        changes = res.changes
+        res = dv_rewrite.mark(ctx, marks, lambda: engine.write_all(ctx, jobs))
+        res.changes = changes
+    else:
+        res.added = engine.write_all(ctx, jobs)
     res.rows = updated + deleted + inserted
     return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
                           len(res.removed))

@@ -58,7 +58,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import generated, spark_cdf, spark_expr, spark_mapped
+from . import generated, spark_cdf, spark_dv, spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -681,6 +681,13 @@ class SparkEngine:
         with _spark_errors(f"{op} on {ctx.name!r} where={where!r}", InvalidExpressionError):
             match = (F.coalesce(spark_expr.condition(checked, _ref), F.lit(False))
                      if checked is not None else F.lit(True))
+            if ctx.write_dvs:  # Spark finds the rows, lakevilla marks them (spark_dv.py)
+                live = _indexed(self, ctx, files)
+                marked = spark_dv.marks(ctx, files, live, FILE_COL, "__lv_ri", match,
+                                        lambda n: self._key_of(ctx, n))
+                return spark_dv.rewrite(ctx, marked, lambda: [] if sets is None else (
+                    self._write_frame(ctx, _updated(ctx, live.filter(match).drop(
+                        FILE_COL, "__lv_ri"), F.lit(True), sets))))
             hits = self._hits(ctx, files, match)
             touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in hits]
             if not touched:
@@ -766,6 +773,7 @@ class SparkEngine:
             parts: list[DataFrame] = []
             changed = ins = None  # the target rows a clause applied to, the inserted rows
             dels: list[int] = []
+            marked: list = []  # on a table that asks for DVs (spark_dv.py)
             if matched and files:
                 m = t2.join(sdf, on, "inner").select(FILE_COL, "__lv_ri",
                                                      clause_of(matched).alias("__lv_clause"),
@@ -788,11 +796,18 @@ class SparkEngine:
                 updated = sum(int(r["count"]) for r in counts if not r["d"])
                 touched = [a for a in files
                            if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
-                if touched:
-                    names = [r[FILE_COL] for r in counts]
-                    a = applied.select(FILE_COL, "__lv_ri", "__lv_clause",
-                                       *[F.col(c).alias(c + "n") for c in tcols])
+                names = [r[FILE_COL] for r in counts]
+                a = applied.select(FILE_COL, "__lv_ri", "__lv_clause",
+                                   *[F.col(c).alias(c + "n") for c in tcols])
+                if touched:  # each row a clause applied to, before and after (lazy: the feed's)
                     changed = t2.filter(F.col(FILE_COL).isin(names)).join(a, [FILE_COL, "__lv_ri"])
+                if touched and ctx.write_dvs:  # the updated rows alone are written
+                    marked = spark_dv.merge_marks(ctx, touched, t2, applied, FILE_COL,
+                                                  lambda n: self._key_of(ctx, n))
+                    parts.append(applied.filter(~F.col("__lv_clause").isin(dels)).select(
+                        *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
+                        "__lv_clause"))
+                elif touched:
                     kept = t2.filter(F.col(FILE_COL).isin(names)) \
                         .join(a, [FILE_COL, "__lv_ri"], "left") \
                         .filter(F.col("__lv_clause").isNull() | ~F.col("__lv_clause").isin(dels))
@@ -811,11 +826,17 @@ class SparkEngine:
                 inserted = ins.count()
                 if inserted:
                     parts.append(ins)
-            if parts:
+            def write() -> list[AddFile]:
+                if not parts:
+                    return []
                 out = parts[0]
                 for p in parts[1:]:
                     out = out.unionByName(p)
-                res.added = self._write_frame(ctx, _merged(ctx, out, cm.values))
+                return self._write_frame(ctx, _merged(ctx, out, cm.values))
+            if marked:
+                res = spark_dv.rewrite(ctx, marked, write)
+            else:
+                res.added = write()
             res = spark_cdf.merged(ctx, res, changed, dels, tcols, ins if inserted else None,
                                    lambda df: _merged(ctx, df, cm.values))
         res.rows = updated + deleted + inserted

@@ -109,11 +109,13 @@ def _filled_in_place(log: DeltaLog, upto: int) -> set[int]:
 
 def _check_files(store: ObjectStore, root_uri: str, txn_id: str, table: str,
                  added: list[AddFile] | list[CdcFile]) -> None:
-    for a in added:  # the data must still be there to be committed
+    paths = {p for a in added
+             for p in (a.written_files if isinstance(a, AddFile) else (a.path,))}
+    for p in paths:  # it must be there to be committed
         try:
-            store.head(data_file_key(table, a.path, root_uri))
+            store.head(data_file_key(table, p, root_uri))
         except NotFound:
-            raise TransactionAborted(f"{table}: data file {a.path} of transaction {txn_id} is gone "
+            raise TransactionAborted(f"{table}: file {p} of transaction {txn_id} is gone "
                                      "(deleted as abandoned?)", txn_id=txn_id,
                                      reason="lost-data") from None
 

@@ -253,8 +253,7 @@ class TableWork:
             kept = op.kept_files  # new rows are redone from the same files
             for a in op.added:
                 self.added.pop(a.path, None)
-                if a.path not in kept and a.writes_file:
-                    self.garbage.add(a.path)
+                self.garbage.update(p for p in a.written_files if p not in kept)
             self.garbage.update(c.path for c in op.cdc)  # a redo writes its change rows anew
             for a in op.removed:
                 if self.removed.pop(a.path, None) is None:
@@ -292,8 +291,8 @@ class TableWork:
 
     def intermediate_files(self) -> set[str]:
         """Files our ops wrote that the final commit does not add."""
-        final = set(self.added)
-        written = {a.path for op in self.ops for a in op.added if a.writes_file}
+        final = set(self.added) | {p for a in self.added.values() for p in a.written_files}
+        written = {p for op in self.ops for a in op.added for p in a.written_files}
         return (written - final) | self.garbage
 
     def build_commit(self, commit_info: dict) -> Commit:

@@ -353,17 +353,20 @@ def test_compaction_quick_run(tmp_path):
 
 
 def test_update_price_quick(tmp_path):
-    """One-row statements: with deletion vectors a DELETE logs a DV and an UPDATE writes its one
-    row, so both write a sliver of what rewriting the file writes; both tables end alike."""
+    """One-row statements: with deletion vectors a DELETE logs a DV and an UPDATE or a MERGE
+    writes its one row, so each writes a sliver of what rewriting the file writes; both tables
+    end alike."""
     from benchmarks import update_price
 
     payload = update_price.main(["--quick", "--out", str(tmp_path)])
     assert (tmp_path / "update_price.json").exists() and (tmp_path / "update_price.png").exists()
     by = {(r["system"], r["statement"]): r for r in payload["results"]}
-    for statement in ("delete", "update"):
+    for statement in ("delete", "update", "merge"):
         rewrite, dv = by[("rewrite", statement)], by[("deletion vectors", statement)]
         assert dv["rows"] == rewrite["rows"] == payload["rows"] - payload["reps"]
         assert dv["bytes_written"] * 20 < rewrite["bytes_written"]
+    rewrite, dv = by[("rewrite", "delete a third")], by[("deletion vectors", "delete a third")]
+    assert dv["rows"] == rewrite["rows"] and dv["bytes_written"] * 5 < rewrite["bytes_written"]
 
 
 # -- the shared client runner (benchmarks/runner.py) ---------------------------------------------

@@ -135,3 +135,39 @@ def test_spark_computes_and_checks_generated_columns(spark, tmp_path):  # noqa: 
     assert _delta(uri) == [{"id": 1, "a": 6, "g": 12}, {"id": 2, "a": None, "g": None},
                            {"id": 3, "a": 30, "g": 60}, {"id": 5, "a": 2, "g": 4},
                            {"id": 9, "a": 9, "g": 18}]
+
+
+def test_spark_deletes_updates_and_merges_by_deletion_vectors(spark, tmp_path):  # noqa: F811
+    """On a table that asks for DVs Spark finds the rows and lakevilla marks them: no data file
+    is rewritten (a large DV goes to a DV file), only updated and inserted rows are written;
+    delta-rs reads what the embedded engine would have written."""
+    from tests.dv_tables import delta_rs_rows
+    from tests.statements.test_deletion_vector_writes import BIG, DV_TABLE, IDS, ROWS
+
+    root = tmp_path / "lake"
+    lv.Lake(str(root)).create_table("t", IDS, properties=DV_TABLE)
+    with lv.Lake(str(root)).transaction("") as txn:
+        txn.insert("t", {"id": list(range(ROWS)), "v": [0] * ROWS})
+    original = {p.name for p in (root / "t").glob("*.parquet")}
+    with lv.Lake("file://" + str(root), engine=lv.SparkEngine(spark)) as lake:
+        with lake.transaction("R") as txn:
+            assert txn.delete("t", where=BIG) == len(range(0, ROWS, 3))
+            assert txn.update("t", {"v": "v + 1"}, where="id = 1") == 1
+            metrics = (txn.merge("t", {"id": [2, 4, 3, ROWS], "v": [-1, 7, 5, 9]}, on="id")
+                       .when_matched_delete("source.v < 0")
+                       .when_matched_update({"v": "source.v"})
+                       .when_not_matched_insert_all().execute())
+        assert (metrics["num_target_rows_updated"], metrics["num_target_rows_deleted"],
+                metrics["num_target_rows_inserted"]) == (1, 1, 2)  # 3 is deleted already
+        dvs = [a.deletion_vector for a in lake.snapshot("t").files.values()
+               if a.deletion_vector is not None]
+    assert len(dvs) == 1 and dvs[0].storage_type == "u"
+    assert dvs[0].cardinality == len(range(0, ROWS, 3)) + 3  # and ids 1, 2, 4
+    assert len(list((root / "t").glob("deletion_vector_*.bin"))) == 1  # the first, replaced
+    assert original <= {p.name for p in (root / "t").rglob("*.parquet")}  # none rewritten
+    expected = sorted([{"id": i, "v": {1: 1, 4: 7}.get(i, 0)} for i in range(ROWS)
+                       if i % 3 and i != 2] + [{"id": 3, "v": 5}, {"id": ROWS, "v": 9}],
+                      key=lambda r: r["id"])
+    got = lv.Lake(str(root)).read("t").to_pylist()
+    assert sorted(got, key=lambda r: r["id"]) == expected
+    assert sorted(delta_rs_rows(root / "t"), key=lambda r: r["id"]) == expected

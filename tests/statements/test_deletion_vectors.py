@@ -1,7 +1,7 @@
 """Tables with deletion vectors are read (deleted rows never come back, whatever the log's shape:
-files, inline DVs, replaced DVs, checkpoints) and never written. delta-rs' SQL reader, which
-applies deletion vectors, is the judge; the reference tables come from delta-rs
-(tests/data/README.md)."""
+files, inline DVs, replaced DVs, checkpoints) and written (DV files and MERGE by DVs:
+test_deletion_vector_writes.py). delta-rs' SQL reader, which applies deletion vectors, is the
+judge; the reference tables come from delta-rs (tests/data/README.md)."""
 
 from __future__ import annotations
 
@@ -335,17 +335,6 @@ def test_concurrent_deletes_by_deletion_vector_on_one_file_both_land(tmp_path):
     assert parquet_files(tmp_path) == files
     assert sorted(r["id"] for r in delta_rs_rows(tmp_path / "t")) == \
         [i for i in range(1000) if i not in (1, 2)]
-
-
-def test_a_deletion_vector_too_large_to_inline_falls_back_to_rewriting(tmp_path):
-    lake = dv_lake(tmp_path, rows=100_000)
-    files = parquet_files(tmp_path)
-    with lake.transaction("R") as txn:  # every third row: a bitmap far over INLINE_MAX
-        assert txn.delete("t", where="id % 3 = 0") == 33_334
-    add, = lake.snapshot("t").files.values()
-    assert add.deletion_vector is None and parquet_files(tmp_path) - files
-    assert lake.read("t").num_rows == 66_666
-    assert len(delta_rs_rows(tmp_path / "t")) == 66_666
 
 
 def test_a_plain_delta_delete_that_loses_to_a_conflict_keeps_the_file_it_marked(tmp_path):
