@@ -36,6 +36,7 @@ from .isolation.units import RecordCache
 from .maintenance import DEFAULT_RETENTION, Maintenance, RecoveryReport
 from .names import LV_DIR
 from .past import changes as past_changes
+from .past.consumer import ChangeConsumer
 from .past.cut import MomentCut
 from .past.position import PositionCut
 from .past.view import LakeAt, open_at
@@ -264,11 +265,13 @@ class Lake:
             self.engine.validate_where(ctx, where)
         return self.engine.scan(ctx, candidates(snap, where), where, columns, order)
 
-    def at(self, when: dt.datetime | str | int | LakeAt) -> LakeAt:
+    def at(self, when: dt.datetime | str | int | dict[str, int] | LakeAt) -> LakeAt:
         """Every table as of one consistent cut, read only: ``when`` a UTC datetime or ISO-8601
         string (the newest cut no later than that moment in which every multi-table transaction
-        is whole: seen on all of its tables or none), or a global-log position (an int: that
-        entry's cut). ``.read(table, where=, columns=)``, ``.cut()``, ``.tables()``. A moment
+        is whole: seen on all of its tables or none), a global-log position (an int: that
+        entry's cut), or a cut an earlier view gave (``LakeAt.cut()``: table -> version, e.g.
+        a consumer's stored offset). ``.read(table, where=, columns=)``, ``.cut()``,
+        ``.tables()``. A moment
         older than clean-up and log retention kept is ``MomentTooOldError`` naming the oldest
         one that can be served. ``past/cut.py`` says how the cut is found."""
         client = self._client
@@ -290,8 +293,9 @@ class Lake:
     def changes(self, tables: str | list[str], since: Any = None,
                 until: Any = None) -> dict[str, pa.Table]:
         """The change rows of ``tables`` after the cut ``since`` up to the cut ``until`` (each a
-        moment, a global-log position or a ``LakeAt``; ``since=None``: from the table's
-        creation, ``until=None``: now), one pyarrow Table per table: the row's columns,
+        moment, a global-log position, a cut or a ``LakeAt``, as for ``at``; ``since=None``:
+        from the table's creation, ``until=None``: now), one pyarrow Table per table: the
+        row's columns,
         ``_change_type`` (insert, delete, update_preimage, update_postimage),
         ``_commit_version``, ``_commit_timestamp`` and ``_lakevilla_txn``. Both ends are
         consistent cuts, so a multi-table transaction's changes are in the range whole or not
@@ -303,6 +307,16 @@ class Lake:
         hi = self.at(until if until is not None else dt.datetime.now(dt.UTC))
         return past_changes.changes(self._client.log, self.store, self.root_uri, self.engine,
                                     names, lo, hi, self.snapshot)
+
+    def consumer(self, name: str, tables: str | list[str], *,
+                 offsets: str = "lakevilla_offsets") -> ChangeConsumer:
+        """A consumer of the changes of ``tables`` that sees each exactly once: ``.run(fn)``
+        calls ``fn(txn, changes)`` with the change rows since its last run, in the transaction
+        that also stores its new offset (a row of ``offsets``, created when missing). A crash
+        or a second run at once never writes outputs twice nor skips a change
+        (``past/consumer.py``)."""
+        return ChangeConsumer(self, name, [tables] if isinstance(tables, str) else list(tables),
+                              offsets)
 
     def tables(self) -> list[str]:
         """Every Delta table under the root (found by listing; maintenance use)."""

@@ -1281,6 +1281,12 @@ MUTATIONS: list[Mutation] = [
        "commits_and_a_checkpoint"],
       "a checkpoint loses the domain metadata (the clustering columns)"),
     # -- the past across tables (lake.at, lake.changes) ----------------------------------------
+    M("consumer-offset-read-outside-the-transaction", "past", "lakevilla/past/consumer.py",
+      "            mine = txn.read(self.offsets, where=self._where)",
+      "            mine = self._lake.read(self.offsets, where=self._where)",
+      ["tests/api/test_consumer.py::test_two_runs_at_once_never_consume_a_change_twice[R,CT]"],
+      "a consumer reads its offset beside its transaction: two runs at once both consume the "
+      "same changes"),
     M("at-no-fixpoint", "past", "lakevilla/past/cut.py",
       "if not all(self._holds(w, m, cut) for w in m.tables if w != t):",
       "if False:",

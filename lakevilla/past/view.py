@@ -107,12 +107,32 @@ class LakeAt:
     add_columns = set_properties = commit = _refuse
 
 
+class FixedCut:
+    """A cut given as table -> version, e.g. one a change consumer stored as its offset (taken
+    from ``LakeAt.cut()``, so consistent). A table it does not name is not in it."""
+
+    def __init__(self, cut: dict[str, int]) -> None:
+        if not all(isinstance(t, str) and isinstance(v, int) and not isinstance(v, bool)
+                   and v >= -1 for t, v in cut.items()):
+            raise InvalidArgumentError(f"a cut maps table names to versions (int >= -1), got "
+                                       f"{cut!r}")
+        self._cut = dict(cut)
+
+    def version(self, table: str) -> int:
+        return self._cut.get(table, -1)
+
+    def describe(self) -> str:
+        return f"the cut {self._cut}"
+
+
 def open_at(when: Any, *, moment_cut: Callable[[float], CutSource],
             position_cut: Callable[[int], CutSource], reader: Reader,
             lister: Callable[[], list[str]], missing: Callable[[str, int], str | None]) -> LakeAt:
     """The view for ``when``: a LakeAt as is, an int as a global-log position, else a moment."""
     if isinstance(when, LakeAt):
         return when
+    if isinstance(when, dict):
+        return LakeAt(FixedCut(when), reader, lister, missing)
     if isinstance(when, bool):
         raise InvalidArgumentError(f"when must be a datetime, an ISO-8601 string or a global-log "
                                    f"position, got {when!r}")

@@ -1,0 +1,135 @@
+"""A change consumer that sees each change of its tables exactly once, crashes and races
+included.
+
+Its offset is a row of an offsets table (consumer name -> the cut it has consumed up to, as
+JSON). One transaction reads that row, takes the change rows from the offset's cut to the
+lake's newest consistent cut (``lake.changes``), lets the caller write its outputs, and writes
+the new cut: one commit, so a crash anywhere before it leaves offset and outputs as they were,
+and after it both have moved. Two runs at once (a restarted client beside a slow one) read the
+same offset row; the second to commit conflicts on it, and its redo reads a different offset,
+so it aborts instead of writing outputs for changes the first already consumed (a read's redo
+must see the rows it saw: ``statements/read.py``). Because the two cuts are consistent, a
+multi-table transaction's changes land in one run whole.
+
+It needs a transaction whose tables commit together with its read checked: features with CT
+(several tables at once) and R (the read redone), or I.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from ..errors import InvalidArgumentError, TableNotFoundError
+from ..names import check_table_name
+from .view import LakeAt
+
+OFFSETS_SCHEMA = pa.schema([pa.field("consumer", pa.string(), nullable=False),
+                            pa.field("cut", pa.string(), nullable=False)])
+
+
+class _Lake(Protocol):
+    """What the consumer needs of a ``Lake`` (kept structural: the lake imports this module)."""
+
+    def at(self, when: Any) -> LakeAt: ...
+
+    def changes(self, tables: str | list[str], since: Any = None,
+                until: Any = None) -> dict[str, pa.Table]: ...
+
+    def run(self, fn: Callable[[Any], Any], features: Any = "R", *, retries: int = 5) -> Any: ...
+
+    def create_table(self, name: str, schema: Any = None, *,
+                     if_not_exists: bool = False) -> Any: ...
+
+    def read(self, name: str, where: str | None = None) -> Any: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class Consumed:
+    """One run: what ``fn`` returned, the cuts the changes lay between (``since`` None on the
+    first run) and how many change rows each table had."""
+
+    value: Any
+    since: dict[str, int] | None
+    until: dict[str, int]
+    rows: dict[str, int]
+
+
+class ChangeConsumer:
+    """``lake.consumer(name, tables)``: ``run(fn)`` calls ``fn(txn, changes)`` with the change
+    rows of ``tables`` since the last run, in the transaction that stores the new offset."""
+
+    def __init__(self, lake: _Lake, name: str, tables: list[str], offsets: str) -> None:
+        if not isinstance(name, str) or not name or "'" in name:
+            raise InvalidArgumentError(f"a consumer name is a non-empty string without quotes, "
+                                       f"got {name!r}")
+        if not tables or not all(isinstance(t, str) for t in tables):
+            raise InvalidArgumentError("a consumer reads one or more tables, by name")
+        check_table_name(offsets)
+        self._lake, self.name, self.tables, self.offsets = lake, name, list(tables), offsets
+        self._where = f"consumer = '{name}'"
+
+    def __repr__(self) -> str:
+        return f"ChangeConsumer({self.name!r}, tables={self.tables}, offsets={self.offsets!r})"
+
+    def offset(self) -> dict[str, int] | None:
+        """The cut consumed up to (table -> version), None before the first run."""
+        try:
+            rows = self._lake.read(self.offsets, where=self._where)
+        except TableNotFoundError:
+            return None
+        return _cut_of(rows)
+
+    def run(self, fn: Callable[[Any, dict[str, pa.Table]], Any], *, features: str = "R,CT",
+            retries: int = 5) -> Consumed:
+        """One step: ``fn(txn, changes)`` writes the outputs of ``changes`` (table -> pyarrow
+        Table, as ``lake.changes``) through ``txn``; its return value comes back in
+        ``Consumed.value``. Retried as ``lake.run`` retries (a run that lost a race reads the
+        new offset and consumes what is left)."""
+        feats = {f.strip() for f in features.split(",") if f.strip()}
+        if not ({"R", "CT"} <= feats or "I" in feats):
+            raise InvalidArgumentError(
+                f"a consumer needs features with R and CT (or I), got {features!r}: without "
+                "them a crash or a second run can write its outputs twice or lose them")
+        self._lake.create_table(self.offsets, OFFSETS_SCHEMA, if_not_exists=True)
+
+        def step(txn: Any) -> Consumed:
+            mine = txn.read(self.offsets, where=self._where)  # kept: a redo must see the same
+            since = _cut_of(mine)
+            until = self._lake.at(_now()).cut(self.tables)
+            changes = self._lake.changes(self.tables, since=since, until=until)
+            value = fn(txn, changes)
+            row = json.dumps(until, sort_keys=True)
+            if until == since:
+                pass  # nothing committed since: the offset stands
+            elif since is None:
+                txn.insert(self.offsets, pa.table({"consumer": [self.name], "cut": [row]},
+                                                  schema=OFFSETS_SCHEMA))
+            else:
+                txn.update(self.offsets, set={"cut": _sql_string(row)}, where=self._where)
+            return Consumed(value, since, until, {t: c.num_rows for t, c in changes.items()})
+
+        out: Consumed = self._lake.run(step, features=features, retries=retries)
+        return out
+
+
+def _cut_of(rows: Any) -> dict[str, int] | None:
+    cuts = rows.column("cut").to_pylist() if rows.num_rows else []
+    if len(cuts) > 1:
+        raise InvalidArgumentError(f"the offsets table holds {len(cuts)} rows for one consumer: "
+                                   "it was written outside the consumer")
+    return {str(t): int(v) for t, v in json.loads(cuts[0]).items()} if cuts else None
+
+
+def _sql_string(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _now() -> Any:
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC)
