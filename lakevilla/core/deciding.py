@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..complex_txn import record as records
+from ..delta import row_tracking
 from ..delta.actions import Commit
 from ..engines.api import data_file_key
 from ..errors import LakeVillaError, TransactionAborted
@@ -152,6 +153,10 @@ class Decider:
     def fill_ok(self, tw: TableWork, latest: int) -> bool:
         """Whether our commit may fill our marker's version in place (else it goes to the tail)."""
         if tw.marker is None or tw.marker.lost:
+            return False
+        if row_tracking.assigns(tw.protocol or tw.base.protocol, tw.metadata or tw.base.metadata):
+            # row ids go past the mark below the version: only the tail has no later version
+            self.ctx.count("fill_fallback")
             return False
         if not fill_is_safe(tw.log, tw.marker.version, latest):
             self.ctx.count("fill_fallback")

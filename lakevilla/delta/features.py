@@ -24,13 +24,13 @@ READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "co
                    "v2Checkpoint"}  # v2Checkpoint: read (checkpoint.py), never written
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
-                   "domainMetadata", "deletionVectors"}
+                   "domainMetadata", "deletionVectors", "rowTracking"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
 _READ_ONLY = {"v2Checkpoint": "lakevilla reads tables with V2 checkpoints but does not write them"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).
-_INACTIVE_ONLY = {"changeDataFeed", "identityColumns"}
+_INACTIVE_ONLY = {"changeDataFeed"}
 
 
 # Properties that switch a feature on (so a table that sets one uses it).
@@ -109,11 +109,13 @@ def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
         raise UnsupportedTableFeatureError(table, "changeDataFeed", active["changeDataFeed"])
 
 
-def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:
+def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None,
+                 identity: bool = False) -> Protocol:
     """The protocol a new table needs: the legacy (1, 2), writer 3 when it defines CHECK
     constraints, and reader 3 / writer 7 with ``timestampNtz`` when a column is a timestamp
     without time zone (Delta allows those only with that feature; constraints then become the
-    ``checkConstraints`` writer feature)."""
+    ``checkConstraints`` writer feature). An identity column (``identity``, or its field
+    metadata) adds the ``identityColumns`` writer feature."""
     def ntz(t: pa.DataType) -> bool:
         if pa.types.is_timestamp(t):
             return t.tz is None
@@ -127,6 +129,11 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None)
 
     base = (Protocol(3, 7, ["timestampNtz"], ["timestampNtz"]) if any(ntz(f.type) for f in schema)
             else Protocol(1, 2))
+    if identity or any(k.startswith(b"delta.identity.") for f in schema
+                       for k in (f.metadata or {})):
+        base = as_table_features(base)  # not legacy writer 6: it would imply column mapping
+        base = dataclasses.replace(base, writer_features=[*(base.writer_features or []),
+                                                          "identityColumns"])
     return upgraded(base, configuration or {})
 
 
@@ -165,6 +172,9 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
             protocol = dataclasses.replace(
                 protocol, reader_features=[*(protocol.reader_features or []), "deletionVectors"])
         need["deletionVectors"] = 7
+    if cfg.get("delta.enablerowtracking", "false").lower() == "true":
+        protocol = as_table_features(protocol)  # rowTracking needs domainMetadata (writer only)
+        need["rowTracking"] = need["domainMetadata"] = 7
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])
         more = [f for f in sorted(need) if f not in have]

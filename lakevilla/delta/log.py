@@ -20,6 +20,7 @@ from urllib.parse import unquote
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
+from . import row_tracking
 from .actions import Commit
 from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_table
 from .snapshot import Snapshot, SnapshotBuilder
@@ -449,6 +450,7 @@ class DeltaLog:
 
         A write that reports an error is settled by reading it back (``store.settle``):
         an error never hides a version we did write. ``OutcomeUnknown`` if that fails too."""
+        commit = self._with_row_ids(version, commit)
         key, data = self.commit_key(version), commit.to_bytes()
         etag: str | None
         try:
@@ -465,6 +467,7 @@ class DeltaLog:
     def rewrite_commit(self, version: int, commit: Commit, etag: str) -> str:
         """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
         Settled like ``write_commit`` when the store reports an error."""
+        commit = self._with_row_ids(version, commit)
         key, data = self.commit_key(version), commit.to_bytes()
         new: str | None
         try:
@@ -475,6 +478,18 @@ class DeltaLog:
                 raise PreconditionFailed(key) from None
         self._remember(version, commit)
         return new
+
+    def _with_row_ids(self, version: int, commit: Commit) -> Commit:
+        """``commit`` with the row ids it gets at ``version`` (``row_tracking.py``): decided here,
+        where the version is, so that a commit retried or redone higher is assigned again."""
+        if not row_tracking.may_assign(commit):
+            return commit
+        with self._lock:
+            base = self._base
+        if base is not None and not row_tracking.assigns(commit.protocol or base.protocol, None):
+            return commit  # a table without row tracking (a change of that conflicts with us)
+        before = self.snapshot(version - 1, list_log=False) if version > 0 else None
+        return row_tracking.assign(commit, version, before)
 
     # -- checkpoints ---------------------------------------------------------
     def last_checkpoint_version(self) -> int:

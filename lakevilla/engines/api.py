@@ -22,6 +22,7 @@ from ..delta.actions import AddFile, Metadata
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.constraints import Constraint, constraints_of
 from ..delta.features import writes_deletion_vectors
+from ..delta.identity import IdentityColumn, identity_columns
 from ..delta.snapshot import Snapshot
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
@@ -42,6 +43,7 @@ class TableContext:
     partition_columns: tuple[str, ...] = ()
     constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
     write_dvs: bool = False  # DELETE and UPDATE mark rows deleted (deletion vectors)
+    identity: tuple[IdentityColumn, ...] = ()  # identity columns, with their high-water marks
 
     def following(self, protocol: DeltaProtocol, metadata: Metadata,
                   schema: pa.Schema | None = None,
@@ -53,7 +55,8 @@ class TableContext:
             partition_columns=(self.partition_columns if partition_columns is None
                                else partition_columns),
             constraints=constraints_of(metadata),
-            write_dvs=writes_deletion_vectors(protocol, metadata))
+            write_dvs=writes_deletion_vectors(protocol, metadata),
+            identity=identity_columns(metadata))
 
     @classmethod
     def of(cls, name: str, store: ObjectStore, lake_uri: str, snapshot: Snapshot) -> TableContext:

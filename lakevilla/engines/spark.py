@@ -58,7 +58,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import generated, spark_expr, spark_mapped
+from . import generated, identity, spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -559,6 +559,8 @@ class SparkEngine:
     def _to_frame(self, ctx: TableContext, data: Any) -> DataFrame | None:
         """A DataFrame in the table schema; None when non-Spark input has no rows."""
         what = f"insert into {ctx.name!r}"
+        if isinstance(data, DataFrame) and identity.absent(ctx, data.columns):
+            data = data.toArrow()  # identity values are numbered in Arrow, as the embedded engine
         if isinstance(data, DataFrame):
             return _generated(ctx, self._conform(ctx, data, what),
                               generated.missing(ctx, data.columns))
@@ -585,8 +587,11 @@ class SparkEngine:
         written: list[AddFile] = []
         try:
             absent = generated.missing(ctx, reader.schema.names)
-            for table in stream_chunks(ctx.name, reader, ctx.schema, absent):
-                table = generated.fill(ctx, table, absent)  # as the embedded engine does
+            numbering = identity.Numbering(identity.absent(ctx, reader.schema.names))
+            computed = [*absent, *(c.name for c in numbering.columns)]
+            for table in stream_chunks(ctx.name, reader, ctx.schema, computed):
+                # as the embedded engine does
+                table = generated.fill(ctx, numbering.fill(ctx.schema, table), absent)
                 df = self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
                 with _spark_errors(f"insert into {ctx.name!r}", None):
                     written.extend(self._write_frame(ctx, df))
