@@ -75,6 +75,7 @@ class RewriteResult:
     removed: list[AddFile] = field(default_factory=list)
     added: list[AddFile] = field(default_factory=list)
     rows: int = 0  # rows updated or deleted
+    marks: dict[str, int] = field(default_factory=dict)  # identity marks after a merge's inserts
 
 
 class Engine(Protocol):

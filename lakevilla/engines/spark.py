@@ -53,6 +53,7 @@ from ..errors import (
     LakeVillaError,
     SchemaMismatchError,
     StorageError,
+    UnsupportedTableFeatureError,
 )
 from ..parallel import pmap
 from ..scan import expressions as E
@@ -697,6 +698,10 @@ class SparkEngine:
         that Spark could recompute differently; only files where a clause applied are rewritten."""
         from ..data.schemas import check_merge_source
         from ..statements import merge as M
+        if ctx.identity and any(c.kind == "insert" for c in spec.clauses):
+            raise UnsupportedTableFeatureError(ctx.name, "identityColumns", "a MERGE that "
+                                               "inserts, on the Spark engine (the embedded "
+                                               "engine numbers them)")
 
         check_merge_source(ctx.name, spec, source.schema, ctx.schema)
         what = f"merge into {ctx.name!r}"

@@ -25,9 +25,39 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False, kw_only=True)
-class NewRows(Statement):
+class Marks(Statement):
+    """A statement that may number identity columns: the marks it leaves join the view on its
+    run, on a rebase and on a resume (``change_view``), and its sublog entry carries them."""
+
+    marks: dict[str, int] = field(default_factory=dict)  # identity high-water marks after it
+
+    def change_view(self, tw: TableWork) -> None:
+        super().change_view(tw)
+        if self.marks:
+            tw.advance_identity(self.marks)
+
+    def reset_for_redo(self) -> None:
+        super().reset_for_redo()
+        self.marks = {}  # numbered again on the new snapshot
+
+    def options(self) -> dict[str, Any]:
+        return {**({"identity": self.marks} if self.marks else {}), **super().options()}
+
+    @classmethod
+    def decode(cls, seq: int, table: str, statement: dict[str, Any],
+               added: list[AddFile]) -> Statement:
+        st = super().decode(seq, table, statement, added)
+        marks = (statement.get("options") or {}).get("identity") or {}
+        if isinstance(st, Marks):
+            st.marks = {str(k): int(v) for k, v in marks.items()}
+        return st
+
+
+@dataclass(eq=False, kw_only=True)
+class NewRows(Marks):
+    """Insert and overwrite: rows the data gives, numbered by the engine where it lacks them."""
+
     numbered: list[str] = field(default_factory=list)  # identity columns it generated
-    marks: dict[str, int] = field(default_factory=dict)  # their high-water marks after it
 
     def write_rows(self, tw: TableWork, engine: Engine, data: Any) -> list[AddFile]:
         """Write ``data`` as new files, numbering what it lacks, and advance the marks."""
@@ -64,24 +94,10 @@ class NewRows(Statement):
     def new_files(self) -> list[AddFile]:
         raise NotImplementedError
 
-    def change_view(self, tw: TableWork) -> None:
-        super().change_view(tw)
-        if self.marks:
-            tw.advance_identity(self.marks)
-
-    def reset_for_redo(self) -> None:
-        super().reset_for_redo()
-        self.marks = {}  # numbered again on the new snapshot
-
-    def options(self) -> dict[str, Any]:
-        return {**({"identity": self.marks} if self.marks else {}), **super().options()}
-
     @classmethod
     def decode(cls, seq: int, table: str, statement: dict[str, Any],
                added: list[AddFile]) -> Statement:
         st = super().decode(seq, table, statement, added)
-        marks = (statement.get("options") or {}).get("identity") or {}
         if isinstance(st, NewRows):
-            st.marks = {str(k): int(v) for k, v in marks.items()}
             st.numbered = list(st.marks)
         return st
