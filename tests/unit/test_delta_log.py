@@ -144,8 +144,8 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
     ("v2Checkpoint", "metadata:delta.checkpointPolicy=v2"),
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
     ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
-    ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                                   "writerFeatures": ["rowTracking", "domainMetadata"]}}]),
+    ("clustering", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+                                  "writerFeatures": ["clustering", "domainMetadata"]}}]),
     ("inCommitTimestamp", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
                                          "writerFeatures": ["inCommitTimestamp"]}}]),
 ])
