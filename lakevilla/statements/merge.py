@@ -405,8 +405,9 @@ class Merge(Marks):
         self.spec.on = on_predicate(self.spec.on, tw.schema, src.schema, self.spec.target_alias,
                                     self.spec.source_alias)
         cm = check(self.spec, tw.name, tw.schema, src.schema, _computed(tw))
-        refuse_updates(tw.ctx, [col for cl, v in zip(self.spec.clauses, cm.values, strict=True)
-                                if cl.kind == "update" for col in (v or {})], "merge")
+        refuse_updates(tw.ctx, [col for clause, v in zip(self.spec.clauses, cm.values,
+                                                         strict=True)
+                                if clause.kind == "update" for col in (v or {})], "merge")
         self.where = prune_predicate(cm, src, tuple(tw.base.partition_columns))
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
