@@ -1135,6 +1135,12 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_identity_columns.py::test_inserts_number_the_identity_column_from_"
        "start_by_step[1-1-R]"],
       "a statement numbers identity values without writing the new high-water mark"),
+    M("identity-sublog-drops-marks", "resume", "lakevilla/statements/identity.py",
+      '        return {**({"identity": self.marks} if self.marks else {}), **super().options()}\n',
+      "        return super().options()\n",
+      ["tests/statements/test_identity_columns.py::test_a_resumed_transaction_keeps_the_marks_"
+       "its_inserts_left"],
+      "a sublog entry forgets the identity marks its statement left (a resume reuses values)"),
     M("identity-redo-keeps-numbers", "redo", "lakevilla/statements/identity.py",
       "        if not self.numbered:\n            return files\n",
       "        if True:\n            self._advance(tw, files)\n            return files\n",

@@ -164,3 +164,27 @@ def test_concurrent_writers_never_share_an_identity_value(local_backend, feature
     assert errors == []
     assert _ids(local_backend) == list(range(1, 49))
     assert _mark(local_backend) == 48
+
+
+def test_a_resumed_transaction_keeps_the_marks_its_inserts_left(local_backend):
+    """The sublog entry of an insert carries its marks: the resumed transaction commits them
+    and numbers its next rows past them."""
+    import time
+
+    from tests.helpers import entries_landed
+
+    ttl = 5.0
+    lake = local_backend.lake(marker_ttl=ttl)
+    lake.create_table("t", pa.schema([pa.field("id", pa.int64(), False,
+                                               metadata=lv.identity(1, 1)),
+                                      pa.field("v", pa.string())]))
+    crashed = lake.begin("R")
+    crashed.insert("t", {"v": ["a", "b"]})
+    lake._client.heartbeats.forget(crashed)
+    entries_landed(crashed)
+    later = local_backend.lake(marker_ttl=ttl, clock=lambda: time.time() + 10_000.0)
+    resumed = later.resume(crashed.id)
+    resumed.insert("t", {"v": ["c"]})
+    resumed.commit()
+    assert _ids(local_backend) == [1, 2, 3]
+    assert _mark(local_backend) == 3

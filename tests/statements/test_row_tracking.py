@@ -186,3 +186,18 @@ def test_concurrent_writers_never_share_a_row_id(local_backend, features, mode):
     fresh = _check_ids(local_backend)
     assert sum(n for _v, _b, n in fresh) >= 40
     assert len(local_backend.delta("t").to_pyarrow_table()) == 8  # each writer's last two rows
+
+
+def test_a_writer_that_loads_the_table_from_a_checkpoint_continues_past_its_mark(local_backend):
+    """The mark and the files' ids live in the checkpoint too (domain metadata, add columns): a
+    fresh client starting from it assigns past the mark, and its removes keep the ids."""
+    lake = local_backend.lake()
+    lake.create_table("t", S, properties=ON)
+    for i in range(11):
+        with lake.transaction("R") as txn:
+            txn.insert("t", {"id": [i, i], "v": ["a", "b"]})
+    lake.maintenance.checkpoint("t")
+    with local_backend.lake().transaction("R") as txn:
+        txn.insert("t", {"id": [99], "v": ["c"]})
+        txn.delete("t", where="id = 0")
+    assert _check_ids(local_backend)[-1] == (12, 22, 1)
