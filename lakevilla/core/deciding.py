@@ -155,7 +155,8 @@ class Decider:
         if tw.marker is None or tw.marker.lost:
             return False
         if row_tracking.assigns(tw.protocol or tw.base.protocol, tw.metadata or tw.base.metadata):
-            # row ids go past the mark below the version: only the tail has no later version
+            # row ids go past the mark below our version: a client ignoring markers committing
+            # above the marker before the fill would take the same ids (docs/protocol.md)
             self.ctx.count("fill_fallback")
             return False
         if not fill_is_safe(tw.log, tw.marker.version, latest):

@@ -3,7 +3,8 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
-Column mapping is read (``column_mapping.py``) but not yet written.
+Column mapping is read (``column_mapping.py``) but not yet written. Identity columns
+(``identity.py``) and row tracking (``row_tracking.py``) are written.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     """The protocol a table needs once its properties are ``configuration``: a CHECK constraint
     needs writer version 3 (the ``checkConstraints`` feature at version 7), ``delta.appendOnly``
     version 2 (``appendOnly``), ``delta.enableDeletionVectors`` the ``deletionVectors`` reader
-    and writer feature (so reader 3 / writer 7). Delta upgrades a protocol, never downgrades."""
+    and writer feature (so reader 3 / writer 7), ``delta.enableRowTracking`` the ``rowTracking``
+    and ``domainMetadata`` writer features. Delta upgrades a protocol, never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if any(k.startswith("delta.constraints.") for k in cfg):

@@ -9,13 +9,13 @@ lands at and on the mark just below it, so they are decided where a commit is pu
 version is assigned again there, from that version's predecessor. An add that recommits a file
 (a deletion vector's re-add) keeps the ids it had; a remove carries the ids of its add.
 
-A commit filled into a marker's version later than versions above it were written would take a
-mark those versions may have passed, so no commit to such a table is filled in place: it goes to
-the tail (``core/deciding.py``, ``fill_ok``). The commit that enables tracking re-adds every
-file of the version below it that has no ids yet (``dataChange: false``), as the protocol
-requires of that version. Ids of rewritten rows are not preserved (no materialized
-row-id column is written, which the protocol allows: preserving is a "should"); such commits
-say so with the ``delta.rowTracking.preserved`` tag set to false.
+A commit filled into a marker's version takes the mark below the marker, which a client
+ignoring markers may have taken too by committing above it meanwhile, so no commit to such a
+table is filled in place: it goes to the tail (``core/deciding.py``, ``fill_ok``). The commit
+that enables tracking re-adds every file of the version below it that has no ids yet
+(``dataChange: false``), as the protocol requires of that version. Ids of rewritten rows are
+not preserved (no materialized row-id column is written, which the protocol allows: preserving
+is a "should"); such commits say so with the ``delta.rowTracking.preserved`` tag set to false.
 """
 
 from __future__ import annotations
