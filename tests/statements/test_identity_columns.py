@@ -188,3 +188,19 @@ def test_a_resumed_transaction_keeps_the_marks_its_inserts_left(local_backend):
     resumed.commit()
     assert _ids(local_backend) == [1, 2, 3]
     assert _mark(local_backend) == 3
+
+
+@pytest.mark.parametrize("inside", [False, True], ids=["create_table", "in-a-transaction"])
+def test_a_table_created_with_rows_numbers_them_and_keeps_the_mark(local_backend, inside):
+    lake = local_backend.lake()
+    schema = pa.schema([pa.field("id", pa.int64(), False, metadata=lv.identity(5, 5)),
+                        pa.field("v", pa.string())])
+    if inside:
+        with lake.transaction("R") as txn:
+            txn.create_table("t", schema, data={"v": ["a", "b"]})
+    else:
+        lake.create_table("t", schema, data={"v": ["a", "b"]})
+    with lake.transaction("R") as txn:
+        txn.insert("t", {"v": ["c"]})
+    assert _ids(local_backend) == [5, 10, 15]
+    assert _mark(local_backend) == 15
