@@ -1145,7 +1145,7 @@ MUTATIONS: list[Mutation] = [
       "        if not self.numbered:\n            return files\n",
       "        if True:\n            self._advance(tw, files)\n            return files\n",
       ["tests/statements/test_identity_columns.py::test_an_r_insert_that_loses_to_a_concurrent_"
-       "insert_is_numbered_again_above_it"],
+       "insert_is_numbered_again_above_it[local]"],
       "an R insert redone after a concurrent insert keeps the identity values both took"),
     M("identity-dl-retry-keeps-numbers", "plain", "lakevilla/core/per_statement.py",
       '                if hit is not None and getattr(op, "numbered", None):\n',
@@ -1158,7 +1158,7 @@ MUTATIONS: list[Mutation] = [
       "        before = base if base is not None else (\n"
       "            self.snapshot(version - 1, list_log=False) if version > 0 else None)\n",
       ["tests/statements/test_row_tracking.py::test_an_r_commit_that_lands_later_is_given_ids_"
-       "at_that_version"],
+       "at_that_version[local]"],
       "row ids are assigned from the snapshot the writer read, not the version below its commit"),
     M("row-ids-remove-forgets-ids", "commit", "lakevilla/delta/actions.py",
       '            extra={k: self.extra[k] for k in ("baseRowId", "defaultRowCommitVersion")\n'

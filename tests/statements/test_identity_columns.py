@@ -104,18 +104,18 @@ def test_merge_inserts_and_overwrites_number_the_identity_column(local_backend, 
 
 
 def test_an_r_insert_that_loses_to_a_concurrent_insert_is_numbered_again_above_it(
-        local_backend):
+        backend):
     """A numbers its rows, B commits its own from the same mark first: A's commit conflicts
     (the mark is metadata), its redo numbers the rows again above B's."""
-    lake = _table(local_backend)
+    lake = _table(backend)
     a = lake.transaction("R")
     a.insert("t", {"v": ["a1", "a2"]})
-    with local_backend.lake().transaction("R") as b:
+    with backend.lake().transaction("R") as b:
         b.insert("t", {"v": ["b1", "b2", "b3"]})
     a.commit()
-    rows = {r["v"]: r["id"] for r in local_backend.delta("t").to_pyarrow_table().to_pylist()}
+    rows = {r["v"]: r["id"] for r in backend.delta("t").to_pyarrow_table().to_pylist()}
     assert rows == {"b1": 1, "b2": 2, "b3": 3, "a1": 4, "a2": 5}
-    assert _mark(local_backend) == 5
+    assert _mark(backend) == 5
 
 
 def test_a_plain_delta_insert_that_loses_the_race_is_numbered_again(local_backend):
@@ -143,18 +143,26 @@ def test_a_plain_delta_insert_that_loses_the_race_is_numbered_again(local_backen
 @pytest.mark.parametrize("features", ["", "R", "R,CT"])
 def test_concurrent_writers_never_share_an_identity_value(local_backend, features):
     """Four threads inserting at once, each through its own lake: every value distinct, the
-    values exactly start..n (nothing skipped, since no insert was dropped), the mark the last."""
+    values exactly start..n for the n rows committed (an insert that gave up under contention,
+    as LV[DL] may after its retries, took none), the mark the last."""
     _table(local_backend)
     errors: list[BaseException] = []
+    committed = [0]
+    lock = threading.Lock()
 
     def writer(w: int) -> None:
         lake = local_backend.lake()
-        try:
-            for _ in range(6):
+        for _ in range(6):
+            try:
                 with lake.transaction(features) as txn:
                     txn.insert("t", {"v": [f"w{w}", f"w{w}"]})
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+                with lock:
+                    committed[0] += 2
+            except lv.TransactionAborted as e:
+                if features:  # R redoes a conflict: only plain Delta gives up
+                    errors.append(e)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(e)
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
     for t in threads:
@@ -162,8 +170,9 @@ def test_concurrent_writers_never_share_an_identity_value(local_backend, feature
     for t in threads:
         t.join()
     assert errors == []
-    assert _ids(local_backend) == list(range(1, 49))
-    assert _mark(local_backend) == 48
+    assert committed[0] >= 2
+    assert _ids(local_backend) == list(range(1, committed[0] + 1))
+    assert _mark(local_backend) == committed[0]
 
 
 def test_a_resumed_transaction_keeps_the_marks_its_inserts_left(local_backend):

@@ -124,17 +124,17 @@ def test_enabling_row_tracking_gives_every_file_ids_in_that_version(local_backen
     assert sorted(r["id"] for r in dt.to_pyarrow_table().to_pylist()) == [1, 2, 3, 4]
 
 
-def test_an_r_commit_that_lands_later_is_given_ids_at_that_version(local_backend):
+def test_an_r_commit_that_lands_later_is_given_ids_at_that_version(backend):
     """A's append goes to the tail after B's, which took the version A read past: A's ids
     follow B's and name the version A landed at."""
-    lake = local_backend.lake()
+    lake = backend.lake()
     lake.create_table("t", S, properties=ON)
     a = lake.transaction("R")
     a.insert("t", {"id": [1, 2], "v": ["a", "a"]})
-    with local_backend.lake().transaction("R") as b:
+    with backend.lake().transaction("R") as b:
         b.insert("t", {"id": [3, 4, 5], "v": ["b", "b", "b"]})
     a.commit()
-    assert [(v, base, n) for v, base, n in _check_ids(local_backend)] == [(1, 0, 3), (2, 3, 2)]
+    assert [(v, base, n) for v, base, n in _check_ids(backend)] == [(1, 0, 3), (2, 3, 2)]
 
 
 def test_a_plain_delta_commit_that_loses_the_race_is_given_ids_at_its_new_version(
@@ -169,10 +169,11 @@ def test_concurrent_writers_never_share_a_row_id(local_backend, features, mode):
     def writer(w: int) -> None:
         mine = local_backend.lake(commit_mode=mode)
         try:
-            for i in range(5):
-                mine.run(lambda txn, i=i: (txn.insert("t", {"id": [w * 100 + i] * 2,
-                                                            "v": [f"w{w}"] * 2}),
-                                           txn.delete("t", where=f"id = {w * 100 + i - 1}")),
+            for i in range(5):  # each its own transaction: lake.run retries either whole
+                mine.run(lambda txn, i=i: txn.insert("t", {"id": [w * 100 + i] * 2,
+                                                           "v": [f"w{w}"] * 2}),
+                         features=features, retries=20)
+                mine.run(lambda txn, i=i: txn.delete("t", where=f"id = {w * 100 + i - 1}"),
                          features=features, retries=20)
         except BaseException as e:  # noqa: BLE001 - reported below
             errors.append(e)
