@@ -118,6 +118,25 @@ def test_an_r_insert_that_loses_to_a_concurrent_insert_is_numbered_again_above_i
     assert _mark(backend) == 5
 
 
+def test_an_r_overwrite_and_merge_that_lose_to_a_concurrent_insert_number_again(local_backend):
+    """The overwrite's new rows (kept across other redos) and the merge's inserted rows are
+    numbered again above the concurrent insert's mark."""
+    lake = _table(local_backend)
+    with lake.transaction("R") as txn:
+        txn.insert("t", {"v": ["old"]})
+    a = lake.transaction("R")
+    a.overwrite("t", {"v": ["new1", "new2"]})
+    a.merge("t", pa.table({"v": ["new1", "m"]}), on="t.v = s.v", source_alias="s",
+            target_alias="t").when_not_matched_insert_all().execute()
+    with local_backend.lake().transaction("R") as b:
+        b.insert("t", {"v": ["b1", "b2"]})
+    a.commit()
+    rows = {r["v"]: r["id"] for r in local_backend.delta("t").to_pyarrow_table().to_pylist()}
+    # serialised after B: the redone overwrite replaced B's rows too, numbering past B's mark
+    assert rows == {"new1": 4, "new2": 5, "m": 6}
+    assert _mark(local_backend) == 6
+
+
 def test_a_plain_delta_insert_that_loses_the_race_is_numbered_again(local_backend):
     """LV[DL]: another writer's insert lands on the version ours was about to take; ours finds
     the mark moved, numbers its rows again above it and commits at the next version."""
