@@ -53,7 +53,6 @@ from ..errors import (
     LakeVillaError,
     SchemaMismatchError,
     StorageError,
-    UnsupportedTableFeatureError,
 )
 from ..parallel import pmap
 from ..scan import expressions as E
@@ -366,6 +365,17 @@ def _merged(ctx: TableContext, df: DataFrame, values: list[dict[str, E.Checked] 
         rows = clause.isNotNull() & (~clause.isin(giving) if giving else F.lit(True))
         df = _generated(ctx, df, [col], rows)
     return df.drop("__lv_clause")
+
+
+def _numbered(spark: Any, ctx: TableContext, ins: DataFrame,
+              values: list[dict[str, E.Checked] | None]) -> tuple[DataFrame, dict[str, int]]:
+    """A merge's inserted rows with the identity columns their clause leaves out numbered, in
+    Arrow as the embedded engine numbers them (``identity.by_clause``); the marks they leave."""
+    got = ins.toArrow()
+    clause = got.column("__lv_clause").to_numpy()
+    table, marks = identity.by_clause(ctx, got.drop_columns(["__lv_clause"]), clause, values)
+    out = table.append_column("__lv_clause", got.column("__lv_clause"))
+    return spark.createDataFrame(out, schema=ins.schema), marks
 
 
 # -- the engine ----------------------------------------------------------------------
@@ -698,10 +708,6 @@ class SparkEngine:
         that Spark could recompute differently; only files where a clause applied are rewritten."""
         from ..data.schemas import check_merge_source
         from ..statements import merge as M
-        if ctx.identity and any(c.kind == "insert" for c in spec.clauses):
-            raise UnsupportedTableFeatureError(ctx.name, "identityColumns", "a MERGE that "
-                                               "inserts, on the Spark engine (the embedded "
-                                               "engine numbers them)")
 
         check_merge_source(ctx.name, spec, source.schema, ctx.schema)
         what = f"merge into {ctx.name!r}"
@@ -805,6 +811,8 @@ class SparkEngine:
                     *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
                     "__lv_clause").cache()
                 inserted = ins.count()
+                if inserted and ctx.identity:
+                    ins, res.marks = _numbered(self.spark, ctx, ins, cm.values)
                 if inserted:
                     parts.append(ins)
             if parts:

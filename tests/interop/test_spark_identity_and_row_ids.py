@@ -36,9 +36,10 @@ def _expected_row_ids(path) -> dict[str, tuple[int, int]]:
 def test_the_spark_engine_numbers_identity_values_and_row_ids_as_the_embedded_one(
         classic_spark, tmp_path):
     """Inserts through the Spark engine (a DataFrame without the identity column, Arrow rows, a
-    stream) beside embedded ones: the values run on by ``step``, every file's row ids follow
-    the mark, and delta-rs reads the table. (Delta on Spark is not installed here: lakevilla's
-    Spark engine writes Parquet itself, so its reading of ``_metadata.row_id`` is not checked.)"""
+    merge's inserts) beside embedded ones: the values run on by ``step``, every file's row ids
+    follow the mark, and delta-rs reads the table. (Delta on Spark is not installed here:
+    lakevilla's Spark engine writes Parquet itself, so Delta's reading of ``_metadata.row_id``
+    is not checked.)"""
     spark = classic_spark
     uri = "file://" + str(tmp_path / "lake")
     lake = lv.Lake(uri)
@@ -52,6 +53,8 @@ def test_the_spark_engine_numbers_identity_values_and_row_ids_as_the_embedded_on
             txn.insert("t", spark.createDataFrame([("d",), ("e",)], "v string"))
             txn.insert("t", {"v": ["f"]})
             txn.update("t", {"v": "'b2'"}, where="v = 'b'")
+            txn.merge("t", pa.table({"v": ["a", "g"]}), on="t.v = s.v", source_alias="s",
+                      target_alias="t").when_not_matched_insert_all().execute()
         with pytest.raises(lv.SchemaMismatchError, match="identity column"):
             with on_spark.transaction("R") as txn:
                 txn.insert("t", spark.createDataFrame([(1, "x")], "id long, v string"))
@@ -59,7 +62,9 @@ def test_the_spark_engine_numbers_identity_values_and_row_ids_as_the_embedded_on
     from deltalake import DeltaTable
 
     ids = {r["v"]: r["id"] for r in DeltaTable(str(path)).to_pyarrow_table().to_pylist()}
-    assert ids == {"a": 10, "b2": 15, "c": 20, "d": 25, "e": 30, "f": 35}
+    assert ids == {"a": 10, "b2": 15, "c": 20, "d": 25, "e": 30, "f": 35, "g": 40}
+    mark = json.loads(DeltaTable(str(path)).schema().to_json())["fields"][0]["metadata"]
+    assert mark["delta.identity.highWaterMark"] == 40
     row_ids = _expected_row_ids(path)
     assert sorted(r for r, _c in row_ids.values()) == sorted(set(r for r, _c in
                                                                  row_ids.values()))
