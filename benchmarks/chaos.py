@@ -4,8 +4,11 @@
     [--features R+CT,R+CT+I,I,R,DL]
 
 Worker processes move money between accounts, each with one feature set (``+`` joins
-features, ``DL`` is plain Delta): CT and I transfers span two bank tables and the ledger;
-R transfers stay in one bank table (R is atomic per table) and log to the ledger; DL
+features, ``DL`` is plain Delta), and draw the kind of each transaction: a transfer with a
+ledger INSERT, an upsert (a batch of transfers whose ledger entries are MERGEd by transfer
+id, and sometimes sent again), or a rebuild of a derived table from the ledger with
+``overwrite(where=...)`` (``chaos_kinds.py``). CT and I transfers span two bank tables and
+the ledger; R transfers stay in one bank table (R is atomic per table) and log to the ledger; DL
 transfers are one conserving UPDATE, then a ledger insert. DL workers use a bank table of
 their own: a client that ignores markers and rewrites a file that a decided CT/I
 transaction also rewrites, before that transaction's table commit lands, conflicts with
@@ -20,15 +23,18 @@ worker has committed and every reader has read (for at most as long again). A pr
 that exits on its own, or that has not stopped well after the end (its stacks are printed
 first), is a violation. Maintenance runs ``cleanup`` and ``delete_abandoned_files`` with a short
 forced retention (the workers' ``max_transaction_age`` is shorter still, which is what
-makes it safe), ``checkpoint`` and ``recover`` throughout. Isolated readers (I) check the
-total of all accounts continuously.
+makes it safe), ``checkpoint``, ``optimize`` of every table and ``recover`` throughout, and
+adds a column to ``bank_0`` half-way through. Isolated readers (I) check the total of all
+accounts continuously.
 
 At the end, after ``recover``: the total is conserved; every acknowledged transfer is in
 the ledger exactly once; no transfer id appears twice; every version of every table
 loads in delta-rs and names only existing files; lakevilla and delta-rs read the same
-rows; nothing is left stalled. It prints and writes ``chaos.json`` (and a plot):
-transactions committed, kills, faults injected by kind, maintenance runs, violations by
-kind. Every violation count must be 0; the exit status says whether they are.
+rows; nothing is left stalled; the derived table equals a recomputation from the ledger at
+every version checked; no compaction changed a table's rows; the column added stays. It
+prints and writes ``chaos.json`` (and a plot): transactions committed by feature set and
+kind, kills, faults injected by kind, maintenance runs, violations by kind. Every violation
+count must be 0; the exit status says whether they are.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+
+from benchmarks import chaos_kinds as kinds
 
 BANK = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
 LEDGER = pa.schema([("transfer", pa.string()), ("worker", pa.int64()), ("features", pa.string()),
@@ -198,30 +206,45 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
            "features": features})  # listed even if killed at once
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
         i += 1
-        tid = f"{wid}-{gen}-{i}"
-        amount = rng.randint(1, 50)
-        src_t = (f"bank_{banks}" if features == "DL" and not cfg["dl_shared"]
-                 else f"bank_{rng.randrange(banks)}")
-        dst_t = f"bank_{rng.randrange(banks)}" if atomic else src_t
-        a = rng.randrange(accounts)
-        b = rng.choice([x for x in range(accounts) if (dst_t, x) != (src_t, a)])
-        row = {"transfer": [tid], "worker": [wid], "features": [features], "src": [f"{src_t}/{a}"],
-               "dst": [f"{dst_t}/{b}"], "amount": [amount]}
+        kind = kinds.pick_kind(rng)
+        if kind == "derive":
+            bank = f"bank_{rng.randrange(banks)}"
 
-        def transfer(txn, src_t=src_t, dst_t=dst_t, a=a, b=b, amount=amount, row=row):
-            if features == "DL":  # one conserving statement, then the ledger (not atomic together)
-                txn.update(src_t, set={"balance": f"CASE WHEN id = {a} THEN balance - {amount} "
-                                                  f"ELSE balance + {amount} END"},
-                           where=f"id = {a} OR id = {b}")
-            else:
-                txn.update(src_t, set={"balance": f"balance - {amount}"}, where=f"id = {a}")
-                txn.update(dst_t, set={"balance": f"balance + {amount}"}, where=f"id = {b}")
-            txn.insert("ledger", pa.table(row, schema=LEDGER))
+            def work(txn, bank=bank):
+                kinds.derive(lake, txn, features, bank, accounts)
 
+            tids: list[str] = []
+        else:
+            tids, rows, moves = [], [], []
+            for j in range(1 if kind == "transfer" else rng.randint(1, 3)):
+                tid = f"{wid}-{gen}-{i}-{j}"
+                amount = rng.randint(1, 50)
+                src_t = (f"bank_{banks}" if features == "DL" and not cfg["dl_shared"]
+                         else f"bank_{rng.randrange(banks)}")
+                dst_t = f"bank_{rng.randrange(banks)}" if atomic else src_t
+                a = rng.randrange(accounts)
+                b = rng.choice([x for x in range(accounts) if (dst_t, x) != (src_t, a)])
+                tids.append(tid)
+                moves.append((src_t, dst_t, a, b, amount))
+                rows.append({"transfer": tid, "worker": wid, "features": features,
+                             "src": f"{src_t}/{a}", "dst": f"{dst_t}/{b}", "amount": amount})
+            entries = pa.Table.from_pylist(rows, schema=LEDGER)
+
+            def work(txn, kind=kind, moves=moves, entries=entries):
+                for m in moves:
+                    kinds.move_money(txn, features, *m)
+                if kind == "transfer":
+                    txn.insert("ledger", entries)
+                else:
+                    kinds.upsert_entries(txn, entries)
+
+        aborted = False
         try:
-            lake.run(transfer, features=feats, retries=3)
-            os.write(acks, (tid + "\n").encode())
+            lake.run(work, features=feats, retries=3)
+            if tids:
+                os.write(acks, "".join(t + "\n" for t in tids).encode())
             stats["committed"] += 1
+            stats[f"committed_{kind}"] += 1
         except lv.CommitPendingError:
             # settled by recovery; not acknowledged, so not checked either way
             stats["pending"] += 1
@@ -230,9 +253,21 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
         except lv.TransactionAborted as e:
             stats["aborted"] += 1
             stats[f"aborted_{e.reason}"] += 1
+            aborted = True
         except Exception as e:  # noqa: BLE001 - anything else is a violation: reported, not hidden
             stats["unexpected_errors"] += 1
-            errors.append(f"{type(e).__name__}: {e}"[:300])
+            errors.append(f"{kind}: {type(e).__name__}: {e}"[:300])
+        if kind == "upsert" and (aborted or rng.random() < 0.3):
+            # the source sends the batch again (at least once): its entries, never the money
+            try:
+                lake.run(lambda txn, entries=entries: kinds.upsert_entries(txn, entries),
+                         features=feats, retries=3)
+                stats["upsert_resent"] += 1
+            except (lv.CommitPendingError, lv.PartialCommitError, lv.TransactionAborted):
+                stats["upsert_resend_failed"] += 1
+            except Exception as e:  # noqa: BLE001 - a violation, reported
+                stats["unexpected_errors"] += 1
+                errors.append(f"upsert resent: {type(e).__name__}: {e}"[:300])
         if time.time() - last_save > 0.5:
             last_save = time.time()
             _save(run_dir / f"stats-w{wid}-{gen}.json",
@@ -299,10 +334,16 @@ def maintenance_main(cfg: dict, gen: int) -> None:
 
     run_dir = Path(cfg["run_dir"])
     lake, chaos = _lake(cfg, cfg["seed"] + 5000 + gen, {"transient": 0.005 * cfg["fault_scale"]})
-    tables = [f"bank_{k}" for k in range(cfg["banks"] + 1)] + ["ledger"]
+    tables = [f"bank_{k}" for k in range(cfg["banks"] + 1)] + ["ledger", "flows"]
     stats: Counter[str] = Counter()
     errors: list[str] = []
     last_save = 0.0
+
+    def schema_change() -> None:
+        if time.time() >= cfg["schema_change_at"]:
+            stats["add_columns_done"] += int(kinds.add_column_once(lake))
+            stats["column_present"] = 1  # also when a killed generation before added it
+
     steps = [
         ("cleanup", lambda: stats.update({
             f"cleanup_deleted_{k}": n for k, n in lake.maintenance.cleanup(
@@ -312,6 +353,9 @@ def maintenance_main(cfg: dict, gen: int) -> None:
             deleted_files=len(lake.maintenance.delete_abandoned_files(
                 min_age=cfg["retention"], force=True)))),
         ("checkpoint", lambda: lake.maintenance.checkpoint(random.choice(tables))),
+        ("optimize", lambda: stats.update(
+            optimize_files_removed=kinds.compact(lake, random.choice(tables))["files_removed"])),
+        ("add_columns", schema_change),
         ("recover", lambda: lake.recover()),
     ]
     while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
@@ -324,7 +368,8 @@ def maintenance_main(cfg: dict, gen: int) -> None:
                 stats[f"{name}_refused"] += 1
             except lv.LakeVillaError as e:
                 stats[f"{name}_failed"] += 1  # the store failed under it: tried again next round
-                if not isinstance(e, lv.StorageError | lv.TransactionAborted):
+                if not isinstance(e, lv.StorageError | lv.TransactionAborted
+                                  | lv.CommitPendingError):
                     errors.append(f"{name}: {type(e).__name__}: {e}"[:300])
             if time.time() - last_save > 0.5:
                 last_save = time.time()
@@ -349,6 +394,7 @@ def _setup(cfg: dict) -> None:
             for a in range(cfg["accounts"]):
                 txn.insert(f"bank_{k}", {"id": [a], "balance": [INITIAL]})
     lake.create_table("ledger", LEDGER)
+    lake.create_table("flows", kinds.FLOWS)
 
 
 def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
@@ -367,9 +413,10 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
                    clock=lambda: time.time() + 10 * cfg["marker_ttl"] + 3600)
     info["final_recovery"] = str(lake.recover())
     fresh = lv.Lake(cfg["root"], storage_options=cfg["storage_options"] or None)
-    tables = [f"bank_{k}" for k in range(cfg["banks"] + 1)] + ["ledger"]
+    banks = [f"bank_{k}" for k in range(cfg["banks"] + 1)]
+    tables = [*banks, "ledger", "flows"]
     total = 0
-    for t in tables[:-1]:
+    for t in banks:
         ids = Counter(fresh.read(t).column("id").to_pylist())
         v["duplicate_account"] += sum(n - 1 for n in ids.values() if n > 1)
         total += sum(fresh.read(t).column("balance").to_pylist())
@@ -415,6 +462,9 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
             pa.table(DeltaTable(uri, storage_options=opts).to_pyarrow_table()).to_pylist(),
             key=lambda r: json.dumps(r, sort_keys=True))
         tv["lakevilla_differs_from_delta_rs"] += int(lv_rows != dr_rows)
+        compacted, n = kinds.check_compaction(fresh.read, t, log.commits_between(-1, latest))
+        tv.update(compacted)
+        tv["compactions_checked"] += n
         return tv, versions, reads
 
     from concurrent.futures import ThreadPoolExecutor
@@ -424,7 +474,13 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     versions = sum(r[1] for r in results)
     data_reads = sum(r[2] for r in results)
     for tv, _, _ in results:
+        info["compactions_checked"] = info.get("compactions_checked", 0) + tv.pop(
+            "compactions_checked", 0)
         v.update(tv)
+    flows, info["flows_versions_checked"] = kinds.check_flows(
+        fresh.read, fresh.version("flows"), cfg["accounts"])
+    v.update(flows)
+    info["column_added"] = kinds.NEW_COLUMN[0] in fresh.schema("bank_0").names
     for meta in store.list("_lakevilla/txns/"):
         rest = meta.key[len("_lakevilla/txns/"):]
         if "/" not in rest and rest.endswith(".json"):
@@ -438,9 +494,11 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
 
 
 def _starved(run_dir: Path, feature_sets: list[str], readers: int) -> list[str]:
-    """The kinds of worker that have not committed yet, and ``I reads`` if no reader has read."""
+    """What has not happened yet: a feature set or a kind of work that never committed, no
+    isolated read, no compaction or the column not yet added by maintenance."""
     committed: Counter[str] = Counter()
     reads = 0
+    maint: Counter[str] = Counter()
     for f in run_dir.glob("stats-*.json"):
         try:
             d = json.loads(f.read_text())
@@ -448,14 +506,19 @@ def _starved(run_dir: Path, feature_sets: list[str], readers: int) -> list[str]:
             continue  # replaced as we read it: next look
         if f.name.startswith("stats-w"):
             committed[d["features"]] += d["stats"].get("committed", 0)
+            committed.update({k: n for k, n in d["stats"].items() if k.startswith("committed_")})
         elif f.name.startswith("stats-r"):
             reads += d["stats"].get("reads", 0)
-    return _never_did(committed, reads, feature_sets, readers)
+        else:
+            maint.update(d["stats"])
+    return _never_did(committed, reads, feature_sets, readers, maint)
 
 
 def _never_did(committed: Counter[str], reads: int, feature_sets: list[str],
-               readers: int) -> list[str]:
+               readers: int, maint: Counter[str]) -> list[str]:
     out = [k for k in dict.fromkeys(feature_sets) if committed[k] == 0]
+    out += [k for k in kinds.KINDS if committed[f"committed_{k}"] == 0]
+    out += [k for k in ("optimize", "column_present") if maint[k] == 0]
     return out + (["I reads"] if readers and reads == 0 else [])
 
 
@@ -500,6 +563,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         # every reader read (a worker killed twice while it started may have done neither), for at
         # most ``duration`` again; the children stop at the stop file, or at this hard deadline
         end_min, cfg["deadline"] = t0 + duration, t0 + 2 * duration
+        cfg["schema_change_at"] = t0 + duration / 2
         gens: Counter[str] = Counter()
         procs: dict[str, Any] = {}
         exited: list[dict[str, Any]] = []
@@ -602,6 +666,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         violations["process_hung"] = len(hung)
         checked, info = _verify(cfg, acked)
         violations.update(checked)
+        # maintenance said it added the column, and the table does not have it
+        violations["column_added_then_lost"] = int(maint["add_columns_done"] > 0
+                                                   and not info["column_added"])
         payload = {
             "benchmark": "chaos",
             "info": {"store": args.store, "minutes": args.minutes, "quick": bool(args.quick),
@@ -625,20 +692,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                                  if k.startswith("read_aborted_")},
             "isolated_read_abort_examples": reader_notes[:5],
             "isolated_mismatch_examples": mismatches[:5],
+            "by_kind": {f: {k: c[f"committed_{k}"] for k in kinds.KINDS}
+                        for f, c in sorted(by_features.items())},
+            "upserts_resent": stats["upsert_resent"],
             "ran_s": round(ran_s, 1), "starved": _never_did(
-                Counter({f: c["committed"] for f, c in by_features.items()}), reader_reads,
-                feature_sets, args.readers),
+                Counter({f: c["committed"] for f, c in by_features.items()})
+                + Counter({k: n for k, n in stats.items() if k.startswith("committed_")}),
+                reader_reads, feature_sets, args.readers, maint),
             "exited": exited, "hung": hung,
             "kills": dict(kills), "faults": dict(faults), "maintenance": dict(maint),
             "violations": {k: int(violations[k])
                            for k in sorted(set(violations) | _VIOLATION_KINDS)},
             "errors": errors[:20], "checks": info,
         }
-        rows = [{"what": "transfers committed (acknowledged)", "n": len(acked)}]
+        rows = [{"what": "transfers acknowledged (ledger entries checked)", "n": len(acked)}]
         rows += [{"what": f"  {f}: committed / aborted / partial / pending",
                   "n": " / ".join(str(c[k])
                                   for k in ("committed", "aborted", "partial", "pending"))}
                  for f, c in sorted(by_features.items())]
+        rows += [{"what": f"  {f}: committed transfer / upsert / derive",
+                  "n": " / ".join(str(c[f"committed_{k}"]) for k in kinds.KINDS)}
+                 for f, c in sorted(by_features.items())]
+        rows += [{"what": "upsert batches sent again", "n": stats["upsert_resent"]}]
         rows += [{"what": "isolated reads (total checked)", "n": stats["reads"]}]
         rows += [{"what": "seconds of chaos (kinds that never committed)",
                   "n": f"{ran_s:.0f} ({', '.join(payload['starved']) or 'none'})"}]
@@ -648,6 +723,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows += [{"what": f"violations: {k}", "n": n} for k, n in payload["violations"].items()]
         rows += [{"what": "versions loaded by delta-rs (full reads)",
                   "n": f"{info['versions_checked']} ({info['data_reads']})"}]
+        rows += [{"what": "compactions checked row for row / flows versions checked",
+                  "n": f"{info['compactions_checked']} / {info['flows_versions_checked']}"}]
         print_table(rows, ["what", "n"],
                     title=f"chaos on {args.store}, {args.minutes:g} min, seed {args.seed}")
         write_json(args.out, "chaos", payload)
@@ -682,7 +759,9 @@ _VIOLATION_KINDS = {"process_exited", "process_hung", "total_not_conserved", "du
                     "version_references_missing_file", "delta_rs_version_names_missing_file",
                     "delta_rs_unreadable_version", "lakevilla_differs_from_delta_rs",
                     "stalled_marker", "stalled_record", "stalled_announcement",
-                    "isolated_total_mismatch", "unexpected_errors"}
+                    "isolated_total_mismatch", "unexpected_errors", "derived_differs_from_ledger",
+                    "derived_rows_of_two_rebuilds", "compaction_changed_rows",
+                    "column_added_then_lost"}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

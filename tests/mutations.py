@@ -71,6 +71,8 @@ TX = "lakevilla/txn/transaction.py"
 OVERTAKE = "lakevilla/markers/overtake.py"
 LK = "lakevilla/maintenance.py"
 CKPT = "lakevilla/markers/checkpoints.py"
+ICT = "tests/statements/test_in_commit_timestamps.py::"
+V2 = "tests/statements/test_v2_checkpoints.py::"
 ST = "lakevilla/recovery/stalled.py"
 GV = "lakevilla/isolation/gvl.py"
 GD = "lakevilla/isolation/decide.py"
@@ -1129,6 +1131,54 @@ MUTATIONS: list[Mutation] = [
        "checkpoint"],
       "a _last_checkpoint naming a UUID-named checkpoint is not followed (a GET of a classic "
       "file that is not there, and a full LIST)"),
+    # -- in-commit timestamps, V2 checkpoints written, clustering (issue 38) --------------------
+    M("ict-not-stamped", "delta", "lakevilla/delta/log.py",
+      "        commit = self.stamp(version, self._row_ids(version, commit))\n",
+      "        commit = self._row_ids(version, commit)\n",
+      [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
+      "a commit put on a table with in-commit timestamps carries none"),
+    M("ict-not-after-previous", "delta", "lakevilla/delta/ict.py",
+      "return stamped(commit, max(now, (of(prev) or 0) + 1))", "return stamped(commit, now)",
+      [ICT + "test_a_commit_retried_at_another_version_is_stamped_for_that_version"],
+      "the timestamp is the clock's, not later than the previous version's"),
+    M("ict-previous-never-fetched", "delta", "lakevilla/delta/ict.py",
+      "        if prev is None and off_at != version - 1:", "        if False:",
+      [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
+      "a writer that has not read the previous commit (recovery's roll-forward) stamps nothing"),
+    M("ict-rewrite-restamps", "delta", "lakevilla/delta/log.py",
+      "        commit = self.stamp(version, self._row_ids(version, commit), rewrite=True)",
+      "        commit = self.stamp(version, self._row_ids(version, commit))",
+      [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
+      "a marker's rewrite or in-place fill takes a new timestamp, later than the versions above"),
+    M("ict-enablement-unrecorded", "delta", "lakevilla/delta/ict.py",
+      "    return stamped(commit, max(now, floor), enabled_at=version)",
+      "    return stamped(commit, max(now, floor))",
+      [ICT + "test_enabling_them_records_the_version_and_timestamp_and_upgrades_the_protocol"
+       "[local]"],
+      "enabling on an existing table does not record the enablement version and timestamp"),
+    M("ict-enabled-in-place", "delta", "lakevilla/core/deciding.py",
+      "            return False  # the markers above ours",
+      "            pass  # the markers above ours",
+      [ICT + "test_enabling_them_in_place_above_markers_goes_to_the_tail"],
+      "the enabling commit fills its marker: markers above it are later versions without one"),
+    M("ict-time-travel-by-file-times", "delta", "lakevilla/delta/history.py",
+      "    stamped = _by_commit_time(log, sorted(ok), moment)", "    stamped = None",
+      [ICT + "test_time_travel_and_history_go_by_the_timestamps"],
+      "time travel by timestamp ignores the in-commit timestamps"),
+    M("v2-written-classic", "delta", "lakevilla/delta/log.py",
+      "        v2 = writes_v2_checkpoints(snap.protocol, snap.metadata)", "        v2 = False",
+      [V2 + "test_a_v2_table_gets_a_uuid_named_v2_checkpoint_that_readers_use_alone[local]"],
+      "a table asking for V2 checkpoints gets a classic one"),
+    M("v2-no-checkpoint-metadata", "delta", "lakevilla/delta/checkpoint.py",
+      "        rows.append({\"checkpointMetadata\": {\"version\": v2_version, \"tags\": None}})",
+      "        pass",
+      [V2 + "test_a_v2_table_gets_a_uuid_named_v2_checkpoint_that_readers_use_alone[local]"],
+      "a UUID-named checkpoint without its checkpointMetadata action"),
+    M("checkpoint-domains-dropped", "delta", "lakevilla/delta/checkpoint.py",
+      "    for d in (domains or {}).values():", "    for d in ():",
+      ["tests/statements/test_clustering.py::test_writes_keep_the_clustering_domain_through_"
+       "commits_and_a_checkpoint"],
+      "a checkpoint loses the domain metadata (the clustering columns)"),
     M("identity-mark-not-advanced", "rules", "lakevilla/statements/view.py",
       "        md = with_marks(current, marks)\n",
       "        md = current\n",
@@ -1153,10 +1203,10 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_identity_columns.py::test_a_plain_delta_insert_that_loses_the_"
        "race_is_numbered_again"],
       "an LV[DL] insert whose identity mark moved is dropped instead of numbered again"),
-    M("row-ids-from-a-stale-snapshot", "commit", "lakevilla/delta/log.py",
-      "        before = self.snapshot(version - 1, list_log=False) if version > 0 else None\n",
-      "        before = base if base is not None else (\n"
-      "            self.snapshot(version - 1, list_log=False) if version > 0 else None)\n",
+    M("row-ids-from-a-stale-snapshot", "commit", "lakevilla/delta/row_tracking.py",
+      "    return assign(commit, version, before() if version > 0 else None)\n",
+      "    return assign(commit, version, base if base is not None else (\n"
+      "        before() if version > 0 else None))\n",
       ["tests/statements/test_row_tracking.py::test_an_r_commit_that_lands_later_is_given_ids_"
        "at_that_version[local]"],
       "row ids are assigned from the snapshot the writer read, not the version below its commit"),

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..complex_txn import record as records
-from ..delta import row_tracking
+from ..delta import ict, row_tracking
 from ..delta.actions import Commit
 from ..engines.api import data_file_key
 from ..errors import LakeVillaError, TransactionAborted
@@ -154,6 +154,9 @@ class Decider:
         """Whether our commit may fill our marker's version in place (else it goes to the tail)."""
         if tw.marker is None or tw.marker.lost:
             return False
+        if tw.metadata is not None and ict.enabled(tw.metadata) \
+                and not ict.enabled(tw.base.metadata):
+            return False  # the markers above ours have no in-commit timestamp: enable at the tail
         if row_tracking.assigns(tw.protocol or tw.base.protocol, tw.metadata or tw.base.metadata):
             # row ids go past the mark below our version: a client ignoring markers committing
             # above the marker before the fill would take the same ids (docs/protocol.md)

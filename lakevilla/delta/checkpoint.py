@@ -1,4 +1,8 @@
-"""Single-part Parquet checkpoints (write); classic single/multi-part and V2 checkpoints (read).
+"""Single-part Parquet checkpoints, classic or V2 (write); classic single/multi-part and V2
+checkpoints (read).
+
+A V2 checkpoint we write is the classic one plus a ``checkpointMetadata`` row (its version),
+under a UUID name: every action stays in the one file (no sidecars), so it costs no request more.
 
 Both directions stay columnar: the ``add`` and ``remove`` rows are read into
 ``ActionTable``s (no object per file) and written from them. Our checkpoints put the
@@ -67,6 +71,9 @@ CHECKPOINT_SCHEMA = pa.schema([
     ])),
 ])
 
+# a V2 spec checkpoint: the same actions and exactly one ``checkpointMetadata``
+V2_CHECKPOINT_SCHEMA = CHECKPOINT_SCHEMA.append(pa.field("checkpointMetadata", pa.struct([
+    pa.field("version", pa.int64(), False), pa.field("tags", _STR_MAP)])))
 
 A = TypeVar("A", AddFile, RemoveFile)
 
@@ -108,11 +115,11 @@ def _absent(t: pa.DataType, n: int) -> pa.Array:
                                       fields=list(t), mask=pa.array(np.ones(n, bool)))
 
 
-def _block(column: str, values: pa.StructArray) -> pa.Table:
+def _block(column: str, values: pa.StructArray, schema: pa.Schema) -> pa.Table:
     """Checkpoint rows holding ``values`` in ``column`` and nothing else."""
     n = len(values)
-    return pa.table([values if f.name == column else _absent(f.type, n) for f in CHECKPOINT_SCHEMA],
-                    schema=CHECKPOINT_SCHEMA)
+    return pa.table([values if f.name == column else _absent(f.type, n) for f in schema],
+                    schema=schema)
 
 
 def _struct(t: pa.Table, struct_type: pa.StructType) -> pa.StructArray:
@@ -122,6 +129,13 @@ def _struct(t: pa.Table, struct_type: pa.StructType) -> pa.StructArray:
                                       fields=list(struct_type))
 
 
+def writes_v2_checkpoints(protocol: Protocol, metadata: Metadata) -> bool:
+    """A table that asks for V2 checkpoints (``delta.checkpointPolicy=v2``) and has the feature."""
+    cfg = {k.lower(): v for k, v in metadata.configuration.items()}
+    return (cfg.get("delta.checkpointpolicy", "classic").lower() == "v2"
+            and "v2Checkpoint" in (protocol.writer_features or []))
+
+
 def write_checkpoint_table(
     protocol: Protocol,
     metadata: Metadata,
@@ -129,10 +143,15 @@ def write_checkpoint_table(
     tombstones: pa.Table,
     app_txns: dict[str, TxnAction],
     domains: dict[str, dict] | None = None,
+    v2_version: int | None = None,
 ) -> tuple[bytes, int]:
     """The Parquet bytes of a checkpoint and its number of actions (rows). ``files`` and
-    ``tombstones`` are tables in ``ADD_SCHEMA`` / ``REMOVE_SCHEMA`` (an ``ActionSet``'s table)."""
+    ``tombstones`` are tables in ``ADD_SCHEMA`` / ``REMOVE_SCHEMA`` (an ``ActionSet``'s table).
+    ``v2_version``: a V2 spec checkpoint of that version (``checkpointMetadata`` first)."""
+    schema = CHECKPOINT_SCHEMA if v2_version is None else V2_CHECKPOINT_SCHEMA
     rows: list[dict[str, Any]] = []
+    if v2_version is not None:
+        rows.append({"checkpointMetadata": {"version": v2_version, "tags": None}})
     p = protocol.to_json()
     rows.append({"protocol": {"minReaderVersion": p["minReaderVersion"],
                               "minWriterVersion": p["minWriterVersion"],
@@ -153,8 +172,8 @@ def write_checkpoint_table(
         rows.append({"domainMetadata": {"domain": d["domain"], "configuration": d["configuration"],
                                         "removed": bool(d.get("removed", False))}})
     head = pa.table({f.name: pa.array([row.get(f.name) for row in rows], f.type)
-                     for f in CHECKPOINT_SCHEMA},
-                    schema=CHECKPOINT_SCHEMA)
+                     for f in schema},
+                    schema=schema)
     files = conform_columns(files, ADD_SCHEMA)
     files = files.set_column(files.schema.get_field_index("dataChange"), "dataChange",
                              pa.array(np.zeros(files.num_rows, bool)))
@@ -162,11 +181,11 @@ def write_checkpoint_table(
     tombstones = tombstones.set_column(tombstones.schema.get_field_index("dataChange"),
                                        "dataChange", pa.array(np.zeros(tombstones.num_rows, bool)))
     buf = io.BytesIO()
-    with pq.ParquetWriter(buf, CHECKPOINT_SCHEMA, compression="snappy") as w:
+    with pq.ParquetWriter(buf, schema, compression="snappy") as w:
         w.write_table(head)
         for column, t, st in (("add", files, _ADD_T), ("remove", tombstones, _REMOVE_T)):
             for start in range(0, t.num_rows, ROWS_PER_GROUP):
-                w.write_table(_block(column, _struct(t.slice(start, ROWS_PER_GROUP), st)),
+                w.write_table(_block(column, _struct(t.slice(start, ROWS_PER_GROUP), st), schema),
                               row_group_size=ROWS_PER_GROUP)
     return buf.getvalue(), head.num_rows + files.num_rows + tombstones.num_rows
 
@@ -382,6 +401,12 @@ def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint",
     return out
 
 
-def last_checkpoint_json(version: int, size: int, size_in_bytes: int, num_add_files: int) -> bytes:
-    return json.dumps({"version": version, "size": size, "sizeInBytes": size_in_bytes,
-                       "numOfAddFiles": num_add_files}).encode()
+def last_checkpoint_json(version: int, size: int, size_in_bytes: int, num_add_files: int,
+                         v2_name: str | None = None, now_ms: int = 0) -> bytes:
+    """``_last_checkpoint``; ``v2_name`` names a UUID-named checkpoint (``v2Checkpoint``)."""
+    d: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes,
+                         "numOfAddFiles": num_add_files}
+    if v2_name is not None:
+        d["v2Checkpoint"] = {"path": v2_name, "sizeInBytes": size_in_bytes,
+                             "modificationTime": now_ms}
+    return json.dumps(d).encode()

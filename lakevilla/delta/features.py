@@ -3,8 +3,11 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
-Column mapping is read (``column_mapping.py``) but not yet written. Identity columns
-(``identity.py``) and row tracking (``row_tracking.py``) are written.
+Column mapping is read (``column_mapping.py``) but not yet written. In-commit timestamps are
+stamped by the log as it writes a commit (``ict.py``), V2 checkpoints written by
+``checkpoint.py``; a clustered table is written without clustering (its ``delta.clustering``
+domain is kept), a widened one in its current types. Identity columns (``identity.py``) and
+row tracking (``row_tracking.py``) are written.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ from .schema import field_metadata_keys
 # files they change (their removes carry the DV), OPTIMIZE purges DVs; we write no new DVs yet
 READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "columnMapping",
                    "typeWidening", "typeWidening-preview", "variantType", "variantType-preview",
-                   "v2Checkpoint"}  # v2Checkpoint: read (checkpoint.py), never written
+                   "v2Checkpoint"}
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
-                   "domainMetadata", "deletionVectors", "rowTracking"}
+                   "domainMetadata", "deletionVectors", "inCommitTimestamp", "v2Checkpoint",
+                   "clustering", "typeWidening", "rowTracking"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
-_READ_ONLY = {"v2Checkpoint": "lakevilla reads tables with V2 checkpoints but does not write them"}
+_READ_ONLY = {"typeWidening-preview": "lakevilla reads tables widened under the preview feature "
+                                      "but writes only those of the stable typeWidening"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).
@@ -132,7 +137,7 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None,
             else Protocol(1, 2))
     if identity or any(k.startswith(b"delta.identity.") for f in schema
                        for k in (f.metadata or {})):
-        base = as_table_features(base)  # not legacy writer 6: it would imply column mapping
+        base = _at_writer_7(base)  # not legacy writer 6: it would imply column mapping
         base = dataclasses.replace(base, writer_features=[*(base.writer_features or []),
                                                           "identityColumns"])
     return upgraded(base, configuration or {})
@@ -156,14 +161,43 @@ def as_table_features(protocol: Protocol) -> Protocol:
     return Protocol(3, 7, reader, writer)
 
 
+def _with_reader_feature(protocol: Protocol, feature: str) -> Protocol:
+    """``protocol`` at reader 3 / writer 7 with ``feature`` among its reader features."""
+    protocol = as_table_features(protocol)
+    if feature in (protocol.reader_features or []):
+        return protocol
+    return dataclasses.replace(protocol,
+                               reader_features=[*(protocol.reader_features or []), feature])
+
+
+def _at_writer_7(protocol: Protocol) -> Protocol:
+    """``protocol`` at writer 7 for a writer-only feature: the reader version stays."""
+    if protocol.min_writer_version == 7:
+        return protocol
+    return dataclasses.replace(as_table_features(protocol),
+                               min_reader_version=protocol.min_reader_version,
+                               reader_features=protocol.reader_features)
+
+
 def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     """The protocol a table needs once its properties are ``configuration``: a CHECK constraint
     needs writer version 3 (the ``checkConstraints`` feature at version 7), ``delta.appendOnly``
     version 2 (``appendOnly``), ``delta.enableDeletionVectors`` the ``deletionVectors`` reader
-    and writer feature (so reader 3 / writer 7), ``delta.enableRowTracking`` the ``rowTracking``
-    and ``domainMetadata`` writer features. Delta upgrades a protocol, never downgrades."""
+    and writer feature (so reader 3 / writer 7), as do ``delta.checkpointPolicy=v2``
+    (``v2Checkpoint``) and ``delta.enableTypeWidening`` (``typeWidening``);
+    ``delta.enableInCommitTimestamps`` the ``inCommitTimestamp`` writer feature (writer 7),
+    ``delta.enableRowTracking`` the ``rowTracking`` and ``domainMetadata`` writer features.
+    Delta upgrades a protocol, never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
+    if cfg.get("delta.enableincommittimestamps", "false").lower() == "true":
+        protocol = _at_writer_7(protocol)
+        need["inCommitTimestamp"] = 7
+    for key, value, feature in (("delta.checkpointpolicy", "v2", "v2Checkpoint"),
+                                ("delta.enabletypewidening", "true", "typeWidening")):
+        if cfg.get(key, "").lower() == value:
+            protocol = _with_reader_feature(protocol, feature)
+            need[feature] = 7
     if any(k.startswith("delta.constraints.") for k in cfg):
         need["checkConstraints"] = 3
     if cfg.get("delta.appendonly", "false").lower() == "true":
@@ -175,7 +209,7 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
                 protocol, reader_features=[*(protocol.reader_features or []), "deletionVectors"])
         need["deletionVectors"] = 7
     if cfg.get("delta.enablerowtracking", "false").lower() == "true":
-        protocol = as_table_features(protocol)  # rowTracking needs domainMetadata (writer only)
+        protocol = _at_writer_7(protocol)  # rowTracking needs domainMetadata (writer only)
         need["rowTracking"] = need["domainMetadata"] = 7
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])

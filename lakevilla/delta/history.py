@@ -7,6 +7,11 @@ before that moment. delta-rs and Spark read the same file times, so the three ag
 (an empty version) counts like any version; rewriting it (a heartbeat, its close) moves its
 file time, and so the times of the versions after it, never backwards.
 
+On a table with in-commit timestamps (``delta/ict.py``) a version's time is the one its commit
+carries, from the version that enabled them on; time travel to a moment at or after that
+version's finds the version by halving the range (a GET per step, the timestamps increase), and
+to an earlier moment goes by file times among the versions before it, as Delta reads them.
+
 Versions whose commit files a log clean-up deleted (Delta's log retention) can only be read
 from a checkpoint at or after them: ``readable`` says which versions still can.
 """
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from . import ict
 from .log import DeltaLog, LogListing
 
 
@@ -123,8 +129,13 @@ def version_at(log: DeltaLog, when: dt.datetime | str) -> int:
         raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
                                  f"at {log.prefix})")
     ok = set(readable(listing))
+    stamped = _by_commit_time(log, sorted(ok), moment)
+    if stamped is not None:
+        return stamped
     times = version_times(listing)
-    at = [v for v, t in times.items() if t <= moment and v in ok]
+    since = _ict_since(log, listing)
+    at = [v for v, t in times.items() if t <= moment and v in ok
+          and (since is None or v < since[0])]
     if not at:
         first = min((times[v] for v in ok if v in times), default=None)
         oldest = (f"; the oldest readable version is from "
@@ -133,6 +144,43 @@ def version_at(log: DeltaLog, when: dt.datetime | str) -> int:
         raise VersionNotFoundError(f"table {log.table!r} has no version written at or before "
                                    f"{parse_moment(when).isoformat()}{oldest}")
     return max(at)
+
+
+def _ict_since(log: DeltaLog, listing: LogListing) -> tuple[int, int | None] | None:
+    """(enablement version, timestamp) of a table whose newest version has in-commit timestamps
+    on; None when it does not."""
+    if not listing.commits:
+        return None
+    md = log.snapshot(listing.commits[-1]).metadata
+    return ict.enablement(md) if ict.enabled(md) else None
+
+
+def _by_commit_time(log: DeltaLog, ok: list[int], moment: float) -> int | None:
+    """The newest version whose in-commit timestamp is at or before ``moment`` (s), found by
+    halving; None when the table has no such timestamps, or ``moment`` is before they began
+    (file times decide then)."""
+    listing = LogListing(commits=ok)
+    since = _ict_since(log, listing) if ok else None
+    if since is None:
+        return None
+    stamped = [v for v in ok if v >= since[0]]
+    if not stamped:
+        return None
+
+    def at(v: int) -> float:
+        t = ict.of(log.read_commit(v))
+        return t / 1000 if t is not None else float("inf")
+    start = since[1] / 1000 if since[1] is not None else at(stamped[0])
+    if moment < start:
+        return None
+    lo, hi = 0, len(stamped) - 1  # at(stamped[lo]) <= moment throughout
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if at(stamped[mid]) <= moment:
+            lo = mid
+        else:
+            hi = mid - 1
+    return stamped[lo]
 
 
 def _metrics(c: Any, info: dict[str, Any]) -> dict[str, Any]:
@@ -167,7 +215,9 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     for v in chosen:
         info = commits[v].commit_info or {}
         lv = commits[v].lakevilla or {}
-        when = times.get(v, (info.get("timestamp") or 0) / 1000)
+        stamp = ict.of(commits[v])  # a table's own time, once it has them, over the file's
+        when = (stamp / 1000 if stamp is not None
+                else times.get(v, (info.get("timestamp") or 0) / 1000))
         out.append(HistoryEntry(
             version=v, timestamp=dt.datetime.fromtimestamp(when, dt.UTC),
             operation=str(info.get("operation", "")),

@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -20,9 +21,14 @@ from urllib.parse import unquote
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
-from . import row_tracking
+from . import ict, row_tracking
 from .actions import Commit
-from .checkpoint import last_checkpoint_json, read_checkpoint_bytes, write_checkpoint_table
+from .checkpoint import (
+    last_checkpoint_json,
+    read_checkpoint_bytes,
+    write_checkpoint_table,
+    writes_v2_checkpoints,
+)
 from .snapshot import Snapshot, SnapshotBuilder
 
 LOG_DIR = "_delta_log"
@@ -113,6 +119,9 @@ class DeltaLog:
         self._base: Snapshot | None = None
         self._latest = -1
         self._last_checkpoint_version = -1
+        # (version, whether in-commit timestamps are on there) of the newest snapshot built: a
+        # write just after it needs no GET of the previous commit to know
+        self._ict_at: tuple[int, bool] = (-1, False)
 
     # -- keys ----------------------------------------------------------------
     def commit_key(self, version: int) -> str:
@@ -361,6 +370,8 @@ class DeltaLog:
         snap = builder.build()
         new_base = prefix if unstable else snap
         with self._lock:
+            if snap.version >= self._ict_at[0]:
+                self._ict_at = (snap.version, ict.enabled(snap.metadata))
             if new_base is not None and (self._base is None
                                          or new_base.version > self._base.version):
                 self._base = new_base
@@ -449,8 +460,10 @@ class DeltaLog:
         """put-if-absent of ``version``; ``VersionExists`` if another writer holds it.
 
         A write that reports an error is settled by reading it back (``store.settle``):
-        an error never hides a version we did write. ``OutcomeUnknown`` if that fails too."""
-        commit = self._with_row_ids(version, commit)
+        an error never hides a version we did write. ``OutcomeUnknown`` if that fails too.
+        On a table with in-commit timestamps the commit is stamped for ``version`` first, on one
+        with row tracking its new files get their row ids there (``row_tracking.py``)."""
+        commit = self.stamp(version, self._row_ids(version, commit))
         key, data = self.commit_key(version), commit.to_bytes()
         etag: str | None
         try:
@@ -466,8 +479,9 @@ class DeltaLog:
 
     def rewrite_commit(self, version: int, commit: Commit, etag: str) -> str:
         """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
-        Settled like ``write_commit`` when the store reports an error."""
-        commit = self._with_row_ids(version, commit)
+        Settled like ``write_commit`` when the store reports an error. The version keeps the
+        in-commit timestamp it was first written with (the versions after it are later)."""
+        commit = self.stamp(version, self._row_ids(version, commit), rewrite=True)
         key, data = self.commit_key(version), commit.to_bytes()
         new: str | None
         try:
@@ -479,17 +493,26 @@ class DeltaLog:
         self._remember(version, commit)
         return new
 
-    def _with_row_ids(self, version: int, commit: Commit) -> Commit:
-        """``commit`` with the row ids it gets at ``version`` (``row_tracking.py``): decided here,
-        where the version is, so that a commit retried or redone higher is assigned again."""
-        if not row_tracking.may_assign(commit):
-            return commit
+    def _row_ids(self, version: int, commit: Commit) -> Commit:
+        """Row ids are decided where the version is: a commit retried higher gets them anew."""
+        return row_tracking.at_version(commit, version, self._base,
+                                       lambda: self.snapshot(version - 1, list_log=False))
+
+    def stamp(self, version: int, commit: Commit, *, rewrite: bool = False) -> Commit:
+        """``commit`` as put at ``version`` (``ict.stamp``: with an in-commit timestamp where
+        the table has them). A GET of the previous commit only when neither the cache nor the
+        newest snapshot (at that version, without them) tells."""
         with self._lock:
-            base = self._base
-        if base is not None and not row_tracking.assigns(commit.protocol or base.protocol, None):
-            return commit  # a table without row tracking (a change of that conflicts with us)
-        before = self.snapshot(version - 1, list_log=False) if version > 0 else None
-        return row_tracking.assign(commit, version, before)
+            at, on = self._ict_at
+        return ict.stamp(version, commit, rewrite=rewrite, known=self._commits.get,
+                         fetch=self._fetch, off_at=at if not on else -2,
+                         file_time=lambda v: self.store.head(self.commit_key(v)).last_modified)
+
+    def _fetch(self, version: int) -> Commit | None:
+        try:
+            return self.read_commit_raw(version)[0]
+        except NotFound:
+            return None
 
     # -- checkpoints ---------------------------------------------------------
     def last_checkpoint_version(self) -> int:
@@ -508,11 +531,17 @@ class DeltaLog:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         keep_after = now_ms - _retention_ms(snap.metadata.configuration)
         files = snap.files.table()
+        v2 = writes_v2_checkpoints(snap.protocol, snap.metadata)
         data, rows = write_checkpoint_table(snap.protocol, snap.metadata, files,
                                             snap.tombstones.table_kept(keep_after, now_ms),
-                                            snap.app_txns, snap.domains)
-        self.store.put(self.checkpoint_key(snap.version), data)
+                                            snap.app_txns, snap.domains,
+                                            v2_version=snap.version if v2 else None)
+        # a V2 one under a fresh UUID name (a classic name would do too, but older clients then
+        # fail on the checkpointMetadata rather than on the protocol)
+        name = f"{snap.version:020d}.checkpoint.{uuid.uuid4()}.parquet" if v2 else None
+        self.store.put(self.prefix + name if name else self.checkpoint_key(snap.version), data)
         self.store.put(self.last_checkpoint_key,
-                       last_checkpoint_json(snap.version, rows, len(data), files.num_rows))
+                       last_checkpoint_json(snap.version, rows, len(data), files.num_rows,
+                                            v2_name=name, now_ms=now_ms))
         with self._lock:
             self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Callable
 
 from ..errors import CorruptLogError
 from .actions import AddFile, Commit, Metadata, Protocol
@@ -92,6 +93,18 @@ def _backfill(commit: Commit, before: Snapshot | None) -> list[AddFile]:
     ours = {a.path for a in commit.adds} | {r.path for r in commit.removes}
     return [dataclasses.replace(a, data_change=False) for a in before.files.values()
             if BASE_ROW_ID not in a.extra and a.path not in ours]
+
+
+def at_version(commit: Commit, version: int, base: Snapshot | None,
+               before: Callable[[], Snapshot]) -> Commit:
+    """``commit`` as put at ``version`` (``DeltaLog``): the snapshot of the version below
+    (``before``) is built only for a commit that may get ids on a table that may track rows
+    (``base``: the newest snapshot the log holds; a change of that conflicts with the commit)."""
+    if not may_assign(commit):
+        return commit
+    if base is not None and not assigns(commit.protocol or base.protocol, None):
+        return commit
+    return assign(commit, version, before() if version > 0 else None)
 
 
 def assign(commit: Commit, version: int, before: Snapshot | None) -> Commit:

@@ -189,7 +189,7 @@ def _rewrite_settled(log: DeltaLog, h: MarkerHandle, body: Commit) -> str:
         etag = log.rewrite_commit(h.version, body, h.etag)
     except OutcomeUnknown:
         # it may have landed: the next rewrite checks before giving up
-        h.unsettled = body.to_bytes()
+        h.unsettled = log.stamp(h.version, body, rewrite=True).to_bytes()  # what was put
         raise
     except (PreconditionFailed, NotFound):
         if h.unsettled is None:

@@ -271,8 +271,13 @@ def test_chaos_quick(tmp_path):
     assert sum(payload["kills"].values()) > 0
     assert (payload["faults"].get("transient", 0) > 0
             and payload["faults"].get("applied_then_failed", 0) > 0)
-    for step in ("cleanup", "delete_abandoned_files", "recover"):
+    for step in ("cleanup", "delete_abandoned_files", "recover", "optimize", "column_present"):
         assert payload["maintenance"].get(step, 0) > 0, payload["maintenance"]
+    # every kind of work committed (in some feature set); compactions and rebuilds were checked
+    assert all(sum(k[kind] for k in payload["by_kind"].values()) > 0
+               for kind in ("transfer", "upsert", "derive")), payload["by_kind"]
+    assert payload["checks"]["compactions_checked"] > 0
+    assert payload["checks"]["flows_versions_checked"] > 0
     # clean-up trimmed the global log beside running I transactions (entries older than their
     # max age)
     assert payload["maintenance"].get("cleanup_deleted_global_entries", 0) > 0, (
@@ -437,3 +442,40 @@ def test_reference_tables_quick(tmp_path):
     assert {t["table"]: t["outcome"] for t in payload["tables"]} == dict.fromkeys(names, "same"), (
         [(t["table"], t["detail"]) for t in payload["tables"]])
     assert json.loads((tmp_path / "r.json").read_text())["totals"]["same"] == len(names)
+
+
+def test_chaos_checks_see_a_stale_rebuild_and_a_compaction_that_changed_rows():
+    """The end checks of the new kinds of chaos work fail when what they check is broken."""
+    from types import SimpleNamespace
+
+    from benchmarks import chaos_kinds as kinds
+
+    ledger = pa.table({"src": ["bank_0/0", "bank_1/1"], "dst": ["bank_0/1", "bank_0/0"],
+                       "amount": [5, 7]})
+    flows = kinds.net_flows(ledger, "bank_0", 3, 4)
+    assert flows.to_pylist() == [
+        {"bank": "bank_0", "account": 0, "net": 2, "ledger_version": 4},
+        {"bank": "bank_0", "account": 1, "net": 5, "ledger_version": 4},
+        {"bank": "bank_0", "account": 2, "net": 0, "ledger_version": 4}]
+    ledgers = {3: ledger.slice(0, 1), 4: ledger}
+
+    def read(table, version):
+        if table == "ledger":
+            return ledgers[version]
+        return tables[version]
+
+    tables = {0: flows}
+    assert kinds.check_flows(read, 0, 3)[0].total() == 0
+    tables = {0: kinds.net_flows(ledger, "bank_0", 3, 3)}  # says version 3, computed from 4
+    assert kinds.check_flows(read, 0, 3)[0]["derived_differs_from_ledger"] == 1
+
+    def commit(*changes):
+        files = [SimpleNamespace(data_change=c) for c in changes]
+        return SimpleNamespace(adds=files[:1], removes=files[1:])
+
+    commits = [(0, commit(True)), (1, commit(False, False)), (2, commit(False, True))]
+    assert kinds.rearranging_versions(commits) == [1]
+    tables = {0: flows, 1: flows.slice(0, 2)}
+    assert kinds.check_compaction(read, "flows", commits[:2])[0]["compaction_changed_rows"] == 1
+    tables = {0: flows, 1: flows.take([2, 0, 1])}
+    assert kinds.check_compaction(read, "flows", commits[:2])[0].total() == 0

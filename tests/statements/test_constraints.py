@@ -195,7 +195,7 @@ def test_a_row_added_while_a_constraint_waits_to_commit_is_checked_by_its_redo(t
     assert lake.snapshot("t").metadata.configuration == {}
 
 
-@pytest.mark.parametrize("prop", ["delta.enableChangeDataFeed", "delta.enableInCommitTimestamps"])
+@pytest.mark.parametrize("prop", ["delta.enableChangeDataFeed"])
 def test_a_property_enabling_a_feature_lakevilla_does_not_write_is_refused(local_backend, prop):
     lake = local_backend.lake()
     lake.create_table("t", S)

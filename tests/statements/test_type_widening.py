@@ -1,7 +1,9 @@
 """Tables whose column types were widened (Delta's ``typeWidening`` reader feature): files
 written before a change hold the narrower type and read as the wider one, at every version,
 with statistics of either type still pruning right. delta-rs 1.6.6 refuses these tables, so the
-expected rows are written out here. Writes stay refused (the writer feature is not supported)."""
+expected rows are written out here. Written too: every file lakevilla writes holds the current,
+wider types (an update rewrites narrow rows wide), and the schema keeps its ``delta.typeChanges``.
+"""
 
 from __future__ import annotations
 
@@ -108,7 +110,54 @@ def test_a_widened_table_reads_every_file_in_the_wider_types(tmp_path):
             [r for r in NEW if keep(r)], where
     with lake.transaction("R") as txn:
         assert len(txn.read("t", where="a < 6")) == 2
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="typeWidening"):
-        with lake.transaction("R") as txn:
-            txn.insert("t", {"a": [1]})
-    assert lake.version("t") == 2
+
+
+WIDE = pa.schema([("a", pa.int64()), ("d", pa.timestamp("us")), ("x", pa.float64()),
+                  ("p", pa.decimal128(10, 4))])
+
+
+def _data_types(path: Path) -> list[pa.DataType]:
+    return [pq.read_schema(path).field(n).type for n in WIDE.names]
+
+
+@pytest.mark.parametrize("features", ["", "R,CT"])
+def test_writes_to_a_widened_table_are_in_the_wider_types(tmp_path, features):
+    """Insert (narrow input cast up), update and delete of rows in the narrow file, OPTIMIZE of
+    the narrow and wide files together: every file written holds the wide types, the rows are
+    what the statements mean, and the ``delta.typeChanges`` of the schema stay."""
+    widened_table(tmp_path / "t")
+    lake = lv.Lake(str(tmp_path))
+    schema_before = json.loads(lake.snapshot("t").metadata.schema_string)
+    with lake.transaction(features) as txn:
+        txn.insert("t", pa.table({"a": pa.array([20], pa.int32()),
+                                  "d": pa.array([dt.date(2023, 1, 1)]),
+                                  "x": pa.array([0.5], pa.float32()),
+                                  "p": pa.array([Decimal("9.99")], pa.decimal128(5, 2))}))
+        txn.update("t", set={"a": "a + 3000000000"}, where="a = 5")
+        txn.delete("t", where="a = 1")
+    with lake.transaction(features) as txn:
+        txn.optimize("t")
+    want = [r for r in NEW if r["a"] != 1]
+    want = [{**r, "a": r["a"] + 3_000_000_000} if r["a"] == 5 else r for r in want]
+    want.append({"a": 20, "d": dt.datetime(2023, 1, 1), "x": 0.5, "p": Decimal("9.9900")})
+    assert _sorted(lake.read("t").to_pylist()) == _sorted(want)
+    snap = lake.snapshot("t")
+    assert json.loads(snap.metadata.schema_string) == schema_before
+    assert len(snap.files) == 1
+    assert _data_types(tmp_path / "t" / next(iter(snap.files))) == WIDE.types
+    for v in range(3, snap.version):  # the files of every version written: wide
+        for path in lake.snapshot("t", version=v).files:
+            if path not in ("f0.parquet", "f1.parquet"):
+                assert _data_types(tmp_path / "t" / path) == WIDE.types, (v, path)
+
+
+def test_set_properties_enables_type_widening_with_the_protocol_upgrade(tmp_path):
+    lake = lv.Lake(str(tmp_path))
+    lake.create_table("t", pa.schema([("a", pa.int32())]))
+    with lake.transaction("R") as txn:
+        txn.set_properties("t", {"delta.enableTypeWidening": "true"})
+        txn.insert("t", {"a": [1]})
+    p = lake.snapshot("t").protocol
+    assert (p.min_reader_version, p.min_writer_version) == (3, 7)
+    assert "typeWidening" in p.reader_features and "typeWidening" in p.writer_features
+    assert lake.read("t").column("a").to_pylist() == [1]

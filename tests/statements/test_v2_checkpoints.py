@@ -1,13 +1,12 @@
 """Reading tables with V2 checkpoints (issue 38: reader feature ``v2Checkpoint``): UUID-named
 checkpoints in JSON or Parquet, a classic-named one that follows the V2 spec, sidecar files of
-add/remove rows, several checkpoints at one version. Writes stay refused. The judge is the table's
+add/remove rows, several checkpoints at one version; and written (below). The judge is the table's
 own JSON commits: every version read through a checkpoint must equal the same version replayed
 from the commits alone, and the store must have served the checkpoint (and its sidecars), not the
 commits it covers. The Databricks-written table comes from delta-rs (tests/data/README.md)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import uuid
@@ -19,7 +18,6 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.delta.checkpoint import write_checkpoint_table
-from lakevilla.delta.features import check_writable
 from lakevilla.store import CountingStore, open_store
 
 REFERENCE = Path(__file__).parent.parent / "data" / "checkpoint-v2-table"
@@ -226,27 +224,22 @@ def _tree(path: Path) -> dict[str, bytes]:
             if f.is_file()}
 
 
-def test_writes_and_checkpoints_are_refused_and_nothing_is_written(tmp_path):
+def test_the_reference_table_takes_inserts_numbered_past_its_identity_mark(tmp_path):
+    """The Databricks table (V2 checkpoints, an identity column whose mark is 44) is written:
+    a given identity value is refused before anything is written, inserts are numbered on."""
     path = copy_reference(tmp_path / "lake" / "t")
-    before = _tree(tmp_path / "lake")
+    before = _tree(path.parent)
     with lv.Lake("file://" + str(tmp_path / "lake")) as lake:
         assert lake.read("t").num_rows == 44
-        with pytest.raises(lv.UnsupportedTableFeatureError, match="v2Checkpoint"):
+        with pytest.raises(lv.SchemaMismatchError, match="identity column"):
             with lake.transaction(features="") as txn:
-                txn.insert("t", {"id": [100], "name": ["x"], "created_at": [None]})
-        with pytest.raises(lv.UnsupportedTableFeatureError, match="v2Checkpoint"):
-            lake.maintenance.checkpoint("t")
-        with pytest.raises(lv.UnsupportedTableFeatureError):
-            with lake.transaction(features="R") as txn:
-                txn.delete("t", where="id = 1")
-        # V2 checkpoints alone refuse the writes: its identity column is written
-        snap = lake._client.log("t").snapshot()
-        assert "delta.identity.start" in snap.metadata.schema_string
-        without_v2 = dataclasses.replace(snap.protocol, writer_features=[
-            f for f in snap.protocol.writer_features or [] if f != "v2Checkpoint"])
-        with pytest.raises(lv.UnsupportedTableFeatureError, match="v2Checkpoint"):
-            check_writable("t", without_v2, snap.metadata)  # its checkpoint policy, not identity
-    assert _tree(path.parent) == before
+                txn.insert("t", {"id": [100], "name": ["x"]})
+        assert _tree(path.parent) == before  # refused before anything was written
+        for features in ("", "R"):
+            with lake.transaction(features=features) as txn:
+                txn.insert("t", {"name": [f"by {features or 'DL'}"]})
+        ids = sorted(lake.read("t").column("id").to_pylist())
+        assert ids[-2:] == [45, 46] and len(set(ids)) == 46  # past Databricks' mark of 44
 
 
 def test_a_cold_load_costs_the_hint_one_list_the_checkpoint_its_sidecar_and_newer_commits(
@@ -260,3 +253,73 @@ def test_a_cold_load_costs_the_hint_one_list_the_checkpoint_its_sidecar_and_newe
     assert store.counts == {"get": 4, "list": 1}
     assert {k.split(".")[0] for k in store.got} == {"_last_checkpoint", f"{8:020d}",
                                                     f"_sidecars/{8:020d}", f"{9:020d}"}
+
+
+# -- V2 checkpoints written ------------------------------------------------------------------
+
+W = pa.schema([("id", pa.int64()), ("value", pa.int64())])
+
+
+def _log_names(backend, table: str) -> list[str]:
+    prefix = f"{table}/{LOG}/"
+    return sorted(m.key[len(prefix):] for m in backend.store().list(prefix))
+
+
+def _rs_rows(backend, table: str) -> list[dict]:
+    from deltalake import QueryBuilder
+
+    got = pa.table(QueryBuilder().register("t", backend.delta(table)).execute("SELECT * FROM t"))
+    return rows(got)
+
+
+def test_a_v2_table_gets_a_uuid_named_v2_checkpoint_that_readers_use_alone(backend):
+    """A table asking for V2 checkpoints, with deletion vectors: the checkpoint is UUID-named,
+    holds one ``checkpointMetadata`` of its version and every add with its DV, and the hint
+    names it. Once the commits it covers are deleted, delta-rs and a fresh client read the
+    same rows from it."""
+    lake = backend.lake()
+    lake.create_table("w", W, properties={"delta.checkpointPolicy": "v2",
+                                          "delta.enableDeletionVectors": "true"})
+    for i in range(3):
+        with lake.transaction("R") as txn:
+            txn.insert("w", {"id": [i, i + 10], "value": [i, i]})
+    with lake.transaction("") as txn:
+        txn.delete("w", where="id = 1")  # marks the row in its file: an add with a DV
+    want = rows(lake.read("w"))
+    v = lake.maintenance.checkpoint("w")
+    cps = [n for n in _log_names(backend, "w") if ".checkpoint." in n]
+    assert len(cps) == 1 and cps[0].startswith(f"{v:020d}.checkpoint.") and \
+        cps[0].endswith(".parquet") and len(cps[0].split(".")[2]) == 36, cps
+    store = backend.store()
+    hint = json.loads(store.get(f"w/{LOG}/_last_checkpoint").data)
+    assert hint["version"] == v and hint["v2Checkpoint"]["path"] == cps[0]
+    t = pq.read_table(pa.BufferReader(store.get(f"w/{LOG}/{cps[0]}").data))
+    assert [r for r in t.column("checkpointMetadata").to_pylist() if r] == \
+        [{"version": v, "tags": None}]
+    adds = [r for r in t.column("add").to_pylist() if r]
+    assert sum(r["deletionVector"] is not None for r in adds) == 1
+    store.delete_many([f"w/{LOG}/{x:020d}.json" for x in range(v)])
+    with backend.lake() as fresh:
+        assert rows(fresh.read("w")) == want
+    assert _rs_rows(backend, "w") == want
+    assert backend.delta("w").version() == v
+
+
+def test_set_properties_makes_an_existing_table_write_v2_checkpoints(local_backend):
+    lake = local_backend.lake()
+    lake.create_table("w", W)
+    with lake.transaction("") as txn:
+        txn.insert("w", {"id": [1], "value": [1]})
+    first = lake.maintenance.checkpoint("w")
+    assert f"{first:020d}.checkpoint.parquet" in _log_names(local_backend, "w")
+    with lake.transaction("R") as txn:
+        txn.set_properties("w", {"delta.checkpointPolicy": "v2"})
+        txn.insert("w", {"id": [2], "value": [2]})
+    p = lake.snapshot("w").protocol
+    assert (p.min_reader_version, p.min_writer_version) == (3, 7)
+    assert "v2Checkpoint" in p.reader_features and "v2Checkpoint" in p.writer_features
+    v = lake.maintenance.checkpoint("w")
+    assert [n for n in _log_names(local_backend, "w") if n.startswith(f"{v:020d}.checkpoint.")
+            and n != f"{v:020d}.checkpoint.parquet"]
+    assert f"{v:020d}.checkpoint.parquet" not in _log_names(local_backend, "w")
+    assert _rs_rows(local_backend, "w") == [{"id": 1, "value": 1}, {"id": 2, "value": 2}]

@@ -141,13 +141,11 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("feature, lines", [
-    ("v2Checkpoint", "metadata:delta.checkpointPolicy=v2"),
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
     ("changeDataFeed", "metadata:delta.enableChangeDataFeed=true"),
-    ("clustering", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                                  "writerFeatures": ["clustering", "domainMetadata"]}}]),
-    ("inCommitTimestamp", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                                         "writerFeatures": ["inCommitTimestamp"]}}]),
+    ("typeWidening-preview", [{"protocol": {
+        "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening-preview"],
+        "writerFeatures": ["typeWidening-preview"]}}]),
 ])
 def test_unsupported_features_are_refused_and_nothing_is_written(backend, feature, lines):
     lake = backend.lake()
