@@ -9,6 +9,7 @@
 import logging as _logging
 
 from .delta.history import HistoryEntry
+from .delta.identity import field_metadata as identity
 from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
@@ -61,6 +62,7 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 __version__ = "0.1.0"
 
 __all__ = [
+    "identity",
     "Lake", "LakeSettings", "Transaction", "CommitResult", "RecoveryReport", "LakeVillaError",
     "TransactionAborted", "PartialCommitError", "CommitPendingError", "TableNotFoundError",
     "TableExistsError", "CreateConflictError", "InvalidTableNameError", "SchemaMismatchError",

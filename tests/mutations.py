@@ -987,8 +987,8 @@ MUTATIONS: list[Mutation] = [
        "protocol_as_delta_prescribes"],
       "delta.enableDeletionVectors is set without the deletionVectors feature in the protocol"),
     M("generated-not-computed", "rules", "lakevilla/engines/embedded.py",
-      "    return generated.fill(ctx, conform(ctx.name, data, ctx.schema, absent), absent)",
-      "    return conform(ctx.name, data, ctx.schema, absent)",
+      "    return generated.fill(ctx, table, absent)",
+      "    return table",
       ["tests/statements/test_generated_columns.py::test_an_insert_without_generated_columns_"
        "stores_what_delta_rs_stores"],
       "an insert that does not give a generated column leaves it NULL instead of computing it"),
@@ -1014,9 +1014,8 @@ MUTATIONS: list[Mutation] = [
        "checked_in_every_statement[R]"],
       "an update that sets a column a generated column reads keeps the stale generated value"),
     M("merge-generated-not-computed", "rules", "lakevilla/engines/embedded_merge.py",
-      "            ins = generated.by_clause(ctx, pa.table(out, schema=ctx.schema),\n"
-      "                                      got.column(\"__lv_clause\").to_numpy(), cm.values)",
-      "            ins = pa.table(out, schema=ctx.schema)",
+      "            ins = generated.by_clause(ctx, ins, clause, cm.values)",
+      "            ins = ins",
       ["tests/statements/test_generated_columns.py::test_generated_columns_are_computed_or_"
        "checked_in_every_statement[R]"],
       "a merge insert clause that leaves a generated column out inserts NULL instead of "
@@ -1235,7 +1234,8 @@ MUTATIONS: list[Mutation] = [
       "file that is not there, and a full LIST)"),
     # -- in-commit timestamps, V2 checkpoints written, clustering (issue 38) --------------------
     M("ict-not-stamped", "delta", "lakevilla/delta/log.py",
-      "        commit = self.stamp(version, commit)\n", "",
+      "        commit = self.stamp(version, self._row_ids(version, commit))\n",
+      "        commit = self._row_ids(version, commit)\n",
       [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
       "a commit put on a table with in-commit timestamps carries none"),
     M("ict-not-after-previous", "delta", "lakevilla/delta/ict.py",
@@ -1247,8 +1247,8 @@ MUTATIONS: list[Mutation] = [
       [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
       "a writer that has not read the previous commit (recovery's roll-forward) stamps nothing"),
     M("ict-rewrite-restamps", "delta", "lakevilla/delta/log.py",
-      "        commit = self.stamp(version, commit, rewrite=True)",
-      "        commit = self.stamp(version, commit)",
+      "        commit = self.stamp(version, self._row_ids(version, commit), rewrite=True)",
+      "        commit = self.stamp(version, self._row_ids(version, commit))",
       [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
       "a marker's rewrite or in-place fill takes a new timestamp, later than the versions above"),
     M("ict-enablement-unrecorded", "delta", "lakevilla/delta/ict.py",
@@ -1336,6 +1336,50 @@ MUTATIONS: list[Mutation] = [
        "or_ever_at_that_moment[local-R,CT,I]"],
       "on a table scanned from a global-log entry, a commit not found above it counts as landed "
       "below it (it cannot be: it is not written yet)"),
+    M("identity-mark-not-advanced", "rules", "lakevilla/statements/view.py",
+      "        md = with_marks(current, marks)\n",
+      "        md = current\n",
+      ["tests/statements/test_identity_columns.py::test_inserts_number_the_identity_column_from_"
+       "start_by_step[1-1-R]"],
+      "a statement numbers identity values without writing the new high-water mark"),
+    M("identity-sublog-drops-marks", "resume", "lakevilla/statements/identity.py",
+      '        return {**({"identity": self.marks} if self.marks else {}), **super().options()}\n',
+      "        return super().options()\n",
+      ["tests/statements/test_identity_columns.py::test_a_resumed_transaction_keeps_the_marks_"
+       "its_inserts_left"],
+      "a sublog entry forgets the identity marks its statement left (a resume reuses values)"),
+    M("identity-redo-keeps-numbers", "redo", "lakevilla/statements/identity.py",
+      "        if not self.numbered:\n            return files\n",
+      "        if True:\n            self._advance(tw, files)\n            return files\n",
+      ["tests/statements/test_identity_columns.py::test_an_r_insert_that_loses_to_a_concurrent_"
+       "insert_is_numbered_again_above_it[local]"],
+      "an R insert redone after a concurrent insert keeps the identity values both took"),
+    M("identity-dl-retry-keeps-numbers", "plain", "lakevilla/core/per_statement.py",
+      '                if hit is not None and getattr(op, "numbered", None):\n',
+      "                if False:\n",
+      ["tests/statements/test_identity_columns.py::test_a_plain_delta_insert_that_loses_the_"
+       "race_is_numbered_again"],
+      "an LV[DL] insert whose identity mark moved is dropped instead of numbered again"),
+    M("row-ids-from-a-stale-snapshot", "commit", "lakevilla/delta/row_tracking.py",
+      "    return assign(commit, version, before() if version > 0 else None)\n",
+      "    return assign(commit, version, base if base is not None else (\n"
+      "        before() if version > 0 else None))\n",
+      ["tests/statements/test_row_tracking.py::test_an_r_commit_that_lands_later_is_given_ids_"
+       "at_that_version[local]"],
+      "row ids are assigned from the snapshot the writer read, not the version below its commit"),
+    M("row-ids-remove-forgets-ids", "commit", "lakevilla/delta/actions.py",
+      '            extra={k: self.extra[k] for k in ("baseRowId", "defaultRowCommitVersion")\n'
+      "                   if k in self.extra},\n",
+      "",
+      ["tests/statements/test_row_tracking.py::test_every_new_file_gets_fresh_row_ids_at_the_"
+       "version_it_lands[R-rewrite]"],
+      "a remove does not carry its add's row ids"),
+    M("row-tracking-no-backfill", "commit", "lakevilla/delta/row_tracking.py",
+      "            or enabled(before.metadata)):\n",
+      "            or True):\n",
+      ["tests/statements/test_row_tracking.py::test_enabling_row_tracking_gives_every_file_ids_"
+       "in_that_version[R]"],
+      "the version enabling row tracking leaves files without row ids"),
 ]
 
 

@@ -16,11 +16,14 @@ from ..data.schemas import table_spec
 from ..delta.actions import Commit
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.features import protocol_for
+from ..delta.identity import with_marks
 from ..delta.log import DeltaLog, VersionExists
 from ..delta.snapshot import Snapshot
+from ..engines import identity
 from ..engines.api import TableContext, data_file_key
 from ..errors import TableExistsError, TransactionAborted
 from ..names import check_table_name
+from ..statements.evolution import data_fields
 from ..store import NotFound
 from .client import LakeClient
 
@@ -50,7 +53,11 @@ def create_now(client: LakeClient, name: str, schema: Any = None,
     if data is not None:
         ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts)).following(
             protocol_for(schema, metadata.configuration), metadata)
+        numbered = identity.absent(ctx, [f.name for f in data_fields(data)])
         adds = client.engine.write(ctx, data)
+        n = sum(a.num_records or 0 for a in adds)  # the marks the numbered rows leave
+        metadata = with_marks(metadata, {c.name: m for c in numbered
+                                         if (m := c.mark_after(n)) is not None})
     commit = creation_commit(metadata, adds, with_data=data is not None)
     # hold the name (reservations.py): a transaction creating it too must not decide meanwhile
     started = client.now()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..complex_txn import record as records
-from ..delta import ict
+from ..delta import ict, row_tracking
 from ..delta.actions import Commit
 from ..engines.api import data_file_key
 from ..errors import LakeVillaError, TransactionAborted
@@ -157,6 +157,11 @@ class Decider:
         if tw.metadata is not None and ict.enabled(tw.metadata) \
                 and not ict.enabled(tw.base.metadata):
             return False  # the markers above ours have no in-commit timestamp: enable at the tail
+        if row_tracking.assigns(tw.protocol or tw.base.protocol, tw.metadata or tw.base.metadata):
+            # row ids go past the mark below our version: a client ignoring markers committing
+            # above the marker before the fill would take the same ids (docs/protocol.md)
+            self.ctx.count("fill_fallback")
+            return False
         if not fill_is_safe(tw.log, tw.marker.version, latest):
             self.ctx.count("fill_fallback")
             return False

@@ -75,6 +75,14 @@ class EachCommits(StatementRunner):
                 latest = log.newest()
                 hit = first_conflict(tw.footprints(), log.commits_between(v - 1, latest), tw.schema,
                                      tw.base.partition_columns)
+                if hit is not None and getattr(op, "numbered", None):
+                    # identity values taken from a mark another commit moved: number them again
+                    tw = self._renumbered(op, tw)
+                    commit = tw.build_commit({"timestamp": ctx.timestamp_ms(),
+                                              "engineInfo": ENGINE_INFO,
+                                              "lakevilla": ctx.commit_info(1)})
+                    v = tw.base.version + 1
+                    continue
                 if hit is not None:
                     self._drop(op)
                     raise TransactionAborted(
@@ -90,6 +98,23 @@ class EachCommits(StatementRunner):
         raise TransactionAborted(f"{op.kind} on {op.table!r}: lost the commit "
                                  f"race {ctx.settings.max_retries + 1} times", txn_id=ctx.id,
                                  reason="retries")
+
+    def _renumbered(self, op: Statement, old: TableWork) -> TableWork:
+        """``op`` (new rows it numbered) redone on the newest snapshot, as R redoes it: its
+        rows read back, numbered above the marks that snapshot holds, written anew; the files
+        of the first run are deleted."""
+        client = self.ctx.client
+        before = {p for a in op.added for p in a.written_files} | {c.path for c in op.cdc}
+        snap = old.log.snapshot()
+        tw = TableWork(op.table, old.log, snap, self.table_context(op.table, snap))
+        op.check(tw, client.engine, client.store)
+        op.reset_for_redo()
+        tw.run(client.engine, op, None, redo=True)
+        tw.ops.append(op)
+        now = {p for a in op.added for p in a.written_files} | {c.path for c in op.cdc}
+        delete_keys(self.ctx, [data_file_key(op.table, p, client.root_uri)
+                               for p in sorted(before - now)])
+        return tw
 
     def _drop(self, op: Statement) -> None:
         root = self.ctx.client.root_uri

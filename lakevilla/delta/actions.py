@@ -173,6 +173,9 @@ class AddFile:
             path=self.path, deletion_timestamp=timestamp_ms, data_change=data_change,
             partition_values=dict(self.partition_values), size=self.size,
             extended_file_metadata=True, deletion_vector=self.deletion_vector,
+            # row tracking: a remove carries its add's ids (PROTOCOL.md, "Row Tracking")
+            extra={k: self.extra[k] for k in ("baseRowId", "defaultRowCommitVersion")
+                   if k in self.extra},
         )
 
 

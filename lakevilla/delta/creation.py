@@ -9,9 +9,10 @@ from typing import Any
 import pyarrow as pa
 
 from ..vocab import ENGINE_INFO, CommitInfo, InfoKind
+from . import row_tracking
 from .actions import AddFile, Commit, Metadata
 from .features import protocol_for
-from .schema import schema_from_json, schema_to_json
+from .schema import field_metadata_keys, schema_from_json, schema_to_json
 
 
 def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,
@@ -19,7 +20,8 @@ def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str]
     """A fresh table id; ``schema_to_json`` raises ``SchemaMismatchError`` for types Delta lacks."""
     return Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema),
                     partition_columns=list(parts),
-                    configuration={str(k): str(v) for k, v in (properties or {}).items()},
+                    configuration=row_tracking.with_column_names(
+                        {str(k): str(v) for k, v in (properties or {}).items()}),
                     created_time=int(time.time() * 1000), name=None, description=description)
 
 
@@ -36,6 +38,8 @@ def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,
                             "lakevilla": lakevilla or CommitInfo(kind=InfoKind.CREATE).to_json()}
     if with_data:
         info["operationMetrics"] = {"numFiles": str(len(adds)), "numOutputRows": str(rows)}
+    identity = any(k.startswith("delta.identity.")
+                   for k in field_metadata_keys(metadata.schema_string))
     return Commit(commit_info=info, protocol=protocol_for(schema_from_json(metadata.schema_string),
-                                                        metadata.configuration),
+                                                        metadata.configuration, identity),
                   metadata=metadata, adds=list(adds))

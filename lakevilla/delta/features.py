@@ -8,7 +8,8 @@ stamped by the log as it writes a commit (``ict.py``), V2 checkpoints written by
 ``checkpoint.py``; a clustered table is written without clustering (its ``delta.clustering``
 domain is kept), a widened one in its current types. A change data feed is written
 (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
-commit, by both engines) and read by ``lake.changes`` (``past/changes.py``).
+commit, by both engines) and read by ``lake.changes`` (``past/changes.py``). Identity columns
+(``identity.py``) and row tracking (``row_tracking.py``) are written.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "co
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata", "deletionVectors", "inCommitTimestamp", "v2Checkpoint",
-                   "clustering", "typeWidening"}
+                   "clustering", "typeWidening", "rowTracking"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
 _READ_ONLY = {"typeWidening-preview": "lakevilla reads tables widened under the preview feature "
                                       "but writes only those of the stable typeWidening"}
 # Writer features we accept only while the table does not actually use them. CHECK constraints,
 # invariants and generated columns are enforced on every written row (``delta.constraints``;
 # the engines compute a generated column the data does not give).
-_INACTIVE_ONLY = {"identityColumns"}
+_INACTIVE_ONLY: set[str] = set()
 
 
 # Properties that switch a feature on (so a table that sets one uses it).
@@ -115,11 +116,13 @@ def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
     _check_writer_features(table, protocol, _SWEEP_KNOWS)
 
 
-def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None) -> Protocol:
+def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None,
+                 identity: bool = False) -> Protocol:
     """The protocol a new table needs: the legacy (1, 2), writer 3 when it defines CHECK
     constraints, and reader 3 / writer 7 with ``timestampNtz`` when a column is a timestamp
     without time zone (Delta allows those only with that feature; constraints then become the
-    ``checkConstraints`` writer feature)."""
+    ``checkConstraints`` writer feature). An identity column (``identity``, or its field
+    metadata) adds the ``identityColumns`` writer feature."""
     def ntz(t: pa.DataType) -> bool:
         if pa.types.is_timestamp(t):
             return t.tz is None
@@ -133,6 +136,11 @@ def protocol_for(schema: pa.Schema, configuration: dict[str, str] | None = None)
 
     base = (Protocol(3, 7, ["timestampNtz"], ["timestampNtz"]) if any(ntz(f.type) for f in schema)
             else Protocol(1, 2))
+    if identity or any(k.startswith(b"delta.identity.") for f in schema
+                       for k in (f.metadata or {})):
+        base = _at_writer_7(base)  # not legacy writer 6: it would imply column mapping
+        base = dataclasses.replace(base, writer_features=[*(base.writer_features or []),
+                                                          "identityColumns"])
     return upgraded(base, configuration or {})
 
 
@@ -179,8 +187,10 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     and writer feature (so reader 3 / writer 7), as do ``delta.checkpointPolicy=v2``
     (``v2Checkpoint``) and ``delta.enableTypeWidening`` (``typeWidening``);
     ``delta.enableInCommitTimestamps`` the ``inCommitTimestamp`` writer feature (writer 7),
-    ``delta.enableChangeDataFeed`` version 4 (``changeDataFeed``). Delta upgrades a protocol,
-    never downgrades."""
+    ``delta.enableChangeDataFeed`` version 4 (``changeDataFeed``),
+    ``delta.enableRowTracking`` the ``rowTracking`` and ``domainMetadata`` writer features;
+    ``delta.feature.<name>=supported`` lists that feature. Delta upgrades a protocol, never
+    downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if cfg.get("delta.enableincommittimestamps", "false").lower() == "true":
@@ -203,6 +213,15 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
             protocol = dataclasses.replace(
                 protocol, reader_features=[*(protocol.reader_features or []), "deletionVectors"])
         need["deletionVectors"] = 7
+    if cfg.get("delta.enablerowtracking", "false").lower() == "true":
+        protocol = _at_writer_7(protocol)  # rowTracking needs domainMetadata (writer only)
+        need["rowTracking"] = need["domainMetadata"] = 7
+    for key, value in configuration.items():  # Delta's explicit ``delta.feature.<name>``
+        if key.lower().startswith("delta.feature.") and value.lower() in ("supported", "enabled"):
+            name = key[len("delta.feature."):]
+            protocol = (_with_reader_feature(protocol, name) if name in READER_FEATURES
+                        else _at_writer_7(protocol))
+            need[name] = 7  # one lakevilla does not write is then refused by check_writable
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])
         more = [f for f in sorted(need) if f not in have]

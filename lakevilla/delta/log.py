@@ -21,7 +21,7 @@ from urllib.parse import unquote
 
 from ..errors import CorruptLogError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
-from . import ict
+from . import ict, row_tracking
 from .actions import Commit
 from .checkpoint import (
     last_checkpoint_json,
@@ -461,8 +461,9 @@ class DeltaLog:
 
         A write that reports an error is settled by reading it back (``store.settle``):
         an error never hides a version we did write. ``OutcomeUnknown`` if that fails too.
-        On a table with in-commit timestamps the commit is stamped for ``version`` first."""
-        commit = self.stamp(version, commit)
+        On a table with in-commit timestamps the commit is stamped for ``version`` first, on one
+        with row tracking its new files get their row ids there (``row_tracking.py``)."""
+        commit = self.stamp(version, self._row_ids(version, commit))
         key, data = self.commit_key(version), commit.to_bytes()
         etag: str | None
         try:
@@ -480,7 +481,7 @@ class DeltaLog:
         """Conditional overwrite of a version we hold (a marker); PreconditionFailed if it moved.
         Settled like ``write_commit`` when the store reports an error. The version keeps the
         in-commit timestamp it was first written with (the versions after it are later)."""
-        commit = self.stamp(version, commit, rewrite=True)
+        commit = self.stamp(version, self._row_ids(version, commit), rewrite=True)
         key, data = self.commit_key(version), commit.to_bytes()
         new: str | None
         try:
@@ -491,6 +492,11 @@ class DeltaLog:
                 raise PreconditionFailed(key) from None
         self._remember(version, commit)
         return new
+
+    def _row_ids(self, version: int, commit: Commit) -> Commit:
+        """Row ids are decided where the version is: a commit retried higher gets them anew."""
+        return row_tracking.at_version(commit, version, self._base,
+                                       lambda: self.snapshot(version - 1, list_log=False))
 
     def stamp(self, version: int, commit: Commit, *, rewrite: bool = False) -> Commit:
         """``commit`` as put at ``version`` (``ict.stamp``: with an in-commit timestamp where

@@ -106,7 +106,26 @@ def arrow_type_to_delta(t: pa.DataType) -> Any:
 
 def arrow_field_to_delta(f: pa.Field) -> dict:
     return {"name": f.name, "type": arrow_type_to_delta(f.type), "nullable": f.nullable,
-            "metadata": {}}
+            "metadata": _delta_field_metadata(f)}
+
+
+# Field metadata whose values Delta writes as JSON numbers or booleans, not strings.
+_TYPED_KEYS = {"delta.identity.start", "delta.identity.step", "delta.identity.highWaterMark",
+               "delta.identity.allowExplicitInsert"}
+
+
+def _delta_field_metadata(f: pa.Field) -> dict[str, Any]:
+    """The ``delta.*`` keys of an Arrow field's metadata (identity columns, generated columns,
+    invariants), so that a table can be created with them; other keys (Parquet's field ids,
+    pandas') are not Delta's and stay out of the log."""
+    out: dict[str, Any] = {}
+    for k, v in (f.metadata or {}).items():
+        key, value = k.decode(), v.decode()
+        if not key.startswith("delta."):
+            continue
+        out[key] = json.loads(value.lower() if value.lower() in ("true", "false") else value) \
+            if key in _TYPED_KEYS else value
+    return out
 
 
 def schema_to_json(schema: pa.Schema) -> str:

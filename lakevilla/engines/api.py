@@ -22,6 +22,7 @@ from ..delta.actions import AddFile, CdcFile, Metadata
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.constraints import Constraint, constraints_of
 from ..delta.features import writes_change_data, writes_deletion_vectors
+from ..delta.identity import IdentityColumn, identity_columns
 from ..delta.snapshot import Snapshot
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
@@ -43,6 +44,7 @@ class TableContext:
     constraints: tuple[Constraint, ...] = ()  # the rules every written row must satisfy
     write_dvs: bool = False  # DELETE and UPDATE mark rows deleted (deletion vectors)
     write_cdf: bool = False  # statements log their change rows (change data feed)
+    identity: tuple[IdentityColumn, ...] = ()  # identity columns, with their high-water marks
 
     def following(self, protocol: DeltaProtocol, metadata: Metadata,
                   schema: pa.Schema | None = None,
@@ -55,7 +57,8 @@ class TableContext:
                                else partition_columns),
             constraints=constraints_of(metadata),
             write_dvs=writes_deletion_vectors(protocol, metadata),
-            write_cdf=writes_change_data(metadata))
+            write_cdf=writes_change_data(metadata),
+            identity=identity_columns(metadata))
 
     @classmethod
     def of(cls, name: str, store: ObjectStore, lake_uri: str, snapshot: Snapshot) -> TableContext:
@@ -78,6 +81,7 @@ class RewriteResult:
     # the ``_change_data/`` files they were written to
     changes: list[tuple[pa.Table, str]] = field(default_factory=list, repr=False)
     cdc: list[CdcFile] = field(default_factory=list)
+    marks: dict[str, int] = field(default_factory=dict)  # identity marks after a merge's inserts
 
 
 class Engine(Protocol):

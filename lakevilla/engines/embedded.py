@@ -42,7 +42,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import change_data, dv_rewrite, generated, mapped_read, ranged
+from . import change_data, dv_rewrite, generated, identity, mapped_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -129,7 +129,11 @@ def conformed(ctx: TableContext, data: pa.Table) -> pa.Table:
     """``conform`` to ``ctx``'s schema, with the generated columns ``data`` lacks computed from
     each row (Delta's writer rule; a given one is checked with the table's rules)."""
     absent = generated.missing(ctx, data.column_names)
-    return generated.fill(ctx, conform(ctx.name, data, ctx.schema, absent), absent)
+    ids = identity.absent(ctx, data.column_names)  # generated before the generated columns
+    table = conform(ctx.name, data, ctx.schema, [*absent, *(c.name for c in ids)])
+    if ids:
+        table = identity.Numbering(ids).fill(ctx.schema, table)
+    return generated.fill(ctx, table, absent)
 
 
 class EmbeddedEngine:
@@ -328,8 +332,10 @@ class EmbeddedEngine:
         written: list[AddFile] = []
         try:
             absent = generated.missing(ctx, reader.schema.names)
-            for table in stream_chunks(ctx.name, reader, ctx.schema, absent):
-                table = generated.fill(ctx, table, absent)
+            numbering = identity.Numbering(identity.absent(ctx, reader.schema.names))
+            computed = [*absent, *(c.name for c in numbering.columns)]
+            for table in stream_chunks(ctx.name, reader, ctx.schema, computed):
+                table = generated.fill(ctx, numbering.fill(ctx.schema, table), absent)
                 written.extend(self.write_all(ctx, self.split_by_partition(ctx, table)))
         except BaseException:
             for a in written:  # best effort: abandoned-file clean-up catches what is left

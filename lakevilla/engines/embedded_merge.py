@@ -22,7 +22,7 @@ from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
 from ..statements import merge as M
-from . import change_data, dv_rewrite, generated
+from . import change_data, dv_rewrite, generated, identity
 from .api import RewriteResult, TableContext
 from .duck_sql import assignment_cast, first_line
 
@@ -174,8 +174,10 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
                 v = got.column(f"__lv_c{k}").combine_chunks()
                 out.append(v if v.type.equals(f.type) else pc.cast(v, f.type))
             # a generated column its clause does not give is computed from the inserted row
-            ins = generated.by_clause(ctx, pa.table(out, schema=ctx.schema),
-                                      got.column("__lv_clause").to_numpy(), cm.values)
+            clause = got.column("__lv_clause").to_numpy()
+            ins, res.marks = identity.by_clause(ctx, pa.table(out, schema=ctx.schema), clause,
+                                                cm.values)
+            ins = generated.by_clause(ctx, ins, clause, cm.values)
             for f, v in zip(ctx.schema, ins.columns, strict=True):
                 if not f.nullable and v.null_count:
                     raise SchemaMismatchError(f"merge into {ctx.name!r} inserts NULL into "
@@ -186,9 +188,9 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
     if fresh:  # updated rows (by DV) and inserted ones: new files together
         jobs.extend(engine.split_by_partition(ctx, pa.concat_tables(fresh)))
     if marks:
-        changes = res.changes
+        done = res  # the change rows and identity marks gathered above stay
         res = dv_rewrite.mark(ctx, marks, lambda: engine.write_all(ctx, jobs))
-        res.changes = changes
+        res.changes, res.marks = done.changes, done.marks
     else:
         res.added = engine.write_all(ctx, jobs)
     res.rows = updated + deleted + inserted

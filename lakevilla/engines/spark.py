@@ -58,7 +58,7 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import generated, spark_cdf, spark_dv, spark_expr, spark_mapped
+from . import generated, identity, spark_cdf, spark_dv, spark_expr, spark_mapped
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -367,6 +367,17 @@ def _merged(ctx: TableContext, df: DataFrame, values: list[dict[str, E.Checked] 
     return df.drop("__lv_clause")
 
 
+def _numbered(spark: Any, ctx: TableContext, ins: DataFrame,
+              values: list[dict[str, E.Checked] | None]) -> tuple[DataFrame, dict[str, int]]:
+    """A merge's inserted rows with the identity columns their clause leaves out numbered, in
+    Arrow as the embedded engine numbers them (``identity.by_clause``); the marks they leave."""
+    got = ins.toArrow()
+    clause = got.column("__lv_clause").to_numpy()
+    table, marks = identity.by_clause(ctx, got.drop_columns(["__lv_clause"]), clause, values)
+    out = table.append_column("__lv_clause", got.column("__lv_clause"))
+    return spark.createDataFrame(out, schema=ins.schema), marks
+
+
 # -- the engine ----------------------------------------------------------------------
 
 def is_connect_session(spark: Any) -> bool:
@@ -559,6 +570,8 @@ class SparkEngine:
     def _to_frame(self, ctx: TableContext, data: Any) -> DataFrame | None:
         """A DataFrame in the table schema; None when non-Spark input has no rows."""
         what = f"insert into {ctx.name!r}"
+        if isinstance(data, DataFrame) and identity.absent(ctx, data.columns):
+            data = data.toArrow()  # identity values are numbered in Arrow, as the embedded engine
         if isinstance(data, DataFrame):
             return _generated(ctx, self._conform(ctx, data, what),
                               generated.missing(ctx, data.columns))
@@ -585,8 +598,11 @@ class SparkEngine:
         written: list[AddFile] = []
         try:
             absent = generated.missing(ctx, reader.schema.names)
-            for table in stream_chunks(ctx.name, reader, ctx.schema, absent):
-                table = generated.fill(ctx, table, absent)  # as the embedded engine does
+            numbering = identity.Numbering(identity.absent(ctx, reader.schema.names))
+            computed = [*absent, *(c.name for c in numbering.columns)]
+            for table in stream_chunks(ctx.name, reader, ctx.schema, computed):
+                # as the embedded engine does
+                table = generated.fill(ctx, numbering.fill(ctx.schema, table), absent)
                 df = self.spark.createDataFrame(table, schema=spark_schema(ctx.schema))
                 with _spark_errors(f"insert into {ctx.name!r}", None):
                     written.extend(self._write_frame(ctx, df))
@@ -824,6 +840,8 @@ class SparkEngine:
                     *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
                     "__lv_clause").cache()
                 inserted = ins.count()
+                if inserted and ctx.identity:
+                    ins, res.marks = _numbered(self.spark, ctx, ins, cm.values)
                 if inserted:
                     parts.append(ins)
             def write() -> list[AddFile]:
@@ -834,7 +852,9 @@ class SparkEngine:
                     out = out.unionByName(p)
                 return self._write_frame(ctx, _merged(ctx, out, cm.values))
             if marked:
+                numbered = res.marks  # the identity marks of the inserted rows stay
                 res = spark_dv.rewrite(ctx, marked, write)
+                res.marks = numbered
             else:
                 res.added = write()
             res = spark_cdf.merged(ctx, res, changed, dels, tcols, ins if inserted else None,

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..delta.actions import AddFile
 from ..scan.conflicts import Footprint
 from . import evolution
-from .base import Statement
+from .identity import NewRows
 
 if TYPE_CHECKING:
     from ..engines.api import Engine
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(eq=False, kw_only=True)
-class Insert(Statement):
+class Insert(NewRows):
     kind: ClassVar[str] = "insert"
     operation: ClassVar[str] = "WRITE"
     blind: ClassVar[bool] = True
@@ -41,7 +41,10 @@ class Insert(Statement):
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:
-            self.inserted = engine.write(tw.ctx, data)
+            self.inserted = self.write_rows(tw, engine, data)
+            self.rules_checked = tw.ctx.constraints
+        elif self.numbered:  # a redo numbers its rows again, above the marks it now sees
+            self.inserted = self.renumber(tw, engine, self.inserted)
             self.rules_checked = tw.ctx.constraints
         else:
             self.recheck_kept(tw, engine, self.inserted)
@@ -50,8 +53,8 @@ class Insert(Statement):
         return None
 
     @property
-    def kept_files(self) -> set[str]:
-        return {a.path for a in self.inserted}
+    def new_files(self) -> list[AddFile]:
+        return self.inserted
 
     def footprint(self) -> Footprint:
         return Footprint(blind=True)

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from ..data.schemas import to_arrow_table
 from ..delta.constraints import generated_columns
+from ..engines.identity import refuse_updates
 from ..errors import (
     InvalidArgumentError,
     InvalidExpressionError,
@@ -36,7 +37,7 @@ from ..errors import (
 )
 from ..names import sublog_prefix
 from ..scan import expressions as E
-from .base import Statement
+from .identity import Marks
 
 if TYPE_CHECKING:
     from ..delta.actions import AddFile
@@ -188,6 +189,11 @@ def _equi_keys(chk: E.Checked) -> list[tuple[str, str]]:
                 t, s = (a, b) if a.relation == 0 else (b, a)
                 out.append((t.column, s.column))
     return out
+
+
+def _computed(tw: TableWork) -> frozenset[str]:
+    """Columns an insert clause may leave out: generated and identity columns."""
+    return frozenset(generated_columns(tw.ctx.constraints)) | {c.name for c in tw.ctx.identity}
 
 
 def check(spec: MergeSpec, table: str, target: pa.Schema, source: pa.Schema,
@@ -385,7 +391,7 @@ def metrics(source_rows: int, updated: int, deleted: int, inserted: int, files_a
 
 
 @dataclass(eq=False, kw_only=True)
-class Merge(Statement):
+class Merge(Marks):
     """The statement; ``where`` is its pruning predicate over the target (``prune_predicate``),
     derived from the source's keys when it is checked: its read, and its precision lock."""
 
@@ -399,20 +405,22 @@ class Merge(Statement):
         src = self.spec.source_table(store)
         self.spec.on = on_predicate(self.spec.on, tw.schema, src.schema, self.spec.target_alias,
                                     self.spec.source_alias)
-        cm = check(self.spec, tw.name, tw.schema, src.schema,
-                   generated_columns(tw.ctx.constraints))
+        cm = check(self.spec, tw.name, tw.schema, src.schema, _computed(tw))
+        refuse_updates(tw.ctx, [col for clause, v in zip(self.spec.clauses, cm.values,
+                                                         strict=True)
+                                if clause.kind == "update" for col in (v or {})], "merge")
         self.where = prune_predicate(cm, src, tuple(tw.base.partition_columns))
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         """It reads the files that can hold a match (``where``, from the source's keys)."""
         source = self.spec.source_table(tw.ctx.store)
-        cm = check(self.spec, tw.name, tw.schema, source.schema,
-                   generated_columns(tw.ctx.constraints))
+        cm = check(self.spec, tw.name, tw.schema, source.schema, _computed(tw))
         cands = tw.candidates(self.where)
         self.read_files = {a.path for a in cands}
         rr, self.spec.metrics = engine.merge(tw.ctx, cands, cm, self.spec, source)
         self.removed, self.added, self.rows = rr.removed, rr.added, rr.rows
         self.cdc = rr.cdc
+        self.marks = rr.marks  # the view takes them with the statement's effects (change_view)
         return dict(self.spec.metrics)
 
     def stage(self, store: ObjectStore, txn_id: str) -> str | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..delta.actions import AddFile
 from ..engines.api import data_file_key
 from ..errors import DataOutsidePredicateError
-from .base import Statement
+from .identity import NewRows
 
 if TYPE_CHECKING:
     from ..engines.api import Engine
@@ -30,7 +30,7 @@ def outside(where: str) -> str:
 
 
 @dataclass(eq=False, kw_only=True)
-class Overwrite(Statement):
+class Overwrite(NewRows):
     kind: ClassVar[str] = "overwrite"
     operation: ClassVar[str] = "WRITE"
 
@@ -42,10 +42,13 @@ class Overwrite(Statement):
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:
-            self.inserted = engine.write(tw.ctx, data)
+            self.inserted = self.write_rows(tw, engine, data)
             self.rules_checked = tw.ctx.constraints
             if self.where is not None and self.inserted:
                 self._check_inside(tw, engine)
+        elif self.numbered:  # a redo numbers its rows again, above the marks it now sees
+            self.inserted = self.renumber(tw, engine, self.inserted)
+            self.rules_checked = tw.ctx.constraints
         else:
             self.recheck_kept(tw, engine, self.inserted)
         cands = tw.candidates(self.where)
@@ -82,8 +85,8 @@ class Overwrite(Statement):
             "Nothing was written")
 
     @property
-    def kept_files(self) -> set[str]:
-        return {a.path for a in self.inserted}
+    def new_files(self) -> list[AddFile]:
+        return self.inserted
 
     def encode_more(self) -> dict[str, Any]:
         return {"inserted": [a.to_json() for a in self.inserted]}  # written once, kept across redos

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delta.actions import AddFile
+from ..engines.identity import refuse_updates
 from .base import Statement
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ class Update(_Rewrite):
 
     def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
         engine.validate_set(tw.ctx, self.assignments, self.where)
+        refuse_updates(tw.ctx, list(self.assignments), "update")
 
     def assignments_to_check(self) -> dict[str, str] | None:
         return self.assignments

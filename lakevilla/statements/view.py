@@ -15,10 +15,12 @@ import dataclasses
 import time
 from typing import Any, ClassVar, Protocol
 
+from ..delta import row_tracking
 from ..delta.actions import AddFile, CdcFile, Commit, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
+from ..delta.identity import with_marks
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
 from ..engines.api import Engine, TableContext
@@ -159,6 +161,13 @@ class TableWork:
         if md is not current:
             self.set_metadata(md)
 
+    def advance_identity(self, marks: dict[str, int]) -> None:
+        """The identity columns' high-water marks become ``marks`` (a statement numbered rows)."""
+        current = self.metadata or self.base.metadata
+        md = with_marks(current, marks)
+        if md is not current:
+            self.set_metadata(md)
+
     def set_properties(self, properties: dict[str, str | None]) -> None:
         """Make the view's table properties include ``properties`` (None unsets one), with the
         protocol upgrade a property needs; refused when the result is a table we cannot write
@@ -170,6 +179,7 @@ class TableWork:
                 config.pop(k, None)
             else:
                 config[k] = v
+        config = row_tracking.with_column_names(config)  # enabling names its columns
         if config == current.configuration:
             return
         md = dataclasses.replace(current, configuration=config)

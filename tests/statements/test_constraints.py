@@ -195,14 +195,16 @@ def test_a_row_added_while_a_constraint_waits_to_commit_is_checked_by_its_redo(t
     assert lake.snapshot("t").metadata.configuration == {}
 
 
-@pytest.mark.parametrize("prop", ["delta.enableRowTracking"])
-def test_a_property_enabling_a_feature_lakevilla_does_not_write_is_refused(local_backend, prop):
+@pytest.mark.parametrize("prop, value", [("delta.feature.icebergCompatV2", "supported"),
+                                         ("delta.feature.collations-preview", "enabled")])
+def test_a_property_enabling_a_feature_lakevilla_does_not_write_is_refused(local_backend, prop,
+                                                                           value):
     lake = local_backend.lake()
     lake.create_table("t", S)
     before = local_backend.all_keys()
     with pytest.raises(lv.UnsupportedTableFeatureError):
         with lake.transaction("R") as txn:
-            txn.set_properties("t", {prop: "true"})
+            txn.set_properties("t", {prop: value})
     with pytest.raises(lv.InvalidArgumentError, match="strings"):
         with lake.transaction("R") as txn:
             txn.set_properties("t", {"delta.appendOnly": True})

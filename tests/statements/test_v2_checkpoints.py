@@ -7,7 +7,6 @@ commits it covers. The Databricks-written table comes from delta-rs (tests/data/
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 import uuid
@@ -19,7 +18,6 @@ import pytest
 
 import lakevilla as lv
 from lakevilla.delta.checkpoint import write_checkpoint_table
-from lakevilla.delta.features import check_writable
 from lakevilla.store import CountingStore, open_store
 
 REFERENCE = Path(__file__).parent.parent / "data" / "checkpoint-v2-table"
@@ -226,25 +224,22 @@ def _tree(path: Path) -> dict[str, bytes]:
             if f.is_file()}
 
 
-def test_the_reference_table_is_refused_for_its_identity_column_and_nothing_is_written(tmp_path):
-    """V2 checkpoints no longer refuse a write: the Databricks table is refused for what it
-    still uses that lakevilla does not write (an identity column), by name."""
+def test_the_reference_table_takes_inserts_numbered_past_its_identity_mark(tmp_path):
+    """The Databricks table (V2 checkpoints, an identity column whose mark is 44) is written:
+    a given identity value is refused before anything is written, inserts are numbered on."""
     path = copy_reference(tmp_path / "lake" / "t")
-    before = _tree(tmp_path / "lake")
+    before = _tree(path.parent)
     with lv.Lake("file://" + str(tmp_path / "lake")) as lake:
         assert lake.read("t").num_rows == 44
+        with pytest.raises(lv.SchemaMismatchError, match="identity column"):
+            with lake.transaction(features="") as txn:
+                txn.insert("t", {"id": [100], "name": ["x"]})
+        assert _tree(path.parent) == before  # refused before anything was written
         for features in ("", "R"):
-            with pytest.raises(lv.UnsupportedTableFeatureError, match="identityColumns"):
-                with lake.transaction(features=features) as txn:
-                    txn.insert("t", {"id": [100], "name": ["x"], "created_at": [None]})
-        with pytest.raises(lv.UnsupportedTableFeatureError, match="identityColumns"):
-            lake.maintenance.checkpoint("t")
-        snap = lake._client.log("t").snapshot()
-        assert "v2Checkpoint" in (snap.protocol.writer_features or [])
-        without_identity = dataclasses.replace(snap.metadata, schema_string=snap.metadata
-                                               .schema_string.replace("delta.identity.", "x."))
-        check_writable("t", snap.protocol, without_identity)  # V2 checkpoints alone: writable
-    assert _tree(path.parent) == before
+            with lake.transaction(features=features) as txn:
+                txn.insert("t", {"name": [f"by {features or 'DL'}"]})
+        ids = sorted(lake.read("t").column("id").to_pylist())
+        assert ids[-2:] == [45, 46] and len(set(ids)) == 46  # past Databricks' mark of 44
 
 
 def test_a_cold_load_costs_the_hint_one_list_the_checkpoint_its_sidecar_and_newer_commits(

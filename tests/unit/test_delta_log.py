@@ -142,8 +142,8 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 @pytest.mark.parametrize("feature, lines", [
     ("columnMapping", "metadata:delta.columnMapping.mode=name"),
-    ("rowTracking", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                                   "writerFeatures": ["rowTracking", "domainMetadata"]}}]),
+    ("icebergCompatV2", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
+                                       "writerFeatures": ["icebergCompatV2"]}}]),
     ("typeWidening-preview", [{"protocol": {
         "minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening-preview"],
         "writerFeatures": ["typeWidening-preview"]}}]),
