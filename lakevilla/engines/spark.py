@@ -58,7 +58,15 @@ from ..parallel import pmap
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import coerce
-from . import generated, identity, spark_cdf, spark_dv, spark_expr, spark_mapped
+from . import (
+    generated,
+    identity,
+    spark_cdf,
+    spark_dv,
+    spark_expr,
+    spark_mapped,
+    spark_merge_clauses,
+)
 from .api import (
     HIVE_NULL,
     RewriteResult,
@@ -730,50 +738,9 @@ class SparkEngine:
         check_merge_source(ctx.name, spec, source.schema, ctx.schema)
         what = f"merge into {ctx.name!r}"
         tfields = spark_schema(ctx.schema).fields
-        tcols = [f"__lv_t{k}" for k in range(len(tfields))]
-        sfields = list(source.schema)
-        src_arrow = pa.table([c.combine_chunks() for c in source.columns],
-                             names=[f"__lv_s{j}" for j in range(len(sfields))]) \
-            .append_column("__lv_sid", pa.array(range(source.num_rows), pa.int64()))
-        s_index = {f.name: j for j, f in enumerate(sfields)}
-        t_index = {f.name: k for k, f in enumerate(tfields)}
-
-        def ref(r: E.ColumnRef, source_only: bool = False) -> Column:
-            in_target = r.relation == 0 and not source_only  # insert clauses see the source alone
-            c = (F.col(tcols[t_index[r.column]]) if in_target
-                 else F.col(f"__lv_s{s_index[r.column]}"))
-            for f in r.fields:
-                c = c.getField(f)
-            return c
-
-        def ref_of(i: int):
-            return ref if spec.clauses[i].matched else (lambda r: ref(r, True))
-
-        def cond(i: int) -> Column:
-            c = cm.conditions[i]
-            return (F.lit(True) if c is None
-                    else F.coalesce(spark_expr.condition(c, ref_of(i)), F.lit(False)))
-
-        def clause_of(ids: list[int]) -> Column:
-            out = None
-            for i in ids:
-                out = F.when(cond(i), F.lit(i)) if out is None else out.when(cond(i), F.lit(i))
-            return (out.otherwise(F.lit(-1)) if out is not None else F.lit(-1)).cast("int")
-
-        def values(ids: list[int], default) -> list[Column]:
-            cols = []
-            for k, f in enumerate(tfields):
-                out = None
-                for i in ids:
-                    v = (cm.values[i] or {}).get(f.name)
-                    val = default(k, f) if v is None else _not_null(
-                        spark_expr.assigned(v, ctx.schema.field(f.name).type, ref_of(i)), f,
-                        "schema", f"{what}: {f.name}={v.text!r}")
-                    out = F.when(cond(i), val) if out is None else out.when(cond(i), val)
-                cols.append((out.otherwise(default(k, f)) if out is not None
-                             else default(k, f)).alias(tcols[k]))
-            return cols
-
+        mc = spark_merge_clauses.MergeClauses(ctx, cm, spec, source, tfields, what, _not_null)
+        tcols, src_arrow, ref = mc.tcols, mc.src_arrow, mc.ref
+        clause_of, values = mc.clause_of, mc.values
         matched = [i for i, c in enumerate(spec.clauses) if c.matched]
         inserts = [i for i, c in enumerate(spec.clauses) if not c.matched]
         with _spark_errors(what, InvalidExpressionError):
