@@ -25,13 +25,15 @@ first), is a violation. Maintenance runs ``cleanup`` and ``delete_abandoned_file
 forced retention (the workers' ``max_transaction_age`` is shorter still, which is what
 makes it safe), ``checkpoint``, ``optimize`` of every table and ``recover`` throughout, and
 adds a column to ``bank_0`` half-way through. Isolated readers (I) check the total of all
-accounts continuously.
+accounts continuously, and so do views of a random recent moment (``lake.at``); a consumer
+process folds the ledger's changes into per-bank sums exactly once (``lake.consumer``).
 
 At the end, after ``recover``: the total is conserved; every acknowledged transfer is in
 the ledger exactly once; no transfer id appears twice; every version of every table
 loads in delta-rs and names only existing files; lakevilla and delta-rs read the same
 rows; nothing is left stalled; the derived table equals a recomputation from the ledger at
-every version checked; no compaction changed a table's rows; the column added stays. It
+every version checked; no compaction changed a table's rows; the column added stays; the
+consumer's sums equal a recomputation from the ledger at its offset. It
 prints and writes ``chaos.json`` (and a plot): transactions committed by feature set and
 kind, kills, faults injected by kind, maintenance runs, violations by kind. Every violation
 count must be 0; the exit status says whether they are.
@@ -317,6 +319,7 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
                 bad_reasons.append(str(e)[:200])
         except lv.LakeVillaError:
             stats["read_errors"] += 1
+        kinds.past_read(lake, cfg, total, stats, bad)
         if time.time() - last_save > 0.5:
             last_save = time.time()
             _save(run_dir / f"stats-r{rid}-{gen}.json",
@@ -325,6 +328,30 @@ def reader_main(cfg: dict, rid: int, gen: int) -> None:
     _save(run_dir / f"stats-r{rid}-{gen}.json",
           {"stats": stats, "faults": chaos.counts, "bad": bad[:20],
            "aborts": bad_reasons, "bad_cuts": bad_cuts})
+    os._exit(0)
+
+
+def consumer_main(cfg: dict, gen: int) -> None:
+    """The exactly-once consumer of the ledger's changes (``chaos_kinds.consume``)."""
+    _diagnosable()
+    import lakevilla as lv
+
+    run_dir = Path(cfg["run_dir"])
+    lake, chaos = _lake(cfg, cfg["seed"] + 7000 + gen, {k: r * cfg["fault_scale"]
+                                                        for k, r in RATES.items()})
+    stats: Counter[str] = Counter()
+    errors: list[str] = []
+    while time.time() < cfg["deadline"] and not (run_dir / "stop").exists():
+        try:
+            stats["consumed_changes"] += kinds.consume(lake)
+            stats["consumer_runs"] += 1
+        except (lv.TransactionAborted, lv.CommitPendingError, lv.StorageError):
+            stats["consumer_failed"] += 1
+        except Exception as e:  # noqa: BLE001 - a violation, reported
+            stats["unexpected_errors"] += 1
+            errors.append(f"consumer: {type(e).__name__}: {e}"[:300])
+        _save(run_dir / f"stats-c-{gen}.json",
+              {"stats": stats, "faults": chaos.counts, "errors": errors})
     os._exit(0)
 
 
@@ -395,6 +422,7 @@ def _setup(cfg: dict) -> None:
                 txn.insert(f"bank_{k}", {"id": [a], "balance": [INITIAL]})
     lake.create_table("ledger", LEDGER)
     lake.create_table("flows", kinds.FLOWS)
+    lake.create_table("ledger_sums", kinds.SUMS)
 
 
 def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
@@ -477,6 +505,7 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
         info["compactions_checked"] = info.get("compactions_checked", 0) + tv.pop(
             "compactions_checked", 0)
         v.update(tv)
+    v["consumer_output_differs_at_offset"] += kinds.check_consumer(fresh)
     flows, info["flows_versions_checked"] = kinds.check_flows(
         fresh.read, fresh.version("flows"), cfg["accounts"])
     v.update(flows)
@@ -576,6 +605,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 target, a = worker_main, (cfg, wid, gen, feature_sets[wid % len(feature_sets)])
             elif name.startswith("r"):
                 target, a = reader_main, (cfg, int(name[1:]), gen)
+            elif name == "c":
+                target, a = consumer_main, (cfg, gen)
             else:
                 target, a = maintenance_main, (cfg, gen)
             p = ctx.Process(target=target, args=a, daemon=True)
@@ -587,6 +618,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for r in range(args.readers):
             spawn(f"r{r}")
         spawn("m")
+        spawn("c")
         next_kill = time.time() + rng.uniform(0.5, 1.5) * args.kill_every
         last_look = 0.0
         while time.time() < cfg["deadline"] - 1:
@@ -605,10 +637,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     spawn(name)
             if args.kill_every > 0 and time.time() >= next_kill and time.time() < end_min - 2:
                 victim = rng.choice([n for n in procs if n.startswith("w")]
-                                    + (["m"] if rng.random() < 0.2 else []))
+                                    + (["m"] if rng.random() < 0.2 else [])
+                                    + (["c"] if rng.random() < 0.3 else []))
                 os.kill(procs[victim].pid, signal.SIGKILL)
                 procs[victim].join(10)
-                kills["maintenance" if victim == "m" else "worker"] += 1
+                kills[{"m": "maintenance", "c": "consumer"}.get(victim, "worker")] += 1
                 spawn(victim)
                 next_kill = time.time() + rng.uniform(0.5, 1.5) * args.kill_every
             elapsed = time.time() - started
@@ -651,6 +684,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 stats.update(d["stats"])
                 by_features.setdefault(d["features"], Counter()).update(d["stats"])
                 errors += d.get("errors", [])
+            elif f.name.startswith("stats-c"):
+                stats.update(d["stats"])
+                errors += d.get("errors", [])
             elif f.name.startswith("stats-r"):
                 stats.update(d["stats"])
                 reader_reads += d["stats"].get("reads", 0)
@@ -662,6 +698,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         violations["unexpected_errors"] = stats["unexpected_errors"] + sum(1 for e in errors
                                                                            if "maintenance" in e)
         violations["isolated_total_mismatch"] = stats["isolated_total_mismatch"]
+        violations["past_total_mismatch"] = stats["past_total_mismatch"]
         violations["process_exited"] = len(exited)
         violations["process_hung"] = len(hung)
         checked, info = _verify(cfg, acked)
@@ -687,6 +724,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "aborted_by_reason": {k[len("aborted_"):]: n
                                   for k, n in sorted(stats.items()) if k.startswith("aborted_")},
             "isolated_reads": stats["reads"], "isolated_reads_aborted": stats["read_aborted"],
+            "past_reads": stats["past_reads"], "past_too_old": stats["past_too_old"],
+            "consumer_runs": stats["consumer_runs"],
+            "consumed_changes": stats["consumed_changes"],
             "isolated_reads_aborted_by_reason": {k[len("read_aborted_"):]: n
                                                  for k, n in sorted(stats.items())
                                                  if k.startswith("read_aborted_")},
@@ -715,6 +755,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                  for f, c in sorted(by_features.items())]
         rows += [{"what": "upsert batches sent again", "n": stats["upsert_resent"]}]
         rows += [{"what": "isolated reads (total checked)", "n": stats["reads"]}]
+        rows += [{"what": "past views lake.at(moment) (total checked; too old)",
+                  "n": f"{stats['past_reads']} ({stats['past_too_old']})"}]
+        rows += [{"what": "consumer runs (change rows consumed exactly once)",
+                  "n": f"{stats['consumer_runs']} ({stats['consumed_changes']})"}]
         rows += [{"what": "seconds of chaos (kinds that never committed)",
                   "n": f"{ran_s:.0f} ({', '.join(payload['starved']) or 'none'})"}]
         rows += [{"what": f"kills: {k}", "n": n} for k, n in sorted(kills.items())]
@@ -761,7 +805,8 @@ _VIOLATION_KINDS = {"process_exited", "process_hung", "total_not_conserved", "du
                     "stalled_marker", "stalled_record", "stalled_announcement",
                     "isolated_total_mismatch", "unexpected_errors", "derived_differs_from_ledger",
                     "derived_rows_of_two_rebuilds", "compaction_changed_rows",
-                    "column_added_then_lost"}
+                    "column_added_then_lost", "past_total_mismatch",
+                    "consumer_output_differs_at_offset"}
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

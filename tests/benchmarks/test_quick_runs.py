@@ -277,6 +277,7 @@ def test_chaos_quick(tmp_path):
     assert all(sum(k[kind] for k in payload["by_kind"].values()) > 0
                for kind in ("transfer", "upsert", "derive")), payload["by_kind"]
     assert payload["checks"]["compactions_checked"] > 0
+    assert payload["past_reads"] > 0 and payload["consumer_runs"] > 0
     assert payload["checks"]["flows_versions_checked"] > 0
     # clean-up trimmed the global log beside running I transactions (entries older than their
     # max age)
