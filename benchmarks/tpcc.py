@@ -332,7 +332,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 raise RuntimeError(f"the two databases differ: {rows} vs {dv_rows}")
             databases.append((DV_SUFFIX, dv_template))
         for system, features in systems.items():
-            for (suffix, db), clients in ((d, c) for d in databases for c in args.clients):
+            # a client count's runs on both databases one after the other: a machine whose load
+            # drifts during the run weighs on both alike
+            for clients, (suffix, db) in ((c, d) for c in args.clients for d in databases):
                 # fresh processes per run: a process that ran another system's clients has its
                 # caches warm (every client seed replays the same texts), which flattered the
                 # feature set run second
