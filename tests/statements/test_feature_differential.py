@@ -143,6 +143,11 @@ def test_a_constrained_table_refuses_what_delta_rs_refuses_and_holds_what_it_hol
 @_examples(15)
 @given(files=initial_files(), steps=st.lists(statements(), min_size=1, max_size=5),
        partitioned=st.booleans(), writer=st.sampled_from(CM_WRITERS))
+@example(files=[((1, "a", 1), (2, None, None)), ((3, "b", -2),)],
+         steps=[Statement("update", where="part IS NULL", set=(("part", "'a'"),)),
+                Statement("merge", rows=((3, "b", 4), (4, "a", 0)), clauses="upsert"),
+                Statement("delete", where="v < 1")],
+         partitioned=True, writer=CM_WRITERS[0])  # partition values keyed by physical name
 def test_a_column_mapped_table_reads_as_delta_rs_reads_the_same_statements(
         tmp_path_factory, files, steps, partitioned, writer):
     """``writer`` runs the statements on a column-mapped table (``name`` mode: files hold
