@@ -67,7 +67,7 @@ def _same_outcome(s: Statement, ours: Exception | None, theirs: Exception | None
 
 # -- deletion vectors -----------------------------------------------------------------------
 
-@_examples(25)
+@_examples(60)
 @given(files=initial_files(), steps=st.lists(statements(), min_size=1, max_size=6),
        partitioned=st.booleans(), features=st.sampled_from(["", "R"]))
 @example(files=[((1, "a", 1), (2, "a", 2), (3, "b", None))],
@@ -110,7 +110,7 @@ def _constrained(path: str, partitioned: bool) -> None:
     DeltaTable(path).alter.add_constraint(RULES)
 
 
-@_examples(25)
+@_examples(60)
 @given(files=initial_files(), steps=st.lists(statements(ROW_ANY_ID), min_size=1, max_size=6),
        partitioned=st.booleans(), features=st.sampled_from(["", "R"]))
 @example(files=[((1, "a", 1), (2, "b", -3))],
@@ -140,7 +140,7 @@ def test_a_constrained_table_refuses_what_delta_rs_refuses_and_holds_what_it_hol
 
 # -- column mapping -------------------------------------------------------------------------
 
-@_examples(15)
+@_examples(30)
 @given(files=initial_files(), steps=st.lists(statements(), min_size=1, max_size=5),
        partitioned=st.booleans(), writer=st.sampled_from(CM_WRITERS))
 @example(files=[((1, "a", 1), (2, None, None)), ((3, "b", -2),)],
