@@ -7,7 +7,12 @@ next to throughput, aborts, retries, redos and store requests.
 
     python -m benchmarks.tpcc [--quick] [--clients 1,16] [--txns-per-client N]
         [--items N --customers N --orders N --chunk N] [--workers processes|threads]
-        [--store local|s3] [--latency none|s3|MS] [--systems ...] [--out results/tpcc]
+        [--store local|s3] [--latency none|s3|MS] [--systems ...] [--deletion-vectors]
+        [--out results/tpcc]
+
+``--deletion-vectors`` runs every feature set twice in the one run, side by side: on the
+plain database and on a copy whose tables have ``delta.enableDeletionVectors`` (a DELETE or
+UPDATE marks rows instead of rewriting files), loaded from the same seed.
 
 delta-rs alone is not run: it has no multi-statement transactions, and per
 statement it is the same protocol as LV[DL] (which is).
@@ -118,10 +123,15 @@ def copy_lake(src: str, dst: str, storage_options: dict[str, str]) -> int:
     return len(keys)
 
 
-def load_template(env: Env, scale: Scale, seed: int) -> tuple[str, dict[str, int]]:
-    root = env.fresh_root("tpcc-template")
+DV_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+DV_SUFFIX = " +DV"  # a system's label on the database with deletion vectors
+
+
+def load_template(env: Env, scale: Scale, seed: int,
+                  properties: dict[str, str] | None = None) -> tuple[str, dict[str, int]]:
+    root = env.fresh_root("tpcc-template-dv" if properties else "tpcc-template")
     with lv.Lake(root, storage_options=env.storage_options or None) as lake:
-        rows = load(lake, scale, seed)
+        rows = load(lake, scale, seed, properties)
         bad = check_consistency(lake)
     if bad.total:
         raise RuntimeError(f"the freshly loaded database is inconsistent: {bad.details}")
@@ -173,7 +183,9 @@ def summarize(system: str, features: str, clients: int, results: list[dict] | No
 
 def run_once(env: Env, workers: Workers, template: str, system: str, features: str, clients: int,
              args: argparse.Namespace, scale: Scale) -> dict[str, Any]:
-    root = env.fresh_root(f"tpcc-{system.strip('LV[]').replace(',', '') or 'DL'}-{clients}")
+    label = system.removesuffix(DV_SUFFIX).strip("LV[]").replace(",", "") or "DL"
+    dv = "-dv" if system.endswith(DV_SUFFIX) else ""
+    root = env.fresh_root(f"tpcc-{label}{dv}-{clients}")
     copy_lake(template, root, env.storage_options)
     spec = LakeSpec.of(env, lake_options(args))
     jobs = [ClientJob(spec, root, features, c, args.txns_per_client, scale, args.seed, args.retries,
@@ -189,16 +201,25 @@ def run_once(env: Env, workers: Workers, template: str, system: str, features: s
         bar.close()
     with lv.Lake(root, storage_options=env.storage_options or None) as lake:
         violations = check_consistency(lake).as_dict()
+        marked = files_with_deletion_vectors(lake)
     row = summarize(system, features, clients, results, violations, args.txns_per_client)
+    row["files_with_dv"] = marked
     # machine load before/after
     row["load_average"] = [round(load_before, 1), round(os.getloadavg()[0], 1)]
     return row
 
 
+def files_with_deletion_vectors(lake: lv.Lake) -> int:
+    """Live data files that carry a deletion vector, over the nine tables: what shows that
+    the run on the DV database marked rows instead of rewriting files."""
+    return sum(a.deletion_vector is not None
+               for t in TABLES for a in lake.snapshot(t).files.values())
+
+
 # -- reporting -------------------------------------------------------------------------------------
 COLUMNS = ["system", "clients", "issued", "committed", "txn_per_s", "new_orders_per_min", "aborts",
            "retries", "failed", "partial", "errors", "redos", "rollbacks", "requests_per_txn",
-           "violations", "c1", "c2", "c3", "c4", "unreadable"]
+           "violations", "c1", "c2", "c3", "c4", "unreadable", "files_with_dv"]
 
 
 def _bars(ax, runs: list[dict], systems: list[str], clients: list[int], metric: str,
@@ -268,6 +289,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "own default (2 x marker_ttl = 60 s)")
     p.add_argument("--run-timeout", type=float, default=1800.0,
                    help="seconds before a run counts as hung")
+    p.add_argument("--deletion-vectors", action="store_true",
+                   help="also run every feature set on a database whose tables have "
+                        "delta.enableDeletionVectors (rows labelled '+DV'), side by side")
     args = p.parse_args(argv)
     args.clients = [int(c) for c in (args.clients or ("1,4" if args.quick else "1,16")).split(",")
                     if c.strip()]
@@ -301,15 +325,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     try:
         template, rows = load_template(env, scale, args.seed)
+        databases = [("", template)]
+        if args.deletion_vectors:
+            dv_template, dv_rows = load_template(env, scale, args.seed, DV_PROPERTIES)
+            if dv_rows != rows:
+                raise RuntimeError(f"the two databases differ: {rows} vs {dv_rows}")
+            databases.append((DV_SUFFIX, dv_template))
         for system, features in systems.items():
-            for clients in args.clients:
+            # a client count's runs on both databases one after the other: a machine whose load
+            # drifts during the run weighs on both alike
+            for clients, (suffix, db) in ((c, d) for c in args.clients for d in databases):
                 # fresh processes per run: a process that ran another system's clients has its
                 # caches warm (every client seed replays the same texts), which flattered the
                 # feature set run second
                 workers = Workers(clients, processes=args.workers == "processes")
                 try:
-                    runs.append(run_once(env, workers, template, system, features, clients, args,
-                                         scale))
+                    runs.append(run_once(env, workers, db, system + suffix, features, clients,
+                                         args, scale))
                 finally:
                     workers.close()
     finally:
@@ -318,7 +350,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "config": {"scale": asdict(scale), "clients": args.clients,
                           "txns_per_client": args.txns_per_client, "retries": args.retries,
                           "max_seconds": args.max_seconds, "mix": MIX,
-                          "lake_options": lake_options(args), "tables": list(TABLES)},
+                          "lake_options": lake_options(args), "tables": list(TABLES),
+                          "deletion_vectors": args.deletion_vectors},
                "load_rows": rows, "runs": runs, "notes": notes}
     print_table(runs, COLUMNS,
                 title=f"TPC-C, 1 warehouse, {args.txns_per_client} transactions per client "

@@ -246,12 +246,15 @@ def population(scale: Scale, seed: int) -> dict[str, list[list[dict]]]:
     return out
 
 
-def load(lake: lv.Lake, scale: Scale, seed: int) -> dict[str, int]:
+def load(lake: lv.Lake, scale: Scale, seed: int,
+         properties: dict[str, str] | None = None) -> dict[str, int]:
     """Create and fill the nine tables, one LV[R] transaction per table (one Delta commit
-    each); returns the rows per table."""
+    each), each with table ``properties`` (e.g. deletion vectors on); returns the rows per
+    table."""
     rows: dict[str, int] = {}
     for name, batches in population(scale, seed).items():
-        lake.create_table(name, SCHEMAS[name], partition_by=PARTITIONS[name])
+        lake.create_table(name, SCHEMAS[name], partition_by=PARTITIONS[name],
+                          properties=properties)
         with lake.transaction(features="R") as txn:
             for batch in batches:
                 txn.insert(name, pa.Table.from_pylist(batch, schema=SCHEMAS[name]))

@@ -945,8 +945,8 @@ MUTATIONS: list[Mutation] = [
       "        check_writable(self.name, protocol, md)\n        if protocol",
       "        if protocol",
       ["tests/statements/test_constraints.py::test_a_property_enabling_a_feature_lakevilla_does_"
-       "not_write_is_refused[delta.enableRowTracking]"],
-      "a property enabling a feature lakevilla does not write (row tracking) is committed"),
+       "not_write_is_refused[delta.feature.icebergCompatV2-supported]"],
+      "a property enabling a feature lakevilla does not write (icebergCompatV2) is committed"),
     M("mapped-read-keeps-deleted-rows", "read", "lakevilla/engines/mapped_read.py",
       "            if t is not None and add.deletion_vector is not None:",
       "            if t is not None and add.deletion_vector is not None and False:",

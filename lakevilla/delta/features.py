@@ -10,6 +10,8 @@ domain is kept), a widened one in its current types. A change data feed is writt
 (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
 commit, by both engines) and read by ``lake.changes`` (``past/changes.py``). Identity columns
 (``identity.py``) and row tracking (``row_tracking.py``) are written.
+What a feature's tables hold after random statements is checked against delta-rs
+(``tests/statements/test_feature_differential.py``).
 """
 
 from __future__ import annotations

@@ -517,3 +517,46 @@ def test_the_per_table_way_counts_twice_what_a_kill_between_its_commits_leaves(l
     feed = lake.consumer("revenue", inc.SOURCES)
     feed.run(lambda txn, ch: inc.apply(txn, "daily", inc.deltas(ch)))
     assert inc.output(lake.read("daily")) == inc.batch(lake) == {"mon": (10, 1)}
+
+
+def test_reference_tables_judge_dat_cases_by_their_expected_rows(tmp_path):
+    """A case laid out as DAT's are (the table in ``delta/``, Spark's rows per pinned version
+    in ``expected/``): the rows and protocol versions it pins are the judge, a wrong expected
+    row is a difference, a data file the copy lacks is not lakevilla's failure."""
+    import pyarrow.parquet as pq
+    from deltalake import write_deltalake
+
+    from benchmarks import reference_tables
+
+    def case(name: str, versions: dict[str, pa.Table], table_version: dict[str, int]) -> Path:
+        root = tmp_path / "generated" / name
+        write_deltalake(str(root / "delta"), pa.table({"k": [1, 2], "p": ["a", None]}),
+                        partition_by=["p"])
+        write_deltalake(str(root / "delta"), pa.table({"k": [3], "p": ["b"]}), mode="append")
+        for label, rows in versions.items():
+            out = root / "expected" / label
+            (out / "table_content").mkdir(parents=True)
+            pq.write_table(rows, out / "table_content" / "part-0.parquet")
+            (out / "table_content" / "_SUCCESS").write_text("")
+            (out / "table_version_metadata.json").write_text(json.dumps({
+                "version": table_version[label], "properties": {}, "min_reader_version": 1,
+                "min_writer_version": 2}))
+        return root
+
+    v0 = pa.table({"k": [1, 2], "p": ["a", None]})
+    v1 = pa.table({"k": [1, 2, 3], "p": ["a", None, "b"]})
+    case("good", {"latest": v1, "v0": v0}, {"latest": 1, "v0": 0})
+    case("wrong", {"latest": v1.slice(1)}, {"latest": 1})
+    case("version", {"v0": v0}, {"v0": 1})
+    lost = case("lost", {"latest": v1}, {"latest": 1})
+    for f in (lost / "delta").glob("p=__HIVE_DEFAULT_PARTITION__/*.parquet"):
+        f.unlink()
+    payload = reference_tables.main(["--dat", str(tmp_path / "generated")])
+    got = {t["table"]: t for t in payload["tables"]}
+    assert {n: t["outcome"] for n, t in got.items()} == {
+        "good": "same", "wrong": "differs", "version": "differs", "lost": "judge-failed"}
+    assert [r["expected"] for r in got["good"]["reads"]] == ["latest", "v0"]
+    assert "3 vs 2 rows" in got["wrong"]["detail"]
+    assert "version, reader, writer" in got["version"]["detail"]
+    assert payload["totals"] == {"same": 1, "refused": 0, "differs": 2, "failed": 0,
+                                 "judge-failed": 1}

@@ -91,6 +91,23 @@ def test_clients_in_processes_account_for_every_transaction(tmp_path):
     assert r["violations"] == 0 and r["errors"] == 0 and r["partial"] == 0, r["violation_details"]
 
 
+def test_runs_on_tables_with_deletion_vectors_mark_rows_and_keep_the_invariants(tmp_path):
+    """``--deletion-vectors``: each feature set runs on the plain database and, beside it, on
+    one whose tables ask for deletion vectors; there Delivery's DELETE and the UPDATEs mark rows
+    (live files carry DVs, none on the plain database) and conditions 1-4 still hold."""
+    payload = tpcc.main(["--quick", "--workers", "threads", "--systems", "LV[R,CT]",
+                         "--clients", "1,3", "--deletion-vectors", "--out", str(tmp_path)])
+    assert payload["config"]["deletion_vectors"] is True
+    runs = {(r["system"], r["clients"]): r for r in payload["runs"]}
+    assert sorted(runs) == [("LV[R,CT]", 1), ("LV[R,CT]", 3), ("LV[R,CT] +DV", 1),
+                            ("LV[R,CT] +DV", 3)]
+    for (system, _), r in runs.items():
+        assert r["violations"] == 0 and r["errors"] == 0 and r["partial"] == 0, \
+            (system, r["violation_details"], r["error_samples"])
+        assert r["committed"] > 0
+        assert (r["files_with_dv"] > 0) == system.endswith("+DV"), (system, r["files_with_dv"])
+
+
 def test_checker_passes_a_fresh_database_and_catches_broken_ones(tmp_path):
     lake = lv.Lake("file://" + str(tmp_path))
     load(lake, QUICK, seed=3)
