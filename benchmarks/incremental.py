@@ -17,7 +17,9 @@ deleted). Two ways turn their changes into each day's revenue and order count:
   stores the version, each step its own plain Delta commit (features ``""``).
 
 A supervisor SIGKILLs a random writer or consumer every ``--kill-every`` seconds (mean) and
-restarts it. At the end every client stops, each way catches up once more, and:
+restarts it; a consumer of either way is killed at its worst moment, between writing its outputs
+and storing its offset (each says when it is there; ``--no-aim``: at any moment). At the end
+every client stops, each way catches up once more, and:
 
 * ``daily`` equals a batch recomputation at the consumer's offset, at the end and at sampled
   past moments (``lake.at``: the output and its offset are read at one consistent cut);
@@ -154,14 +156,18 @@ def consumer_main(cfg: dict, cid: int, gen: int) -> None:
     stats: Counter[str] = Counter()
     lags: list[float] = []
 
+    window = Path(cfg["run"]) / f"window-c{cid}"
+
     def step(txn: Any, changes: dict[str, pa.Table]) -> list[float]:
         apply(txn, "daily", deltas(changes))
+        window.touch()  # outputs written, offset not stored yet: where a kill is aimed
         return [t.timestamp() for c in changes.values()
                 for t in c.column("_commit_timestamp").to_pylist()]
 
     while not Path(cfg["stop"]).exists():
         try:
             done = feed.run(step, retries=20)
+            window.unlink(missing_ok=True)
             stats["runs"] += 1
             stats["changes"] += sum(done.rows.values())
             if done.value:
@@ -172,7 +178,7 @@ def consumer_main(cfg: dict, cid: int, gen: int) -> None:
     os._exit(0)
 
 
-def naive_step(lake: Any) -> int:
+def naive_step(lake: Any, window: Path | None = None) -> int:
     """Per table, per statement: each step commits alone (what a kill can split)."""
     seen = 0
     offsets = {r["source"]: r["version"] for r in lake.read("naive_offsets").to_pylist()}
@@ -184,10 +190,14 @@ def naive_step(lake: Any) -> int:
         seen += got[t].num_rows
         with lake.transaction("") as txn:
             apply(txn, "daily_naive", deltas(got))
+        if window is not None:
+            window.touch()  # outputs committed, offset not stored yet: where a kill is aimed
         with lake.transaction("") as txn:
             txn.merge("naive_offsets", pa.table({"source": [t], "version": [until]},
                                                 schema=NAIVE_OFFSETS), on="source") \
                 .when_matched_update_all().when_not_matched_insert_all().execute()
+        if window is not None:
+            window.unlink(missing_ok=True)
     return seen
 
 
@@ -198,7 +208,7 @@ def naive_main(cfg: dict, gen: int) -> None:
     stats: Counter[str] = Counter()
     while not Path(cfg["stop"]).exists():
         try:
-            stats["changes"] += naive_step(lake)
+            stats["changes"] += naive_step(lake, Path(cfg["run"]) / "window-n")
             stats["runs"] += 1
         except lv.LakeVillaError:
             stats["failed"] += 1
@@ -281,6 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ctx = mp.get_context("spawn")
     rng = random.Random(args.seed)
     kills: Counter[str] = Counter()
+    in_window: Counter[str] = Counter()
     try:
         lake = lv.Lake(root, storage_options=opts or None)
         _setup(lake)
@@ -305,10 +316,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         while time.time() < end:
             time.sleep(0.1)  # the supervisor's polling interval
             if args.kill_every > 0 and time.time() >= next_kill:
-                # the per-table process, one in three: a kill between its two commits is
-                # what the comparison is about
-                victim = "n" if rng.random() < 1 / 3 else rng.choice(sorted(procs))
+                victim = rng.choice(sorted(procs))
+                if victim[0] != "w" and args.aim:
+                    # a consumer of either way is killed between writing its outputs and
+                    # storing its offset, when it says it is there (within 5 s)
+                    window, until = run_dir / f"window-{victim}", time.time() + 5
+                    while not window.exists() and time.time() < until:
+                        time.sleep(0.005)  # polling the consumer's announcement
+                    in_window[victim[0]] += int(window.exists())
                 os.kill(procs[victim].pid, signal.SIGKILL)
+                (run_dir / f"window-{victim}").unlink(missing_ok=True)
                 procs[victim].join(10)
                 kills[{"w": "writer", "c": "consumer", "n": "per-table"}[victim[0]]] += 1
                 spawn(victim)
@@ -340,6 +357,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                      "time": time.strftime("%Y-%m-%dT%H:%M:%S")},
             "writers": dict(stats["w"]), "consumer": dict(stats["c"]),
             "per_table": dict(stats["n"]), "kills": dict(kills),
+            "kills_between_outputs_and_offset": {"exactly once": in_window["c"],
+                                                 "per table": in_window["n"]},
             "writer_txn_per_s": stats["w"]["committed"] / ran,
             "consumer_runs_per_s": stats["c"]["runs"] / ran,
             "changes_per_s": stats["c"]["changes"] / ran,
@@ -362,6 +381,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             {"what": "kills (writers / consumers / per-table)",
              "exactly once": f"{kills['writer']} / {kills['consumer']} / {kills['per-table']}",
              "per table": ""},
+            {"what": "consumer kills between outputs and offset",
+             "exactly once": str(in_window["c"]), "per table": str(in_window["n"])},
             {"what": "output differs from the batch recomputation at its offset",
              "exactly once": f"{violations['exact_output_differs_at_offset']} (end), "
                              f"{violations['exact_output_differs_at_a_past_moment']} of "
@@ -407,6 +428,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--kill-every", type=float, default=4.0,
                    help="mean seconds between SIGKILLs (0: none)")
     p.add_argument("--samples", type=int, default=10, help="past moments checked at the end")
+    p.add_argument("--no-aim", dest="aim", action="store_false",
+                   help="kill consumers at any moment, not between outputs and offset")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--out", default="results/incremental")
     args = parse_with_quick(p, argv, QUICK)
