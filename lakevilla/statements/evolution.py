@@ -5,7 +5,9 @@ exists with another type, or a new column that is not nullable, is refused befor
 is written. The new fields travel with the operation (``Statement.add_fields``, Delta
 StructField JSON) so that the view, a redo on a newer snapshot and a resumed transaction
 all rebuild the same schema from the base metadata. Files written before the change have
-no such column; readers (ours and every Delta reader) read it as NULL there.
+no such column; readers (ours and every Delta reader) read it as NULL there. On a column-mapped
+table a new column's physical name (``col-<uuid>``) is planned with it and its id is the next
+after ``delta.columnMapping.maxColumnId`` of the metadata it joins (``mapping_changes``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..data.schemas import schema_of_data, to_arrow_schema
+from ..delta import column_mapping, mapping_changes
 from ..delta.actions import Metadata
 from ..delta.features import protocol_for
 from ..delta.schema import arrow_field_to_delta, delta_field_to_arrow, schema_from_json
@@ -75,6 +78,8 @@ def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool)
             raise SchemaEvolutionError(f"{table!r}: new column {f.name!r} holds only nulls, so "
                                        "its type is unknown")
         out.append(arrow_field_to_delta(f))
+    if column_mapping.mode_of(schema) != "none":  # physical names now, ids when applied
+        out = mapping_changes.with_physical_names(out)
     return out
 
 
@@ -108,6 +113,10 @@ def evolve(table: str, metadata: Metadata, protocol, add: list[dict]) -> Metadat
         return metadata
     doc["fields"] = [*doc["fields"], *new]
     text = json.dumps(doc, separators=(",", ":"))
+    if column_mapping.mode(table, protocol, metadata) != "none":
+        new = mapping_changes.with_physical_names(new)  # planned unmapped: named now
+        metadata = mapping_changes.with_columns(metadata, new)
+        text = metadata.schema_string
     need = protocol_for(schema_from_json(text))
     if need.min_reader_version > protocol.min_reader_version \
             or not set(need.writer_features or []) <= set(protocol.writer_features or []):
