@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import SchemaEvolutionError, UnsupportedTableFeatureError
+from ..errors import SchemaEvolutionError
 from .actions import Metadata
 from .column_mapping import ID_KEY, MODE_KEY, PHYSICAL_KEY
 
@@ -115,9 +115,9 @@ def with_columns(metadata: Metadata, new: list[dict]) -> Metadata:
 def require_mapping(table: str, mode: str, what: str) -> None:
     """``what`` (a rename, a drop) needs column mapping: refused, naming the property."""
     if mode == "none":
-        raise UnsupportedTableFeatureError(
-            table, "columnMapping",
-            f"{what} needs column mapping, as in Delta: set {MODE_KEY} to 'name' first "
+        raise SchemaEvolutionError(
+            f"{what} on {table!r} needs column mapping, as in Delta (the files name columns by "
+            f"their first name): set {MODE_KEY} to 'name' first "
             f"(txn.set_properties({table!r}, {{{MODE_KEY!r}: 'name'}}))")
 
 

@@ -143,11 +143,11 @@ class TableWork:
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in prune_files(self.base.files, pred, self.schema,
-                                      self.base.partition_columns)
+        parts = list(self.ctx.partition_columns)  # the view's names (a rename changes them)
+        out = [a for a in prune_files(self.base.files, pred, self.schema, parts)
                if a.path not in self.removed]
         if self.added:
-            out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
+            out += prune(pred, list(self.added.values()), self.schema, parts)
         return out
 
     def _remove(self, a: AddFile) -> None:
