@@ -10,6 +10,7 @@ Partition values and the rest are the engine's usual business (``SparkEngine._fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from functools import reduce
@@ -67,3 +68,52 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
         frames.append(df.select(*cols, *added))
     return (reduce(lambda a, b: a.union(b), frames),
             [cm.logical_partitions(ctx.schema, ctx.partition_columns, a) for a in files])
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+_SPARK_ID = "parquet.field.id"  # the field metadata Spark writes as a Parquet field id
+
+
+def _with_ids(t: dict | str, arrow: pa.DataType) -> dict | str:
+    """Spark's JSON of a physical type (``t``), each struct field given its Parquet field id
+    from ``arrow`` (``column_mapping.physical_schema``'s type of the same shape)."""
+    if not isinstance(t, dict):
+        return t
+    if t.get("type") == "struct":
+        return {**t, "fields": [_field_with_id(f, arrow.field(i))
+                                for i, f in enumerate(t["fields"])]}
+    if t.get("type") == "array":
+        return {**t, "elementType": _with_ids(t["elementType"], arrow.value_type)}
+    if t.get("type") == "map":
+        return {**t, "keyType": _with_ids(t["keyType"], arrow.key_type),
+                "valueType": _with_ids(t["valueType"], arrow.item_type)}
+    return t
+
+
+def _field_with_id(f: dict, arrow: pa.Field) -> dict:
+    fid = (arrow.metadata or {}).get(cm.PARQUET_ID_KEY)
+    meta = {_SPARK_ID: int(fid)} if fid is not None else {}
+    return {**f, "metadata": meta, "type": _with_ids(f["type"], arrow.type)}
+
+
+def physical(ctx: TableContext, df: DataFrame) -> tuple[TableContext, DataFrame]:
+    """``df`` (the table's logical columns) as its data files hold it, for Spark to write: each
+    column under its physical name with its field id, nested types cast by position to their
+    physical names and ids; and a context naming the partition columns physically, so that the
+    files' folders, ``partitionValues`` and statistics are keyed as the log keys them."""
+    names = list(df.columns)
+    phys = cm.physical_schema(pa.schema([ctx.schema.field(n) for n in names]))
+    spark_json = json.loads(schema_to_json(phys))["fields"]
+    cols = []
+    for name, f, j in zip(names, phys, spark_json, strict=True):
+        typed = _field_with_id(j, f)
+        dtype = T.StructField.fromJson(typed).dataType
+        c = F.col("`" + name.replace("`", "``") + "`")
+        cols.append((c.cast(dtype) if _nested(dtype) else c).alias(f.name,
+                                                                   metadata=typed["metadata"]))
+    wctx = dataclasses.replace(
+        ctx, schema=pa.schema([cm.plain(f) for f in cm.physical_schema(ctx.schema)]),
+        partition_columns=tuple(cm.physical_key(ctx.schema, p) for p in ctx.partition_columns),
+        constraints=())
+    return wctx, df.select(*cols)
