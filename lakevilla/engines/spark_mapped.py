@@ -39,13 +39,13 @@ def _nested(t: T.DataType) -> bool:
 def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
          uri: Callable[[TableContext, AddFile], str],
          footer: Callable[[ObjectStore, str, int], pq.FileMetaData],
-         live: Callable[[DataFrame, list[AddFile]], DataFrame],
+         live: Callable[[DataFrame, list[AddFile]], DataFrame], always: bool = False,
          ) -> tuple[DataFrame, list[AddFile]]:
     """The data columns (not the partition columns) of ``files``, logically named, and the files
     with their partition values keyed by logical name (the engine adds those columns). ``live``
     drops the rows deletion vectors delete from a scan (the columns it adds are kept):
     applied to each read before its columns are renamed, where Spark still knows each row's
-    file and index."""
+    file and index (``always``: to every read, not only where a file has a deletion vector)."""
     data = [f.name for f in ctx.schema if f.name not in ctx.partition_columns]
     logical = _struct(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
     by_id = cm.mode_of(ctx.schema) == "id"
@@ -58,7 +58,7 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
     deleted = any(a.deletion_vector is not None for a in files)
     for read_schema, group in groups.items():
         df = spark.read.schema(_struct(read_schema)).parquet(*[uri(ctx, a) for a in group])
-        if deleted:
+        if deleted or always:
             df = live(df, group)
         cols = []
         for name, f in zip(read_schema.names, logical.fields, strict=True):

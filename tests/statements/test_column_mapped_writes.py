@@ -6,16 +6,14 @@ name, while the API stays logical; ``add_columns`` gives new ids and ``col-<uuid
 
 from __future__ import annotations
 
-import io
 import json
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import lakevilla as lv
 from lakevilla.delta.column_mapping import ID_KEY, PHYSICAL_KEY
-from lakevilla.engines.api import data_file_key
+from tests.column_mapped import all_ids, assert_files_are_physical, fields_of, physical
 
 MODE = "delta.columnMapping.mode"
 MAX_ID = "delta.columnMapping.maxColumnId"
@@ -39,54 +37,6 @@ def delta_rs_rows(backend, table: str) -> list[dict]:
 
     got = QueryBuilder().register("t", backend.delta(table)).execute("SELECT * FROM t").read_all()
     return by_id(pa.table(got).to_pylist())
-
-
-def fields_of(metadata) -> list[dict]:
-    return json.loads(metadata.schema_string)["fields"]
-
-
-def physical(metadata) -> dict[str, str]:
-    """Physical name by logical top-level name."""
-    return {f["name"]: f["metadata"][PHYSICAL_KEY] for f in fields_of(metadata)}
-
-
-def all_ids(fields: list[dict]) -> list[int]:
-    out = []
-    for f in fields:
-        out.append(f["metadata"][ID_KEY])
-        t = f["type"]
-        if isinstance(t, dict) and t.get("type") == "struct":
-            out.extend(all_ids(t["fields"]))
-    return out
-
-
-def assert_files_are_physical(backend, lake, table: str) -> None:
-    """Every live data file names its columns physically with field ids; partition values and
-    statistics are keyed by physical name."""
-    snap = lake.snapshot(table)
-    phys = physical(snap.metadata)
-    logical = set(phys) - set(phys.values())
-    store = backend.store()
-    assert snap.files
-    for add in snap.files.values():
-        assert set(add.partition_values) == {phys["part"]}
-        stats = json.loads(add.stats)
-        for key in ("minValues", "maxValues", "nullCount"):
-            assert not set(stats[key]) & logical, stats[key]
-            assert set(stats[key]) <= set(phys.values())
-        info = next(f for f in fields_of(snap.metadata) if f["name"] == "info")
-        nested = {f["name"]: f["metadata"][PHYSICAL_KEY] for f in info["type"]["fields"]}
-        for key in ("minValues", "maxValues"):  # struct fields nest under physical names too
-            assert set(stats[key].get(phys["info"], {})) <= set(nested.values())
-        assert set(stats["nullCount"][phys["info"]]) == set(nested.values())
-        file = pq.read_schema(io.BytesIO(
-            store.get(data_file_key(table, add.path, backend.uri)).data))
-        assert not set(file.names) & logical
-        assert set(file.names) <= set(phys.values())
-        ids = {f["name"]: f["metadata"][ID_KEY] for f in fields_of(snap.metadata)}
-        by_phys = {phys[n]: ids[n] for n in phys}
-        for f in file:
-            assert int(f.metadata[b"PARQUET:field_id"]) == by_phys[f.name]
 
 
 @pytest.mark.parametrize("mode", ["name", "id"])
@@ -119,7 +69,7 @@ def test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_ro
     assert delta_rs_rows(backend, "t") == expected
     assert lake.read("t", where="part = 'b' AND info.tag > 't4'", columns=["id"]).to_pylist() \
         in ([{"id": 5}, {"id": 7}], [{"id": 7}, {"id": 5}])
-    assert_files_are_physical(backend, lake, "t")
+    assert_files_are_physical(backend.store(), backend.uri, lake, "t")
 
 
 def test_add_columns_gives_new_ids_after_the_greatest_and_col_uuid_names(local_backend):
@@ -141,7 +91,7 @@ def test_add_columns_gives_new_ids_after_the_greatest_and_col_uuid_names(local_b
     got = {r["id"]: (r["extra"], r["more"]) for r in lake.read("t").to_pylist()}
     assert got == {1: (None, None), 2: ({"x": 1, "y": "q"}, None), 3: (None, 3.5)}
     assert by_id(delta_rs_rows(local_backend, "t")) == by_id(lake.read("t").to_pylist())
-    assert_files_are_physical(local_backend, lake, "t")
+    assert_files_are_physical(local_backend.store(), local_backend.uri, lake, "t")
 
 
 def test_enabling_name_mapping_keeps_the_files_and_maps_the_columns_by_their_names(backend):
