@@ -292,3 +292,24 @@ def test_a_drop_after_a_concurrent_insert_leaves_the_inserted_rows_without_the_c
     expected = [{"id": 3, "info": {"score": 30, "tag": "t3"}, "part": "a"}]
     assert lake.read("t").to_pylist() == expected
     assert delta_rs_rows(local_backend, "t") == expected
+
+
+@pytest.mark.parametrize("features", ["", "R", "R,CT", "R,CT,I"])
+def test_every_feature_set_writes_a_mapped_table_delta_rs_reads(local_backend, features):
+    """A table created column-mapped (inside the transaction where the feature set can), a
+    streamed insert, an update, a rename and a delete, in each feature set."""
+    lake = local_backend.lake()
+    with lake.transaction(features) as txn:
+        if "I" in features:  # I creates no table inside a transaction (yet)
+            lake.create_table("t", SCHEMA, partition_by=["part"], properties={MODE: "id"})
+        else:
+            txn.create_table("t", SCHEMA, partition_by=["part"], properties={MODE: "id"})
+        txn.insert("t", data([1, 2]))
+        txn.insert("t", pa.RecordBatchReader.from_batches(SCHEMA, data([3, 4], "b").to_batches()))
+        txn.update("t", where="id = 1", set={"name": "'x'"})
+        txn.rename_column("t", "name", "label")
+        txn.delete("t", where="label = 'n2'")
+    got = by_id(lake.read("t").to_pylist())
+    assert [(r["id"], r["label"]) for r in got] == [(1, "x"), (3, "n3"), (4, "n4")]
+    assert delta_rs_rows(local_backend, "t") == got
+    assert_files_are_physical(local_backend.store(), local_backend.uri, lake, "t")
