@@ -967,9 +967,9 @@ MUTATIONS: list[Mutation] = [
       [CW + "test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_rows"
        "[local-name]"],
       "a column-mapped table's new files key partitionValues by logical name"),
-    M("mapped-files-logical", "mapping", "lakevilla/engines/embedded.py",
-      "            part = column_mapping.to_physical(ctx.schema, part)",
-      "            pass",
+    M("mapped-files-logical", "mapping", "lakevilla/delta/column_mapping.py",
+      "    return (to_physical(schema, data), [",
+      "    return (data, [",
       [CW + "test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_rows"
        "[local-id]"],
       "a column-mapped table's new files name their columns logically"),

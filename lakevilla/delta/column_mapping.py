@@ -290,3 +290,14 @@ def to_physical(schema: pa.Schema, data: pa.Table) -> pa.Table:
 def physical_values(schema: pa.Schema, values: dict[str, str | None]) -> dict[str, str | None]:
     """Partition values keyed by logical name, keyed as the log keys them (physical name)."""
     return {physical_key(schema, c): v for c, v in values.items()}
+
+
+def as_written(schema: pa.Schema, data: pa.Table, partition_columns: tuple[str, ...],
+               values: dict[str, str | None]
+               ) -> tuple[pa.Table, list[str], dict[str, str | None]]:
+    """One data file's rows, its partition columns and values, named as the file and the log
+    name them: physically on a mapped table, unchanged on any other."""
+    if mode_of(schema) == "none":
+        return data, list(partition_columns), values
+    return (to_physical(schema, data), [physical_key(schema, c) for c in partition_columns],
+            physical_values(schema, values))

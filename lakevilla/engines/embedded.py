@@ -283,11 +283,9 @@ class EmbeddedEngine:
 
     def _write_partition(self, ctx: TableContext, part: pa.Table,
                          values: dict[str, str | None]) -> AddFile:
-        parts = list(ctx.partition_columns)
-        if column_mapping.mode_of(ctx.schema) != "none":  # files, values, stats: physical names
-            part = column_mapping.to_physical(ctx.schema, part)
-            parts = [column_mapping.physical_key(ctx.schema, c) for c in parts]
-            values = column_mapping.physical_values(ctx.schema, values)
+        # files, partition values and statistics name the columns as files do (column mapping)
+        part, parts, values = column_mapping.as_written(ctx.schema, part, ctx.partition_columns,
+                                                        values)
         body = part.drop_columns(parts) if parts else part
         buf = io.BytesIO()
         pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
