@@ -54,14 +54,12 @@ def new_physical_name() -> str:
     return f"col-{uuid.uuid4()}"
 
 
-def with_physical_names(fields: list[dict]) -> list[dict]:
-    """Copies of ``fields`` whose fields (at any depth) lacking a physical name get a new one:
-    decided once, when a statement plans its columns, so that every later run (a redo, a
-    resume) writes and reads the same names."""
+def planned(fields: list[dict], metadata: Metadata) -> list[dict]:
+    """Copies of new ``fields`` mapped (at any depth): a ``col-<uuid>`` physical name and the
+    next ids after ``metadata``'s. Decided once, when a statement plans its columns, so that
+    every later run (a redo, a resume) writes and reads the same names and ids."""
     out = copy.deepcopy(fields)
-    for f in all_fields(out):
-        md = f.setdefault("metadata", {})
-        md.setdefault(PHYSICAL_KEY, new_physical_name())
+    _number(out, max_column_id(metadata), keep_names=False)
     return out
 
 
@@ -75,12 +73,13 @@ def max_column_id(metadata: Metadata) -> int:
 
 def _number(fields: list[dict], last: int, keep_names: bool) -> int:
     """Give each field (at any depth) without an id the next one, and a physical name if it
-    has none (its display name when ``keep_names``); the last id given."""
+    has none (its display name when ``keep_names``); the greatest id they have."""
     for f in all_fields(fields):
         md = f.setdefault("metadata", {})
         if ID_KEY not in md:
             last += 1
             md[ID_KEY] = last
+        last = max(last, int(md[ID_KEY]))
         md.setdefault(PHYSICAL_KEY, f["name"] if keep_names else new_physical_name())
     return last
 
@@ -103,12 +102,23 @@ def mapped(metadata: Metadata, keep_names: bool) -> Metadata:
     return _with(metadata, fields, last)
 
 
-def with_columns(metadata: Metadata, new: list[dict]) -> Metadata:
-    """``metadata`` with ``new`` fields appended, numbered after the greatest id (physical
-    names were planned with them, ``with_physical_names``)."""
+def with_columns(table: str, metadata: Metadata, new: list[dict], by_id: bool) -> Metadata:
+    """``metadata`` with ``new`` fields (``planned``) appended. A planned id a concurrent change
+    gave out meanwhile (a redo on a newer base) is given anew in ``name`` mode; in ``id`` mode
+    files this transaction wrote already carry it, so the change is refused rather than let a
+    reader take their values for another column's."""
     fields = json.loads(metadata.schema_string)["fields"]
     added = copy.deepcopy(new)
-    last = _number(added, max_column_id(metadata), keep_names=False)
+    top = max_column_id(metadata)
+    taken = sorted(f["name"] for f in all_fields(added)
+                   if int((f.get("metadata") or {}).get(ID_KEY, top + 1)) <= top)
+    if taken and by_id:
+        raise SchemaEvolutionError(
+            f"{table!r}: a concurrent change of the schema took the column ids planned for "
+            f"{taken}, which files of this transaction carry ({MODE_KEY}=id); run it again")
+    for f in all_fields(added) if taken else ():
+        f["metadata"].pop(ID_KEY, None)
+    last = _number(added, top, keep_names=False)
     return _with(metadata, [*fields, *added], last)
 
 

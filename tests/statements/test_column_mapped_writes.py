@@ -72,9 +72,10 @@ def test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_ro
     assert_files_are_physical(backend.store(), backend.uri, lake, "t")
 
 
-def test_add_columns_gives_new_ids_after_the_greatest_and_col_uuid_names(local_backend):
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_add_columns_gives_new_ids_after_the_greatest_and_col_uuid_names(local_backend, mode):
     lake = local_backend.lake()
-    lake.create_table("t", SCHEMA, partition_by=["part"], properties={MODE: "name"})
+    lake.create_table("t", SCHEMA, partition_by=["part"], properties={MODE: mode})
     with lake.transaction("R") as txn:
         txn.insert("t", data([1]))
         txn.add_columns("t", {"extra": pa.struct([("x", pa.int32()), ("y", pa.string())])})
@@ -313,3 +314,34 @@ def test_every_feature_set_writes_a_mapped_table_delta_rs_reads(local_backend, f
     assert [(r["id"], r["label"]) for r in got] == [(1, "x"), (3, "n3"), (4, "n4")]
     assert delta_rs_rows(local_backend, "t") == got
     assert_files_are_physical(local_backend.store(), local_backend.uri, lake, "t")
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_columns_added_by_two_writers_never_share_an_id(local_backend, mode):
+    """Two writers add a column each and write values to it; the second commits after the
+    first. Its files already carry the ids it planned, which the first took: in ``name`` mode
+    (files resolve by physical name) the redo numbers its column anew and every value reads
+    back; in ``id`` mode it is refused rather than let a reader take its values for the other
+    column's."""
+    lake = local_backend.lake()
+    lake.create_table("t", SCHEMA, partition_by=["part"], properties={MODE: mode})
+    second = lake.transaction("R")
+    second.__enter__()
+    second.add_columns("t", {"b": pa.string()})
+    second.insert("t", {"id": [2], "part": ["a"], "b": ["bee"]})
+    with local_backend.lake().transaction("R") as first:
+        first.add_columns("t", {"a": pa.int64()})
+        first.insert("t", {"id": [1], "part": ["a"], "a": [7]})
+    if mode == "id":
+        with pytest.raises(lv.SchemaEvolutionError, match="ids planned"):
+            second.__exit__(None, None, None)
+        expected = [{"id": 1, "a": 7}]
+    else:
+        second.__exit__(None, None, None)
+        expected = [{"id": 1, "a": 7, "b": None}, {"id": 2, "a": None, "b": "bee"}]
+    md = lake.snapshot("t").metadata
+    ids = all_ids(fields_of(md))
+    assert len(ids) == len(set(ids)) and md.configuration[MAX_ID] == str(max(ids))
+    got = by_id(lake.read("t", columns=list(expected[0])).to_pylist())
+    assert got == expected
+    assert [{k: r[k] for k in expected[0]} for r in delta_rs_rows(local_backend, "t")] == expected
