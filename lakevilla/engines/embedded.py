@@ -283,7 +283,6 @@ class EmbeddedEngine:
 
     def _write_partition(self, ctx: TableContext, part: pa.Table,
                          values: dict[str, str | None]) -> AddFile:
-        # files, partition values and statistics name the columns as files do (column mapping)
         part, parts, values = column_mapping.as_written(ctx.schema, part, ctx.partition_columns,
                                                         values)
         body = part.drop_columns(parts) if parts else part
@@ -519,9 +518,8 @@ class EmbeddedEngine:
         # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
         w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
         fetched: dict[str, ranged.Source] = {}
-        if w is not None and column_mapping.mode_of(ctx.schema) == "none":
-            # the rest is never read whole (a mapped table's files are matched as they are read)
-            files = self._hit_files(ctx, files, w, fetched)
+        if w is not None and column_mapping.mode_of(ctx.schema) == "none":  # (mapped: read all)
+            files = self._hit_files(ctx, files, w, fetched)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
         selected = [r for r in self._map(lambda a: self._selected(ctx, a, w, fetched), files) if r]
         if ctx.write_dvs and selected:  # mark rows deleted instead of rewriting their files

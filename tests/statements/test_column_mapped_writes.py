@@ -6,9 +6,11 @@ name, while the API stays logical; ``add_columns`` gives new ids and ``col-<uuid
 
 from __future__ import annotations
 
+import io
 import json
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import lakevilla as lv
@@ -345,3 +347,34 @@ def test_columns_added_by_two_writers_never_share_an_id(local_backend, mode):
     got = by_id(lake.read("t", columns=list(expected[0])).to_pylist())
     assert got == expected
     assert [{k: r[k] for k in expected[0]} for r in delta_rs_rows(local_backend, "t")] == expected
+
+
+def test_change_data_files_of_a_mapped_table_name_columns_physically(local_backend):
+    """A column-mapped table with a change data feed: its ``_change_data/`` files name columns
+    physically as its data files do (delta-rs does not read the feed of a mapped table yet), and
+    ``lake.changes`` reads them as the same changes as on the same table without mapping."""
+    changes = {}
+    for mode in ("none", "name"):
+        lake = local_backend.lake()
+        table = f"t_{mode}"
+        lake.create_table(table, SCHEMA, partition_by=["part"],
+                          properties={MODE: mode, "delta.enableChangeDataFeed": "true"})
+        with lake.transaction("R") as txn:
+            txn.insert(table, data([1, 2, 3]))
+        with lake.transaction("R") as txn:
+            txn.update(table, where="id = 2", set={"name": "'two'"})
+            txn.delete(table, where="id = 3")
+        got = lake.changes(table)[table]
+        changes[mode] = sorted((r["id"], r["name"], r["info"]["score"], r["part"],
+                                r["_change_type"], r["_commit_version"]) for r in got.to_pylist())
+    assert changes["name"] == changes["none"]
+    assert {c[1:5] for c in changes["name"] if c[5] == 2} == {  # read from the cdc files
+        ("n2", 20, "a", "update_preimage"), ("two", 20, "a", "update_postimage"),
+        ("n3", 30, "a", "delete")}
+    phys = physical(lake.snapshot("t_name").metadata)
+    store = local_backend.store()
+    cdc = [m.key for m in store.list("t_name/_change_data/")]
+    assert cdc
+    for key in cdc:
+        names = set(pq.read_schema(io.BytesIO(store.get(key).data)).names)
+        assert names == {phys["id"], phys["name"], phys["info"], "_change_type"}
