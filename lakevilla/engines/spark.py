@@ -629,8 +629,7 @@ class SparkEngine:
     def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
         _check_rules(ctx, df)
-        if column_mapping.mode_of(ctx.schema) != "none":  # physical names and ids on disk
-            ctx, df = spark_mapped.physical(ctx, df)
+        ctx, df = spark_mapped.physical(ctx, df)  # a mapped table's names and ids on disk
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
         prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"

@@ -101,7 +101,10 @@ def physical(ctx: TableContext, df: DataFrame) -> tuple[TableContext, DataFrame]
     """``df`` (the table's logical columns) as its data files hold it, for Spark to write: each
     column under its physical name with its field id, nested types cast by position to their
     physical names and ids; and a context naming the partition columns physically, so that the
-    files' folders, ``partitionValues`` and statistics are keyed as the log keys them."""
+    files' folders, ``partitionValues`` and statistics are keyed as the log keys them. A table
+    without column mapping keeps both as they are."""
+    if cm.mode_of(ctx.schema) == "none":
+        return ctx, df
     names = list(df.columns)
     phys = cm.physical_schema(pa.schema([ctx.schema.field(n) for n in names]))
     spark_json = json.loads(schema_to_json(phys))["fields"]
