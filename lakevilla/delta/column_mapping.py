@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any
 
 import pyarrow as pa
@@ -292,12 +293,23 @@ def physical_values(schema: pa.Schema, values: dict[str, str | None]) -> dict[st
     return {physical_key(schema, c): v for c, v in values.items()}
 
 
-def as_written(schema: pa.Schema, data: pa.Table, partition_columns: tuple[str, ...],
-               values: dict[str, str | None]
+class _Table(typing.Protocol):
+    """What ``as_written`` needs of a table (an engine's ``TableContext``)."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]: ...
+
+
+def as_written(table: _Table, data: pa.Table, values: dict[str, str | None]
                ) -> tuple[pa.Table, list[str], dict[str, str | None]]:
-    """One data file's rows, its partition columns and values, named as the file and the log
-    name them: physically on a mapped table, unchanged on any other."""
+    """One data file's rows (``table``'s logical columns), its partition columns and values,
+    named as the file and the log name them: physically on a mapped table, as they are on any
+    other."""
+    schema, parts = table.schema, table.partition_columns
     if mode_of(schema) == "none":
-        return data, list(partition_columns), values
-    return (to_physical(schema, data), [physical_key(schema, c) for c in partition_columns],
+        return data, list(parts), values
+    return (to_physical(schema, data), [physical_key(schema, c) for c in parts],
             physical_values(schema, values))

@@ -95,7 +95,7 @@ def write(engine: Writer, ctx: TableContext, changes: Changes,
         for piece, values in pieces:
             # named as data files are (physically on a column-mapped table), the type beside
             rows, cols, values = column_mapping.as_written(
-                ctx.schema, piece.drop_columns([CHANGE_TYPE]), ctx.partition_columns, values)
+                ctx, piece.drop_columns([CHANGE_TYPE]), values)
             body = (rows.drop_columns(cols) if cols else rows).append_column(
                 typed, piece.column(CHANGE_TYPE))
             buf = io.BytesIO()

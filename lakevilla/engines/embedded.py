@@ -283,8 +283,7 @@ class EmbeddedEngine:
 
     def _write_partition(self, ctx: TableContext, part: pa.Table,
                          values: dict[str, str | None]) -> AddFile:
-        part, parts, values = column_mapping.as_written(ctx.schema, part, ctx.partition_columns,
-                                                        values)
+        part, parts, values = column_mapping.as_written(ctx, part, values)
         body = part.drop_columns(parts) if parts else part
         buf = io.BytesIO()
         pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
