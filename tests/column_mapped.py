@@ -13,12 +13,16 @@ Versions: 0 adds a file of part ``x`` (ids 1-3), 1 a file of part ``y`` (ids 10-
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from lakevilla.delta.column_mapping import ID_KEY, PHYSICAL_KEY
+from lakevilla.engines.api import data_file_key
 
 IDS = {"id": 1, "name": 2, "info": 3, "score": 4, "tag": 5, "part": 6, "notes": 7, "k": 8}
 FILES = {"x": [1, 2, 3], "y": [10, 11, 12]}
@@ -113,3 +117,53 @@ def write_table(root: Path, mode: str, renamed_files: bool = False) -> dict[str,
     commit(1, "WRITE", _write_file(root, "y", phys, renamed_files))
     commit(2, "RENAME COLUMN", metadata("label"))
     return phys
+
+
+# -- checking what lakevilla writes -------------------------------------------------------
+
+def fields_of(metadata) -> list[dict]:
+    return json.loads(metadata.schema_string)["fields"]
+
+
+def physical(metadata) -> dict[str, str]:
+    """Physical name by logical top-level name."""
+    return {f["name"]: f["metadata"][PHYSICAL_KEY] for f in fields_of(metadata)}
+
+
+def all_ids(fields: list[dict]) -> list[int]:
+    out = []
+    for f in fields:
+        out.append(f["metadata"][ID_KEY])
+        t = f["type"]
+        if isinstance(t, dict) and t.get("type") == "struct":
+            out.extend(all_ids(t["fields"]))
+    return out
+
+
+def assert_files_are_physical(store, uri: str, lake, table: str, part: str = "part",
+                              struct: str = "info") -> None:
+    """Every live data file of ``table`` (made by ``lake`` at ``uri``) names its columns
+    physically with field ids; partition values (of column ``part``) and statistics (nested
+    ones of ``struct`` too) are keyed by physical name."""
+    snap = lake.snapshot(table)
+    phys = physical(snap.metadata)
+    logical = set(phys) - set(phys.values())
+    assert snap.files
+    for add in snap.files.values():
+        assert set(add.partition_values) == {phys[part]}
+        stats = json.loads(add.stats)
+        for key in ("minValues", "maxValues", "nullCount"):
+            assert not set(stats[key]) & logical, stats[key]
+            assert set(stats[key]) <= set(phys.values())
+        info = next(f for f in fields_of(snap.metadata) if f["name"] == struct)
+        nested = {f["name"]: f["metadata"][PHYSICAL_KEY] for f in info["type"]["fields"]}
+        for key in ("minValues", "maxValues", "nullCount"):  # struct fields nest physically too
+            assert set(stats[key].get(phys[struct], {})) <= set(nested.values())
+        file = pq.read_schema(io.BytesIO(
+            store.get(data_file_key(table, add.path, uri)).data))
+        assert not set(file.names) & logical
+        assert set(file.names) <= set(phys.values())
+        ids = {f["name"]: f["metadata"][ID_KEY] for f in fields_of(snap.metadata)}
+        by_phys = {phys[n]: ids[n] for n in phys}
+        for f in file:
+            assert int(f.metadata[b"PARQUET:field_id"]) == by_phys[f.name]

@@ -64,6 +64,7 @@ RS = "tests/protocol/test_recovery_by_resume.py::"
 RX = "tests/protocol/test_recovery_of_stalled_transactions.py::"
 C = "tests/protocol/test_multi_table_commits.py::"
 I = "tests/protocol/test_isolation.py::"  # noqa: E741
+CW = "tests/statements/test_column_mapped_writes.py::"
 NL = "tests/protocol/test_nothing_lost.py::"
 OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
@@ -954,11 +955,41 @@ MUTATIONS: list[Mutation] = [
        "vectors_drops_the_deleted_rows[name-False]"],
       "the embedded read of a column-mapped table returns rows its deletion vectors delete"),
     M("spark-mapped-keeps-deleted-rows", "read", "lakevilla/engines/spark_mapped.py",
-      "        if deleted:\n            df = live(df, group)",
-      "        if False:\n            df = live(df, group)",
+      "        if deleted or always:\n            df = live(df, group)",
+      "        if always:\n            df = live(df, group)",
       ["tests/interop/test_spark.py::test_spark_reads_a_column_mapped_table_with_deletion_"
        "vectors"],
       "the Spark read of a column-mapped table returns rows its deletion vectors delete"),
+    # -- column-mapped tables, written ------------------------------------------------------------
+    M("mapped-partition-values-logical", "mapping", "lakevilla/delta/column_mapping.py",
+      "    return {physical_key(schema, c): v for c, v in values.items()}",
+      "    return dict(values)",
+      [CW + "test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_rows"
+       "[local-name]"],
+      "a column-mapped table's new files key partitionValues by logical name"),
+    M("mapped-files-logical", "mapping", "lakevilla/delta/column_mapping.py",
+      "    return (to_physical(schema, data), [",
+      "    return (data, [",
+      [CW + "test_every_statement_writes_physical_names_and_delta_rs_reads_the_logical_rows"
+       "[local-id]"],
+      "a column-mapped table's new files name their columns logically"),
+    M("mapped-new-ids-reused", "mapping", "lakevilla/delta/mapping_changes.py",
+      "    _number(out, max_column_id(metadata), keep_names=False)",
+      "    _number(out, 0, keep_names=False)",
+      [CW + "test_add_columns_gives_new_ids_after_the_greatest_and_col_uuid_names[id]"],
+      "a new column of a column-mapped table is numbered from 0, reusing ids"),
+    M("mapped-enabling-renames-files", "mapping", "lakevilla/statements/view.py",
+      "            return mapping_changes.mapped(after, keep_names=True)",
+      "            return mapping_changes.mapped(after, keep_names=False)",
+      [CW + "test_enabling_name_mapping_keeps_the_files_and_maps_the_columns_by_their_names"
+       "[local]"],
+      "enabling column mapping gives existing columns new physical names their files lack"),
+    M("rename-keeps-partition-columns", "mapping", "lakevilla/delta/mapping_changes.py",
+      "    parts = [new if p == was else p for p in metadata.partition_columns]",
+      "    parts = list(metadata.partition_columns)",
+      [CW + "test_rename_and_drop_change_metadata_only_and_every_reader_sees_the_new_names"
+       "[local]"],
+      "renaming a partition column leaves partitionColumns naming the old name"),
     # -- tables with deletion vectors, written ---------------------------------------------------
     M("remove-drops-its-dv", "dv", "lakevilla/delta/actions.py",
       "            extended_file_metadata=True, deletion_vector=self.deletion_vector,",

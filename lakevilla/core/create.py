@@ -13,6 +13,7 @@ from typing import Any
 
 from ..complex_txn import reservations
 from ..data.schemas import table_spec
+from ..delta import column_mapping
 from ..delta.actions import Commit
 from ..delta.creation import creation_commit, new_metadata
 from ..delta.features import protocol_for
@@ -51,8 +52,10 @@ def create_now(client: LakeClient, name: str, schema: Any = None,
     table_id = metadata.id
     adds = []
     if data is not None:
-        ctx = TableContext(name, client.store, client.root_uri, schema, tuple(parts)).following(
-            protocol_for(schema, metadata.configuration), metadata)
+        protocol = protocol_for(schema, metadata.configuration)
+        ctx = TableContext(name, client.store, client.root_uri,
+                           column_mapping.logical_schema(name, protocol, metadata),
+                           tuple(parts)).following(protocol, metadata)
         numbered = identity.absent(ctx, [f.name for f in data_fields(data)])
         adds = client.engine.write(ctx, data)
         n = sum(a.num_records or 0 for a in adds)  # the marks the numbered rows leave

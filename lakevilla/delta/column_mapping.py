@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import typing
 from typing import Any
 
 import pyarrow as pa
@@ -246,3 +247,69 @@ def logical_partitions(schema: pa.Schema, partition_columns: tuple[str, ...] | l
     keys them by physical name)."""
     values = {c: add.partition_values.get(physical_key(schema, c)) for c in partition_columns}
     return dataclasses.replace(add, partition_values=values)
+
+
+# -- writing a data file ----------------------------------------------------------------------
+
+def _physical_field(field: pa.Field) -> pa.Field:
+    """``field`` as a data file names it: its physical name, its id as Parquet field id (Delta
+    writes ids in ``name`` mode too), struct fields the same below."""
+    fid = field_id(field)
+    meta = {PARQUET_ID_KEY: str(fid).encode()} if fid is not None else None
+    return pa.field(physical_name(field), _physical_type(field.type), field.nullable,
+                    metadata=meta)
+
+
+def _physical_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_physical_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _physical_type(t.value_type),
+                                 t.value_field.nullable))
+    if pa.types.is_map(t):
+        return pa.map_(pa.field(t.key_field.name, _physical_type(t.key_type), False),
+                       pa.field(t.item_field.name, _physical_type(t.item_type),
+                                t.item_field.nullable))
+    return t
+
+
+def physical_schema(schema: pa.Schema) -> pa.Schema:
+    """A data file's schema for the logical ``schema``'s columns: physical names and ids."""
+    return pa.schema([_physical_field(f) for f in schema])
+
+
+def to_physical(schema: pa.Schema, data: pa.Table) -> pa.Table:
+    """``data`` (columns of logical ``schema``, in any subset and order) as a data file holds it:
+    every column and struct field under its physical name, with its Parquet field id
+    (positional and zero-copy, the inverse of ``relabel``)."""
+    target = physical_schema(pa.schema([schema.field(n) for n in data.column_names]))
+    cols = [pa.chunked_array([c.view(f.type) for c in col.chunks], f.type)
+            for col, f in zip(data.columns, target, strict=True)]
+    return pa.Table.from_arrays(cols, schema=target)
+
+
+def physical_values(schema: pa.Schema, values: dict[str, str | None]) -> dict[str, str | None]:
+    """Partition values keyed by logical name, keyed as the log keys them (physical name)."""
+    return {physical_key(schema, c): v for c, v in values.items()}
+
+
+class _Table(typing.Protocol):
+    """What ``as_written`` needs of a table (an engine's ``TableContext``)."""
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]: ...
+
+
+def as_written(table: _Table, data: pa.Table, values: dict[str, str | None]
+               ) -> tuple[pa.Table, list[str], dict[str, str | None]]:
+    """One data file's rows (``table``'s logical columns), its partition columns and values,
+    named as the file and the log name them: physically on a mapped table, as they are on any
+    other."""
+    schema, parts = table.schema, table.partition_columns
+    if mode_of(schema) == "none":
+        return data, list(parts), values
+    return (to_physical(schema, data), [physical_key(schema, c) for c in parts],
+            physical_values(schema, values))

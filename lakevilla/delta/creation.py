@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..vocab import ENGINE_INFO, CommitInfo, InfoKind
-from . import row_tracking
+from . import mapping_changes, row_tracking
 from .actions import AddFile, Commit, Metadata
 from .features import protocol_for
 from .schema import field_metadata_keys, schema_from_json, schema_to_json
@@ -17,12 +17,16 @@ from .schema import field_metadata_keys, schema_from_json, schema_to_json
 
 def new_metadata(schema: pa.Schema, parts: list[str], properties: dict[str, str] | None,
                  description: str | None) -> Metadata:
-    """A fresh table id; ``schema_to_json`` raises ``SchemaMismatchError`` for types Delta lacks."""
-    return Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema),
-                    partition_columns=list(parts),
-                    configuration=row_tracking.with_column_names(
-                        {str(k): str(v) for k, v in (properties or {}).items()}),
-                    created_time=int(time.time() * 1000), name=None, description=description)
+    """A fresh table id; ``schema_to_json`` raises ``SchemaMismatchError`` for types Delta lacks.
+    Properties asking for column mapping map every column (``col-<uuid>`` names, ids from 1)."""
+    md = Metadata(id=str(uuid.uuid4()), schema_string=schema_to_json(schema),
+                  partition_columns=list(parts),
+                  configuration=row_tracking.with_column_names(
+                      {str(k): str(v) for k, v in (properties or {}).items()}),
+                  created_time=int(time.time() * 1000), name=None, description=description)
+    if mapping_changes.requested_mode(md.configuration) in ("name", "id"):
+        md = mapping_changes.mapped(md, keep_names=False)
+    return md
 
 
 def creation_commit(metadata: Metadata, adds: list[AddFile], *, with_data: bool,

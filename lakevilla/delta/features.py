@@ -3,8 +3,10 @@
 Legacy protocol versions enable a feature by version number, but the feature is
 only *active* when the table uses it (e.g. change data feed only when
 ``delta.enableChangeDataFeed`` is true), so we refuse on use, not on version.
-Column mapping is read (``column_mapping.py``) but not yet written. In-commit timestamps are
-stamped by the log as it writes a commit (``ict.py``), V2 checkpoints written by
+Column mapping is read and written (``column_mapping.py``: files, partition values and
+statistics under physical names; ``mapping_changes.py``: ids for new columns, rename, drop).
+In-commit timestamps are stamped by the log as it writes a commit (``ict.py``), V2 checkpoints
+written by
 ``checkpoint.py``; a clustered table is written without clustering (its ``delta.clustering``
 domain is kept), a widened one in its current types. A change data feed is written
 (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
@@ -35,7 +37,7 @@ READER_FEATURES = {"timestampNtz", "vacuumProtocolCheck", "deletionVectors", "co
 WRITER_FEATURES = {"appendOnly", "invariants", "checkConstraints", "timestampNtz",
                    "vacuumProtocolCheck", "changeDataFeed", "generatedColumns", "identityColumns",
                    "domainMetadata", "deletionVectors", "inCommitTimestamp", "v2Checkpoint",
-                   "clustering", "typeWidening", "rowTracking"}
+                   "clustering", "typeWidening", "rowTracking", "columnMapping"}
 # Features whose tables lakevilla reads but does not write (yet), and why.
 _READ_ONLY = {"typeWidening-preview": "lakevilla reads tables widened under the preview feature "
                                       "but writes only those of the stable typeWidening"}
@@ -107,7 +109,7 @@ def check_writable(table: str, protocol: Protocol, metadata: Metadata) -> None:
 
 
 # Features whose files the abandoned-file sweep accounts for beside what it writes itself.
-_SWEEP_KNOWS = WRITER_FEATURES | {"columnMapping"}
+_SWEEP_KNOWS = WRITER_FEATURES
 
 
 def check_sweepable(table: str, protocol: Protocol, metadata: Metadata) -> None:
@@ -191,8 +193,9 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
     ``delta.enableInCommitTimestamps`` the ``inCommitTimestamp`` writer feature (writer 7),
     ``delta.enableChangeDataFeed`` version 4 (``changeDataFeed``),
     ``delta.enableRowTracking`` the ``rowTracking`` and ``domainMetadata`` writer features;
-    ``delta.feature.<name>=supported`` lists that feature. Delta upgrades a protocol, never
-    downgrades."""
+    ``delta.feature.<name>=supported`` lists that feature; ``delta.columnMapping.mode`` needs
+    reader 2 / writer 5 (or the ``columnMapping`` feature on a table already at reader 3 /
+    writer 7). Delta upgrades a protocol, never downgrades."""
     cfg = {k.lower(): v for k, v in configuration.items()}
     need: dict[str, int] = {}
     if cfg.get("delta.enableincommittimestamps", "false").lower() == "true":
@@ -224,6 +227,15 @@ def upgraded(protocol: Protocol, configuration: dict[str, str]) -> Protocol:
             protocol = (_with_reader_feature(protocol, name) if name in READER_FEATURES
                         else _at_writer_7(protocol))
             need[name] = 7  # one lakevilla does not write is then refused by check_writable
+    if cfg.get("delta.columnmapping.mode", "none").lower() in ("name", "id"):
+        # reader 2 / writer 5, or the reader and writer feature once on table features
+        if protocol.min_writer_version == 7:
+            protocol = _with_reader_feature(protocol, "columnMapping")
+            need["columnMapping"] = 7
+        else:
+            protocol = dataclasses.replace(
+                protocol, min_reader_version=max(protocol.min_reader_version, 2))
+            need["columnMapping"] = 5
     if protocol.min_writer_version == 7:
         have = list(protocol.writer_features or [])
         more = [f for f in sorted(need) if f not in have]

@@ -19,6 +19,7 @@ from typing import Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..delta import column_mapping
 from ..delta.actions import AddFile, CdcFile
 from ..scan import duck
 from ..scan.expressions import quote_ident
@@ -92,12 +93,15 @@ def write(engine: Writer, ctx: TableContext, changes: Changes,
     written: list[CdcFile] = []
     try:
         for piece, values in pieces:
-            body = piece.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns \
-                else piece
+            # named as data files are (physically on a column-mapped table), the type beside
+            rows, cols, values = column_mapping.as_written(
+                ctx, piece.drop_columns([CHANGE_TYPE]), values)
+            body = (rows.drop_columns(cols) if cols else rows).append_column(
+                typed, piece.column(CHANGE_TYPE))
             buf = io.BytesIO()
             pq.write_table(body, buf, compression="snappy")
             data = buf.getvalue()
-            path = f"{CHANGE_DIR}/{new_data_file_path(values, ctx.partition_columns)}"
+            path = f"{CHANGE_DIR}/{new_data_file_path(values, cols)}"
             ctx.store.put(data_file_key(ctx.name, path, ctx.lake_uri), data)
             written.append(CdcFile(path=path, size=len(data), partition_values=dict(values)))
     except BaseException:

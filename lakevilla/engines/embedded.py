@@ -283,15 +283,16 @@ class EmbeddedEngine:
 
     def _write_partition(self, ctx: TableContext, part: pa.Table,
                          values: dict[str, str | None]) -> AddFile:
-        body = part.drop_columns(list(ctx.partition_columns)) if ctx.partition_columns else part
+        part, parts, values = column_mapping.as_written(ctx, part, values)
+        body = part.drop_columns(parts) if parts else part
         buf = io.BytesIO()
         pq.write_table(body, buf, compression="snappy", row_group_size=ROW_GROUP_ROWS)
         data = buf.getvalue()
-        path = new_data_file_path(values, ctx.partition_columns)
+        path = new_data_file_path(values, parts)
         ctx.store.put(data_file_key(ctx.name, path, ctx.lake_uri), data)
         return AddFile(path=path, size=len(data), partition_values=dict(values),
                        modification_time=now_ms(), data_change=True,
-                       stats=stats_from_table(part, ctx.partition_columns))
+                       stats=stats_from_table(part, parts))
 
     def split_by_partition(self, ctx: TableContext,
                            table: pa.Table) -> list[tuple[pa.Table, dict[str, str | None]]]:
@@ -516,7 +517,7 @@ class EmbeddedEngine:
         # checked here too: every path (a redo, a resumed sublog) runs the grammar before any row
         w, sets = E.check_update(ctx.schema, ctx.name, where, assignments)
         fetched: dict[str, ranged.Source] = {}
-        if w is not None:
+        if w is not None and column_mapping.mode_of(ctx.schema) == "none":  # (mapped: read all)
             files = self._hit_files(ctx, files, w, fetched)  # the rest is never read whole
         # compute every new file before writing any, so bad expressions leave storage untouched
         selected = [r for r in self._map(lambda a: self._selected(ctx, a, w, fetched), files) if r]

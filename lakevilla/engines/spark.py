@@ -629,6 +629,7 @@ class SparkEngine:
     def _write_frame(self, ctx: TableContext, df: DataFrame) -> list[AddFile]:
         """Spark writes ``df`` (table schema) under a fresh folder; we describe each file."""
         _check_rules(ctx, df)
+        ctx, df = spark_mapped.physical(ctx, df)  # a mapped table's names and ids on disk
         folder = f"lv-{uuid.uuid4()}"
         target = self._spark_uri(f"{ctx.location_uri}/{folder}")
         prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"
@@ -838,14 +839,23 @@ def _indexed(eng: SparkEngine, ctx: TableContext, files: list[AddFile]) -> DataF
         fields = list(spark_schema(ctx.schema).fields) + [
             T.StructField(FILE_COL, T.StringType()), T.StructField("__lv_ri", T.LongType())]
         return eng.spark.createDataFrame([], T.StructType(fields))
-    df = eng.spark.read.schema(_data_schema(ctx)).parquet(*[eng._file_uri(ctx, a)
-                                                             for a in files])
-    gone = (_deleted(eng.spark, ctx, df, files, lambda n: eng._key_of(ctx, n))
-            if any(a.deletion_vector is not None for a in files) else None)
-    df = df.select("*", F.col("_metadata.row_index").alias(DV_ROW),
-                   F.input_file_name().alias(FILE_COL))
-    if gone is not None:  # rows a deletion vector deletes are not there to match
-        df = df.join(F.broadcast(gone), [FILE_COL, DV_ROW], "left_anti")
+
+    def tag(df: DataFrame, fs: list[AddFile]) -> DataFrame:
+        """A scan of ``fs`` with each row's file and index, the rows DVs delete dropped."""
+        gone = (_deleted(eng.spark, ctx, df, fs, lambda n: eng._key_of(ctx, n))
+                if any(a.deletion_vector is not None for a in fs) else None)
+        df = df.select("*", F.col("_metadata.row_index").alias(DV_ROW),
+                       F.input_file_name().alias(FILE_COL))
+        if gone is not None:  # rows a deletion vector deletes are not there to match
+            df = df.join(F.broadcast(gone), [FILE_COL, DV_ROW], "left_anti")
+        return df
+
+    if column_mapping.mode_of(ctx.schema) != "none":  # each file's columns, renamed after
+        df, files = spark_mapped.read(eng.spark, ctx, files, eng._file_uri, _read_footer, tag,
+                                      always=True)
+    else:
+        df = tag(eng.spark.read.schema(_data_schema(ctx)).parquet(*[eng._file_uri(ctx, a)
+                                                                    for a in files]), files)
     df = df.withColumnRenamed(DV_ROW, "__lv_ri")
     df = (df.join(F.broadcast(eng._partition_map(ctx, df, files)), FILE_COL)
           if ctx.partition_columns else df)

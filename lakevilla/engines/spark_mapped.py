@@ -10,6 +10,7 @@ Partition values and the rest are the engine's usual business (``SparkEngine._fr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from functools import reduce
@@ -38,13 +39,13 @@ def _nested(t: T.DataType) -> bool:
 def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
          uri: Callable[[TableContext, AddFile], str],
          footer: Callable[[ObjectStore, str, int], pq.FileMetaData],
-         live: Callable[[DataFrame, list[AddFile]], DataFrame],
+         live: Callable[[DataFrame, list[AddFile]], DataFrame], always: bool = False,
          ) -> tuple[DataFrame, list[AddFile]]:
     """The data columns (not the partition columns) of ``files``, logically named, and the files
     with their partition values keyed by logical name (the engine adds those columns). ``live``
     drops the rows deletion vectors delete from a scan (the columns it adds are kept):
     applied to each read before its columns are renamed, where Spark still knows each row's
-    file and index."""
+    file and index (``always``: to every read, not only where a file has a deletion vector)."""
     data = [f.name for f in ctx.schema if f.name not in ctx.partition_columns]
     logical = _struct(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
     by_id = cm.mode_of(ctx.schema) == "id"
@@ -57,7 +58,7 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
     deleted = any(a.deletion_vector is not None for a in files)
     for read_schema, group in groups.items():
         df = spark.read.schema(_struct(read_schema)).parquet(*[uri(ctx, a) for a in group])
-        if deleted:
+        if deleted or always:
             df = live(df, group)
         cols = []
         for name, f in zip(read_schema.names, logical.fields, strict=True):
@@ -67,3 +68,55 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
         frames.append(df.select(*cols, *added))
     return (reduce(lambda a, b: a.union(b), frames),
             [cm.logical_partitions(ctx.schema, ctx.partition_columns, a) for a in files])
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+_SPARK_ID = "parquet.field.id"  # the field metadata Spark writes as a Parquet field id
+
+
+def _with_ids(t: dict | str, arrow: pa.DataType) -> dict | str:
+    """Spark's JSON of a physical type (``t``), each struct field given its Parquet field id
+    from ``arrow`` (``column_mapping.physical_schema``'s type of the same shape)."""
+    if not isinstance(t, dict):
+        return t
+    if t.get("type") == "struct":
+        return {**t, "fields": [_field_with_id(f, arrow.field(i))
+                                for i, f in enumerate(t["fields"])]}
+    if t.get("type") == "array":
+        return {**t, "elementType": _with_ids(t["elementType"], arrow.value_type)}
+    if t.get("type") == "map":
+        return {**t, "keyType": _with_ids(t["keyType"], arrow.key_type),
+                "valueType": _with_ids(t["valueType"], arrow.item_type)}
+    return t
+
+
+def _field_with_id(f: dict, arrow: pa.Field) -> dict:
+    fid = (arrow.metadata or {}).get(cm.PARQUET_ID_KEY)
+    meta = {_SPARK_ID: int(fid)} if fid is not None else {}
+    return {**f, "metadata": meta, "type": _with_ids(f["type"], arrow.type)}
+
+
+def physical(ctx: TableContext, df: DataFrame) -> tuple[TableContext, DataFrame]:
+    """``df`` (the table's logical columns) as its data files hold it, for Spark to write: each
+    column under its physical name with its field id, nested types cast by position to their
+    physical names and ids; and a context naming the partition columns physically, so that the
+    files' folders, ``partitionValues`` and statistics are keyed as the log keys them. A table
+    without column mapping keeps both as they are."""
+    if cm.mode_of(ctx.schema) == "none":
+        return ctx, df
+    names = list(df.columns)
+    phys = cm.physical_schema(pa.schema([ctx.schema.field(n) for n in names]))
+    spark_json = json.loads(schema_to_json(phys))["fields"]
+    cols = []
+    for name, f, j in zip(names, phys, spark_json, strict=True):
+        typed = _field_with_id(j, f)
+        dtype = T.StructField.fromJson(typed).dataType
+        c = F.col("`" + name.replace("`", "``") + "`")
+        cols.append((c.cast(dtype) if _nested(dtype) else c).alias(f.name,
+                                                                   metadata=typed["metadata"]))
+    wctx = dataclasses.replace(
+        ctx, schema=pa.schema([cm.plain(f) for f in cm.physical_schema(ctx.schema)]),
+        partition_columns=tuple(cm.physical_key(ctx.schema, p) for p in ctx.partition_columns),
+        constraints=())
+    return wctx, df.select(*cols)

@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..delta import column_mapping
 from ..delta.actions import AddFile, CdcFile, Commit, RemoveFile
 from ..delta.log import DeltaLog
 from ..delta.values import typed_array
@@ -51,6 +52,22 @@ def _version(view: LakeAt | None, table: str) -> int:
         return -1
 
 
+
+
+def _logical(ctx: TableContext, t: pa.Table, pv: dict[str, Any]
+             ) -> tuple[pa.Table, dict[str, Any]]:
+    """A column-mapped table's cdc file (``t``, read as written) under logical names, and its
+    partition values keyed by logical name."""
+    schema = ctx.schema
+    data = [f.name for f in schema if f.name not in ctx.partition_columns]
+    read = column_mapping.file_schema(schema, data, t.schema)
+    cols = [t.column(n).cast(f.type) if n in t.column_names else pa.nulls(t.num_rows, f.type)
+            for n, f in zip(read.names, read, strict=True)]
+    rows = column_mapping.relabel(pa.Table.from_arrays(cols, schema=read),
+                                  pa.schema([schema.field(c) for c in data]))
+    rows = rows.append_column(CHANGE_TYPE, t.column(CHANGE_TYPE))
+    return rows, {c: pv.get(column_mapping.physical_key(schema, c)) for c in
+                  ctx.partition_columns}
 
 
 class _TableChanges:
@@ -83,7 +100,9 @@ class _TableChanges:
     def cdc(self, action: CdcFile) -> pa.Table:
         key = data_file_key(self.ctx.name, action.path, self.root_uri)
         t = pq.read_table(pa.BufferReader(self.store.get(key).data))
-        pv = action.partition_values
+        pv = dict(action.partition_values or {})
+        if column_mapping.mode_of(self.ctx.schema) != "none":  # physical names in the file
+            t, pv = _logical(self.ctx, t, pv)
         for f in self.ctx.schema:
             if f.name not in t.column_names and f.name in pv:
                 t = t.append_column(f.name, typed_array([pv[f.name]] * t.num_rows, f.type)

@@ -33,7 +33,8 @@ class AddColumns(Statement):
 
     def plan_columns(self, tw: TableWork, data: Any) -> None:
         if self.fields is not None:
-            self.add_fields = evolution.plan(tw.name, tw.schema, self.fields, strict=True)
+            self.add_fields = evolution.plan(tw.name, tw.schema, self.fields, strict=True,
+                                             metadata=tw.metadata or tw.base.metadata)
             self.fields = None  # a redo keeps the fields its first run planned
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:

@@ -5,7 +5,9 @@ exists with another type, or a new column that is not nullable, is refused befor
 is written. The new fields travel with the operation (``Statement.add_fields``, Delta
 StructField JSON) so that the view, a redo on a newer snapshot and a resumed transaction
 all rebuild the same schema from the base metadata. Files written before the change have
-no such column; readers (ours and every Delta reader) read it as NULL there.
+no such column; readers (ours and every Delta reader) read it as NULL there. On a column-mapped
+table a new column's physical name (``col-<uuid>``) and id (the next after
+``delta.columnMapping.maxColumnId``) are planned with it (``mapping_changes``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..data.schemas import schema_of_data, to_arrow_schema
+from ..delta import column_mapping, mapping_changes
 from ..delta.actions import Metadata
 from ..delta.features import protocol_for
 from ..delta.schema import arrow_field_to_delta, delta_field_to_arrow, schema_from_json
@@ -44,10 +47,12 @@ def data_fields(data: Any) -> list[pa.Field]:
     return list(schema_of_data(data))
 
 
-def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool) -> list[dict]:
+def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool,
+         metadata: Metadata | None = None) -> list[dict]:
     """The fields to add to ``schema`` (as Delta JSON). ``strict``: a column that exists is an
     error (``add_columns``); otherwise one with the same type is skipped
-    (``schema_mode="merge"``)."""
+    (``schema_mode="merge"``). On a column-mapped table (``metadata``: the view's) they are
+    planned with their physical names and ids."""
     have = {f.name.lower(): f for f in schema}
     seen: set[str] = set()
     out = []
@@ -75,6 +80,8 @@ def plan(table: str, schema: pa.Schema, fields: list[pa.Field], *, strict: bool)
             raise SchemaEvolutionError(f"{table!r}: new column {f.name!r} holds only nulls, so "
                                        "its type is unknown")
         out.append(arrow_field_to_delta(f))
+    if column_mapping.mode_of(schema) != "none" and metadata is not None:
+        out = mapping_changes.planned(out, metadata)
     return out
 
 
@@ -108,6 +115,10 @@ def evolve(table: str, metadata: Metadata, protocol, add: list[dict]) -> Metadat
         return metadata
     doc["fields"] = [*doc["fields"], *new]
     text = json.dumps(doc, separators=(",", ":"))
+    mode = column_mapping.mode(table, protocol, metadata)
+    if mode != "none":
+        metadata = mapping_changes.with_columns(table, metadata, new, by_id=mode == "id")
+        text = metadata.schema_string
     need = protocol_for(schema_from_json(text))
     if need.min_reader_version > protocol.min_reader_version \
             or not set(need.writer_features or []) <= set(protocol.writer_features or []):

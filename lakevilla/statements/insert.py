@@ -37,7 +37,7 @@ class Insert(NewRows):
         # a redo keeps the fields planned first
         if self.schema_mode == "merge" and data is not None:
             self.add_fields = evolution.plan(tw.name, tw.schema, evolution.data_fields(data),
-                                             strict=False)
+                                             strict=False, metadata=tw.metadata or tw.base.metadata)
 
     def execute(self, tw: TableWork, engine: Engine, data: Any, redo: bool) -> Any:
         if data is not None:

@@ -12,16 +12,19 @@ from ..delta.actions import AddFile
 from ..errors import CorruptLogError
 from .add_columns import AddColumns
 from .base import Statement
+from .drop_columns import DropColumns
 from .insert import Insert
 from .merge import Merge
 from .optimize import Optimize
 from .overwrite import Overwrite
 from .read import Read
+from .rename_column import RenameColumn
 from .set_properties import SetProperties
 from .update import Delete, Update
 
 KINDS: dict[str, type[Statement]] = {cls.kind: cls for cls in (
     Read, Insert, Update, Delete, Merge, Overwrite, Optimize, AddColumns, SetProperties,
+    RenameColumn, DropColumns,
 )}
 
 

@@ -15,8 +15,8 @@ import dataclasses
 import time
 from typing import Any, ClassVar, Protocol
 
-from ..delta import row_tracking
-from ..delta.actions import AddFile, CdcFile, Commit, RemoveFile
+from ..delta import column_mapping, mapping_changes, row_tracking
+from ..delta.actions import AddFile, CdcFile, Commit, Metadata, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
 from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
@@ -24,6 +24,7 @@ from ..delta.identity import with_marks
 from ..delta.log import DeltaLog
 from ..delta.snapshot import Snapshot
 from ..engines.api import Engine, TableContext
+from ..errors import UnsupportedTableFeatureError
 from ..markers.marker import MarkerHandle
 from ..scan.conflicts import Footprint
 from ..scan.pruning import parse_predicate, prune, prune_files
@@ -125,11 +126,11 @@ class TableWork:
 
     def set_metadata(self, metadata) -> None:
         """The view's schema changes (columns added): later operations read and write with it."""
-        from ..delta.schema import schema_from_json
-
+        protocol = self.protocol or self.base.protocol
         self.metadata = metadata
-        self._schema = schema_from_json(metadata.schema_string)
-        self.ctx = self.ctx.following(self.protocol or self.base.protocol, metadata, self._schema)
+        self._schema = column_mapping.logical_schema(self.name, protocol, metadata)
+        self.ctx = self.ctx.following(protocol, metadata, self._schema,
+                                      tuple(metadata.partition_columns))
 
     @property
     def files(self) -> FileSet:
@@ -142,11 +143,11 @@ class TableWork:
 
     def candidates(self, where: str | None) -> list[AddFile]:
         pred = parse_predicate(where)
-        out = [a for a in prune_files(self.base.files, pred, self.schema,
-                                      self.base.partition_columns)
+        parts = list(self.ctx.partition_columns)  # the view's names (a rename changes them)
+        out = [a for a in prune_files(self.base.files, pred, self.schema, parts)
                if a.path not in self.removed]
         if self.added:
-            out += prune(pred, list(self.added.values()), self.schema, self.base.partition_columns)
+            out += prune(pred, list(self.added.values()), self.schema, parts)
         return out
 
     def _remove(self, a: AddFile) -> None:
@@ -184,10 +185,26 @@ class TableWork:
             return
         md = dataclasses.replace(current, configuration=config)
         protocol = upgraded(self.protocol or self.base.protocol, config)
+        md = self._mapping_enabled(current, md)
         check_writable(self.name, protocol, md)
         if protocol != self.base.protocol:
             self.protocol = protocol
         self.set_metadata(md)
+
+    def _mapping_enabled(self, before: Metadata, after: Metadata) -> Metadata:
+        """``after``, its columns mapped when its properties switch column mapping on. Delta
+        allows ``none`` -> ``name`` on an existing table (its files keep their names, which
+        become the physical names); ``id`` only at creation, and never another change."""
+        was = column_mapping.mode(self.name, self.protocol or self.base.protocol, before)
+        now = mapping_changes.requested_mode(after.configuration)
+        if now == was:
+            return after
+        if (was, now) == ("none", "name"):
+            return mapping_changes.mapped(after, keep_names=True)
+        raise UnsupportedTableFeatureError(
+            self.name, "columnMapping",
+            f"{column_mapping.MODE_KEY} cannot change from {was!r} to {now!r} on an existing "
+            "table ('none' to 'name' only; 'id' is set when the table is created)")
 
     def apply(self, op: Recorded) -> None:
         """``op``'s effects join the view (its columns, the files it removed and added)."""

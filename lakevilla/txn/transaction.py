@@ -42,10 +42,12 @@ from ..statements import evolution
 from ..statements import merge as merges
 from ..statements.add_columns import AddColumns
 from ..statements.base import Statement
+from ..statements.drop_columns import DropColumns, checked_names
 from ..statements.insert import Insert
 from ..statements.optimize import Optimize, target_size
 from ..statements.overwrite import Overwrite
 from ..statements.read import Read
+from ..statements.rename_column import RenameColumn, checked_name
 from ..statements.set_properties import SetProperties, checked_properties
 from ..statements.update import Delete, Update
 from ..statements.view import TableWork
@@ -236,6 +238,26 @@ class Transaction:
         self._check_active()
         props = checked_properties(table, properties)
         self._execute(SetProperties(seq=self._next(table), table=table, properties=props))
+
+    def rename_column(self, table: str, old: str, new: str) -> None:
+        """Rename a top-level column of a column-mapped table (``delta.columnMapping.mode``
+        ``name`` or ``id``; refused otherwise), as a metaData action: no data file is rewritten,
+        later statements and readers use the new name. A column a CHECK constraint or a
+        generated column reads is refused. As any metadata change, it conflicts with every
+        concurrent writer of the table."""
+        self._check_active()
+        self._execute(RenameColumn(seq=self._next(table), table=table,
+                                   old=checked_name(table, old, "rename_column"),
+                                   new=checked_name(table, new, "rename_column")))
+
+    def drop_columns(self, table: str, names: str | list[str]) -> None:
+        """Drop top-level columns of a column-mapped table (refused otherwise), as a metaData
+        action: the files keep the data, no reader sees it. Partition columns, the last column
+        and columns a CHECK constraint or generated column reads are refused. Conflicts as
+        ``rename_column``."""
+        self._check_active()
+        self._execute(DropColumns(seq=self._next(table), table=table,
+                                  names=checked_names(table, names)))
 
     def optimize(self, table: str, where: str | None = None,
                  target_file_size: int | None = None) -> dict[str, Any]:

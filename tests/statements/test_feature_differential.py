@@ -8,7 +8,8 @@ it, and delta-rs' SQL reader reads lakevilla's table.
   ``interop/test_spark_features.py``);
 * CHECK constraints, NOT NULL and a generated column (tables made by delta-rs, which enforces
   all three): a row that breaks one is refused by both, nothing written;
-* column mapping: a column-mapped table written by delta-rs is read as delta-rs reads it.
+* column mapping: a column-mapped table written by delta-rs, or by lakevilla's statements, is
+  read as delta-rs reads the plain one.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from tests.statement_sequences import (
 DV = {"delta.enableDeletionVectors": "true"}
 CM = {"delta.columnMapping.mode": "name"}
 RULES = {"vfloor": "v IS NULL OR v > -4", "noeleven": "id <> 11"}
-# which systems write column-mapped tables: add "lakevilla" when it writes them; the case below
-# then runs lakevilla's statements on a column-mapped table against delta-rs on a plain one
-CM_WRITERS = ["delta-rs"]
+# which systems write column-mapped tables: with "lakevilla" the case below runs lakevilla's
+# statements on a column-mapped table against delta-rs on a plain one
+CM_WRITERS = ["delta-rs", "lakevilla"]
 
 
 
@@ -148,6 +149,11 @@ def test_a_constrained_table_refuses_what_delta_rs_refuses_and_holds_what_it_hol
                 Statement("merge", rows=((3, "b", 4), (4, "a", 0)), clauses="upsert"),
                 Statement("delete", where="v < 1")],
          partitioned=True, writer=CM_WRITERS[0])  # partition values keyed by physical name
+@example(files=[((1, "a", 1), (2, None, None)), ((3, "b", -2),)],
+         steps=[Statement("update", where="part IS NULL", set=(("part", "'a'"),)),
+                Statement("merge", rows=((3, "b", 4), (4, "a", 0)), clauses="upsert"),
+                Statement("delete", where="v < 1")],
+         partitioned=True, writer="lakevilla")  # the same, written by lakevilla
 def test_a_column_mapped_table_reads_as_delta_rs_reads_the_same_statements(
         tmp_path_factory, files, steps, partitioned, writer):
     """``writer`` runs the statements on a column-mapped table (``name`` mode: files hold

@@ -141,7 +141,6 @@ def _append_raw_commit(backend, table: str, lines: list[dict]) -> None:
 
 
 @pytest.mark.parametrize("feature, lines", [
-    ("columnMapping", "metadata:delta.columnMapping.mode=name"),
     ("icebergCompatV2", [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
                                        "writerFeatures": ["icebergCompatV2"]}}]),
     ("typeWidening-preview", [{"protocol": {
@@ -158,8 +157,6 @@ def test_unsupported_features_are_refused_and_nothing_is_written(backend, featur
         md = lake.snapshot("f").metadata.to_json()
         md["configuration"] = {k: v}
         lines = [{"metaData": md}]
-        if feature == "columnMapping":
-            lines.insert(0, {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}})
     _append_raw_commit(backend, "f", [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, *lines])
     before = backend.all_keys()
     fresh = backend.lake()
