@@ -316,7 +316,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         while time.time() < end:
             time.sleep(0.1)  # the supervisor's polling interval
             if args.kill_every > 0 and time.time() >= next_kill:
-                victim = rng.choice(sorted(procs))
+                # a writer, a consumer of the exactly-once way or the per-table process,
+                # a third each: both ways' consumers are killed as often
+                kind = rng.choice("wcn")
+                victim = rng.choice(sorted(n for n in procs if n[0] == kind))
                 if victim[0] != "w" and args.aim:
                     # a consumer of either way is killed between writing its outputs and
                     # storing its offset, when it says it is there (within 5 s)
