@@ -144,6 +144,8 @@ def writer_main(cfg: dict, wid: int, gen: int) -> None:
             stats["aborted"] += 1
         except lv.CommitPendingError:
             stats["pending"] += 1
+        except lv.LakeVillaError:
+            stats["errors"] += 1
         _save(Path(cfg["run"]) / f"w{wid}-{gen}.json", {"stats": stats})
     os._exit(0)
 
@@ -155,6 +157,7 @@ def consumer_main(cfg: dict, cid: int, gen: int) -> None:
     feed = lake.consumer("revenue", SOURCES)
     stats: Counter[str] = Counter()
     lags: list[float] = []
+    errors: list[str] = []
 
     window = Path(cfg["run"]) / f"window-c{cid}"
 
@@ -174,7 +177,11 @@ def consumer_main(cfg: dict, cid: int, gen: int) -> None:
                 lags.append(time.time() - min(done.value))
         except (lv.TransactionAborted, lv.CommitPendingError):
             stats["aborted"] += 1
-        _save(Path(cfg["run"]) / f"c{cid}-{gen}.json", {"stats": stats, "lags": lags[-2000:]})
+        except lv.LakeVillaError as e:
+            stats["errors"] += 1
+            errors.append(f"{type(e).__name__}: {e}"[:300])
+        _save(Path(cfg["run"]) / f"c{cid}-{gen}.json",
+              {"stats": stats, "lags": lags[-2000:], "errors": errors[-20:]})
     os._exit(0)
 
 
@@ -292,6 +299,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     kills: Counter[str] = Counter()
     in_window: Counter[str] = Counter()
+    exited: list[dict[str, Any]] = []
     try:
         lake = lv.Lake(root, storage_options=opts or None)
         _setup(lake)
@@ -315,6 +323,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         next_kill = time.time() + rng.uniform(0.5, 1.5) * args.kill_every
         while time.time() < end:
             time.sleep(0.1)  # the supervisor's polling interval
+            for name, p in list(procs.items()):
+                if not p.is_alive():  # ended on its own: reported, restarted
+                    exited.append({"process": name, "exitcode": p.exitcode})
+                    spawn(name)
             if args.kill_every > 0 and time.time() >= next_kill:
                 # a writer, a consumer of the exactly-once way or the per-table process,
                 # a third each: both ways' consumers are killed as often
@@ -344,12 +356,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             lambda txn, ch: apply(txn, "daily", deltas(ch)), retries=20)
         naive_step(lake)
         violations, info = _check(lake, args.samples, started)
+        violations["process_exited"] = len(exited)
         stats: dict[str, Counter[str]] = {"w": Counter(), "c": Counter(), "n": Counter()}
         lags: list[float] = []
+        errs: list[str] = []
         for f in run_dir.glob("*.json"):
             d = json.loads(f.read_text())
             stats[f.name[0]].update(d["stats"])
             lags += d.get("lags", [])
+            errs += d.get("errors", [])
         lag_ms = (statistics.median(lags) * 1000, sorted(lags)[int(0.95 * (len(lags) - 1))] * 1000
                   ) if lags else (None, None)
         payload = {
@@ -368,7 +383,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "lag_ms_median": lag_ms[0], "lag_ms_p95": lag_ms[1],
             "violations": {k: int(violations[k]) for k in sorted(
                 set(violations) | {"exact_output_differs_at_offset",
-                                   "exact_output_differs_at_a_past_moment"})},
+                                   "exact_output_differs_at_a_past_moment", "process_exited"})},
+            "exited": exited[:20], "consumer_errors": errs[:20],
             "checks": info,
         }
         rows = [

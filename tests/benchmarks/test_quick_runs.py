@@ -494,7 +494,8 @@ def test_incremental_quick(tmp_path):
     assert (tmp_path / "incremental.json").exists()
     assert (tmp_path / "incremental.png").stat().st_size > 0
     assert payload["violations"] == {"exact_output_differs_at_offset": 0,
-                                     "exact_output_differs_at_a_past_moment": 0}
+                                     "exact_output_differs_at_a_past_moment": 0,
+                                     "process_exited": 0}, payload["exited"]
     assert payload["writers"]["committed"] > 0 and sum(payload["kills"].values()) > 0
     assert payload["checks"]["truth_orders"] > 0
 
