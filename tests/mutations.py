@@ -1312,6 +1312,12 @@ MUTATIONS: list[Mutation] = [
        "commits_and_a_checkpoint"],
       "a checkpoint loses the domain metadata (the clustering columns)"),
     # -- the past across tables (lake.at, lake.changes) ----------------------------------------
+    M("listing-gap-counts-as-cleaned", "delta", "lakevilla/delta/log.py",
+      "        _fill_listing_gaps(self, out)\n", "",
+      ["tests/unit/test_delta_log.py::test_a_listing_that_missed_a_commit_between_newer_ones_"
+       "does_not_make_it_gone"],
+      "a commit a LIST missed below newer ones counts as cleaned up (time travel, lake.at and "
+      "lake.changes refuse versions that exist)"),
     M("consumer-offset-read-outside-the-transaction", "past", "lakevilla/past/consumer.py",
       "            mine = txn.read(self.offsets, where=self._where)",
       "            mine = self._lake.read(self.offsets, where=self._where)",

@@ -211,6 +211,7 @@ class DeltaLog:
             if m:
                 out.v2_checkpoints.setdefault(int(m.group(1)), []).append(meta.key)
         out.commits.sort()
+        _fill_listing_gaps(self, out)
         return out
 
     def read_last_checkpoint(self) -> dict | None:
@@ -545,3 +546,15 @@ class DeltaLog:
                                             v2_name=name, now_ms=now_ms))
         with self._lock:
             self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)
+
+
+def _fill_listing_gaps(log: DeltaLog, out: LogListing) -> None:
+    """A listing taken while commits are written can miss one below a newer one (a local
+    directory is read in hash order, not by name). Clean-up deletes from the oldest end only, so
+    a hole between two listed commits is asked for (one HEAD) before it counts as gone."""
+    have = set(out.commits)
+    holes = ([v for v in range(out.commits[0] + 1, out.commits[-1]) if v not in have]
+             if out.commits else [])
+    found = [v for v in holes if log.store.exists(log.commit_key(v))]
+    if found:
+        out.commits = sorted(have | set(found))
