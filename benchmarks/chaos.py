@@ -256,6 +256,9 @@ def worker_main(cfg: dict, wid: int, gen: int, features: str) -> None:
             stats["aborted"] += 1
             stats[f"aborted_{e.reason}"] += 1
             aborted = True
+        except kinds.ReadFailed:
+            stats["aborted"] += 1
+            stats["aborted_storage"] += 1
         except Exception as e:  # noqa: BLE001 - anything else is a violation: reported, not hidden
             stats["unexpected_errors"] += 1
             errors.append(f"{kind}: {type(e).__name__}: {e}"[:300])

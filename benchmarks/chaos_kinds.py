@@ -39,6 +39,11 @@ NEW_COLUMN = ("note", pa.string())  # the column maintenance adds to ``bank_0`` 
 COMPACT_TARGET = 4096  # bytes: a few one-account files per output, so transfers keep their files
 
 
+class ReadFailed(Exception):
+    """A plain-Delta rebuild's read of the ledger, outside any transaction, met a store failure
+    beyond its retries (inside a transaction that is an abort with reason ``storage``)."""
+
+
 def pick_kind(rng: random.Random) -> str:
     return rng.choices(KINDS, _WEIGHTS)[0]
 
@@ -79,8 +84,13 @@ def derive(lake: Any, txn: Any, features: str, bank: str, accounts: int) -> None
     """Rebuild ``bank``'s rows of ``flows`` from the ledger read in this transaction. Plain
     Delta keeps no snapshot per transaction, so DL reads one version by number."""
     if features == "DL":
-        version = lake.version("ledger")
-        ledger = lake.read("ledger", version=version, columns=["src", "dst", "amount"])
+        import lakevilla as lv
+
+        try:
+            version = lake.version("ledger")
+            ledger = lake.read("ledger", version=version, columns=["src", "dst", "amount"])
+        except lv.StorageError as e:  # the store failed a read outside any transaction
+            raise ReadFailed(str(e)) from e
     else:
         ledger = txn.read("ledger", columns=["src", "dst", "amount"])
         version = txn.tables["ledger"].read_version
