@@ -203,8 +203,8 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
 
 
 def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_path):
-    """A table with a writer feature lakevilla does not know (row tracking, at writer version
-    7): its actions may name files the sweep cannot see. Clean-up must not take any of its
+    """A table with a writer feature lakevilla does not write (icebergCompatV2, at writer
+    version 7): its actions may name files the sweep cannot see. Clean-up must not take any of its
     files for abandoned, nor a checkpoint restate its log."""
     from deltalake import write_deltalake
 
@@ -212,7 +212,7 @@ def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_p
     write_deltalake(str(root / "feed"), pa.table({"id": [1, 2, 3], "v": [10, 20, 30]}))
     (root / "feed" / "_delta_log" / f"{1:020d}.json").write_text(json.dumps(
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7,
-                      "writerFeatures": ["rowTracking", "domainMetadata"]}}) + "\n")
+                      "writerFeatures": ["icebergCompatV2"]}}) + "\n")
     (root / "feed" / "unknown.parquet").write_bytes(b"named by an action we do not know")
     write_deltalake(str(root / "plain"), pa.table({"id": [1]}))
     (root / "plain" / "stray.parquet").write_bytes(b"not referenced")
@@ -220,9 +220,9 @@ def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_p
 
     swept = lake.maintenance.abandoned_files(min_age=0, force=True)
     assert swept == [("plain", "plain/stray.parquet")]  # the sweep skips the table, not the lake
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="rowTracking"):
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="icebergCompatV2"):
         lake.maintenance.delete_abandoned_files("feed", min_age=0, force=True)
-    with pytest.raises(lv.UnsupportedTableFeatureError, match="rowTracking"):
+    with pytest.raises(lv.UnsupportedTableFeatureError, match="icebergCompatV2"):
         lake.maintenance.checkpoint("feed")
     assert (root / "feed" / "unknown.parquet").exists()
     assert not any(p.name.endswith(".checkpoint.parquet")
