@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import pyarrow as pa
 
-from ..errors import InvalidArgumentError, TableNotFoundError
+from ..errors import InvalidArgumentError, TableExistsError, TableNotFoundError
 from ..names import check_table_name
 from .view import LakeAt
 
@@ -46,6 +47,8 @@ class _Lake(Protocol):
                      if_not_exists: bool = False) -> Any: ...
 
     def read(self, name: str, where: str | None = None) -> Any: ...
+
+    def table_exists(self, name: str) -> bool: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +98,7 @@ class ChangeConsumer:
             raise InvalidArgumentError(
                 f"a consumer needs features with R and CT (or I), got {features!r}: without "
                 "them a crash or a second run can write its outputs twice or lose them")
-        self._lake.create_table(self.offsets, OFFSETS_SCHEMA, if_not_exists=True)
+        self._ensure_offsets()
 
         def step(txn: Any) -> Consumed:
             mine = txn.read(self.offsets, where=self._where)  # kept: a redo must see the same
@@ -115,6 +118,21 @@ class ChangeConsumer:
 
         out: Consumed = self._lake.run(step, features=features, retries=retries)
         return out
+
+
+    def _ensure_offsets(self, attempts: int = 40) -> None:
+        """Create the offsets table unless it exists. Two consumers starting at once race for
+        the name: the loser waits (backing off) until the winner's table is there."""
+        for attempt in range(attempts):
+            try:
+                self._lake.create_table(self.offsets, OFFSETS_SCHEMA, if_not_exists=True)
+                return
+            except TableExistsError:  # being created by another client right now
+                if self._lake.table_exists(self.offsets):
+                    return
+                if attempt == attempts - 1:
+                    raise
+                time.sleep(min(0.02 * 2 ** attempt, 1.0))  # back off: the other creation lands
 
 
 def _cut_of(rows: Any) -> dict[str, int] | None:
