@@ -552,9 +552,11 @@ def _fill_listing_gaps(log: DeltaLog, out: LogListing) -> None:
     """A listing taken while commits are written can miss one below a newer one (a local
     directory is read in hash order, not by name). Clean-up deletes from the oldest end only, so
     a hole between two listed commits is asked for (one HEAD) before it counts as gone."""
-    have = set(out.commits)
-    holes = ([v for v in range(out.commits[0] + 1, out.commits[-1]) if v not in have]
-             if out.commits else [])
-    found = [v for v in holes if log.store.exists(log.commit_key(v))]
+    c = out.commits
+    if not c or c[-1] - c[0] + 1 == len(c):
+        return  # no hole (the usual case: checked without walking the listing)
+    have = set(c)
+    found = [v for v in range(c[0] + 1, c[-1])
+             if v not in have and log.store.exists(log.commit_key(v))]
     if found:
         out.commits = sorted(have | set(found))

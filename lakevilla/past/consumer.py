@@ -74,6 +74,7 @@ class ChangeConsumer:
             raise InvalidArgumentError("a consumer reads one or more tables, by name")
         check_table_name(offsets)
         self._lake, self.name, self.tables, self.offsets = lake, name, list(tables), offsets
+        self._offsets_ready = False  # the offsets table is known to exist: no check per run
         self._where = f"consumer = '{name}'"
 
     def __repr__(self) -> str:
@@ -98,7 +99,9 @@ class ChangeConsumer:
             raise InvalidArgumentError(
                 f"a consumer needs features with R and CT (or I), got {features!r}: without "
                 "them a crash or a second run can write its outputs twice or lose them")
-        self._ensure_offsets()
+        if not self._offsets_ready:
+            self._ensure_offsets()
+            self._offsets_ready = True
 
         def step(txn: Any) -> Consumed:
             mine = txn.read(self.offsets, where=self._where)  # kept: a redo must see the same
