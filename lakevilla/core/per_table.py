@@ -11,6 +11,8 @@ creates decides by a transaction record of its own, which its name's reservation
 from __future__ import annotations
 
 import functools
+import random
+import time
 from typing import TYPE_CHECKING
 
 from .. import parallel
@@ -22,7 +24,7 @@ from ..delta.log import VersionExists
 from ..errors import LakeVillaError, TransactionAborted
 from ..markers.marker import ENGINE_INFO, MarkerLost
 from ..markers.marker import rewrite as rewrite_marker
-from ..markers.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST
+from ..markers.overtake import BACK_OFF_LOSSES, QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST
 from ..markers.publish import publish_create
 from ..store import NotFound
 from ..vocab import CommitMode
@@ -119,6 +121,7 @@ class PerTable(Decider):
                 return tw.marker.version
             ctx.check_age()
             ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
+            put_at = time.monotonic()
             try:
                 v, c = latest + 1, commit
                 # a redo's entries
@@ -127,20 +130,12 @@ class PerTable(Decider):
             except VersionExists:
                 ctx.in_doubt = None
                 ctx.stats["retries"] += 1
-                # the winner's commit, for the next validation; once a LIST has found the tail,
-                # the version past ours as well: taken too, we are behind again (LIST); free, we
-                # lost a race at the tail (put again, no LIST). Read after the loss, not beside
-                # the put: the attempt that wins (one in five in YCSB A) needs neither read
-                ahead = lost >= RELIST_AFTER_LOST
-                parallel.together(*([lambda: _peek(tw, v)]  # noqa: B023
-                                    + ([lambda: _peek(tw, v + 1)] if ahead else [])))  # noqa: B023
                 # followers overtaking us must not starve us
                 self.overtake.lost_race(tw, latest + 1)
                 lost += 1
-                # again and again: we are behind (others committed while we waited), not racing;
-                # one LIST finds the tail instead of a put per version
-                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):
-                    tw.log.latest_version()
+                if tw.marker is None:  # a queued turn backs off for nobody: followers wait for it
+                    back_off(lost, time.monotonic() - put_at)
+                catch_up(tw, v)
                 continue
             ctx.landed(tw, latest + 1)
             ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
@@ -176,10 +171,25 @@ class PerTable(Decider):
         self.ctx.post_commit("checkpoint", self.after_table_commit, tw, version)
 
 
-def _peek(tw: TableWork, version: int) -> None:
-    """Read ``version`` after a race lost there, so that the next attempt validates against
-    the commit that took it."""
-    try:
-        tw.log.read_commit_raw(version)
-    except (NotFound, LakeVillaError):
-        pass  # nothing there (ours lands), or unreadable now: the next attempt reads it again
+def back_off(lost: int, put_took: float) -> None:
+    """After a race lost without a marker: pause a random part of ``lost`` times what the lost put
+    took. Every writer that lost the race learned the tail at once and would put at the next
+    version together, all but one in vain (in YCSB A four puts in five lost); spread out, the
+    next version mostly finds one writer, and the others find it taken when they read."""
+    time.sleep(random.uniform(0, min(lost, BACK_OFF_LOSSES) * put_took))
+
+
+def catch_up(tw: TableWork, lost_at: int) -> None:
+    """After a race lost at ``lost_at``: read forward from there to the first free version, so
+    that the next put goes there instead of one lost put per version taken meanwhile (each commit
+    read is one the next validation needs; the free version costs one 404). A writer still
+    finding versions taken after ``RELIST_AFTER_LOST`` reads is behind, not racing: one LIST
+    finds the tail, and the validation reads the commits up to it in parallel."""
+    for version in range(lost_at, lost_at + RELIST_AFTER_LOST):
+        try:
+            tw.log.read_commit_raw(version)
+        except NotFound:
+            return
+        except LakeVillaError:
+            return  # unreadable now: the next attempt's put finds out again
+    tw.log.latest_version()
