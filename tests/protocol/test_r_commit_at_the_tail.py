@@ -154,12 +154,16 @@ def test_an_r_writer_queues_early_only_after_races_lost_to_conflicting_commits(
 
 
 @pytest.mark.parametrize("losses", ["budget", "budget+1"])
-def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_backend, losses):
+def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_backend, losses,
+                                                                      monkeypatch):
     """The races an optimistic writer lost before it queued were spent racing; its queued turn
     must not inherit what is left of them, since a writer that ignores markers can still take
     its versions. A blind append takes each of T's first puts: T survives ``max_retries`` + 1
     losses, queues, survives ``max_retries`` + 1 more and commits; one loss more and it aborts
-    (the budget is still a bound)."""
+    (the budget is still a bound). Only the races lost before it queued back off: once queued,
+    followers wait for it."""
+    from lakevilla.core import per_table
+
     retries = 3
     n_lost = 2 * (retries + 1) - 1 + (losses == "budget+1")
     lake = two_files(local_backend)
@@ -181,10 +185,16 @@ def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_bac
         and key.endswith(".json"), before_put, repeat=True))
     t = t_lake.begin("R")
     t.update("t", set={"value": "value + 1"}, where="id = 1")
+    backed_off: list[int] = []
+    real_back_off = per_table.back_off
+    monkeypatch.setattr(per_table, "back_off",
+                        lambda lost, took: (backed_off.append(lost), real_back_off(lost, took)))
     if losses == "budget":
         t.commit()
         assert (t.state == "committed" and t.stats["queued_at_commit"] == 1
                 and t.stats["retries"] == n_lost)
+        # only the races lost before it queued: a queued writer holds up the followers
+        assert backed_off == list(range(1, retries + 2))
         got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
         assert got[1] == 11 and len(got) == 8 + n_lost
     else:
