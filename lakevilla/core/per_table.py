@@ -1,7 +1,8 @@
 """R's decision (and a one-table CT commit's): each table decides by its own commit.
 
 At the tail the commit is one put-if-absent right after what we know, racing other writers
-optimistically; a race lost to a commit that conflicts costs a redo, and after
+optimistically; a lost race costs a short random pause and a read forward to the first free
+version (not a put per version others took), one lost to a commit that conflicts a redo, and after
 ``QUEUE_AFTER_CONFLICTS`` of those (or the whole retry budget) the transaction claims a
 marker and queues, so that it cannot starve. In place, it fills the marker it claimed at its
 first write, unless a checkpoint or a foreign commit lies above it. A table the transaction

@@ -1,6 +1,7 @@
-"""LV[R] commits at the tail: optimistically, without a marker when nobody precedes it; after lost
-races it LISTs the log once, or queues (claims a marker that carries its footprints) with a fresh
-retry budget; several tables commit one by one, and a partial commit keeps what committed."""
+"""LV[R] commits at the tail: optimistically, without a marker when nobody precedes it; after a
+lost race it backs off and reads forward to the first free version (LISTing when far behind), or
+queues (claims a marker that carries its footprints) with a fresh retry budget; several tables
+commit one by one, and a partial commit keeps what committed."""
 
 from __future__ import annotations
 
