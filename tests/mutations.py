@@ -157,28 +157,45 @@ MUTATIONS: list[Mutation] = [
       "a follower whose redo made its commit conflict with an overtaken predecessor still "
       "overtakes it"),
     M('lost-race-no-relist', "markers", 'lakevilla/core/per_table.py',
-      '                    tw.log.latest_version()\n                continue',
-      '                    pass\n                continue',
-      [RT + "test_a_commit_far_behind_the_tail_lists_the_log_after_three_lost_races",
+      "again\n    tw.log.latest_version()\n",
+      "again\n    pass\n",
+      [RT + "test_a_commit_far_behind_the_tail_lists_the_log_after_one_lost_race",
+       RT + "test_after_a_lost_race_a_commit_reads_forward_to_the_first_free_version_and_puts_"
+            "there[4]",
        "tests/statements/test_optimize.py::"
        "test_compaction_beside_concurrent_writers_loses_and_duplicates_nothing"],
-      "a writer that waited while others committed walks up the log one lost race per version "
-      "(and queues)"),
-    M('relist-after-every-loss', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST '
-      'and (not ahead or tw.log.known_latest() > v):',
-      '                if lost >= RELIST_AFTER_LOST:',
-      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_"
-            "own_is_taken[at-the-tail]"],
-      "a commit that lost a race at the tail after its LIST LISTs again (a serial round trip "
-      "for nothing)"),
-    M('relist-ignores-the-version-past', "markers", 'lakevilla/core/per_table.py',
-      '                if lost >= RELIST_AFTER_LOST '
-      'and (not ahead or tw.log.known_latest() > v):',
-      '                if lost >= RELIST_AFTER_LOST and not ahead:',
-      [RT + "test_after_its_list_a_losing_commit_lists_again_only_when_the_version_past_its_"
-            "own_is_taken[behind]"],
-      "a commit that fell behind again after its LIST walks up the log one lost race per version"),
+      "a writer that waited while others committed walks up the log one read per version "
+      "instead of one LIST"),
+    M('lost-race-reads-only-the-winner', "markers", 'lakevilla/core/per_table.py',
+      '    for version in range(lost_at, lost_at + RELIST_AFTER_LOST):',
+      '    for version in range(lost_at, lost_at + 1):',
+      [RT + "test_after_a_lost_race_a_commit_reads_forward_to_the_first_free_version_and_puts_"
+            "there[2]"],
+      "a commit that lost a race reads only the winner's commit, then LISTs (a serial round trip "
+      "where one more read finds the free version)"),
+    M('lost-race-puts-blind', "markers", 'lakevilla/core/per_table.py',
+      '                catch_up(tw, v)',
+      '                tw.log.read_commit_raw(v)',
+      [RT + "test_after_a_lost_race_a_commit_reads_forward_to_the_first_free_version_and_puts_"
+            "there[2]"],
+      "a commit that lost a race puts at the next version blindly (one lost put per version "
+      "others took meanwhile)"),
+    M('lost-race-no-back-off', "markers", 'lakevilla/core/per_table.py',
+      '                    back_off(lost, time.monotonic() - put_at)',
+      '                    pass',
+      [RT + "test_after_a_lost_race_a_commit_reads_forward_to_the_first_free_version_and_puts_"
+            "there[2]"],
+      "every writer that lost a race puts at the next version at once, together with the others"),
+    M('back-off-unbounded', "markers", 'lakevilla/core/per_table.py',
+      '    time.sleep(random.uniform(0, min(lost, BACK_OFF_LOSSES) * put_took))',
+      '    time.sleep(random.uniform(0, lost * put_took))',
+      [RT + "test_a_back_off_after_lost_races_pauses_at_most_losses_times_the_lost_put"],
+      "a writer that lost many races pauses ever longer (the tail stands idle)"),
+    M('queued-writer-backs-off', "markers", 'lakevilla/core/per_table.py',
+      '                if tw.marker is None:  # a queued turn backs off for nobody',
+      '                if True:  # a queued turn backs off for nobody',
+      [RT + "test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues[budget]"],
+      "a queued writer pauses after a lost race while the followers it holds up wait for it"),
     M("overtake-no-withdraw", "markers", OVERTAKE,
       "        self._withdrawn.add(tw.name)\n"
       "        self._set_footprint(tw, None, \"footprints_withdrawn\")",
@@ -217,11 +234,28 @@ MUTATIONS: list[Mutation] = [
       [RT + "test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues[budget]"],
       "a queued R writer keeps only the tries its lost races left: writers that ignore markers "
       "abort it sooner"),
-    M('leftovers-deleted-one-by-one', "markers", 'lakevilla/core/deciding.py',
-      'ctx.client.store.delete_many(keys)',
-      '[ctx.client.store.delete(k) for k in keys]',
+    M('leftovers-deleted-one-by-one', "markers", 'lakevilla/core/deletes.py',
+      'self._store.delete_many(keys[i:i + BATCH])',
+      '[self._store.delete(k) for k in keys[i:i + BATCH]]',
       [SR + "test_a_committed_r_writer_deletes_its_sublogs_and_redone_files_in_one_request[local]"],
       "a finished transaction deletes its sublogs and redone files one request each"),
+    M('leftovers-deleted-per-transaction', "markers", 'lakevilla/core/deciding.py',
+      'ctx.client.deletes.add(doomed + (keys if ctx.settings.delete_sublogs else []))',
+      'delete_keys(ctx, doomed + (keys if ctx.settings.delete_sublogs else []))',
+      [SR + "test_a_client_deletes_what_its_finished_transactions_leave_in_one_request[local]"],
+      "each finished transaction of a client deletes what it leaves with a request of its own"),
+    M('leftovers-wait-for-a-flush', "markers", 'lakevilla/core/deletes.py',
+      '                self._arm()',
+      '                pass',
+      [SR + "test_a_batch_of_deletes_nobody_adds_to_goes_by_itself"],
+      "the keys of a client's last transactions wait until its next commit or flush"),
+    M('commit-reads-beside-its-put', "markers", 'lakevilla/core/per_table.py',
+      '                parallel.together(*flush, lambda: tw.log.write_commit(v, c))  # noqa: B023',
+      '                parallel.together(lambda: catch_up(tw, v), *flush,  # noqa: B023\n'
+      '                                  lambda: tw.log.write_commit(v, c))  # noqa: B023',
+      [RT + "test_an_r_writer_nobody_precedes_commits_without_a_marker[local]"],
+      "every commit attempt at the tail reads its version beside its put, the one that wins too "
+      "(a GET for nothing per commit)"),
     M('queue-claim-unpublished', "markers", 'lakevilla/core/markerset.py',
       '                    payload.footprint = self.overtake.claim_footprint(tw)',
       '                    payload.footprint = None',

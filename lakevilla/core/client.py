@@ -28,6 +28,7 @@ from ..parallel import SHARED, pmap
 from ..recovery.stalled import Services
 from ..settings import LakeSettings
 from ..store import ObjectStore
+from .deletes import LaterDeletes
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,6 +52,8 @@ class LakeClient:
         self._missed_checkpoints: set[str] = set()
         self._bg = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lakevilla-bg")
         self._bg_futures: list[Future[None]] = []
+        # what finished transactions leave (sublogs, redone files): one request for many
+        self.deletes = LaterDeletes(store, self.background)
         self._logs: dict[str, DeltaLog] = {}
         self._lock = threading.Lock()
         self.gvl = GlobalVersionLog(store)
@@ -91,10 +94,13 @@ class LakeClient:
 
         with self._lock:
             self._bg_futures = [f for f in self._bg_futures if not f.done()]
-            self._bg_futures.append(self._bg.submit(safe))
+            with contextlib.suppress(RuntimeError):  # closed: a batch's timer fired too late
+                self._bg_futures.append(self._bg.submit(safe))
 
     def flush(self) -> None:
-        """Wait for this client's background work."""
+        """Wait for this client's background work, the deletes that wait for a batch too."""
+        if self.deletes.waiting:
+            self.background(self.deletes.send)
         with self._lock:
             futs = list(self._bg_futures)
         for f in futs:

@@ -88,11 +88,10 @@ class Decider:
         if not garbage and not keys:
             return
 
-        def work() -> None:  # one request (S3's DeleteObjects) for the redone files and the sublogs
-            doomed = [data_file_key(name, p, ctx.client.root_uri) for name, p in garbage]
-            delete_keys(ctx, doomed + (keys if ctx.settings.delete_sublogs else []))
-
-        ctx.client.background(work)
+        # one request (S3's DeleteObjects) for the redone files and the sublogs of this and the
+        # client's other finished transactions (core/deletes.py)
+        doomed = [data_file_key(name, p, ctx.client.root_uri) for name, p in garbage]
+        ctx.client.deletes.add(doomed + (keys if ctx.settings.delete_sublogs else []))
 
     def undo(self) -> None:
         """The transaction aborted before any decision: release markers and names, delete the

@@ -1,7 +1,8 @@
 """R's decision (and a one-table CT commit's): each table decides by its own commit.
 
 At the tail the commit is one put-if-absent right after what we know, racing other writers
-optimistically; a race lost to a commit that conflicts costs a redo, and after
+optimistically; a lost race costs a short random pause and a read forward to the first free
+version (not a put per version others took), one lost to a commit that conflicts a redo, and after
 ``QUEUE_AFTER_CONFLICTS`` of those (or the whole retry budget) the transaction claims a
 marker and queues, so that it cannot starve. In place, it fills the marker it claimed at its
 first write, unless a checkpoint or a foreign commit lies above it. A table the transaction
@@ -11,6 +12,8 @@ creates decides by a transaction record of its own, which its name's reservation
 from __future__ import annotations
 
 import functools
+import random
+import time
 from typing import TYPE_CHECKING
 
 from .. import parallel
@@ -22,7 +25,7 @@ from ..delta.log import VersionExists
 from ..errors import LakeVillaError, TransactionAborted
 from ..markers.marker import ENGINE_INFO, MarkerLost
 from ..markers.marker import rewrite as rewrite_marker
-from ..markers.overtake import QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST
+from ..markers.overtake import BACK_OFF_LOSSES, QUEUE_AFTER_CONFLICTS, RELIST_AFTER_LOST
 from ..markers.publish import publish_create
 from ..store import NotFound
 from ..vocab import CommitMode
@@ -119,26 +122,21 @@ class PerTable(Decider):
                 return tw.marker.version
             ctx.check_age()
             ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
+            put_at = time.monotonic()
             try:
                 v, c = latest + 1, commit
                 # a redo's entries
                 flush = [self.journal.flush] if self.journal.has_deferred else []
-                # once a LIST has found the tail, look one version past ours as well: taken too, we
-                # are behind again (LIST); free, we lost a race at the tail (put again, no LIST)
-                ahead = lost >= RELIST_AFTER_LOST
-                peeks = ([lambda: _peek(tw, v)]  # noqa: B023
-                         + ([lambda: _peek(tw, v + 1)] if ahead else []))  # noqa: B023
-                parallel.together(*peeks, *flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
+                parallel.together(*flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 ctx.in_doubt = None
                 ctx.stats["retries"] += 1
                 # followers overtaking us must not starve us
                 self.overtake.lost_race(tw, latest + 1)
                 lost += 1
-                # again and again: we are behind (others committed while we waited), not racing;
-                # one LIST finds the tail instead of a put per version
-                if lost >= RELIST_AFTER_LOST and (not ahead or tw.log.known_latest() > v):
-                    tw.log.latest_version()
+                if tw.marker is None:  # a queued turn backs off for nobody: followers wait for it
+                    back_off(lost, time.monotonic() - put_at)
+                catch_up(tw, v)
                 continue
             ctx.landed(tw, latest + 1)
             ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
@@ -174,10 +172,25 @@ class PerTable(Decider):
         self.ctx.post_commit("checkpoint", self.after_table_commit, tw, version)
 
 
-def _peek(tw: TableWork, version: int) -> None:
-    """Read ``version`` while our commit is put there: if another commit took it, the next
-    attempt validates against it without a round trip of its own."""
-    try:
-        tw.log.read_commit_raw(version)
-    except (NotFound, LakeVillaError):
-        pass  # nothing there (ours lands), or unreadable now: the next attempt reads it again
+def back_off(lost: int, put_took: float) -> None:
+    """After a race lost without a marker: pause a random part of ``lost`` times what the lost put
+    took. Every writer that lost the race learned the tail at once and would put at the next
+    version together, all but one in vain (in YCSB A four puts in five lost); spread out, the
+    next version mostly finds one writer, and the others find it taken when they read."""
+    time.sleep(random.uniform(0, min(lost, BACK_OFF_LOSSES) * put_took))
+
+
+def catch_up(tw: TableWork, lost_at: int) -> None:
+    """After a race lost at ``lost_at``: read forward from there to the first free version, so
+    that the next put goes there instead of one lost put per version taken meanwhile (each commit
+    read is one the next validation needs; the free version costs one 404). A writer still
+    finding versions taken after ``RELIST_AFTER_LOST`` reads is behind, not racing: one LIST
+    finds the tail, and the validation reads the commits up to it in parallel."""
+    for version in range(lost_at, lost_at + RELIST_AFTER_LOST):
+        try:
+            tw.log.read_commit_raw(version)
+        except NotFound:
+            return
+        except LakeVillaError:
+            return  # unreadable now: the next attempt's put finds out again
+    tw.log.latest_version()

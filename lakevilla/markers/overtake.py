@@ -44,11 +44,12 @@ WITHDRAW_AFTER = 3
 # spent, so that the race still ends in a turn, not an abort. The queued turn then gets the whole
 # ``max_retries`` budget of its own.
 QUEUE_AFTER_CONFLICTS = 3
-# Races a commit loses in a row before it LISTs the log: it is behind (others committed while it
-# waited), not racing. After that LIST each attempt also reads the version past its own, and LISTs
-# again only when that one is taken too (a LIST is a serial round trip; the
-# read goes beside the put).
+# Versions a commit that lost a race reads forward from the winner's before it LISTs the log
+# instead: still finding them taken, it is behind (others committed while it waited), not racing.
 RELIST_AFTER_LOST = 3
+# A commit without a marker that lost a race pauses up to this many times (at most) what its lost
+# put took, a random part of it: racers spread out instead of all putting at the next version.
+BACK_OFF_LOSSES = 4
 
 
 class NeverOvertake:

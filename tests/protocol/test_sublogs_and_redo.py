@@ -145,6 +145,46 @@ def test_a_committed_r_writer_deletes_its_sublogs_and_redone_files_in_one_reques
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
+def test_a_client_deletes_what_its_finished_transactions_leave_in_one_request(backend):
+    """Issue 39: a client committing one short R transaction after another does not pay a delete
+    request per transaction: what each leaves (sublog entries, the file a redone statement first
+    wrote) waits for the client's next batch, and one request deletes all of it."""
+    from lakevilla.names import sublog_prefix
+
+    numbered_table(backend)
+    counting = lv.store.CountingStore(backend.store())
+    lake = backend.lake(store=counting)
+    txns = []
+    for i in (1, 2, 3):
+        with lake.transaction("R") as t:
+            t.update("t", set={"value": f"value + {i}"}, where=f"id = {i}")
+        txns.append(t)
+    lake.flush()
+    assert [t.stats["sublogs"] for t in txns] == [1, 1, 1]
+    assert counting.snapshot()["delete"] == 1
+    assert all(list(backend.store().list(sublog_prefix(t.id))) == [] for t in txns)
+    assert rows(lake.read("t")) == backend.delta_rows("t")
+
+
+def test_a_batch_of_deletes_nobody_adds_to_goes_by_itself():
+    """The keys of a client's last transactions do not wait for its next commit or flush: a batch
+    goes once its oldest key has waited ``max_wait``."""
+    from lakevilla.core.deletes import LaterDeletes
+
+    deleted: list[str] = []
+    sent = threading.Event()
+
+    class Store:
+        def delete_many(self, keys):
+            deleted.extend(keys)
+            sent.set()
+
+    deletes = LaterDeletes(Store(), lambda fn: fn(), max_wait=0.05)  # type: ignore[arg-type]
+    deletes.add(["a", "b", "c"])
+    assert sent.wait(10)
+    assert deleted == ["a", "b", "c"] and deletes.waiting == 0
+
+
 class _EntriesHeldUntilCommit(lv.store.StoreWrapper):
     """Holds every sublog PUT until a commit's put-if-absent to a Delta log has started; records
     the order in which the entries went out and how many were held at once."""
