@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import threading
 from collections.abc import Collection, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -42,7 +41,7 @@ from ..scan import duck
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
-from . import change_data, dv_rewrite, generated, identity, mapped_read, ranged
+from . import change_data, dv_rewrite, generated, identity, mapped_read, parquet_read, ranged
 from .api import (
     RewriteResult,
     TableContext,
@@ -223,25 +222,11 @@ class EmbeddedEngine:
             return pa.concat_tables(out)
         strings = tuple(c for c in columns if pa.types.is_string(ctx.schema.field(c).type)
                         and c not in filter_columns and c not in ctx.partition_columns)
-        out = []
-        batches = ranged.batches(self._sources(ctx, files, fetched))
-        # batch i+1 is fetched while batch i decodes (on a thread of its own: the fetch fans out
-        # over the store's pool, which a task already in that pool could not do)
-        ahead = (ThreadPoolExecutor(1, thread_name_prefix="lakevilla-scan") if len(batches) > 1
-                 else None)
-        try:
-            pending = None
-            for i, batch in enumerate(batches):
-                got = pending.result() if pending is not None else \
-                    self._fragments(ctx, batch, fetch, filter, strings)
-                pending = None
-                if ahead is not None and i + 1 < len(batches):
-                    pending = ahead.submit(self._fragments, ctx, batches[i + 1], fetch, filter,
-                                           strings)
-                out.extend(self._decode_batch(ctx, schema, columns, filter, *got))
-        finally:
-            if ahead is not None:
-                ahead.shutdown(wait=True, cancel_futures=True)
+        # batch i+1 is fetched while the batches before it decode, side by side
+        out = parquet_read.pipelined(
+            ranged.batches(self._sources(ctx, files, fetched)),
+            lambda batch: self._fragments(ctx, batch, fetch, filter, strings),
+            lambda got: self._decode_batch(ctx, schema, columns, filter, *got))
         return pa.concat_tables(out) if out else schema.empty_table()
 
     def _read_live(self, ctx: TableContext, add: AddFile, schema: pa.Schema, fetch: list[str],

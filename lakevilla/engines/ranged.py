@@ -33,6 +33,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ..store import NotFound, ObjectStore
+from . import parquet_read
 
 FOOTER_GUESS = 64 * 1024
 WHOLE_FILE_BYTES = 1 << 20  # one GET of a file this small costs about one round trip
@@ -41,6 +42,8 @@ PADDING = 1024  # old writers under-report a chunk's length (PARQUET-816): read 
 # files are fetched and decoded in batches of about this many bytes (the next batch is fetched
 # while one decodes)
 BATCH_BYTES = 32 << 20
+# the first batch is small (about one file), so that decoding starts after one file's fetch
+FIRST_BATCH_BYTES = 4 << 20
 
 FORMAT = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(coerce_int96_timestamp_unit="us"))
 # data pages of dictionary indices take a few bytes a value; plain strings at least 4 (the length)
@@ -159,6 +162,17 @@ def _metadata(src: Source) -> pq.FileMetaData:
         raise NotParquet(src.key, str(e).splitlines()[0]) from None
 
 
+def _bounded(fmt: ds.ParquetFileFormat, src: Source, md: pq.FileMetaData, groups: list[int],
+             schema: pa.Schema, columns: set[str], frag: Any) -> Any:
+    """``frag`` with what its footer bounds for ``columns`` added to its guarantee
+    (``parquet_read.bounds``), so that pyarrow simplifies the filter before evaluating it."""
+    known = parquet_read.bounds(md, groups, schema, columns)
+    if known is None:
+        return frag
+    guarantee = known if src.partition is None else src.partition & known
+    return fmt.make_fragment(src.buffer, partition_expression=guarantee, row_groups=groups)
+
+
 def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, columns: list[str],
             pushed: Any, pmap: Callable,
             dictionary: tuple[str, ...] = ()) -> tuple[list[Any], tuple[str, ...]]:
@@ -182,6 +196,8 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
         except (pa.ArrowInvalid, OSError) as e:
             raise NotParquet(src.key, str(e).splitlines()[0]) from None
         groups = [rg.id for rg in frag.row_groups]
+        if pushed is not None and groups:
+            frag = _bounded(fmt, src, md, groups, schema, wanted, frag)
         src.fragment = frag
         if not groups or src.complete:
             continue
@@ -204,11 +220,13 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
 
 def batches(sources: list[Source]) -> list[list[Source]]:
     """Sources in batches of about ``BATCH_BYTES`` (a full scan of a big table is fetched and
-    decoded batch by batch, not held compressed all at once)."""
+    decoded batch by batch, not held compressed all at once), the first of about
+    ``FIRST_BATCH_BYTES``."""
     out: list[list[Source]] = []
     size = 0
+    first = min(FIRST_BATCH_BYTES, BATCH_BYTES)
     for s in sources:
-        if not out or size + s.size > BATCH_BYTES:
+        if not out or size + s.size > (first if len(out) == 1 else BATCH_BYTES):
             out.append([])
             size = 0
         out[-1].append(s)

@@ -382,6 +382,98 @@ def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backen
         local_backend.lake(store=store).read("t")
 
 
+def test_batches_decode_side_by_side_in_order_and_fetch_at_most_a_few_ahead():
+    """Batch i+1 decodes while batch i still does (no barrier between batches), the tables
+    come out in batch order, and while a batch's decode is unfinished no batch more than
+    DECODERS + 1 after it is fetched (the compressed bytes held stay a few batches)."""
+    import threading
+
+    from lakevilla.engines import parquet_read
+
+    n = parquet_read.DECODERS + 4
+    fetched: list[int] = []
+    second_started, too_far = threading.Event(), threading.Event()
+    held: list[bool] = []
+
+    def fetch(i):
+        fetched.append(i)
+        if i > parquet_read.DECODERS + 1:
+            too_far.set()
+        return i
+
+    def decode(i):
+        if i == 0:  # held until batch 1 decodes beside it (bounded: a broken pipeline fails)
+            assert second_started.wait(timeout=30), "batch 1 did not decode beside batch 0"
+            # a fetch past the bound would come while this decode is held: give it a second
+            held.append(too_far.wait(timeout=1))
+        elif i == 1:
+            second_started.set()
+        return [pa.table({"b": [i]})]
+
+    got = parquet_read.pipelined(list(range(n)), fetch, decode)
+    assert [t.column("b")[0].as_py() for t in got] == list(range(n))
+    assert fetched == list(range(n))
+    assert held == [False], "a batch too far ahead was fetched while batch 0 decoded"
+
+
+BOUNDED = pa.schema([("id", pa.int64()), ("i", pa.int32()), ("d", pa.date32()),
+                     ("s", pa.string())])
+
+
+def _bounded_rows(f: int) -> list[dict]:
+    """File f: ``i`` in 10f..10f+9 (NULL in every third row of the odd files), ``d`` one date."""
+    return [{"id": 10 * f + j, "i": None if f % 2 and j % 3 == 0 else 10 * f + j,
+             "d": dt.date(2024, 1, 1 + f), "s": f"s{j}"} for j in range(10)]
+
+
+@pytest.mark.parametrize("where", [
+    "i >= 0", "i < 39", "i <= 39", "i > 10", "i >= 10 AND i < 20", "i = 19", "i <> 20",
+    "i IS NULL", "i IS NOT NULL", "i IS NULL OR i > 33", "NOT (i > 25)", "i IN (9, 10, 31)",
+    "i BETWEEN 12 AND 27", "d >= DATE '2024-01-02'", "d < DATE '2024-01-02' OR i IS NULL",
+    "i >= 0 AND s = 's3'"])
+def test_footer_bounds_given_to_the_scan_hold_for_every_row(local_backend, monkeypatch, where):
+    """The scan tells pyarrow what each file's footer bounds for its integer and date columns
+    (min, max, and whether a NULL may occur in the row groups it reads), so that pyarrow drops
+    the comparisons they decide: a read still returns exactly the rows the predicate selects,
+    at the bounds themselves, with NULLs, and with row groups skipped."""
+    monkeypatch.setattr(embedded, "ROW_GROUP_ROWS", 4)
+    lake = local_backend.lake()
+    lake.create_table("t", BOUNDED)
+    for f in range(4):
+        with lake.transaction(features="") as txn:
+            txn.insert("t", _bounded_rows(f))
+    every = pa.Table.from_pylist([r for f in range(4) for r in _bounded_rows(f)], BOUNDED)
+    want = selected_ids(every, where)
+    got = local_backend.lake().read("t", where=where)
+    assert sorted(got.column("id").to_pylist()) == want
+
+
+def test_footer_bounds_cover_only_exact_signed_integer_and_date_statistics(tmp_path):
+    """Bounds come from integer and date columns only (a writer may truncate strings'
+    statistics), a column whose row groups may hold a NULL admits it, and a column a row
+    group has no statistics for gives no bound."""
+    from lakevilla.engines.parquet_read import bounds
+
+    t = pa.table({"i": pa.array([5, None, 9, 2], pa.int64()), "j": pa.array([1, 2, 3, 4]),
+                  "u": pa.array([1, 2, 3, 4], pa.uint32()), "s": ["a", "b", "c", "d"],
+                  "d": pa.array([dt.date(2024, 1, 3), dt.date(2024, 1, 1)] * 2)})
+    pq.write_table(t, tmp_path / "f.parquet", row_group_size=2)
+    md = pq.ParquetFile(tmp_path / "f.parquet").metadata
+    schema = pa.schema([("i", pa.int64()), ("j", pa.int64()), ("u", pa.int64()),
+                        ("s", pa.string()), ("d", pa.date32())])
+    got = bounds(md, [0, 1], schema, set(schema.names))
+    import pyarrow.compute as pc
+
+    want = (((pc.field("i") >= 2) & (pc.field("i") <= 9)) | pc.field("i").is_null()) \
+        & ((pc.field("j") >= 1) & (pc.field("j") <= 4)) \
+        & ((pc.field("d") >= pa.scalar(dt.date(2024, 1, 1)))
+           & (pc.field("d") <= pa.scalar(dt.date(2024, 1, 3))))
+    assert got.equals(want), str(got)
+    assert str(bounds(md, [1], schema, {"i"})) == str((pc.field("i") >= 2) & (pc.field("i") <= 9))
+    pq.write_table(t, tmp_path / "g.parquet", write_statistics=["j"])
+    assert bounds(pq.ParquetFile(tmp_path / "g.parquet").metadata, [0], schema, {"i", "s"}) is None
+
+
 def local_backend_ctx(lake, name):
     from lakevilla.engines.api import TableContext
 
