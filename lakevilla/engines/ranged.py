@@ -5,7 +5,8 @@ slowed and fault-injected, and its exceptions reach the caller), and pyarrow dec
 from memory on its own threads without calling back into Python. Per file:
 
 1. the footer, by one suffix GET (a second only for a footer longer than the guess);
-   a file no larger than ``WHOLE_FILE_BYTES`` is fetched whole by one GET instead;
+   a file no larger than ``WHOLE_FILE_BYTES``, or any file of a scan that needs every
+   column and has no filter to skip row groups by, is fetched whole by one GET instead;
 2. the row groups the pushed filter cannot rule out, decided by pyarrow from the
    footer's statistics (``ParquetFileFragment.subset``);
 3. the column chunks of the needed columns in those row groups, coalesced into few
@@ -106,12 +107,12 @@ def _get(store: ObjectStore, key: str, start: int, length: int | None = None) ->
         raise MissingDataFile(key) from None
 
 
-def _open(store: ObjectStore, src: Source) -> None:
-    """Fetch the footer (or the whole small file) into a buffer of the file's size; nothing
-    when an earlier scan of the same file left it whole."""
+def _open(store: ObjectStore, src: Source, whole: bool = False) -> None:
+    """Fetch the footer (or the whole file: small, or ``whole``) into a buffer of the file's
+    size; nothing when an earlier scan of the same file left it whole."""
     if src.complete:
         return
-    if src.size <= WHOLE_FILE_BYTES:
+    if src.size <= WHOLE_FILE_BYTES or whole:
         data = _get(store, src.key, 0)
         src.buffer, src.complete = pa.py_buffer(data), True
         return
@@ -179,7 +180,9 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
     """Fetch what a scan of ``columns`` under ``pushed`` needs from each source; the fragments
     to scan (files whose row groups all fail the filter are left out), and which of the
     ``dictionary`` columns they decode as dictionaries (those encoded so in every file)."""
-    pmap(lambda s: _open(store, s), sources)
+    # a scan of every column with nothing to skip needs all of each file: one GET, no footer first
+    whole = pushed is None and set(schema.names) <= set(columns)
+    pmap(lambda s: _open(store, s, whole), sources)
     wanted = set(columns)
     if dictionary:
         metas = [_metadata(src) for src in sources]
