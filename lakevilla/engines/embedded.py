@@ -1,9 +1,10 @@
 """The embedded engine: pyarrow for Parquet, DuckDB for ``where`` and ``set`` expressions.
 
-A scan reads the surviving files as one pyarrow dataset (in parallel, only the
-columns it needs, partition values from the add actions), over a file system
-whose every byte is a ranged GET through the lake's store (``storefs``: counted,
-slowed, fault-injected). What the scan may skip is pushed into Parquet
+A scan reads the surviving files in batches of pyarrow datasets (only the columns it
+needs, partition values from the add actions, each file's footer bounds as a guarantee),
+decoded side by side while the next batch is fetched (``parquet_read``), every byte a
+ranged GET through the lake's store (``ranged``: counted, slowed, fault-injected). What
+the scan may skip is pushed into Parquet
 (``pushdown``: row groups and rows that provably cannot match); which rows match
 is always decided by DuckDB evaluating the checked ``where``
 (``lakevilla.scan.expressions``) over arrow data we hand it, on a locked-down

@@ -11,7 +11,8 @@ from memory on its own threads without calling back into Python. Per file:
    footer's statistics (``ParquetFileFragment.subset``);
 3. the column chunks of the needed columns in those row groups, coalesced into few
    ranged GETs, written at their offsets into a buffer of the file's size (pages
-   never written are never touched, so never resident).
+   never written are never touched, so never resident); or, when they make up most of
+   the file (``WHOLE_SHARE``), the whole file by one GET, used as it comes.
 
 A string column whose chunks are dictionary-encoded throughout (``dictionary_columns``)
 is decoded as a dictionary when the caller allows it: indices instead of one string per
@@ -43,6 +44,9 @@ PADDING = 1024  # old writers under-report a chunk's length (PARQUET-816): read 
 # files are fetched and decoded in batches of about this many bytes (the next batch is fetched
 # while one decodes)
 BATCH_BYTES = 32 << 20
+# a file whose needed chunks are this share of its size is fetched whole after its footer: its
+# bytes serve pyarrow as they come (a buffer of chunks costs an allocation and a copy of each)
+WHOLE_SHARE = 0.9
 # the first batch is small (about one file), so that decoding starts after one file's fetch
 FIRST_BATCH_BYTES = 4 << 20
 
@@ -208,10 +212,19 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
         footer_start = src.size - 8 - int.from_bytes(
             memoryview(src.buffer).cast("B")[-8:-4].tobytes(), "little")
         src.ranges = _chunk_ranges(md, groups, wanted, footer_start)
-        jobs += [(src, s, e) for s, e in src.ranges]
+        if WHOLE_SHARE and sum(e - s for s, e in src.ranges) >= WHOLE_SHARE * src.size:
+            jobs.append((src, 0, -1))  # most of the file: all of it, as it is stored
+        else:
+            jobs += [(src, s, e) for s, e in src.ranges]
 
     def fetch(job: tuple[Source, int, int]) -> None:
         src, s, e = job
+        if e < 0:
+            src.buffer, src.complete = pa.py_buffer(_get(store, src.key, 0)), True
+            src.fragment = fmt.make_fragment(src.buffer,
+                                             partition_expression=src.fragment.partition_expression,
+                                             row_groups=[rg.id for rg in src.fragment.row_groups])
+            return
         data = _get(store, src.key, s, e - s)
         assert src.buffer is not None
         memoryview(src.buffer).cast("B")[s:s + len(data)] = data

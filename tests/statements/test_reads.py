@@ -245,6 +245,29 @@ def test_point_read_gets_one_row_group_of_one_file(backend, monkeypatch):
     assert (n, b) == (0, 0) and got["none"].num_rows == 0
 
 
+def test_a_filtered_read_that_needs_most_of_a_file_fetches_it_whole_after_its_footer(
+        local_backend, monkeypatch):
+    """When the footer shows that the columns and row groups a scan needs make up most of a
+    file, the file is fetched whole, as stored (its bytes then serve pyarrow as they are,
+    not copied chunk by chunk into a buffer); a scan needing little of it still fetches only
+    its chunks."""
+    monkeypatch.setattr("lakevilla.engines.ranged.WHOLE_FILE_BYTES", 0)
+    lake, store = _lake(local_backend)
+    lake.create_table("t", WIDE.append(pa.field("p", pa.string())), partition_by=["p"])
+    rows = [{**r, "p": f"p{r['id'] // 1000}"} for r in _wide_rows(0, 3000)]
+    for f in range(3):
+        with lake.transaction(features="") as txn:
+            txn.insert("t", rows[f * 1000:(f + 1) * 1000])
+    sizes = [a.size for a in lake.snapshot("t").files.values()]
+    tail = min(embedded.ranged.FOOTER_GUESS, min(sizes))
+    got = {}
+    n, b = _data_requests(store, lambda: got.setdefault("k", lake.read("t", where="k = 3")))
+    assert sorted(got["k"].to_pylist(), key=lambda r: r["id"]) == [r for r in rows if r["k"] == 3]
+    assert (n, b) == (2 * len(sizes), len(sizes) * tail + sum(sizes))  # footer, then all of it
+    n, b = _data_requests(store, lambda: lake.read("t", where="k = 3", columns=["id"]))
+    assert n == 2 * len(sizes) and b < sum(sizes) / 4  # footer, then the id and k chunks
+
+
 def test_update_and_delete_read_whole_only_files_with_a_match(backend, monkeypatch):
     """A file whose statistics admit the predicate but that holds no matching row is read by
     its predicate column only and left alone."""
@@ -418,28 +441,32 @@ def test_batches_decode_side_by_side_in_order_and_fetch_at_most_a_few_ahead():
 
 
 BOUNDED = pa.schema([("id", pa.int64()), ("i", pa.int32()), ("d", pa.date32()),
-                     ("s", pa.string())])
+                     ("s", pa.string()), ("p", pa.string())])
 
 
 def _bounded_rows(f: int) -> list[dict]:
     """File f: ``i`` in 10f..10f+9 (NULL in every third row of the odd files), ``d`` one date."""
     return [{"id": 10 * f + j, "i": None if f % 2 and j % 3 == 0 else 10 * f + j,
-             "d": dt.date(2024, 1, 1 + f), "s": f"s{j}"} for j in range(10)]
+             "d": dt.date(2024, 1, 1 + f), "s": f"s{j}", "p": "ab"[f % 2]} for j in range(10)]
 
 
 @pytest.mark.parametrize("where", [
     "i >= 0", "i < 39", "i <= 39", "i > 10", "i >= 10 AND i < 20", "i = 19", "i <> 20",
     "i IS NULL", "i IS NOT NULL", "i IS NULL OR i > 33", "NOT (i > 25)", "i IN (9, 10, 31)",
     "i BETWEEN 12 AND 27", "d >= DATE '2024-01-02'", "d < DATE '2024-01-02' OR i IS NULL",
-    "i >= 0 AND s = 's3'"])
-def test_footer_bounds_given_to_the_scan_hold_for_every_row(local_backend, monkeypatch, where):
+    "i >= 0 AND s = 's3'", "p = 'b' AND i < 30"])
+@pytest.mark.parametrize("whole_file_bytes", [0, 1 << 20])
+def test_footer_bounds_given_to_the_scan_hold_for_every_row(local_backend, monkeypatch, where,
+                                                            whole_file_bytes):
     """The scan tells pyarrow what each file's footer bounds for its integer and date columns
     (min, max, and whether a NULL may occur in the row groups it reads), so that pyarrow drops
     the comparisons they decide: a read still returns exactly the rows the predicate selects,
-    at the bounds themselves, with NULLs, and with row groups skipped."""
+    at the bounds themselves, with NULLs, with row groups skipped, beside partition values,
+    and whether the files are fetched whole at once or footer first."""
     monkeypatch.setattr(embedded, "ROW_GROUP_ROWS", 4)
+    monkeypatch.setattr("lakevilla.engines.ranged.WHOLE_FILE_BYTES", whole_file_bytes)
     lake = local_backend.lake()
-    lake.create_table("t", BOUNDED)
+    lake.create_table("t", BOUNDED, partition_by=["p"])
     for f in range(4):
         with lake.transaction(features="") as txn:
             txn.insert("t", _bounded_rows(f))
