@@ -237,7 +237,10 @@ def prepare(store: ObjectStore, sources: list[Source], schema: pa.Schema, column
 def batches(sources: list[Source]) -> list[list[Source]]:
     """Sources in batches of about ``BATCH_BYTES`` (a full scan of a big table is fetched and
     decoded batch by batch, not held compressed all at once), the first of about
-    ``FIRST_BATCH_BYTES``."""
+    ``FIRST_BATCH_BYTES``; one batch when they all fit in one (a scan that small gains less
+    from overlapping its fetch and decode than the pipeline's threads cost it)."""
+    if sum(s.size for s in sources) <= BATCH_BYTES:  # nothing worth overlapping: one batch
+        return [sources] if sources else []
     out: list[list[Source]] = []
     size = 0
     first = min(FIRST_BATCH_BYTES, BATCH_BYTES)

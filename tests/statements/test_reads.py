@@ -406,6 +406,19 @@ def test_a_scan_in_batches_fetches_ahead_and_keeps_order_and_errors(local_backen
         local_backend.lake(store=store).read("t")
 
 
+def test_a_scan_that_fits_one_batch_is_one_batch_and_a_bigger_one_starts_small():
+    """Files that fit in one batch are fetched and decoded together (a pipeline would only add
+    its threads); a bigger scan's first batch is about one file, so decoding starts early."""
+    from lakevilla.engines import ranged
+
+    mb = 1 << 20
+    small = [ranged.Source(f"f{i}", 4 * mb) for i in range(ranged.BATCH_BYTES // (4 * mb))]
+    assert ranged.batches(small) == [small]
+    big = [ranged.Source(f"f{i}", 4 * mb) for i in range(20)]
+    got = ranged.batches(big)
+    assert [len(b) for b in got] == [1, 8, 8, 3] and sum(got, []) == big
+
+
 def test_batches_decode_side_by_side_in_order_and_fetch_at_most_a_few_ahead():
     """Batch i+1 decodes while batch i still does (no barrier between batches), the tables
     come out in batch order, and while a batch's decode is unfinished no batch more than
