@@ -528,7 +528,8 @@ class DeltaLog:
             interval = DEFAULT_CHECKPOINT_INTERVAL
         return interval > 0 and version > 0 and version % interval == 0
 
-    def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None) -> None:
+    def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None,
+                         tags: dict[str, str] | None = None) -> None:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         keep_after = now_ms - _retention_ms(snap.metadata.configuration)
         files = snap.files.table()
@@ -543,7 +544,7 @@ class DeltaLog:
         self.store.put(self.prefix + name if name else self.checkpoint_key(snap.version), data)
         self.store.put(self.last_checkpoint_key,
                        last_checkpoint_json(snap.version, rows, len(data), files.num_rows,
-                                            v2_name=name, now_ms=now_ms))
+                                            v2_name=name, now_ms=now_ms, tags=tags))
         with self._lock:
             self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)
 
