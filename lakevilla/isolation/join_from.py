@@ -33,7 +33,7 @@ TAG = "lakevilla.joinFrom"
 # commits a checkpoint examines at most to extend the promise (beyond: it keeps the old one)
 WINDOW = 500
 
-# per log: the newest promise this process wrote or read (saves a GET of _last_checkpoint)
+# per log: the newest promise this process wrote or read
 _promised: weakref.WeakKeyDictionary[DeltaLog, int] = weakref.WeakKeyDictionary()
 
 
@@ -52,9 +52,12 @@ def checkpoint_tags(log: DeltaLog, version: int) -> dict[str, str]:
     """The tags of a checkpoint at ``version``: the promise extended over the commits up to it
     (read by the checkpointer already: from the cache). Empty when nothing can be promised."""
     f = _promised.get(log)
-    if f is None:  # one GET per table and client; no checkpoint or no tag: from the log's start
-        f = promised(log.read_last_checkpoint())
-        f = -1 if f is None else f
+    if f is None:  # the _last_checkpoint this client's snapshot started from (read if none was)
+        hint = log.hints_read[0] if log.hints_read else log.read_last_checkpoint()
+        given = promised(hint)
+        if given is None and hint is not None:
+            return {}  # checkpointed by a client that promises nothing: its commits are not at hand
+        f = -1 if given is None else given  # no checkpoint yet: from version 0 on
     if f < version and version - f <= WINDOW:
         try:
             for v, c in log.commits_between(f, version):
