@@ -138,7 +138,8 @@ class Closure:
             return None
         checkpoint, start = hint
         try:
-            newest = log.probe_versions(max(checkpoint, log.known_latest()))
+            # the commits after the checkpoint: one LIST (GET-probing them is a round trip each)
+            newest = max([checkpoint, log.known_latest(), *log.list_log(after=checkpoint).commits])
             scan = self._examine(t, log, None, start, newest, -1)
         except CorruptLogError:
             return None  # commits after the promise were cleaned up: the whole log
