@@ -138,8 +138,11 @@ class Closure:
             return None
         checkpoint, start = hint
         try:
-            # the commits after the checkpoint: one LIST (GET-probing them is a round trip each)
-            newest = max([checkpoint, log.known_latest(), *log.list_log(after=checkpoint).commits])
+            # the newest commit: GET-probed from what this client knows if that is past the
+            # checkpoint (one round trip when nothing is new), else one LIST after the checkpoint
+            known = log.known_latest()
+            newest = (log.probe_versions(known) if known >= checkpoint
+                      else max([checkpoint, *log.list_log(after=checkpoint).commits]))
             scan = self._examine(t, log, None, start, newest, -1)
         except CorruptLogError:
             return None  # commits after the promise were cleaned up: the whole log

@@ -74,9 +74,14 @@ def checkpoint_tags(log: DeltaLog, version: int) -> dict[str, str]:
 
 def join_start(log: DeltaLog) -> tuple[int, int] | None:
     """(checkpoint version, promised version) for the join of ``log``'s table, or None (no
-    promise: examine the whole log). One GET of ``_last_checkpoint``."""
-    hint = log.read_last_checkpoint()
+    promise: examine the whole log). The ``_last_checkpoint`` this client read last if it
+    promises a version near what it knows of the table (a promise stays true; the join reads
+    the rest), else one GET of it."""
+    hint = log.hints_read[0] if log.hints_read else None
     f = promised(hint)
+    if f is None or log.known_latest() - f > WINDOW:
+        hint = log.read_last_checkpoint()
+        f = promised(hint)
     if hint is None or f is None:
         return None
     _promised[log] = max(f, _promised.get(log, -1))
