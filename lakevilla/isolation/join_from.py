@@ -14,8 +14,9 @@ it writes into ``_last_checkpoint`` (Delta's ``tags`` map, which other clients i
 ``lakevilla.joinFrom`` = f: every commit at or below f is of that kind. Commits never change
 once written (markers only close), so the promise stays true; the next checkpoint extends it
 from there over the commits it examines, and stops at the first commit that is not of that
-kind (which a join then examines, with everything after it). A join reads the hint (one GET)
-and examines only the commits after f. A ``_last_checkpoint`` without the tag (written by
+kind (which a join then examines, with everything after it). A join takes the hint its client
+read last (the table's snapshot just read it; else one GET) and examines only the commits
+after f. A ``_last_checkpoint`` without the tag (written by
 another client), or commits after f that are gone, make the join examine the whole log, as
 before.
 """
