@@ -16,9 +16,8 @@ once written (markers only close), so the promise stays true; the next checkpoin
 from there over the commits it examines, and stops at the first commit that is not of that
 kind (which a join then examines, with everything after it). A join takes the hint its client
 read last (the table's snapshot just read it; else one GET) and examines only the commits
-after f. A ``_last_checkpoint`` without the tag (written by
-another client), or commits after f that are gone, make the join examine the whole log, as
-before.
+after f. A ``_last_checkpoint`` without the tag (written by another client), or commits after
+f that are gone, make the join examine the whole log, as before.
 """
 
 from __future__ import annotations
