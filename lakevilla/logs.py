@@ -88,8 +88,9 @@ def gvl_abort(attempt: str, seq: int) -> None:
 
 
 def joining(table: str, commits: int, start: int) -> None:
-    """A table new to the global log is read over its whole log (until an entry knows it): on a
-    long log this is the slow part of the first isolated transaction that reads it."""
+    """A table new to the global log is examined from where its checkpoint's promise ends, or
+    over its whole log without one (until an entry knows it): on a long log without a promise
+    this is the slow part of the first isolated transaction that reads it."""
     _emit(transaction_log, logging.INFO, "join",
           "table %s is new to the global log: reading the %d commits of its log after version %d",
           table, commits, start, table=table, commits=commits, start=start)

@@ -32,6 +32,7 @@ from .errors import (
     UnsupportedTableFeatureError,
 )
 from .isolation import resolve as gvl_resolve
+from .isolation.join_from import checkpoint_tags
 from .markers import checkpoints
 from .markers.marker import RUNNING, marker_of
 from .names import TXN_DIR
@@ -105,7 +106,7 @@ class Maintenance:
         self._client.flush()
         log = self._client.log(name)
         self._check_features(log, check_writable)  # a checkpoint is a write of the table's log
-        return checkpoints.checkpoint_now(log)
+        return checkpoints.checkpoint_now(log, checkpoint_tags)
 
     @staticmethod
     def _check_features(log: DeltaLog, check: Callable[[str, Protocol, Metadata], None]) -> None:

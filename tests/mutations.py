@@ -744,14 +744,37 @@ MUTATIONS: list[Mutation] = [
             "not_know[local-x]"],
       "a multi-table commit is taken on one table without its other half"),
     M("closure-new-table-from-checkpoint", "one-cut", "lakevilla/isolation/closure.py",
-      "            start = newest\n            while start in present:\n"
-      "                start -= 1\n",
-      "            start = max(checkpoints, default=-1)\n",
+      "    start = newest\n    while start in present:\n"
+      "        start -= 1\n",
+      "    start = max(checkpoints, default=-1)\n",
       [OC + "test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_"
-            "table_was_read[local]"],
-      "a table new to the cut is examined from its newest checkpoint on: the half of a transfer "
-      "the checkpoint holds is taken although the other table, already read, cannot take its "
-      "half"),
+            "table_was_read[local-delta-rs]"],
+      "a table new to the cut whose checkpoint promises nothing (written by delta-rs) is examined "
+      "from its newest checkpoint on: the half of a transfer the checkpoint holds is taken "
+      "although the other table, already read, cannot take its half"),
+    M("join-starts-at-the-checkpoint", "one-cut", "lakevilla/isolation/closure.py",
+      "        checkpoint, start = hint\n",
+      "        checkpoint, start = hint[0], hint[0]\n",
+      [OC + "test_a_table_joined_at_a_checkpoint_never_shows_half_of_a_transfer_whose_other_"
+            "table_was_read[local-lakevilla]",
+       OC + "test_a_transfer_half_published_below_a_checkpoint_is_never_seen_half_by_a_join"
+            "[local-y]"],
+      "a table new to the cut is examined from its checkpoint on, not from where the checkpoint's "
+      "promise ends: a transfer's half between the two is taken unexamined"),
+    M("join-promise-covers-multi-table-commits", "one-cut", "lakevilla/isolation/join_from.py",
+      "                    break  # the first commit a join must examine",
+      "                    pass",
+      [OC + "test_a_transfer_half_published_below_a_checkpoint_is_never_seen_half_by_a_join"
+            "[local-y]"],
+      "a checkpoint promises that a multi-table commit below it needs no examination: a join "
+      "takes a transfer's half whose other half is not written yet"),
+    M("join-reads-the-whole-log", "one-cut", "lakevilla/isolation/closure.py",
+      "            joined = self._join(t, log, limit)\n",
+      "            joined = None\n",
+      [OC + "test_a_table_new_to_the_cut_joins_it_with_the_same_reads_whatever_its_log_length"
+            "[local]"],
+      "cost only: a table new to the cut is examined over its whole log although its checkpoint "
+      "promises where to start (a GET per commit)"),
     M("closure-new-table-starts-nowhere", "one-cut", "lakevilla/isolation/closure.py",
       "        if self._landed_by(w, attempt, sw.start):",
       "        if self._landed_by(w, attempt, sw.base):",

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from ..delta.log import DeltaLog
 from ..errors import ReadOnlyLakeError
 from ..isolation.gvl import GlobalVersionLog
+from ..isolation.join_from import checkpoint_tags
 from ..isolation.units import RecordCache
 from ..markers import checkpoints
 from ..markers.heartbeats import Heartbeats
@@ -119,7 +120,7 @@ class LakeClient:
     def checkpoint_if_due(self, log: DeltaLog, version: int) -> None:
         """After a commit: a checkpoint when one is due, or when an earlier one of this client
         failed (retried by its next commit). Raises if writing it fails (the caller counts it)."""
-        checkpoints.checkpoint_if_due(log, version, self._missed_checkpoints)
+        checkpoints.checkpoint_if_due(log, version, self._missed_checkpoints, checkpoint_tags)
 
     def close(self) -> None:
         self.heartbeats.stop()

@@ -402,11 +402,15 @@ def read_checkpoint_bytes(parts: list[bytes], where: str = "checkpoint",
 
 
 def last_checkpoint_json(version: int, size: int, size_in_bytes: int, num_add_files: int,
-                         v2_name: str | None = None, now_ms: int = 0) -> bytes:
-    """``_last_checkpoint``; ``v2_name`` names a UUID-named checkpoint (``v2Checkpoint``)."""
+                         v2_name: str | None = None, now_ms: int = 0,
+                         tags: dict[str, str] | None = None) -> bytes:
+    """``_last_checkpoint``; ``v2_name`` names a UUID-named checkpoint (``v2Checkpoint``);
+    ``tags``: Delta's string map for whatever else a writer tells (other clients ignore it)."""
     d: dict[str, Any] = {"version": version, "size": size, "sizeInBytes": size_in_bytes,
                          "numOfAddFiles": num_add_files}
     if v2_name is not None:
         d["v2Checkpoint"] = {"path": v2_name, "sizeInBytes": size_in_bytes,
                              "modificationTime": now_ms}
+    if tags:
+        d["tags"] = tags
     return json.dumps(d).encode()

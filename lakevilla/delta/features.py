@@ -11,7 +11,9 @@ written by
 domain is kept), a widened one in its current types. A change data feed is written
 (``engines/change_data.py``: ``cdc`` actions and ``_change_data/`` files in the statement's
 commit, by both engines) and read by ``lake.changes`` (``past/changes.py``). Identity columns
-(``identity.py``) and row tracking (``row_tracking.py``) are written.
+(``identity.py``) and row tracking (``row_tracking.py``) are written. ``_last_checkpoint``
+carries lakevilla's ``lakevilla.joinFrom`` in Delta's ``tags`` map (a string map any client may
+fill and others ignore: ``isolation/join_from.py``).
 What a feature's tables hold after random statements is checked against delta-rs
 (``tests/statements/test_feature_differential.py``).
 """

@@ -13,7 +13,7 @@ import re
 import threading
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -119,6 +119,7 @@ class DeltaLog:
         self._base: Snapshot | None = None
         self._latest = -1
         self._last_checkpoint_version = -1
+        self.hints_read: deque[dict | None] = deque(maxlen=1)  # _last_checkpoint, once read
         # (version, whether in-commit timestamps are on there) of the newest snapshot built: a
         # write just after it needs no GET of the previous commit to know
         self._ict_at: tuple[int, bool] = (-1, False)
@@ -216,15 +217,11 @@ class DeltaLog:
 
     def read_last_checkpoint(self) -> dict | None:
         try:
-            data = self.store.get(self.last_checkpoint_key).data
+            hint = _parse_hint(self.store.get(self.last_checkpoint_key).data)
         except NotFound:
-            return None
-        try:
-            d = json.loads(data)
-            int(d["version"])
-            return d
-        except (ValueError, KeyError, TypeError):
-            return None  # a damaged hint is only a hint: fall back to listing
+            hint = None
+        self.hints_read.append(hint)  # the newest one read last (what a checkpoint extends)
+        return hint
 
     def _load_checkpoint(self, version: int, keys: list[str]) -> SnapshotBuilder:
         try:
@@ -528,7 +525,8 @@ class DeltaLog:
             interval = DEFAULT_CHECKPOINT_INTERVAL
         return interval > 0 and version > 0 and version % interval == 0
 
-    def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None) -> None:
+    def write_checkpoint(self, snap: Snapshot, now_ms: int | None = None,
+                         tags: dict[str, str] | None = None) -> None:
         now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
         keep_after = now_ms - _retention_ms(snap.metadata.configuration)
         files = snap.files.table()
@@ -543,9 +541,18 @@ class DeltaLog:
         self.store.put(self.prefix + name if name else self.checkpoint_key(snap.version), data)
         self.store.put(self.last_checkpoint_key,
                        last_checkpoint_json(snap.version, rows, len(data), files.num_rows,
-                                            v2_name=name, now_ms=now_ms))
+                                            v2_name=name, now_ms=now_ms, tags=tags))
         with self._lock:
             self._last_checkpoint_version = max(self._last_checkpoint_version, snap.version)
+
+
+def _parse_hint(data: bytes) -> dict | None:
+    try:
+        d = json.loads(data)
+        int(d["version"])
+        return d
+    except (ValueError, KeyError, TypeError):
+        return None  # a damaged hint is only a hint: fall back to listing
 
 
 def _fill_listing_gaps(log: DeltaLog, out: LogListing) -> None:

@@ -28,12 +28,31 @@ from .. import logs
 from ..complex_txn import record as records
 from ..delta.actions import Commit
 from ..delta.log import DeltaLog
+from ..errors import CorruptLogError
 from ..markers.marker import commit_txn
 from ..markers.publish import find_commit, publish, publish_create
 from ..parallel import pmap
+from . import join_from
 from .units import ANNOUNCED, MULTI, OPEN_MARKER, RecordCache, unit_of
 
 _OK, _CAP, _AGAIN = "ok", "cap", "again"
+
+
+def _whole_log(log: DeltaLog) -> tuple[int, int, int]:
+    """(start, newest, floor) of a scan over every commit the log still has (one LIST): where
+    older commits were cleaned up, it starts after the gap and the table can be read only from
+    a checkpoint at or above it (``floor``)."""
+    listing = log.list_log()
+    present = set(listing.commits)
+    checkpoints = listing.complete_checkpoints()
+    newest = max(listing.commits + checkpoints, default=-1)
+    start = newest
+    while start in present:
+        start -= 1
+    floor = -1
+    if start >= 0:  # older commits were cleaned up: readable from a checkpoint at or above
+        floor = min((c for c in checkpoints if c >= start), default=newest)
+    return start, newest, floor
 
 
 @dataclass
@@ -47,6 +66,8 @@ class Scan:
     attempts: dict[str, int] = field(default_factory=dict)  # attempt -> version of its commit here
     # the oldest version it can be read at (a table new to the cut whose log was cleaned)
     floor: int = -1
+    # a table new to the cut examined after what its checkpoint (at this version) promises
+    checkpoint: int | None = None
 
 
 @dataclass
@@ -88,28 +109,49 @@ class Closure:
     def _scan(self, t: str) -> Scan:
         log = self.log_for(t)
         base = self.base_of(t)
+        limit = self.limits.get(t)
         floor = -1
         if base is None:
-            # new to the cut: every commit it still has is examined, not only those after its newest
-            # checkpoint, which may hold one half of a multi-table commit whose other half the cut
-            # lacks (a reader that read that other table already would see half of it)
-            listing = log.list_log()
-            present = set(listing.commits)
-            checkpoints = listing.complete_checkpoints()
-            newest = max(listing.commits + checkpoints, default=-1)
-            start = newest
-            while start in present:
-                start -= 1
-            if start >= 0:  # older commits were cleaned up: readable from a checkpoint at or above
-                floor = min((c for c in checkpoints if c >= start), default=newest)
+            joined = self._join(t, log, limit)
+            if joined is not None:
+                return joined
+            # new to the cut and no promise from its checkpoint: every commit it still has is
+            # examined, not only those after its newest checkpoint, which may hold one half of a
+            # multi-table commit whose other half the cut lacks (a reader that read that other
+            # table already would see half of it)
+            start, newest, floor = _whole_log(log)
             logs.joining(t, newest - start, start)
         else:
             known = log.known_latest()
-            limit = self.limits.get(t)
             # below a limit we already know of, nothing newer matters (our own written tables)
             newest = (known if limit is not None and limit <= known
                       else log.probe_versions(max(base, known)))
             start = base
+        return self._examine(t, log, base, start, newest, floor)
+
+    def _join(self, t: str, log: DeltaLog, limit: int | None) -> Scan | None:
+        """A table new to the cut whose checkpoint promises that every commit up to some version
+        is one any cut takes whole (join_from.py): only the commits after it are examined, with
+        the result examining all of them would give. None: examine the whole log."""
+        hint = join_from.join_start(log)
+        if hint is None or (limit is not None and limit < hint[0]):
+            return None
+        checkpoint, start = hint
+        try:
+            # the newest commit: GET-probed from what this client knows if that is past the
+            # checkpoint (one round trip when nothing is new), else one LIST after the checkpoint
+            known = log.known_latest()
+            newest = (log.probe_versions(known) if known >= checkpoint
+                      else max([checkpoint, *log.list_log(after=checkpoint).commits]))
+            scan = self._examine(t, log, None, start, newest, -1)
+        except CorruptLogError:
+            return None  # commits after the promise were cleaned up: the whole log
+        scan.checkpoint = checkpoint
+        logs.joining(t, len(scan.commits), start)
+        return scan
+
+    def _examine(self, t: str, log: DeltaLog, base: int | None, start: int, newest: int,
+                 floor: int) -> Scan:
         newest = max(newest, start)
         limit = self.limits.get(t)
         cap = newest if limit is None else min(newest, max(limit, start))
@@ -127,6 +169,9 @@ class Closure:
             self.scans[t] = scan
         while self._pass():
             pass
+        for s in self.scans.values():
+            if s.checkpoint is not None and s.cap < s.checkpoint:  # below its checkpoint: can it
+                s.floor = _whole_log(self.log_for(s.table))[2]  # be read there? (a LIST)
         # a table new to the cut that cannot be read as far back as its commits allow stays out
         # (the others are consistent without it: it joins later, at or above what they took)
         caps = {t: s.cap for t, s in self.scans.items() if s.cap >= s.floor}

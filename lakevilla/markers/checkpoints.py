@@ -8,6 +8,7 @@ checkpoint is written only when no running marker lies at or below its version.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from .. import logs
 from ..delta.log import DeltaLog
@@ -37,9 +38,18 @@ def open_marker(log: DeltaLog, version: int) -> int | None:
     return None
 
 
-def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str]) -> None:
+Tags = Callable[[DeltaLog, int], dict[str, str]]  # what _last_checkpoint also tells
+
+
+def _no_tags(log: DeltaLog, version: int) -> dict[str, str]:
+    return {}
+
+
+def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str],
+                      tags: Tags = _no_tags) -> None:
     """A checkpoint at ``version`` when one is due, or when an earlier one failed (``missed``:
-    the tables whose last attempt failed, kept by the client). Raises if writing it fails."""
+    the tables whose last attempt failed, kept by the client). Raises if writing it fails.
+    ``tags(log, version)``: what ``_last_checkpoint`` also tells (isolation/join_from.py)."""
     try:
         config = log.snapshot(version, list_log=False).metadata.configuration
     except Exception:  # noqa: BLE001 - checkpoints are an optimisation
@@ -49,7 +59,7 @@ def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str]) -> None:
     if open_marker(log, version) is not None:
         return  # never checkpoint at or above an open marker
     try:
-        log.write_checkpoint(log.snapshot(version, list_log=False))
+        log.write_checkpoint(log.snapshot(version, list_log=False), tags=tags(log, version))
     except BaseException:
         missed.add(log.table)
         raise
@@ -58,12 +68,12 @@ def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str]) -> None:
                      level=logging.DEBUG)
 
 
-def checkpoint_now(log: DeltaLog) -> int:
+def checkpoint_now(log: DeltaLog, tags: Tags = _no_tags) -> int:
     """A checkpoint at the newest version; refused above an open marker."""
     v = log.latest_version()
     mv = open_marker(log, v)
     if mv is not None:
         raise InvalidArgumentError(f"{log.table}@{mv} is an open marker; a checkpoint now "
                                    "could hide its commit")
-    log.write_checkpoint(log.snapshot(v))
+    log.write_checkpoint(log.snapshot(v), tags=tags(log, v))
     return v

@@ -149,10 +149,11 @@ def test_costs_quick(tmp_path):
     for k in ("lakevilla_s", "lakevilla_unslowed_s", "delta_rs_s", "ratio_lakevilla_over_delta_rs",
               "isolated_first_read_s", "isolated_known_read_s"):
         assert _finite_nonneg(load[k]) and load[k] > 0
-    # the first isolated read of the table reads every commit once; afterwards the global log
-    # knows it
-    assert (load["isolated_first_read_requests"]["get"] >= 100
-            > load["isolated_known_read_requests"]["get"])
+    # the first isolated read of the table joins the global log (an entry) after examining only
+    # the commits after its checkpoint's promise, not all 100; afterwards the global log knows it
+    first, known = load["isolated_first_read_requests"], load["isolated_known_read_requests"]
+    assert first.get("put_if_absent", 0) >= 1 and not known.get("put_if_absent")
+    assert first["get"] < known["get"] + 10 < 100
     lat = {r["system"]: r for r in payload["latency"]}
     assert set(LV_SYSTEMS) <= set(lat)
     for r in lat.values():  # each ratio is computed from the two measured medians, not set
