@@ -22,6 +22,7 @@ at the price of materialising what it iterates.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -245,6 +246,7 @@ class ActionTable(Generic[A]):
         self._lazy = lazy
         self._rows = int(num_rows or 0)
         self._takes = 0  # reads of a few rows from the checkpoint (``take``)
+        self._taken: OrderedDict[tuple[bytes, tuple[str, ...]], dict[str, Any]] = OrderedDict()
         self.cache: dict[Any, Any] = {}
         self.lock = threading.RLock()
 
@@ -295,13 +297,18 @@ class ActionTable(Generic[A]):
     def take(self, indices: Any, names: list[str] | None = None) -> pa.Table:
         """The rows at ``indices`` (fields ``names``, all when None). A big checkpoint reads
         only the row groups holding them, until asked ``LAZY_TAKES`` times; then it decodes
-        the columns whole and keeps them."""
+        the columns whole and keeps them. The last few such reads are kept: a statement
+        prunes to the same files more than once (its scan, its update, its conflict check)."""
         idx = np.asarray(indices, dtype=np.int64)
         names = list(self.schema.names) if names is None else names
         got: dict[str, pa.Array | pa.ChunkedArray] = {}
         with self.lock:
             lazy = [n for n in names if self._streams(n)]
-            if lazy and self._takes < LAZY_TAKES and len(idx) <= BATCH_ROWS:
+            key = (idx.tobytes(), tuple(lazy))
+            if lazy and key in self._taken:  # the same few rows again (a scan, then its update)
+                self._taken.move_to_end(key)
+                got.update(self._taken[key])
+            elif lazy and self._takes < LAZY_TAKES and len(idx) <= BATCH_ROWS:
                 assert self._lazy is not None
                 self._takes += 1
                 order = np.argsort(idx, kind="stable")
@@ -312,6 +319,9 @@ class ActionTable(Generic[A]):
                     got[n] = col.take(back)
                 del parts
                 release_memory()
+                self._taken[key] = dict(got)
+                if len(self._taken) > LAZY_TAKES:
+                    self._taken.popitem(last=False)
         for n in names:
             if n not in got:
                 got[n] = self.column(n).take(idx)

@@ -146,11 +146,14 @@ def test_a_few_rows_of_a_big_checkpoint_are_the_rows_a_whole_read_has(table_root
     _batched(monkeypatch)
     base = lv.Lake(table_root).snapshot("t").files.base
     rng = np.random.default_rng(7)
-    for _ in range(delta_files.LAZY_TAKES // 2):  # two reads each
+    for _ in range(delta_files.LAZY_TAKES):
         idx = rng.choice(N, size=int(rng.integers(1, 12)), replace=False)  # unsorted
         assert base.take(idx).equals(want.take(idx))
-        assert base.actions(idx) == whole.actions(idx)
+        assert base.actions(idx) == whole.actions(idx)  # the same rows: the read just made
     assert not base._columns  # each read decoded the row groups it needed, kept nothing
+    reads = base._takes
+    assert base.take(idx).equals(want.take(idx))  # the same rows again: kept from the last read
+    assert base._takes == reads
     idx = np.array([N - 1, 0, 50])
     assert base.take(idx).equals(want.take(idx))
     assert set(base._columns) == set(ADD_SCHEMA.names)  # asked again and again: decoded whole
