@@ -70,6 +70,7 @@ OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
 CF = "tests/statements/test_change_data_feed.py::"
 DW = "tests/statements/test_deletion_vector_writes.py::"
+BC = "tests/unit/test_big_checkpoints.py::"
 TX = "lakevilla/txn/transaction.py"
 OVERTAKE = "lakevilla/markers/overtake.py"
 LK = "lakevilla/maintenance.py"
@@ -358,6 +359,25 @@ MUTATIONS: list[Mutation] = [
       "            mask[kept.to_numpy()[1:]] = True",
       ["tests/unit/test_pruning.py::test_reads_updates_and_deletes_see_every_matching_row"],
       "an update or delete whose where arrow decides misses one of the selected rows"),
+    M("checkpoint-rows-misread", "delta", "lakevilla/delta/files.py",
+      "                local = want[lo:hi] - start",
+      "                local = want[lo:hi] - 0",
+      [BC + "test_a_few_rows_of_a_big_checkpoint_are_the_rows_a_whole_read_has[interleaved]"],
+      "a few rows read from a big checkpoint's row groups are taken at their table row number, "
+      "not their place in their part: the files a point read finds are other files"),
+    M("checkpoint-columns-kept-whole", "delta", "lakevilla/delta/files.py",
+      "        return self._lazy is not None and self._rows > EAGER_ROWS "
+      "and name not in self._columns",
+      "        return False",
+      [BC + "test_a_big_checkpoint_prunes_as_a_whole_read_does[ours]"],
+      "a prune of a big checkpoint decodes its statistics (and the files it keeps, every column) "
+      "whole and keeps them: ~2x the resident memory of a point read of 10^5 files"),
+    M("other-case-statistics-ignored", "expressions", "lakevilla/scan/statcols.py",
+      '                f"ELSE FALSE END AS c{k}_ci"]',
+      '                f"ELSE FALSE END AND FALSE AS c{k}_ci"]',
+      ["tests/unit/test_pruning.py::"
+       "test_statistics_naming_a_column_in_another_case_prune_as_its_own"],
+      "statistics that name a column in another case are not read: those files are never pruned"),
     M('resume-misses-fills', "recovery", 'lakevilla/recovery/resume.py',
       '    tw.recheck |= _filled_in_place(log, base_v)',
       '    pass',

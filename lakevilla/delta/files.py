@@ -8,6 +8,12 @@ rows minus the paths the overlay hides, plus the overlay's own actions
 runs over the columns (``lakevilla.scan.pruning``), lookups by path are vectorised, and
 only the files an operation touches become ``AddFile`` objects.
 
+A big checkpoint (more than ``EAGER_ROWS`` files) keeps only its Parquet bytes: a prune
+streams the ``stats`` column through in batches and keeps the bounds it parses, and the few
+files it finds are read from their row groups (``ActionTable.take``); no column of a million
+rows is decoded whole and kept unless it is asked for again and again (``LAZY_TAKES``) or
+whole (``len``, iteration, a lookup by path).
+
 ``ActionSet`` is a read-only ``Mapping`` from path to action, so code that treats
 ``snapshot.files`` as a dict keeps working (iteration, ``in``, ``len``, ``values``),
 at the price of materialising what it iterates.
@@ -16,6 +22,7 @@ at the price of materialising what it iterates.
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -54,9 +61,24 @@ ADD_EXTRA = ("baseRowId", "defaultRowCommitVersion", "clusteringProvider")
 FOLD_AT = 4096
 # Checkpoints of at most this many files are decoded whole on first use.
 EAGER_ROWS = 1 << 16
+# A bigger one's columns are streamed in batches of this many rows where a pass needs them once
+# (the statistics a prune parses) and read row group by row group where a few rows are asked for.
+BATCH_ROWS = 1 << 15
+# Batches of a read of a few rows: every row before them in their row group is decoded too (no
+# row selection in pyarrow's reader), a small batch at a time.
+TAKE_BATCH = 4096
+# After this many such reads of a few rows, the columns are decoded whole and kept instead.
+LAZY_TAKES = 8
 
 A = TypeVar("A", AddFile, RemoveFile)
 S = TypeVar("S", bound="ActionSet[Any]")  # the set a builder makes: FileSet or RemoveSet
+
+
+def release_memory() -> None:
+    """Give the memory of a pass over a big checkpoint back to the system. Arrow's default
+    allocator (mimalloc) keeps what a batch-by-batch read frees, ~2-3x the pass's largest
+    batch, for the process's lifetime; the rows kept from the pass are far smaller."""
+    pa.default_memory_pool().release_unused()
 
 
 def _pairs(d: dict | None) -> list[tuple[str, Any]] | None:
@@ -146,6 +168,63 @@ class LazyRows:
                 chunks[n].append(conform(child, f.type))
         return {n: pa.chunked_array(chunks[n], self.schema.field(n).type) for n in names}
 
+    def counts(self) -> np.ndarray:
+        """How many located rows each part holds."""
+        return np.array([sel.stop - sel.start if isinstance(sel, slice) else len(sel)
+                         for _, _, sel in self.parts], dtype=np.int64)
+
+    def read(self, names: list[str], want: np.ndarray | None = None,
+             batch_rows: int = BATCH_ROWS) -> Iterator[dict[str, pa.Array]]:
+        """The fields ``names`` of the located rows (those at the sorted row numbers ``want``;
+        all when None), in order, a Parquet batch at a time: nothing is kept, so a big column
+        is never whole in memory."""
+        ends = np.cumsum(self.counts())
+        for part, (pf, group, sel) in enumerate(self.parts):
+            start = int(ends[part - 1]) if part else 0
+            if want is None:
+                rows = (np.arange(sel.start, sel.stop, dtype=np.int64)
+                        if isinstance(sel, slice) else np.asarray(sel, dtype=np.int64))
+            else:
+                lo, hi = np.searchsorted(want, [start, int(ends[part])])
+                local = want[lo:hi] - start
+                if not len(local):
+                    continue
+                rows = (local + sel.start if isinstance(sel, slice)
+                        else np.asarray(sel, dtype=np.int64)[local])
+            yield from self._read_group(pf, group, rows, names, batch_rows)
+
+    def _read_group(self, pf: Any, group: int, rows: np.ndarray, names: list[str],
+                    batch_rows: int) -> Iterator[dict[str, pa.Array]]:
+        """The fields ``names`` of a row group's rows ``rows`` (sorted), batch by batch."""
+        t = pf.schema_arrow.field(self.column).type
+        present = [n for n in names if t.get_field_index(n) >= 0]
+
+        def out(got: dict[str, pa.Array], count: int) -> dict[str, pa.Array]:
+            return {n: conform(got[n], self.schema.field(n).type) if n in got
+                    else pa.nulls(count, self.schema.field(n).type) for n in names}
+
+        if not present:
+            yield out({}, len(rows))
+            return
+        pos = 0
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[group], use_threads=False,
+                                     columns=[f"{self.column}.{n}" for n in present]):
+            n = batch.num_rows
+            lo, hi = np.searchsorted(rows, [pos, pos + n])
+            if hi > lo:
+                local = rows[lo:hi] - pos
+                arr = batch.column(0)
+                whole = int(local[-1] - local[0] + 1) == len(local)
+                got = {}
+                for name in present:
+                    child = arr.field(arr.type.get_field_index(name))
+                    got[name] = (child.slice(int(local[0]), len(local)) if whole
+                                 else child.take(pa.array(local)))
+                yield out(got, len(local))
+            pos += n
+            if hi >= len(rows):
+                break
+
 
 class ActionTable(Generic[A]):
     """Immutable rows of add (or remove) actions, one column per field, decoded lazily when
@@ -166,6 +245,8 @@ class ActionTable(Generic[A]):
             num_rows = table.num_rows
         self._lazy = lazy
         self._rows = int(num_rows or 0)
+        self._takes = 0  # reads of a few rows from the checkpoint (``take``)
+        self._taken: OrderedDict[tuple[bytes, tuple[str, ...]], dict[str, Any]] = OrderedDict()
         self.cache: dict[Any, Any] = {}
         self.lock = threading.RLock()
 
@@ -189,6 +270,62 @@ class ActionTable(Generic[A]):
     @property
     def table(self) -> pa.Table:
         return pa.table({n: self.column(n) for n in self.schema.names}, schema=self.schema)
+
+    def _streams(self, name: str) -> bool:
+        """Whether column ``name`` is read from the checkpoint as needed rather than kept."""
+        return self._lazy is not None and self._rows > EAGER_ROWS and name not in self._columns
+
+    def batches(self, name: str, rows: int = BATCH_ROWS) -> Iterator[pa.Array | pa.ChunkedArray]:
+        """Column ``name`` in row order, in batches of at most ``rows``. A big checkpoint's
+        column not decoded yet is decoded a batch at a time and not kept: a prune keeps the
+        bounds it parses from the statistics, not a million JSON strings."""
+        with self.lock:
+            streams = self._streams(name)
+            it = self._lazy.read([name], batch_rows=rows) if streams and self._lazy else None
+        if it is None:
+            col = self.column(name)
+            for start in range(0, len(col), rows):
+                yield col.slice(start, rows)
+            return
+        while True:
+            with self.lock:  # one reader of the checkpoint's Parquet at a time
+                got = next(it, None)
+            if got is None:
+                return
+            yield got[name]
+
+    def take(self, indices: Any, names: list[str] | None = None) -> pa.Table:
+        """The rows at ``indices`` (fields ``names``, all when None). A big checkpoint reads
+        only the row groups holding them, until asked ``LAZY_TAKES`` times; then it decodes
+        the columns whole and keeps them. The last few such reads are kept: a statement
+        prunes to the same files more than once (its scan, its update, its conflict check)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        names = list(self.schema.names) if names is None else names
+        got: dict[str, pa.Array | pa.ChunkedArray] = {}
+        with self.lock:
+            lazy = [n for n in names if self._streams(n)]
+            key = (idx.tobytes(), tuple(lazy))
+            if lazy and key in self._taken:  # the same few rows again (a scan, then its update)
+                self._taken.move_to_end(key)
+                got.update(self._taken[key])
+            elif lazy and self._takes < LAZY_TAKES and len(idx) <= BATCH_ROWS:
+                assert self._lazy is not None
+                self._takes += 1
+                order = np.argsort(idx, kind="stable")
+                parts = list(self._lazy.read(lazy, idx[order], batch_rows=TAKE_BATCH))
+                back = pa.array(np.argsort(order, kind="stable"))
+                for n in lazy:
+                    col = pa.chunked_array([p[n] for p in parts], self.schema.field(n).type)
+                    got[n] = col.take(back)
+                del parts
+                release_memory()
+                self._taken[key] = dict(got)
+                if len(self._taken) > LAZY_TAKES:
+                    self._taken.popitem(last=False)
+        for n in names:
+            if n not in got:
+                got[n] = self.column(n).take(idx)
+        return pa.table(got, schema=pa.schema([self.schema.field(n) for n in names]))
 
     @property
     def paths(self) -> pa.ChunkedArray:
@@ -230,7 +367,7 @@ class ActionTable(Generic[A]):
 
     def actions(self, indices: Any = None) -> list[A]:
         """The rows at ``indices`` (all when None) as action objects."""
-        t = self.table if indices is None else self.table.take(indices)
+        t = self.table if indices is None else self.take(indices)
         rows = t.to_pylist()
         out: list[Any]  # AddFile or RemoveFile as ``kind`` says (see ``from_actions``)
         if self.kind is AddFile:

@@ -464,7 +464,6 @@ def prune_files(files: FileSet, where: Predicate | str | None, schema: pa.Schema
     text). Its checkpointed base is pruned in one pass; the overlay of files added since, on
     another thread when it needs DuckDB."""
     pred = where if isinstance(where, Predicate) else parse_predicate(where)
-    live = files.live_indices()
     extra = list(files.extra.values())
     k2, mask = None, None
     if extra:
@@ -475,8 +474,10 @@ def prune_files(files: FileSet, where: Predicate | str | None, schema: pa.Schema
             # pruned on another thread meanwhile (a DuckDB pass costs its fixed planning
             # time, a few milliseconds, more than the overlay's few rows do)
             k2 = submit(lambda: prune_mask(pred, overlay, schema, partition_columns))
-    keep = prune_mask(pred, files.base, schema, partition_columns) if len(live) else None
-    base_idx = live if keep is None else live[keep[live]]
+    keep = prune_mask(pred, files.base, schema, partition_columns) if files.base.num_rows else None
+    # the rows the overlay hides are dropped by ``select`` among the kept ones: a point read of
+    # a big checkpoint never decodes every path to find the few hidden rows
+    base_idx = files.live_indices() if keep is None else np.flatnonzero(keep)
     if k2 is not None:
         mask = k2.result()
     if mask is not None:

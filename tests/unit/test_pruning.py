@@ -7,8 +7,10 @@ conflict as well as a missed row. Tables and predicates: tests/predicates.py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
+import json
 import math
 import shutil
 import tempfile
@@ -256,3 +258,22 @@ def test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against(monke
     assert Footprint(predicate="s = 's5'").conflicts_with(c, SCHEMA, PARTITION) is None
     assert first_conflict(fps, [(4, c)], SCHEMA, PARTITION)[0] == 3
     assert len(parsed) == 2
+
+
+def test_statistics_naming_a_column_in_another_case_prune_as_its_own(monkeypatch):
+    """A writer may spell a column's name in its statistics in another case (``"I"`` for ``i``):
+    those bounds are the column's, on the DuckDB path too (the files whose JSON lacks the exact
+    name are read again in Python), and the files without them are kept."""
+    monkeypatch.setattr(statcols, "PY_ROWS", 0)
+    adds = []
+    for k in range(4):
+        add = _add([_row(k, i=k * 10, s=f"s{k}", p="x", q=k)], "ours")
+        if k % 2:
+            st = json.loads(add.stats)
+            for part in ("minValues", "maxValues", "nullCount"):
+                st[part]["I"] = st[part].pop("i")
+            add = dataclasses.replace(add, stats=json.dumps(st))
+        adds.append(add)
+    for where, kept in [("i = 10", {1}), ("i = 20", {2}), ("i > 15", {2, 3}), ("i < 0", set())]:
+        got = {int(a.path[1:-8]) for a in prune(parse_predicate(where), adds, SCHEMA, PARTITION)}
+        assert got == kept, where
