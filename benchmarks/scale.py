@@ -513,9 +513,16 @@ def _f(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
+def _tick(v: int) -> str:
+    k = round(math.log10(v)) if v > 0 else 0
+    return f"$10^{k}$" if v >= 100 and 10 ** k == v else f"{v:,}"
+
+
 def plot_scale(out_dir: str, rows: list[dict[str, Any]]) -> str:
     """One column per axis: latency (solid) and CPU (dashed) per committed transaction above,
     store requests per committed transaction below; log x."""
+    from matplotlib import ticker
+
     from .common import plot
 
     axes = [a for a in AXES if any(r["axis"] == a for r in rows)]
@@ -541,9 +548,15 @@ def plot_scale(out_dir: str, rows: list[dict[str, Any]]) -> str:
                 if req:
                     low.plot([p[0] for p in req], [p[1] for p in req], marker="o",
                              color=colors[s], label=s)
+            values = sorted({r["value"] for r in rows if r["axis"] == axis})
             for ax in (top, low):
                 ax.set_xscale("log")
                 ax.set_yscale("log")
+                ax.set_xticks(values, [_tick(v) for v in values])
+                ax.xaxis.set_minor_locator(ticker.NullLocator())
+                ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+                ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+                ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda y, _: f"{y:g}"))
                 ax.tick_params(labelsize=7)
             top.set_title(AXIS_LABEL[axis], fontsize=9)
             low.set_xlabel(AXIS_LABEL[axis], fontsize=8)
