@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import shutil
 import statistics
 import threading
 import time
@@ -320,9 +321,18 @@ def measure(ce: Any, args: argparse.Namespace, pools: dict[str, Workers], fx: Fi
     row: dict[str, Any] = {"axis": pt.axis, "value": pt.value, "system": system,
                            **asdict(pt), "txns_per_client": txns, "build_s": build_s}
     try:
-        out = pool.run(run_job, jobs, bar.update, args.run_timeout, on_ready=reset)
+        return _measured(ce, row, specs, features, tables, root,
+                         pool.run(run_job, jobs, bar.update, args.run_timeout, on_ready=reset))
     except RunFailed as e:
         return {**row, "failure": str(e)[:500], "committed": 0}
+    finally:
+        if env.kind == "local":  # a 10^5-commit copy: deleted now, not all at the end
+            shutil.rmtree(root[len("file://"):], ignore_errors=True)
+
+
+def _measured(ce: Any, row: dict[str, Any], specs: list[ClientSpec], features: str | None,
+              tables: list[str], root: str, out: list[dict[str, Any]]) -> dict[str, Any]:
+    """A point's row from its jobs' results, and delta-rs' check of the rows updated."""
     proxy_counts = ce.proxy.snapshot() if ce.proxy is not None else None
     results = [c for o in out for c in o["clients"]]
     lat = sorted(x for c in results for x in c["latencies"])
@@ -358,7 +368,7 @@ def measure(ce: Any, args: argparse.Namespace, pools: dict[str, Workers], fx: Fi
     })
     done = Counter({s.row: len(c["latencies"]) for s, c in
                     zip(specs, sorted(results, key=lambda c: c["client"]))})
-    row["check"] = check(root, ce.direct_options or env.storage_options, tables, dict(done))
+    row["check"] = check(root, ce.direct_options or ce.env.storage_options, tables, dict(done))
     return row
 
 
