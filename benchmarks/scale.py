@@ -472,10 +472,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                        title=f"Cost per committed transaction: store={env.kind}, "
                              f"latency={args.latency}, one-row update per table; each axis "
                              f"alone, the others at {SMALL}; x rs = latency / delta-rs'")
-    payload = {"benchmark": "scale", "info": info, "points": rows, "table": text}
+    payload: dict[str, Any] = {"benchmark": "scale", "info": info, "points": rows, "table": text}
     path = write_json(args.out, "scale", payload)
-    payload["files"] = [str(path), plot_scale(args.out, rows)]
-    print("wrote " + ", ".join(payload["files"]))
+    files = [str(path), plot_scale(args.out, rows)]
+    payload["files"] = files
+    print("wrote " + ", ".join(files))
     return payload
 
 
@@ -483,8 +484,8 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
     by = {(r["axis"], r["value"], r["system"]): r for r in rows}
     for r in rows:
         d = by.get((r["axis"], r["value"], "delta-rs"))
-        ok = d and d.get("latency_ms") and r.get("latency_ms")
-        r["latency_vs_delta_rs"] = r["latency_ms"] / d["latency_ms"] if ok else None
+        ok = d is not None and d.get("latency_ms") and r.get("latency_ms")
+        r["latency_vs_delta_rs"] = r["latency_ms"] / d["latency_ms"] if d and ok else None
 
 
 COLUMNS = ["axis", "value", "system", "txns", "p50 ms", "p95 ms", "x rs", "req/txn", "r/w",
