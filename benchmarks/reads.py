@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import os
 import queue
 import statistics
 import time
-import uuid
 from typing import Any
 
 SHAPES = ("full scan", "point (stats prune)", "10% range", "k = 7 (prunes nothing)")
@@ -256,71 +254,15 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 # snapshot scaling
 # -------------------------------------------------------------------------------------
 
-SCALE_SCHEMA = {"type": "struct", "fields": [
-    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-    {"name": "v", "type": "double", "nullable": True, "metadata": {}},
-    {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
-PER_FILE = 100  # rows each synthetic file claims
-
-
-def _path(i: int) -> str:
-    return f"part-{i:08d}-{uuid.UUID(int=i)}-c000.snappy.parquet"
-
-
-def _stats(i: int) -> str:
-    return (f'{{"numRecords":{PER_FILE},"minValues":{{"id":{i * PER_FILE},"v":{i * 0.5}}},'
-            f'"maxValues":{{"id":{i * PER_FILE + PER_FILE - 1},"v":{i * 0.5 + 1}}},'
-            '"nullCount":{"id":0,"v":0}}')
-
-
 def synthetic_table(store: Any, table: str, n: int) -> int:
-    """A table of ``n`` files: version 0 (protocol, metadata), a lakevilla checkpoint of every
-    file at version 1, three commits each replacing a file. Only the file the point
-    transaction touches exists on storage. Returns the id it updates."""
-    import io
+    """A table of ``n`` files (``benchmarks.synthetic``): version 0 (protocol, metadata), a
+    checkpoint of every file at version 1, three commits each replacing a file. Only the file
+    the point transaction touches exists on storage. Returns the id it updates."""
+    from .synthetic import Shape, build, row_id
 
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from lakevilla.delta.actions import Metadata, Protocol
-    from lakevilla.delta.checkpoint import last_checkpoint_json, write_checkpoint_table
-    from lakevilla.delta.files import ADD_SCHEMA, REMOVE_SCHEMA
-
-    log = f"{table}/_delta_log"
     target = n // 2
-    data = io.BytesIO()
-    ids = np.arange(target * PER_FILE, (target + 1) * PER_FILE)
-    pq.write_table(pa.table({"id": ids, "v": ids * 0.005, "p": pa.array(["x"] * PER_FILE)}), data)
-    store.put(f"{table}/{_path(target)}", data.getvalue())
-    meta = Metadata(id=str(uuid.uuid4()), schema_string=json.dumps(SCALE_SCHEMA),
-                    partition_columns=[], configuration={"delta.checkpointInterval": "1000000"},
-                    created_time=0)
-    proto = Protocol(1, 2)
-    store.put(f"{log}/{0:020d}.json", (json.dumps({"protocol": proto.to_json()}) + "\n" +
-                                       json.dumps({"metaData": meta.to_json()}) + "\n").encode())
-    store.put(f"{log}/{1:020d}.json", b'{"commitInfo":{"operation":"synthetic"}}\n')
-    sizes = np.full(n, 12345, dtype=np.int64)
-    sizes[target] = len(data.getvalue())
-    adds = pa.table({"path": pa.array([_path(i) for i in range(n)]),
-                     "partitionValues": pa.array([[]] * n,
-                                                 ADD_SCHEMA.field("partitionValues").type),
-                     "size": pa.array(sizes),
-                     "modificationTime": pa.array(np.full(n, 1_700_000_000_000)),
-                     "dataChange": pa.array(np.zeros(n, bool)),
-                     "stats": pa.array([_stats(i) for i in range(n)]),
-                     "tags": pa.nulls(n, ADD_SCHEMA.field("tags").type)})  # the rest: null
-    body, rows = write_checkpoint_table(proto, meta, adds, REMOVE_SCHEMA.empty_table(), {})
-    store.put(f"{log}/{1:020d}.checkpoint.parquet", body)
-    store.put(f"{log}/_last_checkpoint", last_checkpoint_json(1, rows, len(body), n))
-    for v in (2, 3, 4):  # a tail of commits after the checkpoint, as a live table has
-        i = n + v
-        add = {"path": _path(i), "partitionValues": {}, "size": 12345, "modificationTime": 0,
-               "dataChange": True, "stats": _stats(i)}
-        rm = {"path": _path(v), "deletionTimestamp": 1_700_000_000_000, "dataChange": True}
-        store.put(f"{log}/{v:020d}.json",
-                  (json.dumps({"add": add}) + "\n" + json.dumps({"remove": rm}) + "\n").encode())
-    return int(target * PER_FILE + 42)
+    build(store, table, Shape(files=n, commits=5, interval=1_000_000, real=(target,)))
+    return row_id(target)
 
 
 def _rss() -> int:

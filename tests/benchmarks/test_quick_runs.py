@@ -562,3 +562,60 @@ def test_reference_tables_judge_dat_cases_by_their_expected_rows(tmp_path):
     assert "version, reader, writer" in got["version"]["detail"]
     assert payload["totals"] == {"same": 1, "refused": 0, "differs": 2, "failed": 0,
                                  "judge-failed": 1}
+
+
+def test_synthetic_long_log_loads_alike_in_lakevilla_and_delta_rs(tmp_path):
+    """A table written as its log files (``benchmarks.synthetic``: a checkpoint of every file,
+    commits that each replace one, a checkpoint every ``interval``) is the same table to
+    delta-rs and to lakevilla: version, live files, the rows of its one real file."""
+    import pyarrow.compute as pc
+    from deltalake import DeltaTable
+
+    import lakevilla as lv
+    from benchmarks.synthetic import Shape, build, row_id
+    from lakevilla.store import open_store
+
+    root = f"file://{tmp_path}"
+    build(open_store(root), "t", Shape(files=50, commits=250, interval=100, real=(10,)))
+    hint = json.loads((tmp_path / "t" / "_delta_log" / "_last_checkpoint").read_text())
+    assert hint["version"] == 200 and hint["numOfAddFiles"] == 50
+    dt = DeltaTable(f"{root}/t")
+    snap = lv.Lake(root).snapshot("t")
+    assert dt.version() == snap.version == 249
+    assert (sorted(Path(u).name for u in dt.file_uris())
+            == sorted(a.path for a in snap.files.values()))
+    assert len(snap.files) == 50
+    rid = row_id(10)
+    rs = dt.to_pyarrow_dataset(file_pruning_predicate=f"id = {rid}").to_table(
+        filter=pc.field("id") == rid).to_pylist()
+    mine = lv.Lake(root).read("t", where=f"id = {rid}").to_pylist()
+    assert rs == mine and [r["v"] for r in mine] == [pytest.approx(rid * 0.005)]
+
+
+def test_scale_quick(tmp_path):
+    """Every axis point of every system that can do its work ran and committed every
+    transaction; delta-rs reads each client's row up by exactly its committed updates; a
+    lakevilla transaction writes at least one commit per table it touches."""
+    from benchmarks import scale
+
+    payload = scale.main(["--quick", "--out", str(tmp_path)])
+    assert (tmp_path / "scale.json").exists() and (tmp_path / "scale.png").stat().st_size > 0
+    pts = payload["points"]
+    systems = ("delta-rs", "LV[DL]", "LV[R,CT,I]")
+    want = {(a, v, s) for a, vs in (("clients", (1, 2)), ("tables", (1, 2)),
+                                    ("size", (100, 1000)), ("log", (10, 120)))
+            for v in vs for s in systems if s != "delta-rs" or a != "tables" or v == 1}
+    assert {(p["axis"], p["value"], p["system"]) for p in pts} == want
+    for p in pts:
+        key = (p["axis"], p["value"], p["system"])
+        assert p["failure"] is None and p["error_count"] == 0, (key, p.get("errors"))
+        assert p["committed"] == p["attempted"] > 0 and p["check"]["ok"], (key, p["check"])
+        assert _finite_nonneg(p["latency_ms"]) and p["p95_ms"] >= p["latency_ms"]
+        assert _finite_nonneg(p["cpu_per_txn_ms"]) and p["cpu_per_txn_ms"] > 0
+        if p["system"] == "delta-rs":
+            assert p["requests_source"] == "n/a" and p["requests_per_txn"] is None
+        else:
+            assert p["requests_source"] == "store" and p["writes_per_txn"] >= p["tables"]
+    by = {(p["axis"], p["value"], p["system"]): p for p in pts}
+    for s in systems[1:]:
+        assert by[("tables", 2, s)]["writes_per_txn"] > by[("tables", 1, s)]["writes_per_txn"]
