@@ -141,13 +141,14 @@ def test_recoveries_are_logged(local_backend, lake, caplog):
             and summary.lakevilla["acted"] == report.acted == 2)
 
 
-def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, caplog, local_backend):
-    """The first isolated transaction that reads a table the global log does not know reads every
-    commit of its log (a checkpoint may hold half of a multi-table commit) and logs it, with how
-    many; it joins the table to the global log, so the next isolated reader starts from there."""
+def test_a_table_new_to_the_global_log_is_joined_once_and_said_so(lake, caplog, local_backend):
+    """The first isolated transaction that reads a table the global log does not know examines
+    the commits after what its checkpoint promises (``lakevilla.joinFrom``: single-table commits
+    up to there) and logs it, with how many and from where; it joins the table to the global
+    log, so the next isolated reader starts from there and logs nothing."""
     from lakevilla.store import CountingStore
 
-    for k in range(12):  # a checkpoint at 10: the whole log is read all the same
+    for k in range(12):  # lakevilla checkpoints at 10, with its join promise
         with lake.transaction("") as txn:
             txn.insert("a", {"id": [10 + k], "value": [k]})
     newest = lake.version("a")
@@ -162,5 +163,5 @@ def test_a_table_new_to_the_global_log_is_read_whole_once_and_said_so(lake, capl
         gets.append(counting.counts["get"])
     joined = events(caplog, "join")
     assert [(r.lakevilla["table"], r.lakevilla["commits"], r.lakevilla["start"])
-            for r in joined] == [("a", newest + 1, -1)]
-    assert gets[0] > newest + 1 > gets[1], gets
+            for r in joined] == [("a", newest - 10, 10)]
+    assert newest + 1 > gets[0] > gets[1], gets

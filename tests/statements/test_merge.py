@@ -296,7 +296,8 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     crashed_lake._client.heartbeats.forget(txn)
     crashed_lake.close()
     blocker.commit()  # id 7 now exists: the merge's "no match" for 7 is stale
-    resumed = local_backend.lake(marker_ttl=5.0, clock=_later).resume(txn.id)
+    resumer = local_backend.lake(marker_ttl=5.0, clock=_later)
+    resumed = resumer.resume(txn.id)
     assert [o["kind"] for o in resumed.operations] == ["merge"]
     resumed.commit()
     # against the blocker's fill of a version the crashed client read empty
@@ -308,7 +309,7 @@ def test_resumed_merge_is_redone_from_its_staged_source(local_backend):
     log = local_backend.lake()._client.log("t")  # fresh: lake0 caches the markers it saw
     assert not [v for v, c in log.commits_between(-1, log.latest_version())
                 if (m := marker_of(c)) and m.state == RUNNING]
-    lake0.flush()
+    resumer.flush()  # the resuming client deletes what the transaction left, in a batch
     assert staged not in local_backend.all_keys()  # deleted with the sublogs
 
 
