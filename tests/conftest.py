@@ -177,7 +177,8 @@ def spark(request, monkeypatch):
 # first, so that the short ones fill in beside them instead of one long test ending the run
 # alone; the Spark tests share one worker, whose JVM they share (measured: --durations).
 _LONG_FIRST = (  # measured 2026-11-27 (--durations, two workers): longest first
-    "test_upserts_quick", "test_contention_r_commits_everything_dl_aborts", "test_chaos_quick",
+    "test_upserts_quick", "test_incremental_quick",
+    "test_contention_r_commits_everything_dl_aborts", "test_chaos_quick",
     "test_randomized_bank_with_a_crashing_process", "test_compaction_quick_run",
     "test_bank_with_ct_writers_and_isolated_auditors_in_processes",
     "test_mixed_lakevilla_and_delta_rs_writers",
