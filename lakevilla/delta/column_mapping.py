@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -215,19 +216,24 @@ def file_schema(schema: pa.Schema, columns: list[str], file: pa.Schema | None) -
     return pa.schema(out)
 
 
+def _nested(t: pa.DataType, struct_field: Callable[[pa.Field], pa.Field],
+            again: Callable[[pa.DataType], pa.DataType]) -> pa.DataType:
+    """``t`` with ``struct_field`` applied to its struct fields and ``again`` to the element,
+    key and item types of its lists and maps (whose own field names Delta does not map)."""
+    if pa.types.is_struct(t):
+        return pa.struct([struct_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, again(t.value_type), t.value_field.nullable))
+    if pa.types.is_map(t):
+        return pa.map_(pa.field(t.key_field.name, again(t.key_type), False),
+                       pa.field(t.item_field.name, again(t.item_type), t.item_field.nullable))
+    return t
+
+
 def _name_type(t: pa.DataType) -> pa.DataType:
     """``t`` with physical names at every depth (``name`` mode, no file at hand)."""
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(physical_name(t.field(i)), _name_type(t.field(i).type),
-                                   t.field(i).nullable) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        return pa.list_(pa.field(t.value_field.name, _name_type(t.value_type),
-                                 t.value_field.nullable))
-    if pa.types.is_map(t):
-        return pa.map_(pa.field(t.key_field.name, _name_type(t.key_type), False),
-                       pa.field(t.item_field.name, _name_type(t.item_type),
-                                t.item_field.nullable))
-    return t
+    return _nested(t, lambda f: pa.field(physical_name(f), _name_type(f.type), f.nullable),
+                   _name_type)
 
 
 def relabel(data: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -261,16 +267,7 @@ def _physical_field(field: pa.Field) -> pa.Field:
 
 
 def _physical_type(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_struct(t):
-        return pa.struct([_physical_field(t.field(i)) for i in range(t.num_fields)])
-    if pa.types.is_list(t):
-        return pa.list_(pa.field(t.value_field.name, _physical_type(t.value_type),
-                                 t.value_field.nullable))
-    if pa.types.is_map(t):
-        return pa.map_(pa.field(t.key_field.name, _physical_type(t.key_type), False),
-                       pa.field(t.item_field.name, _physical_type(t.item_type),
-                                t.item_field.nullable))
-    return t
+    return _nested(t, _physical_field, _physical_type)
 
 
 def physical_schema(schema: pa.Schema) -> pa.Schema:
