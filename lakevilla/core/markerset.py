@@ -129,11 +129,22 @@ class MarkerSet:
         # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
         # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
         # "running" only makes us wait longer; a commit of theirs is seen by the probe below.
+        ended = 0
+        if candidates and tw.marker is not None:
+            # A marker holder looks for its predecessors' commits first: most of those it saw
+            # running have committed since (above their markers, below or above ours), and a
+            # landed commit is its owner's decision here, so their markers need no GET. Without
+            # a marker the probe stays last: it moves the top this commit must stay below.
+            landed.update(self._landed_above(tw, m))
+            ended = sum(1 for _, p in candidates if p.attempt in landed)
+            candidates = [(v, p) for v, p in candidates if p.attempt not in landed]
         now = time.monotonic()
         full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
         if full:
             tw.markers_read_at = now
-        blocked = False
+        # Between full reads a marker holder re-reads none: the probe above saw every commit that
+        # ended a wait, and an abort, a shift or an expiry shows at the next full read
+        blocked = not full and tw.marker is not None
         for v, cached in candidates:
             if blocked:
                 out.append((v, cached))
@@ -144,16 +155,22 @@ class MarkerSet:
                 out.append((v, p))
                 blocked = not full and p.footprint is None
         # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
-        if out:
-            top = m if tw.marker is not None else m - 1
-            newest = tw.log.probe_versions(max(top, tw.log.known_latest()))
-            landed.update(a for _, c in tw.log.commits_between(top, newest)
-                          if (a := commit_txn(c)) is not None)
-            done = [(v, p) for v, p in out if p.attempt in landed]
-            if done:
-                ctx.count("waits_ended_by_commit", len(done))
-                out = [(v, p) for v, p in out if p.attempt not in landed]
+        if out and tw.marker is None:
+            landed.update(self._landed_above(tw, m))
+            ended = sum(1 for _, p in out if p.attempt in landed)
+            out = [(v, p) for v, p in out if p.attempt not in landed]
+        if ended:
+            ctx.count("waits_ended_by_commit", ended)
         return self.overtake.must_wait(tw, out)  # with none running, forgets those that finished
+
+    @staticmethod
+    def _landed_above(tw: TableWork, m: int) -> set[str]:
+        """The attempts whose commits lie above our marker (or, without one, above the versions
+        looked at), found by probing forward from the newest version known."""
+        top = m if tw.marker is not None else m - 1
+        newest = tw.log.probe_versions(max(top, tw.log.known_latest()))
+        return {a for _, c in tw.log.commits_between(top, newest)
+                if (a := commit_txn(c)) is not None}
 
     def own_versions(self, tw: TableWork) -> set[int]:
         vs = {h.version for h in tw.old_markers}

@@ -2,7 +2,8 @@
 
 An in-place fill may still land in a running marker's version; a checkpoint that already
 covered the empty marker would hide the fill from every reader that starts from it. So a
-checkpoint is written only when no running marker lies at or below its version.
+checkpoint is written only when no running marker lies at or below its version: a due one
+goes just below the lowest open marker instead.
 """
 
 from __future__ import annotations
@@ -56,8 +57,14 @@ def checkpoint_if_due(log: DeltaLog, version: int, missed: set[str],
         return
     if not (log.checkpoint_due(version, config) or log.table in missed):
         return
-    if open_marker(log, version) is not None:
-        return  # never checkpoint at or above an open marker
+    lowest = open_marker(log, version)
+    if lowest is not None:
+        # never at or above an open marker, but just below the lowest one: every version there is
+        # final. Writers that always have a marker open (a crowd on one table) would otherwise
+        # leave the table without a checkpoint, and every reader to replay its whole log.
+        if lowest - 1 <= log.last_checkpoint_version():
+            return
+        version = lowest - 1
     try:
         log.write_checkpoint(log.snapshot(version, list_log=False), tags=tags(log, version))
     except BaseException:

@@ -202,6 +202,32 @@ def test_automatic_checkpoint_waits_below_an_open_marker(local_backend):
     assert rows(lake.read("a")) == local_backend.delta_rows("a")
 
 
+def test_a_due_checkpoint_goes_just_below_the_lowest_open_marker(local_backend):
+    """Writers that always have a marker open would leave a table without any checkpoint: a
+    due one lands below the lowest open marker instead, where every version is final."""
+    lake = local_backend.lake()
+    lake.create_table("a", T, properties={"delta.checkpointInterval": "4"})
+    for k in range(3):
+        with lake.transaction("") as t:
+            t.insert("a", {"id": [k], "value": [k]})
+    holder = lake.begin("R")
+    holder.insert("a", {"id": [9], "value": [9]})
+    claim_now(holder, "a")
+    marker = holder.tables["a"].marker.version
+    assert marker == 4
+    for k in range(4):  # version 8 is due, with the marker still open
+        with lake.transaction("") as t:
+            t.insert("a", {"id": [10 + k], "value": [k]})
+    lake.flush()
+    log = lake._client.log("a")
+    assert log.last_checkpoint_version() == marker - 1
+    assert local_backend.store().exists(f"a/_delta_log/{marker - 1:020d}.checkpoint.parquet")
+    holder.commit()
+    lake.flush()
+    assert rows(local_backend.lake().read("a")) == local_backend.delta_rows("a")
+    assert len(local_backend.delta_rows("a")) == 8
+
+
 def test_maintenance_never_restates_a_table_with_a_feature_it_cannot_write(tmp_path):
     """A table with a writer feature lakevilla does not write (icebergCompatV2, at writer
     version 7): its actions may name files the sweep cannot see. Clean-up must not take any of its

@@ -290,3 +290,37 @@ def test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once(local_b
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
+
+
+def test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads(
+        local_backend, monkeypatch):
+    """Between full reads a round costs one probe of the log: the predecessor's commit lands
+    above the markers, and a wait it ends is seen there, so the marker is not read again each
+    round. Here no full read falls inside the wait; the follower still goes on at the commit."""
+    from lakevilla.core import markerset
+
+    monkeypatch.setattr(markerset, "FULL_READ_EVERY", 3600.0)
+    numbered_table(local_backend)
+    owner = local_backend.lake(marker_ttl=600.0)
+    t1 = owner.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
+    key = f"t/_delta_log/{t1.tables['t'].marker.version:020d}.json"
+    reads: list[str] = []
+    counted = local_backend.lake(
+        store=HookStore(local_backend.store(), lambda kind, k: kind == "get" and k == key,
+                        lambda: reads.append(key), repeat=True),
+        marker_ttl=600.0, wait_timeout=60.0)
+    t2 = counted.begin("R")
+    t2.update("t", set={"value": "value + 100"}, where="id = 1")
+    claim_now(t2, "t")  # a marker holder: it waits for t1's marker at commit
+    before = len(reads)  # its snapshot's and its claim's reads
+    done = threading.Thread(target=t2.commit)
+    done.start()
+    wait_until(lambda: t2.stats["wait_rounds"] >= 8, "eight wait rounds")
+    assert len(reads) == before  # no round read the marker again
+    t1.commit()
+    done.join(30)
+    assert not done.is_alive() and t2.stats["waits_ended_by_commit"] >= 1
+    assert {r["id"]: r["value"] for r in rows(counted.read("t"))}[1] == 111
+    assert rows(counted.read("t")) == local_backend.delta_rows("t")
