@@ -923,6 +923,13 @@ MUTATIONS: list[Mutation] = [
       "        pass\n",
       [MT + "test_automatic_checkpoint_waits_below_an_open_marker"],
       "the automatic checkpoint covers an open marker (could hide its fill)"),
+    M("overlay-never-folded", "maintenance", "lakevilla/delta/files.py",
+      "FOLD_AT = 64\n",
+      "FOLD_AT = 4096\n",
+      ["tests/unit/test_delta_log.py::"
+       "test_a_long_lived_clients_snapshots_fold_the_commits_they_replay"],
+      "a long-lived client's snapshots keep every file since the checkpoint as an overlay, "
+      "rebuilt and parsed again for each new snapshot"),
     M("checkpoint-refused-under-open-marker", "maintenance", CKPT,
       "        version = lowest - 1\n",
       "        return\n",

@@ -57,6 +57,7 @@ class MarkerSet:
         self.overtake = overtake
         self.watch = watch
         self.deps = Dependencies(ctx.attempt)
+        self._ended: set[tuple[str, str]] = set()  # (table, attempt): waits a commit ended
         self._last_beat = ctx.now()
         self.on_claim: Callable[[], None] = lambda: None  # I: note where an abort of ours can be
         # a marker recovery freed: claimed again where each table decides alone; where a record
@@ -129,14 +130,14 @@ class MarkerSet:
         # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
         # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
         # "running" only makes us wait longer; a commit of theirs is seen by the probe below.
-        ended = 0
+        ended: set[str] = set()
         if candidates and tw.marker is not None:
             # A marker holder looks for its predecessors' commits first: most of those it saw
             # running have committed since (above their markers, below or above ours), and a
             # landed commit is its owner's decision here, so their markers need no GET. Without
             # a marker the probe stays last: it moves the top this commit must stay below.
             landed.update(self._landed_above(tw, m))
-            ended = sum(1 for _, p in candidates if p.attempt in landed)
+            ended = {p.attempt for _, p in candidates if p.attempt in landed}
             candidates = [(v, p) for v, p in candidates if p.attempt not in landed]
         now = time.monotonic()
         full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
@@ -157,10 +158,12 @@ class MarkerSet:
         # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
         if out and tw.marker is None:
             landed.update(self._landed_above(tw, m))
-            ended = sum(1 for _, p in out if p.attempt in landed)
+            ended = {p.attempt for _, p in out if p.attempt in landed}
             out = [(v, p) for v, p in out if p.attempt not in landed]
-        if ended:
-            ctx.count("waits_ended_by_commit", ended)
+        new = {(tw.name, a) for a in ended} - self._ended
+        if new:  # counted once: a landed commit's marker may stay cached as running
+            self._ended |= new
+            ctx.count("waits_ended_by_commit", len(new))
         return self.overtake.must_wait(tw, out)  # with none running, forgets those that finished
 
     @staticmethod

@@ -358,3 +358,24 @@ def test_a_listing_that_missed_a_commit_between_newer_ones_does_not_make_it_gone
     assert sorted(seen.read("t", version=2).column("id").to_pylist()) == [0, 1]
     assert [h.version for h in seen.history("t")] == [4, 3, 2, 1, 0]
     assert sorted(seen.changes("t")["t"].column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_a_long_lived_clients_snapshots_fold_the_commits_they_replay(local_backend):
+    """A client that follows a table commit by commit keeps each snapshot's files since the
+    checkpoint as an overlay, rebuilt (and its statistics parsed again) for each new snapshot:
+    a busy table without checkpoints would cost every read its whole history. Past 64 changes
+    the overlay is folded into the snapshot's table, whose parsed statistics later snapshots
+    share; the files are the ones delta-rs sees."""
+    lake = local_backend.lake()
+    lake.create_table("t", pa.schema([("id", pa.int64())]),
+                      properties={"delta.checkpointInterval": "0"})  # no checkpoint: all replayed
+    log = lake._client.log("t")
+    for k in range(100):
+        with lake.transaction("") as t:
+            t.insert("t", {"id": [k]})
+        snap = log.snapshot()
+        assert len(snap.files.extra) <= 64
+    assert log.last_checkpoint_version() == -1
+    theirs = sorted(u.rsplit("/", 1)[1] for u in local_backend.delta("t").file_uris())
+    assert sorted(p.rsplit("/", 1)[-1] for p in snap.files) == theirs and len(theirs) == 100
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
