@@ -409,7 +409,7 @@ MUTATIONS: list[Mutation] = [
       "a gap, not a prefix)"),
     M("poll-ignores-queue", "markers", "lakevilla/markers/wait.py",
       "min(ctx.poll_max * queue, POLL_CAP)", "ctx.poll_max",
-      [WO + "test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it[3-0.15]"],
+      [WO + "test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it[2-0.1]"],
       "a waiter polls a long queue as often as a single predecessor"),
     M("waiting-ignores-doom", "markers", "lakevilla/markers/wait.py",
       "            ctx.abort_if_doomed(tws)  "

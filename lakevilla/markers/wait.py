@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .marker import HeldTable as TableWork
     from .marker import MarkerPayload
 
-POLL_CAP = 0.2  # seconds: the longest pause a queue's length stretches polling to (see below)
+POLL_CAP = 0.1  # seconds: the longest pause a queue's length stretches polling to (see below)
 
 # the caller's tables (``statements/view.py``): the hooks of a WaitContext take what wait() got
 W = TypeVar("W", bound="TableWork")
