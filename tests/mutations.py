@@ -132,6 +132,11 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
       "a waiting marker holder keeps waiting for a predecessor whose commit it probed until a "
       "full read of the marker"),
+    M('claim-reads-cached-markers', "markers", 'lakevilla/core/markerset.py',
+      '            tw.markers_read_at = time.monotonic()\n',
+      '            pass\n',
+      [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
+      "a claim re-reads every marker it has cached as running"),
     M('holder-reads-markers-every-round', "markers", 'lakevilla/core/markerset.py',
       '        blocked = not full and tw.marker is not None',
       '        blocked = False',

@@ -96,6 +96,9 @@ class MarkerSet:
             with self.ctx.mlock:
                 tw.marker = h
             self.ctx.count("markers")
+            # the first full read comes with the wait's rounds: a claim reads no marker it has
+            # cached as running (those above it are new to us, and read)
+            tw.markers_read_at = time.monotonic()
             preds = self.running_predecessors(tw)
             if preds:
                 tw.logical = True
