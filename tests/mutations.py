@@ -1381,7 +1381,7 @@ MUTATIONS: list[Mutation] = [
       "the timestamp is the clock's, not later than the previous version's"),
     M("ict-previous-never-fetched", "delta", "lakevilla/delta/ict.py",
       "        if prev is None and off_at != version - 1:", "        if False:",
-      [ICT + "test_every_commit_carries_an_increasing_timestamp_first[local]"],
+      [ICT + "test_a_writer_that_has_not_read_the_previous_commit_fetches_it_to_stamp"],
       "a writer that has not read the previous commit (recovery's roll-forward) stamps nothing"),
     M("ict-rewrite-restamps", "delta", "lakevilla/delta/log.py",
       "        commit = self.stamp(version, self._row_ids(version, commit), rewrite=True)",

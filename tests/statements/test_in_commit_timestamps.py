@@ -201,3 +201,18 @@ def test_enabling_them_in_place_above_markers_goes_to_the_tail(local_backend):
     lines = log_lines(local_backend, "t")
     assert max(lines) >= at and len(stamps(local_backend, "t", since=at)) == max(lines) - at + 1
     assert all("inCommitTimestamp" not in lines[v][0]["commitInfo"] for v in range(at))
+
+
+def test_a_writer_that_has_not_read_the_previous_commit_fetches_it_to_stamp(local_backend):
+    """A log that knows the tail only from a LIST (as after a re-LIST, or a roll-forward by a
+    fresh client) has not read the previous commit: it fetches it, so the commit it writes is
+    stamped later than that one."""
+    lake = local_backend.lake()
+    lake.create_table("t", SCHEMA, properties=ON)
+    with lake.transaction("") as txn:
+        txn.insert("t", {"id": [1], "value": [1]})
+    log = DeltaLog(local_backend.store(), "t")
+    latest = log.latest_version()  # a LIST: no commit read
+    log.write_commit(latest + 1, Commit(commit_info={"operation": "WRITE"}))
+    got = stamps(local_backend, "t")
+    assert len(got) == latest + 2 and increasing(got), got
