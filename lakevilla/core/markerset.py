@@ -47,6 +47,12 @@ FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running prede
 Running = list[tuple[int, MarkerPayload]]
 
 
+def _without_landed(running: Running, landed: set[str]) -> tuple[set[str], Running]:
+    """(the attempts among ``running`` whose commits landed, the others)."""
+    return ({p.attempt for _, p in running if p.attempt in landed},
+            [(v, p) for v, p in running if p.attempt not in landed])
+
+
 class MarkerSet:
     """``watch``: registers the transaction with the client's heartbeat service."""
 
@@ -132,23 +138,22 @@ class MarkerSet:
         # runs we wait whatever the others do: a round re-reads markers upwards up to that one and
         # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
         # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
-        # "running" only makes us wait longer; a commit of theirs is seen by the probe below.
+        # "running" only makes us wait longer; a commit of theirs is seen by the probe.
+        # A marker holder probes first: most of those it saw running have committed since (above
+        # their markers, below or above ours), and a landed commit is its owner's decision here,
+        # so their markers need no GET; between full reads it re-reads none (an abort, a shift or
+        # an expiry shows at the next one). Without a marker the probe stays last: it moves the
+        # top this commit must stay below.
+        holder = tw.marker is not None
         ended: set[str] = set()
-        if candidates and tw.marker is not None:
-            # A marker holder looks for its predecessors' commits first: most of those it saw
-            # running have committed since (above their markers, below or above ours), and a
-            # landed commit is its owner's decision here, so their markers need no GET. Without
-            # a marker the probe stays last: it moves the top this commit must stay below.
+        if candidates and holder:
             landed.update(self._landed_above(tw, m))
-            ended = {p.attempt for _, p in candidates if p.attempt in landed}
-            candidates = [(v, p) for v, p in candidates if p.attempt not in landed]
+            ended, candidates = _without_landed(candidates, landed)
         now = time.monotonic()
         full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
         if full:
             tw.markers_read_at = now
-        # Between full reads a marker holder re-reads none: the probe above saw every commit that
-        # ended a wait, and an abort, a shift or an expiry shows at the next full read
-        blocked = not full and tw.marker is not None
+        blocked = not full and holder
         for v, cached in candidates:
             if blocked:
                 out.append((v, cached))
@@ -158,11 +163,9 @@ class MarkerSet:
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
                 blocked = not full and p.footprint is None
-        # a commit above our marker (or what we know) may be theirs: one GET when nothing is new
-        if out and tw.marker is None:
+        if out and not holder:
             landed.update(self._landed_above(tw, m))
-            ended = {p.attempt for _, p in out if p.attempt in landed}
-            out = [(v, p) for v, p in out if p.attempt not in landed]
+            ended, out = _without_landed(out, landed)
         new = {(tw.name, a) for a in ended} - self._ended
         if new:  # counted once: a landed commit's marker may stay cached as running
             self._ended |= new
