@@ -21,6 +21,7 @@ statement it is the same protocol as LV[DL] (which is).
 from __future__ import annotations
 
 import argparse
+import multiprocessing as mp
 import os
 import time
 from collections.abc import Callable
@@ -92,16 +93,19 @@ def client_main(job: ClientJob, gate: Gate, tick: Callable[[int], None]) -> dict
         warm_up(lake)
         before = sum(counting.snapshot().values())
         gate()
-        start = time.time()
+        start, cpu = time.time(), time.process_time()
         deadline = start + job.max_seconds if job.max_seconds > 0 else None
         stats = run_client(lake, job.features, job.client, job.txns, job.scale, job.seed,
                            job.retries, lambda: sum(counting.snapshot().values()), lambda: tick(1),
                            deadline)
-        end = time.time()
+        end, cpu = time.time(), time.process_time() - cpu
         lake.flush()
     finally:
         lake.close()
-    return {"start": start, "end": end, "requests": sum(counting.snapshot().values()) - before,
+    # process CPU (all its threads); clients run as threads share one process: not theirs alone
+    in_thread = mp.current_process().name == "MainProcess"
+    return {"start": start, "end": end, "cpu_s": None if in_thread else cpu,
+            "requests": sum(counting.snapshot().values()) - before,
             "stats": {k: asdict(v) for k, v in stats.items()}}
 
 
@@ -173,6 +177,8 @@ def summarize(system: str, features: str, clients: int, results: list[dict] | No
         "new_orders_per_min": (by_type["new_order"].committed * 60.0 / elapsed if elapsed > 0
                                else 0.0),
         "requests_per_txn": requests / max(tot.committed, 1),
+        "cpu_ms_per_txn": (None if any(r["cpu_s"] is None for r in results) else
+                           1000 * sum(r["cpu_s"] for r in results) / max(tot.committed, 1)),
         "error_samples": [s for st in by_type.values() for s in st.error_samples][:8],
         "by_type": {k: {**asdict(st), "issued": st.issued,
                         "requests_per_txn": st.requests / max(st.issued, 1)}
@@ -219,7 +225,7 @@ def files_with_deletion_vectors(lake: lv.Lake) -> int:
 # -- reporting -------------------------------------------------------------------------------------
 COLUMNS = ["system", "clients", "issued", "committed", "txn_per_s", "new_orders_per_min", "aborts",
            "retries", "failed", "partial", "errors", "redos", "rollbacks", "requests_per_txn",
-           "violations", "c1", "c2", "c3", "c4", "unreadable", "files_with_dv"]
+           "cpu_ms_per_txn", "violations", "c1", "c2", "c3", "c4", "unreadable", "files_with_dv"]
 
 
 def _bars(ax, runs: list[dict], systems: list[str], clients: list[int], metric: str,

@@ -132,6 +132,23 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
       "a waiting marker holder keeps waiting for a predecessor whose commit it probed until a "
       "full read of the marker"),
+    M('wait-scan-ignores-cleared-range', "markers", 'lakevilla/core/markerset.py',
+      '        start = scan_start(tw.log, max(-1, m - MARKER_SCAN_WINDOW,',
+      '        start = (lambda log, lo: lo)(tw.log, max(-1, m - MARKER_SCAN_WINDOW,',
+      [WO + "test_a_waiters_scans_start_past_what_earlier_scans_cleared"],
+      "every wait round scans for running markers from the last checkpoint it knows of: under "
+      "a crowd ~200 versions a round"),
+    M('cleared-range-never-recorded', "markers", 'lakevilla/core/markerset.py',
+      '        scanned(tw.log, start, min([v for v, _ in out] + ours + [m]))\n',
+      '',
+      [WO + "test_a_waiters_scans_start_past_what_earlier_scans_cleared"],
+      "the scans clear nothing, so every one reads its whole window"),
+    M('checkpoint-check-ignores-cleared-range', "maintenance", CKPT,
+      '    lo = scan_start(log, max(log.last_checkpoint_version(), version - 500))\n',
+      '    lo = max(log.last_checkpoint_version(), version - 500)\n',
+      [WO + "test_a_waiters_scans_start_past_what_earlier_scans_cleared"],
+      "a due checkpoint re-reads every marker the client caches as running, also those whose "
+      "owner's commit a wait has seen"),
     M('claim-reads-cached-markers', "markers", 'lakevilla/core/markerset.py',
       '            tw.markers_read_at = time.monotonic()\n',
       '            pass\n',

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from .. import logs
 from ..complex_txn import reservations
 from ..complex_txn.dag import Dependencies
+from ..markers.floor import scan_start, scanned
 from ..markers.marker import (
     ABORTED,
     COMMITTED,
@@ -123,15 +124,20 @@ class MarkerSet:
         m = tw.marker.version if tw.marker is not None else tw.log.known_latest() + 1
         if tw.marker is None:
             tw.waited_upto = m - 1  # we commit above every version looked at here
-        lo = max(-1, m - MARKER_SCAN_WINDOW, tw.log.last_checkpoint_version() - 1)
+        # from the last checkpoint known (a window at most), past what earlier scans cleared
+        start = scan_start(tw.log, max(-1, m - MARKER_SCAN_WINDOW,
+                                       tw.log.last_checkpoint_version() - 1))
         out = []
         candidates: Running = []  # running as we last read them
+        ours: list[int] = []  # our own running markers: they keep the cleared range below them
         landed: set[str] = set()
-        for v, c in tw.log.commits_between(lo, m - 1):
+        for v, c in tw.log.commits_between(start, m - 1):
             p = marker_of(c)
-            if (p is not None and p.state == RUNNING and p.attempt != ctx.attempt
-                    and p.txn != ctx.id):
-                candidates.append((v, p))
+            if p is not None and p.state == RUNNING:
+                if p.attempt != ctx.attempt and p.txn != ctx.id:
+                    candidates.append((v, p))
+                else:
+                    ours.append(v)
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
@@ -166,6 +172,7 @@ class MarkerSet:
         if out and not holder:
             landed.update(self._landed_above(tw, m))
             ended, out = _without_landed(out, landed)
+        scanned(tw.log, start, min([v for v, _ in out] + ours + [m]))
         new = {(tw.name, a) for a in ended} - self._ended
         if new:  # counted once: a landed commit's marker may stay cached as running
             self._ended |= new

@@ -15,6 +15,7 @@ from .. import logs
 from ..delta.log import DeltaLog
 from ..errors import InvalidArgumentError
 from ..store import NotFound
+from .floor import scan_start
 from .marker import RUNNING, marker_of
 
 
@@ -25,7 +26,9 @@ def open_marker(log: DeltaLog, version: int) -> int | None:
     final (no running marker), none of them can change any more, so the snapshot built
     afterwards is exact. Built the other way round, an in-place fill landing between the
     snapshot and this check would be hidden by the checkpoint."""
-    lo = max(log.last_checkpoint_version(), version - 500)
+    # past what this client's waits cleared: a marker there is closed or its owner's commit
+    # landed, and neither is ever filled (a fill is its owner's commit)
+    lo = scan_start(log, max(log.last_checkpoint_version(), version - 500))
     for v, c in log.commits_between(lo, version):
         m = marker_of(c)
         if m is None or m.state != RUNNING:

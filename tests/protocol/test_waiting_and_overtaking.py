@@ -326,3 +326,63 @@ def test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_read
     assert not done.is_alive() and t2.stats["waits_ended_by_commit"] >= 1
     assert {r["id"]: r["value"] for r in rows(counted.read("t"))}[1] == 111
     assert rows(counted.read("t")) == local_backend.delta_rows("t")
+
+
+def test_a_waiters_scans_start_past_what_earlier_scans_cleared(local_backend, monkeypatch):
+    """A wait round looks for running markers below ours from the last checkpoint it knows of;
+    under a crowd checkpoints lag and that scan grew to ~200 versions a round. Once a scan
+    found every marker below a version closed, or its owner's commit landed, later scans (and a
+    due checkpoint's check for open markers) start there. Here: 25 commits without a
+    checkpoint, then a predecessor's marker. Every round after the claim's scan starts at the
+    predecessor's marker; once its commit landed, the checkpoint check reads no marker."""
+    from lakevilla.core import markerset
+    from lakevilla.delta.log import DeltaLog
+    from lakevilla.markers.checkpoints import open_marker
+
+    monkeypatch.setattr(markerset, "FULL_READ_EVERY", 3600.0)
+    owner = local_backend.lake(marker_ttl=600.0)
+    owner.create_table("t", T, properties={"delta.checkpointInterval": "1000"})
+    with owner.transaction("") as t:
+        t.insert("t", {"id": [1, 2], "value": [10, 20]})
+    for i in range(25):
+        with owner.transaction("R") as t:
+            t.insert("t", {"id": [100 + i], "value": [0]})
+    t1 = owner.begin("R")
+    t1.update("t", set={"value": "value + 1"}, where="id = 1")
+    claim_now(t1, "t")
+    m1 = t1.tables["t"].marker.version
+    key = f"t/_delta_log/{m1:020d}.json"
+    reads: list[str] = []
+    counted = local_backend.lake(
+        store=HookStore(local_backend.store(), lambda kind, k: kind == "get" and k == key,
+                        lambda: reads.append(key), repeat=True),
+        marker_ttl=600.0, wait_timeout=60.0)
+    t2 = counted.begin("R")
+    t2.update("t", set={"value": "value + 100"}, where="id = 1")
+    log = t2.tables["t"].log
+    assert log.last_checkpoint_version() < 0  # without the cleared range, scans start below
+    scans: list[int] = []
+    real = DeltaLog.commits_between
+
+    def spy(self, lo, hi):
+        if self is log and t2.tables["t"].marker is not None \
+                and hi == t2.tables["t"].marker.version - 1:
+            scans.append(lo)
+        return real(self, lo, hi)
+
+    monkeypatch.setattr(DeltaLog, "commits_between", spy)
+    claim_now(t2, "t")
+    done = threading.Thread(target=t2.commit)
+    done.start()
+    wait_until(lambda: t2.stats["wait_rounds"] >= 4, "four wait rounds")
+    assert len(scans) >= 4 and scans[0] < m1 - 1  # the claim's scan reads its whole window
+    assert all(lo >= m1 - 1 for lo in scans[1:]), (m1, scans)
+    t1.commit()
+    done.join(30)
+    assert not done.is_alive() and t2.state == "committed"
+    owner.flush()  # t1's marker is closed; t2's client still caches it as running
+    before = len(reads)
+    assert open_marker(log, log.known_latest()) is None
+    assert len(reads) == before  # the check read no marker whose owner's commit was seen
+    assert {r["id"]: r["value"] for r in rows(counted.read("t"))}[1] == 111
+    assert rows(counted.read("t")) == local_backend.delta_rows("t")
