@@ -98,9 +98,13 @@ def marker_of(c: Commit) -> MarkerPayload | None:
 
 
 def commit_txn(c: Commit) -> str | None:
-    """The transaction attempt that wrote a table commit (tail commit or filled marker)."""
-    info = CommitInfo.of(c.lakevilla)
-    return info.attempt if info is not None and info.is_commit else None
+    """The transaction attempt that wrote a table commit (tail commit or filled marker); kept on
+    the commit, since waits ask it of the same cached commits every round."""
+    if "txn" not in c.derived:
+        info = CommitInfo.of(c.lakevilla)
+        c.derived["txn"] = info.attempt if info is not None and info.is_commit else None
+    got: str | None = c.derived["txn"]
+    return got
 
 
 def is_final(c: Commit) -> bool:
