@@ -57,7 +57,7 @@ NAIVE_OFFSETS = pa.schema([("source", pa.string()), ("version", pa.int64())])
 DAYS = ["mon", "tue", "wed", "thu", "fri"]
 SOURCES = ["orders", "order_lines"]
 SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
-QUICK = {"minutes": 0.2, "writers": 2, "consumers": 2, "kill_every": 3.0, "samples": 3}
+QUICK = {"minutes": 0.14, "writers": 2, "consumers": 2, "kill_every": 2.5, "samples": 3}
 
 
 def deltas(changes: dict[str, pa.Table]) -> dict[str, list[int]]:

@@ -149,6 +149,18 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_waiters_scans_start_past_what_earlier_scans_cleared"],
       "a due checkpoint re-reads every marker the client caches as running, also those whose "
       "owner's commit a wait has seen"),
+    M('cleared-range-merges-across-a-gap', "markers", 'lakevilla/markers/floor.py',
+      '            if running >= r.base:',
+      '            if True:',
+      ["tests/unit/test_scan_floor.py"],
+      "a scan that found a running marker below the cleared range still extends the range over "
+      "it: a later scan skips that marker"),
+    M('cleared-range-used-below-its-base', "markers", 'lakevilla/markers/floor.py',
+      '        if r is None or lo + 1 < r.base:',
+      '        if r is None:',
+      ["tests/unit/test_scan_floor.py"],
+      "a scan whose window starts below the cleared range jumps to its top, skipping what lies "
+      "between its window's start and the range"),
     M('claim-reads-cached-markers', "markers", 'lakevilla/core/markerset.py',
       '            tw.markers_read_at = time.monotonic()\n',
       '            pass\n',
