@@ -292,6 +292,14 @@ def test_a_waiting_writer_with_a_redoable_conflict_waits_and_redoes_once(local_b
 
 
 
+def _counting_gets(backend, key: str, reads: list[str]):
+    """A client whose every GET of ``key`` (a predecessor's marker) lands in ``reads``."""
+    return backend.lake(
+        store=HookStore(backend.store(), lambda kind, k: kind == "get" and k == key,
+                        lambda: reads.append(key), repeat=True),
+        marker_ttl=600.0, wait_timeout=60.0)
+
+
 def test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads(
         local_backend, monkeypatch):
     """Between full reads a round costs one probe of the log: the predecessor's commit lands
@@ -308,10 +316,7 @@ def test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_read
     claim_now(t1, "t")
     key = f"t/_delta_log/{t1.tables['t'].marker.version:020d}.json"
     reads: list[str] = []
-    counted = local_backend.lake(
-        store=HookStore(local_backend.store(), lambda kind, k: kind == "get" and k == key,
-                        lambda: reads.append(key), repeat=True),
-        marker_ttl=600.0, wait_timeout=60.0)
+    counted = _counting_gets(local_backend, key, reads)
     t2 = counted.begin("R")
     t2.update("t", set={"value": "value + 100"}, where="id = 1")
     claim_now(t2, "t")  # a marker holder: it waits for t1's marker at commit
@@ -353,10 +358,7 @@ def test_a_waiters_scans_start_past_what_earlier_scans_cleared(local_backend, mo
     m1 = t1.tables["t"].marker.version
     key = f"t/_delta_log/{m1:020d}.json"
     reads: list[str] = []
-    counted = local_backend.lake(
-        store=HookStore(local_backend.store(), lambda kind, k: kind == "get" and k == key,
-                        lambda: reads.append(key), repeat=True),
-        marker_ttl=600.0, wait_timeout=60.0)
+    counted = _counting_gets(local_backend, key, reads)
     t2 = counted.begin("R")
     t2.update("t", set={"value": "value + 100"}, where="id = 1")
     log = t2.tables["t"].log
