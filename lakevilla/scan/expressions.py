@@ -926,6 +926,7 @@ def _representative(lit: dict) -> dict:
 
 
 _INT32 = (-(1 << 31), (1 << 31) - 1)
+_ANY_STRING = {"kind": "STRING", "text": "s"}
 
 
 def _against_wide(node: dict) -> dict:
@@ -956,10 +957,16 @@ def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
 
 def _typing_shape(node: dict, compared: frozenset[int] = frozenset(),
                   under_function: bool = False) -> dict:
-    """A copy of the tree with each number literal outside a function replaced by its
-    representative; ``compared``: the ids of literals compared with an INTEGER or BIGINT column."""
+    """A copy of the tree with each number or string literal outside a function replaced by its
+    representative; ``compared``: the ids of literals compared with an INTEGER or BIGINT column.
+    DuckDB binds a string literal by where it stands, never by what it says (binding evaluates
+    nothing: ``i = 'abc'`` binds), so one string stands for all."""
     if node.get("class") == "CONSTANT":
-        if under_function or node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
+        if under_function:
+            return node
+        if node["literal"]["kind"] == "STRING":
+            return {**node, "literal": _ANY_STRING}
+        if node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
             return node
         if id(node) in compared:
             return _against_wide(node)

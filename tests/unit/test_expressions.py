@@ -231,6 +231,62 @@ def test_a_shape_bound_before_types_each_text_as_duckdb_would(template, a, b, c)
     assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
 
 
+def test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_own(monkeypatch):
+    """A statement's strings are values too (``c_last = 'BARBAR...'``, YCSB's ``field3 = '...'``):
+    binding never reads them, so one binding serves every text of the shape, while what runs is
+    each text's own string. A string under a function (``round``, ``date_part``) keeps its
+    text, as numbers there do."""
+    described: list[list[str]] = []
+    real = E._Binder.describe
+    monkeypatch.setattr(E._Binder, "describe",
+                        lambda self, items: described.append(items) or real(self, items))
+    scope = E.Scope.table(NUMBERS)
+    E._TYPINGS.clear()
+    pairs = [("s = 'abc'", "s = 'it''s a much longer one, 100 bytes or so'"),
+             ("n = 7 AND s IN ('a', 'b')", "n = 8 AND s IN ('xyz', '')"),
+             ("CASE WHEN s LIKE 'a%' THEN 'yes' ELSE s END",
+              "CASE WHEN s LIKE '%q_' THEN 'no' ELSE s END"),
+             ("coalesce(s, 'none') || '!'", "coalesce(s, '') || '?!'")]
+    for first, second in pairs:
+        before = len(described)
+        E.check_expression(first, scope)
+        assert len(described) > before, first
+        before = len(described)
+        chk = E.check_expression(second, scope)
+        assert len(described) == before, second  # same shape: no DuckDB call
+        assert _typing(chk) == _typing(_bound_afresh(second, scope)), second
+        assert chk.sql == E._check_as(second, scope, "afresh").sql, second
+    assert "'it''s a much longer one, 100 bytes or so'" in E.check_where(pairs[0][1], scope).sql
+
+
+_STRINGS = st.text(max_size=12).map(E.quote_string)
+_STRING_TEMPLATES = ["s = {0}", "CASE WHEN s > {0} THEN {1} ELSE s END", "n = {0} OR t8 <> {1}",
+                     "coalesce(s, {0}) || {1}", "s NOT IN ({0}, {1})", "s LIKE {0}",
+                     "CAST({0} AS VARCHAR) = s", "dec = {0}", "{0} BETWEEN s AND {1}",
+                     "i + {0} > 1", "CASE s WHEN {0} THEN 1 ELSE {1} END"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(template=st.sampled_from(_STRING_TEMPLATES), a=_STRINGS, b=_STRINGS, c=_STRINGS)
+def test_a_shape_bound_before_types_each_strings_text_as_duckdb_would(template, a, b, c):
+    """Whatever strings the text that bound a shape held, another text gets DuckDB's own types,
+    or DuckDB's own refusal."""
+    scope = E.Scope.table(NUMBERS)
+    E._TYPINGS.clear()
+    try:
+        E.check_expression(template.format(a, b), scope)
+    except lv.InvalidExpressionError:
+        return
+    text = template.format(c, b)
+    try:
+        cached = E._check_as(text, scope, "cached")
+    except lv.InvalidExpressionError:
+        with pytest.raises(lv.InvalidExpressionError):
+            _bound_afresh(text, scope)
+        return
+    assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
+
+
 def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
     """Rendering is faithful: each ordinary expression, evaluated from our rendering, gives what
     plain DuckDB gives for the user's text."""
