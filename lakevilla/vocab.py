@@ -80,11 +80,15 @@ class CommitInfo:
     tables: int | None = None
     marker: int | None = None  # the marker version this commit fills or follows
     txn_tables: list[str] | None = None  # every table of a multi-table CT commit
+    # a commit of updates alone: every row it removes it adds back, changed in these columns
+    # (lower case) alone, and it adds no other row; a read of none of them reads the same
+    updated: list[str] | None = None
     v: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": self.v, "kind": str(self.kind)}
-        for k in ("txn", "attempt", "features", "decision", "tables", "marker", "txn_tables"):
+        for k in ("txn", "attempt", "features", "decision", "tables", "marker", "txn_tables",
+                  "updated"):
             x = getattr(self, k)
             if x is not None:
                 out[k] = str(x) if isinstance(x, StrEnum) else x

@@ -161,6 +161,32 @@ MUTATIONS: list[Mutation] = [
       ["tests/unit/test_scan_floor.py"],
       "a scan whose window starts below the cleared range jumps to its top, skipping what lies "
       "between its window's start and the range"),
+    M('update-of-other-columns-conflicts', "conflicts", 'lakevilla/scan/conflicts.py',
+      '            if changed is not None and changed.isdisjoint(self.columns):',
+      '            if False:',
+      [SR + "test_a_read_of_columns_a_concurrent_update_left_alone_is_not_in_conflict"],
+      "a read of w_tax conflicts with every Payment's update of w_ytd of the same row: a "
+      "consumed read aborts, a kept one is run again"),
+    M('updated-columns-claimed-beside-inserts', "conflicts", 'lakevilla/statements/view.py',
+      '                or any(not op.keeps_rows or not op.assignments_to_check() '
+      'for op in writes)):',
+      '                or False):',
+      [SR + "test_a_read_of_columns_a_concurrent_update_left_alone_is_not_in_conflict"],
+      "a commit that updates and inserts names the updated columns alone: a read whose "
+      "predicate the new rows match misses them (a phantom)"),
+    M('read-columns-without-its-filter', "conflicts", 'lakevilla/statements/read.py',
+      '            names |= {n for node in E.walk(pred.node) if node.get("class") == "COLUMN_REF"',
+      '            names |= {n for node in [] if node.get("class") == "COLUMN_REF"',
+      [SR + "test_a_read_of_columns_a_concurrent_update_left_alone_is_not_in_conflict"],
+      "a read filtered by ytd < 5 takes no conflict from an update of ytd: rows leave its "
+      "result unseen"),
+    M('string-literal-bound-by-its-text', "expressions", 'lakevilla/scan/expressions.py',
+      '            return {**node, "literal": _ANY_STRING}',
+      '            return node',
+      ["tests/unit/test_expressions.py::"
+       "test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_own"],
+      "each new string (c_last = 'BARBAR...', YCSB's field values) binds its expression in "
+      "DuckDB again (~3 ms)"),
     M('claim-reads-cached-markers', "markers", 'lakevilla/core/markerset.py',
       '            tw.markers_read_at = time.monotonic()\n',
       '            pass\n',

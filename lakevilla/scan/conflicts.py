@@ -5,6 +5,9 @@ with a predicate, that predicate. A concurrent commit conflicts with it when it
 removed a file in the footprint, or added a file whose partition values and
 min/max statistics could satisfy the predicate (a phantom), or changed the
 table's schema or protocol. Blind appends have no footprint: they never conflict.
+A read that names the columns it depends on is not invalidated by a commit of updates
+alone (``commitInfo.lakevilla.updated``) that changed none of them: every row stays, and
+every value the read looked at with it.
 A compaction's actions (``dataChange: false``) move rows without changing them: its
 new files are no phantoms, and its removal of a file we only read loses us nothing;
 only a file we removed too is a conflict.
@@ -21,6 +24,7 @@ import pyarrow as pa
 from ..delta.actions import AddFile, Commit
 from ..delta.files import ActionTable
 from ..errors import CorruptLogError
+from ..vocab import CommitInfo
 from .pruning import parse_predicate, prune
 
 
@@ -31,10 +35,16 @@ class Footprint:
     predicate: str | None = None
     full_scan: bool = False  # read with no predicate: any new row is a phantom
     blind: bool = False
+    # a read's: every column (lower case) its rows depend on, filtered, ordered or returned;
+    # None: any (a write's footprint, or a read of every column)
+    columns: frozenset[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"read": sorted(self.read_files), "removed": sorted(self.removed_files),
-                "predicate": self.predicate, "full_scan": self.full_scan, "blind": self.blind}
+        out = {"read": sorted(self.read_files), "removed": sorted(self.removed_files),
+               "predicate": self.predicate, "full_scan": self.full_scan, "blind": self.blind}
+        if self.columns is not None:
+            out["columns"] = sorted(self.columns)
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Footprint:
@@ -44,7 +54,9 @@ class Footprint:
             fp = cls(read_files={str(x) for x in d.get("read", [])},
                      removed_files={str(x) for x in d.get("removed", [])},
                      predicate=None if d.get("predicate") is None else str(d["predicate"]),
-                     full_scan=bool(d.get("full_scan", False)), blind=bool(d.get("blind", False)))
+                     full_scan=bool(d.get("full_scan", False)), blind=bool(d.get("blind", False)),
+                     columns=(None if d.get("columns") is None
+                              else frozenset(str(x).lower() for x in d["columns"])))
         except (AttributeError, TypeError) as e:
             raise CorruptLogError(f"malformed footprint {d!r}") from e
         return fp
@@ -62,6 +74,10 @@ class Footprint:
             return "table protocol changed"
         if self.blind:
             return None
+        if self.columns is not None and not self.removed_files:
+            changed = updated_columns(c)
+            if changed is not None and changed.isdisjoint(self.columns):
+                return None
         for r in c.removes:
             if r.path in self.read_files and (r.data_change or r.path in self.removed_files):
                 return f"file {r.path} that we read was removed"
@@ -78,6 +94,19 @@ class Footprint:
             if hits:
                 return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"
         return None
+
+
+def updated_columns(c: Commit) -> frozenset[str] | None:
+    """The columns ``c`` changed when it is a commit of updates alone (lower case), else None;
+    kept on the commit, which every waiting statement checks."""
+    if "updated" not in c.derived:
+        info = CommitInfo.of((c.commit_info or {}).get("lakevilla"))
+        names = info.updated if info is not None else None
+        c.derived["updated"] = (
+            frozenset(n.lower() for n in names)
+            if isinstance(names, list) and all(isinstance(n, str) for n in names)
+            and c.metadata is None and c.protocol is None else None)
+    return c.derived["updated"]
 
 
 def _new_rows(c: Commit) -> tuple[list[AddFile], ActionTable]:

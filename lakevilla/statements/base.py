@@ -38,6 +38,8 @@ class Statement:
     blind: ClassVar[bool] = False  # an append that reads nothing (isBlindAppend, no footprint)
     append_only_ok: ClassVar[bool] = False  # allowed on a table with delta.appendOnly
     compacts: ClassVar[bool] = False  # its removes change no row (dataChange: false)
+    # every row it removes it adds back, changed only in its SET columns (an update)
+    keeps_rows: ClassVar[bool] = False
     # the engine logs its change rows (change data feed): no cdc file means no row changed,
     # whatever files it rewrote (update, delete, merge)
     logs_changes: ClassVar[bool] = False

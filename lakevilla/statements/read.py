@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..scan import expressions as E
+from ..scan.conflicts import Footprint
 from ..scan.ordering import Ordering
 from ..scan.pruning import parse_predicate, prune_files
 from . import read_results
@@ -51,6 +53,23 @@ class Read(Statement):
             raise read_results.ReadChanged(f"{tw.name}: the read of operation {self.seq} "
                                            "returns other rows now")
         return result
+
+    def footprint(self) -> Footprint:
+        """With the columns its rows depend on, when it names what it returns: a commit that
+        only updated other columns leaves its rows as they were."""
+        fp = super().footprint()
+        pred = parse_predicate(self.where)
+        if self.columns is None or (self.where is not None and pred.node is None):
+            return fp
+        names = set(self.columns)
+        if self.order is not None:
+            names |= {k for k, _ in self.order.keys}
+        if pred.node is not None:
+            names |= {n for node in E.walk(pred.node) if node.get("class") == "COLUMN_REF"
+                      for n in node["column_names"]}
+        # a dotted name stands for its top-level column too (updates set top-level columns)
+        fp.columns = frozenset(x.lower() for n in names for x in (n, n.split(".")[0]))
+        return fp
 
     @property
     def comparable(self) -> bool:

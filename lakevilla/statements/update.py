@@ -38,6 +38,7 @@ class _Rewrite(Statement):
 class Update(_Rewrite):
     kind: ClassVar[str] = "update"
     operation: ClassVar[str] = "UPDATE"
+    keeps_rows: ClassVar[bool] = True
 
     # column -> SQL expression over the row
     assignments: dict[str, str] = field(default_factory=dict)

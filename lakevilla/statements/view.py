@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Protocol
 from ..delta import column_mapping, mapping_changes, row_tracking
 from ..delta.actions import AddFile, CdcFile, Commit, Metadata, RemoveFile
 from ..delta.actions import Protocol as DeltaProtocol
+from ..delta.constraints import generated_columns
 from ..delta.features import check_writable, upgraded
 from ..delta.files import FileSet
 from ..delta.identity import with_marks
@@ -28,6 +29,7 @@ from ..errors import UnsupportedTableFeatureError
 from ..markers.marker import MarkerHandle
 from ..scan.conflicts import Footprint
 from ..scan.pruning import parse_predicate, prune, prune_files
+from ..vocab import InfoKind
 from . import evolution
 
 
@@ -41,6 +43,7 @@ class Recorded(Protocol):
     is_write: ClassVar[bool]
     blind: ClassVar[bool]  # an append that reads nothing
     compacts: ClassVar[bool]  # its removes change no row
+    keeps_rows: ClassVar[bool]  # its removed rows come back changed in its SET columns alone
     logs_changes: ClassVar[bool]  # the engine logs its change rows (none: no row changed)
     seq: int
     where: str | None
@@ -66,6 +69,8 @@ class Recorded(Protocol):
     def reset_for_redo(self) -> None: ...
 
     def footprint(self) -> Footprint: ...
+
+    def assignments_to_check(self) -> dict[str, str] | None: ...
 
     def would_change(self, tw: TableWork, engine: Engine, snapshot: Any) -> bool | None: ...
 
@@ -322,6 +327,18 @@ class TableWork:
         written = {p for op in self.ops for a in op.added for p in a.written_files}
         return (written - final) | self.garbage
 
+    def updated_columns(self) -> list[str] | None:
+        """The columns our commit changes when all we wrote here are updates (lower case, with
+        the generated columns, which follow what they read), else None (``CommitInfo.updated``)."""
+        writes = [op for op in self.ops if op.is_write]
+        if (not writes or self.creating is not None or self.metadata is not None
+                or self.protocol is not None
+                # an update resumed without its SET: which columns it changed is unknown
+                or any(not op.keeps_rows or not op.assignments_to_check() for op in writes)):
+            return None
+        names = {c for op in writes for c in (op.assignments_to_check() or {})}
+        return sorted({n.lower() for n in names | generated_columns(self.ctx.constraints)})
+
     def build_commit(self, commit_info: dict) -> Commit:
         adds, removes = self.net_actions()
         writes = [op for op in self.ops if op.is_write]
@@ -342,5 +359,9 @@ class TableWork:
             return Commit(adds=adds, commit_info=info, protocol=self.protocol or c.protocol,
                           metadata=self.metadata or c.metadata, cdc=cdc)
         commit_info.setdefault("readVersion", self.read_version)
+        changed = self.updated_columns()
+        lv = commit_info.get("lakevilla")
+        if changed is not None and isinstance(lv, dict) and lv.get("kind") == InfoKind.COMMIT:
+            commit_info["lakevilla"] = {**lv, "updated": changed}
         return Commit(adds=adds, removes=removes, commit_info=commit_info, metadata=self.metadata,
                       protocol=self.protocol, cdc=cdc)

@@ -13,6 +13,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.engines.api import data_file_key
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.statements import read_results
 from tests.conftest import rows
 from tests.helpers import (
     HookStore,
@@ -278,6 +279,59 @@ def test_a_read_whose_rows_changed_still_aborts_with_its_redo(local_backend):
     assert err.value.reason == "consumed-read"
     assert rows(lake.read("w")) == [{"id": 1, "name": "east", "ytd": 0}]
     assert open_markers(lake, "w") == []
+
+
+_OTHER = {  # what a concurrent transaction does to row 1 of w, and whether T's read conflicts
+    "updates-another-column": (lambda x: x.update("w", set={"ytd": "ytd + 7"}, where="id = 1"),
+                               False),
+    "updates-the-returned-column": (
+        lambda x: x.update("w", set={"name": "'east'"}, where="id = 1"), True),
+    "updates-the-filtered-column": (
+        lambda x: x.update("w", set={"ytd": "ytd + 7"}, where="id = 1"), True),
+    "updates-and-inserts": (lambda x: (x.update("w", set={"ytd": "ytd + 7"}, where="id = 1"),
+                                       x.insert("w", {"id": [3], "name": ["west"], "ytd": [0]})),
+                            True),
+}
+
+
+@pytest.mark.parametrize("case", list(_OTHER))
+def test_a_read_of_columns_a_concurrent_update_left_alone_is_not_in_conflict(
+        local_backend, monkeypatch, case):
+    """TPC-C's NewOrder reads w_tax while Payments add to w_ytd of the same row. A commit of
+    updates alone names the columns it changed (``commitInfo.lakevilla.updated``); a read that
+    filters, orders and returns none of them returns what it returned, so that commit is no
+    conflict for it, even for rows the client consumed (there, any conflict aborts). T's own
+    update of the file is redone; the read stands. A commit that changes a column the read
+    returns or filters by, or adds rows, is still a conflict: T aborts, nothing of it stays."""
+    monkeypatch.setattr(read_results, "KEEP_MAX_ROWS", 0)  # rows consumed: a conflict aborts
+    lake = local_backend.lake()
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                      ("ytd", pa.int64())]))
+    with lake.transaction("") as x:
+        x.insert("w", {"id": [1, 2], "name": ["north", "south"], "ytd": [0, 0]})
+    act, conflicts = _OTHER[case]
+    where = "id < 3 AND ytd < 5" if case == "updates-the-filtered-column" else "id < 3"
+    t = lake.begin("R")
+    assert sorted(t.read("w", where=where, columns=["name"]).column("name").to_pylist()) == [
+        "north", "south"]
+    t.update("w", set={"ytd": "ytd + 1"}, where="id = 2")
+    with local_backend.lake().transaction("R") as other:
+        act(other)
+    info = lake._client.log("w").read_commit(lake.version("w")).commit_info["lakevilla"]
+    assert info.get("updated") == {"updates-another-column": ["ytd"],
+                                   "updates-the-returned-column": ["name"],
+                                   "updates-the-filtered-column": ["ytd"]}.get(case)
+    before = rows(lake.read("w"))
+    if conflicts:
+        with pytest.raises(lv.TransactionAborted):
+            t.commit()
+        assert rows(lake.read("w")) == before
+    else:
+        t.commit()
+        assert t.stats["redos"] == 1  # the update; the read stands
+        assert rows(lake.read("w")) == [{"id": 1, "name": "north", "ytd": 7},
+                                        {"id": 2, "name": "south", "ytd": 1}]
+    assert rows(lake.read("w")) == local_backend.delta_rows("w")  # delta-rs reads the commit
 
 
 @pytest.mark.parametrize(("o", "aborts"), [(100, False), (1, True)],
