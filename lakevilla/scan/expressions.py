@@ -220,6 +220,10 @@ for _unit in ("years", "months", "weeks", "days", "hours", "minutes", "seconds",
     _fn(f"to_{_unit}", 1, 1, _NUM)
 
 VOLATILE = {"current_date", "current_timestamp"}
+# functions whose type does not depend on what their string arguments say (not date_part's kin)
+STRING_BLIND = {"lower", "upper", "length", "trim", "ltrim", "rtrim", "substring", "concat",
+                "replace", "starts_with", "ends_with", "contains", "strpos", "left", "right",
+                "lpad", "rpad", "greatest", "least", "nullif"}
 # parts date_part / date_trunc / date_diff accept (first argument, a string literal)
 DATE_PARTS = {"year", "quarter", "month", "week", "day", "hour", "minute", "second", "dow",
               "dayofweek", "doy", "dayofyear"}
@@ -956,32 +960,35 @@ def _compared_with_wide(node: dict, wide: Callable[[dict], bool]) -> list[dict]:
 
 
 def _typing_shape(node: dict, compared: frozenset[int] = frozenset(),
-                  under_function: bool = False) -> dict:
-    """A copy of the tree with each number or string literal outside a function replaced by its
-    representative; ``compared``: the ids of literals compared with an INTEGER or BIGINT column.
-    DuckDB binds a string literal by where it stands, never by what it says (binding evaluates
-    nothing: ``i = 'abc'`` binds), so one string stands for all."""
+                  under_function: bool = False, strings_read: bool = False) -> dict:
+    """A copy of the tree with each number literal outside a function, and each string literal
+    outside a function that reads it, replaced by its representative; ``compared``: the ids of
+    literals compared with an INTEGER or BIGINT column. DuckDB binds a string literal by where
+    it stands, not by what it says (binding evaluates nothing: ``i = 'abc'`` binds), except as
+    the part name of ``date_part`` and its kin, so one string stands for all elsewhere."""
     if node.get("class") == "CONSTANT":
-        if under_function:
-            return node
-        if node["literal"]["kind"] == "STRING":
-            return {**node, "literal": _ANY_STRING}
-        if node["literal"]["kind"] not in ("INTEGER", "NUMERIC"):
+        kind = node["literal"]["kind"]
+        if kind == "STRING":
+            return node if strings_read else {**node, "literal": _ANY_STRING}
+        if under_function or kind not in ("INTEGER", "NUMERIC"):
             return node
         if id(node) in compared:
             return _against_wide(node)
         return {**node, "literal": _representative(node["literal"])}
     if node.get("class") == "FUNCTION":
-        under_function = under_function or node["function_name"].lower() not in OPERATORS
+        name = node["function_name"].lower()
+        under_function = under_function or name not in OPERATORS
+        strings_read = strings_read or (name not in OPERATORS
+                                        and FUNCTIONS.get(name, ("",))[0] not in STRING_BLIND)
     out = {}
     for k, v in node.items():
         if k == "type_expr":  # a CAST's type: its numbers are the type (DECIMAL(10, 2))
             out[k] = v
         elif isinstance(v, dict):
-            out[k] = _typing_shape(v, compared, under_function)
+            out[k] = _typing_shape(v, compared, under_function, strings_read)
         elif isinstance(v, list):
-            out[k] = [_typing_shape(x, compared, under_function) if isinstance(x, dict) else x
-                      for x in v]
+            out[k] = [_typing_shape(x, compared, under_function, strings_read)
+                      if isinstance(x, dict) else x for x in v]
         else:
             out[k] = v
     return out

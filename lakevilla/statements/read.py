@@ -8,6 +8,7 @@ conflict with it aborts the transaction (the client already computed with the ro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..scan import expressions as E
@@ -58,9 +59,17 @@ class Read(Statement):
         """With the columns its rows depend on, when it names what it returns: a commit that
         only updated other columns leaves its rows as they were."""
         fp = super().footprint()
+        fp.columns = self.depends_on
+        return fp
+
+    @cached_property
+    def depends_on(self) -> frozenset[str] | None:
+        """Every column (lower case) its rows depend on: returned, filtered or ordered by; None
+        for all of them. Fixed by the statement, so worked out once (footprints are asked for in
+        every wait round)."""
         pred = parse_predicate(self.where)
         if self.columns is None or (self.where is not None and pred.node is None):
-            return fp
+            return None
         names = set(self.columns)
         if self.order is not None:
             names |= {k for k, _ in self.order.keys}
@@ -68,8 +77,7 @@ class Read(Statement):
             names |= {n for node in E.walk(pred.node) if node.get("class") == "COLUMN_REF"
                       for n in node["column_names"]}
         # a dotted name stands for its top-level column too (updates set top-level columns)
-        fp.columns = frozenset(x.lower() for n in names for x in (n, n.split(".")[0]))
-        return fp
+        return frozenset(x.lower() for n in names for x in (n, n.split(".")[0]))
 
     @property
     def comparable(self) -> bool:
