@@ -88,11 +88,9 @@ class Footprint:
                 if a.num_records != 0 and a.data_change:
                     return f"new file {a.path} adds rows to a full scan"
         elif self.predicate is not None:
-            adds, table = _new_rows(c)
-            hits = (prune(parse_predicate(self.predicate), adds, schema, partition_columns, table)
-                    if adds else [])
-            if hits:
-                return f"new file {hits[0].path} may hold rows matching {self.predicate!r}"
+            hit = _phantom(c, self.predicate, schema, partition_columns)
+            if hit is not None:
+                return f"new file {hit} may hold rows matching {self.predicate!r}"
         return None
 
 
@@ -107,6 +105,22 @@ def updated_columns(c: Commit) -> frozenset[str] | None:
             if isinstance(names, list) and all(isinstance(n, str) for n in names)
             and c.metadata is None and c.protocol is None else None)
     return c.derived["updated"]
+
+
+def _phantom(c: Commit, predicate: str, schema: pa.Schema,
+             partition_columns: list[str]) -> str | None:
+    """The first file of ``c`` that may hold rows matching ``predicate`` (None: none), kept on
+    the commit: a waiting transaction checks each landed commit in its wait rounds, again when
+    it validates, and again for each read it may re-run."""
+    cache = c.derived.setdefault("phantoms", {})
+    key = (predicate, tuple(partition_columns))
+    got = cache.get(key)
+    if got is not None and (got[0] is schema or got[0].equals(schema, check_metadata=True)):
+        return got[1]
+    adds, table = _new_rows(c)
+    hits = prune(parse_predicate(predicate), adds, schema, partition_columns, table) if adds else []
+    cache[key] = (schema, hits[0].path if hits else None)
+    return cache[key][1]
 
 
 def _new_rows(c: Commit) -> tuple[list[AddFile], ActionTable]:

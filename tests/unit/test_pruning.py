@@ -260,6 +260,29 @@ def test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against(monke
     assert len(parsed) == 2
 
 
+def test_a_commit_is_pruned_once_per_predicate_whoever_asks_again(monkeypatch):
+    """A waiting transaction checks each landed commit against its footprints in a wait round,
+    again when it validates, and again for each read it may re-run: the answer for one predicate
+    is kept on the commit. A schema that differs (field metadata: column mapping's physical
+    names) prunes again."""
+    from lakevilla.delta.actions import Commit
+    from lakevilla.scan import conflicts
+
+    pruned: list[str] = []
+    real = conflicts.prune
+    monkeypatch.setattr(conflicts, "prune",
+                        lambda pred, *a, **k: pruned.append(pred.text) or real(pred, *a, **k))
+    c = Commit(adds=[_add([_row(k, i=k, s=f"s{k}", p="x", q=k)], f"f{k}") for k in range(3)])
+    hit, miss = conflicts.Footprint(predicate="i = 1"), conflicts.Footprint(predicate="i = 7")
+    for _ in range(3):
+        assert "may hold rows matching 'i = 1'" in hit.conflicts_with(c, SCHEMA, PARTITION)
+        assert miss.conflicts_with(c, SCHEMA, PARTITION) is None
+    assert pruned == ["i = 1", "i = 7"]
+    other = pa.schema([f.with_metadata({"delta.columnMapping.id": "1"}) for f in SCHEMA])
+    assert "may hold rows matching" in hit.conflicts_with(c, other, PARTITION)
+    assert pruned == ["i = 1", "i = 7", "i = 1"]
+
+
 def test_statistics_naming_a_column_in_another_case_prune_as_its_own(monkeypatch):
     """A writer may spell a column's name in its statistics in another case (``"I"`` for ``i``):
     those bounds are the column's, on the DuckDB path too (the files whose JSON lacks the exact
