@@ -195,6 +195,20 @@ MUTATIONS: list[Mutation] = [
       ["tests/unit/test_expressions.py::"
        "test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_own"],
       "Payment's SET c_data = substr('<note>' || c_data, 1, 500) binds in DuckDB anew each time"),
+    M('phantom-check-not-kept', "conflicts", 'lakevilla/scan/conflicts.py',
+      '    if got is not None and (got[0] is schema or got[0].equals(schema, '
+      'check_metadata=True)):',
+      '    if False:',
+      ["tests/unit/test_pruning.py::test_a_commit_is_pruned_once_per_predicate_whoever_asks_again"],
+      "a waiter prunes each landed commit's new files for its predicates in every round, at "
+      "validation and for each re-run read"),
+    M('phantom-check-kept-across-schemas', "conflicts", 'lakevilla/scan/conflicts.py',
+      '    if got is not None and (got[0] is schema or got[0].equals(schema, '
+      'check_metadata=True)):',
+      '    if got is not None:',
+      ["tests/unit/test_pruning.py::test_a_commit_is_pruned_once_per_predicate_whoever_asks_again"],
+      "a commit pruned under one schema answers for another (column mapping's physical names "
+      "differ)"),
     M('claim-reads-cached-markers', "markers", 'lakevilla/core/markerset.py',
       '            tw.markers_read_at = time.monotonic()\n',
       '            pass\n',
@@ -417,12 +431,10 @@ MUTATIONS: list[Mutation] = [
        "test_a_set_of_several_columns_is_one_query_and_a_failure_names_its_assignment"],
       "a failing SET of several columns does not say which assignment failed"),
     M("commit-parsed-per-footprint", "conflicts", "lakevilla/scan/conflicts.py",
-      "            hits = (prune(parse_predicate(self.predicate), adds, schema, "
-      "partition_columns, table)\n"
-      "                    if adds else [])",
-      "            hits = (prune(parse_predicate(self.predicate), adds, schema, "
-      "partition_columns)\n"
-      "                    if adds else [])",
+      "    hits = prune(parse_predicate(predicate), adds, schema, partition_columns, table) "
+      "if adds else []",
+      "    hits = prune(parse_predicate(predicate), adds, schema, partition_columns) "
+      "if adds else []",
       ["tests/unit/test_pruning.py::test_a_commit_is_parsed_once_for_every_footprint_it_is_checked_against"],
       "each footprint a landed commit is checked against parses the commit's statistics again"),
     M("mask-always-by-duckdb", "expressions", "lakevilla/engines/embedded.py",
