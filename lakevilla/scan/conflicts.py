@@ -50,6 +50,8 @@ class Footprint:
     def from_json(cls, d: dict[str, Any]) -> Footprint:
         """A footprint another client published; malformed input is a ``CorruptLogError``. The
         predicate is only ever parsed by the expression grammar (``parse_predicate``)."""
+        if d.get("columns") is not None and not isinstance(d["columns"], list):
+            raise CorruptLogError(f"malformed footprint {d!r}")
         try:
             fp = cls(read_files={str(x) for x in d.get("read", [])},
                      removed_files={str(x) for x in d.get("removed", [])},
