@@ -195,6 +195,19 @@ MUTATIONS: list[Mutation] = [
       ["tests/unit/test_expressions.py::"
        "test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_own"],
       "Payment's SET c_data = substr('<note>' || c_data, 1, 500) binds in DuckDB anew each time"),
+    M('footprint-columns-any-iterable', "conflicts", 'lakevilla/scan/conflicts.py',
+      '        if d.get("columns") is not None and not isinstance(d["columns"], list):',
+      '        if False:',
+      ["tests/unit/test_pruning.py::"
+       "test_a_published_footprint_keeps_its_columns_and_refuses_malformed_ones"],
+      "a marker's footprint with columns \"is\" is read as the columns i and s"),
+    M('file-statistics-parsed-per-table', "pruning", 'lakevilla/scan/statcols.py',
+      '            st = _parsed(text)',
+      '            st = json.loads(text)',
+      ["tests/unit/test_pruning.py::"
+       "test_a_files_statistics_are_parsed_once_in_every_table_that_holds_it"],
+      "every new snapshot of a busy table parses the statistics of each file added since its "
+      "checkpoint again, and every waiter those of each landed commit"),
     M('phantom-check-not-kept', "conflicts", 'lakevilla/scan/conflicts.py',
       '    if got is not None and (got[0] is schema or got[0].equals(schema, '
       'check_metadata=True)):',

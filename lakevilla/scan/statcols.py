@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -404,6 +405,14 @@ def py_parsable(c: StatColumn) -> bool:
         or pa.types.is_large_string(t) or pa.types.is_boolean(t)
 
 
+@lru_cache(maxsize=16384)
+def _parsed(text: str) -> Any:
+    """One file's statistics, parsed once however many tables hold it (read, never changed): a
+    snapshot's files added since its checkpoint are a new small table each time the log moves,
+    and a landed commit's new files are pruned by every waiting statement."""
+    return json.loads(text)
+
+
 def _py_parse(table: ActionTable,
               data: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
     texts = table.column("stats").to_pylist()
@@ -420,7 +429,7 @@ def _py_parse(table: ActionTable,
         if text is None:
             continue
         try:
-            st = json.loads(text)
+            st = _parsed(text)
         except (TypeError, ValueError):
             continue
         if not isinstance(st, dict):

@@ -16,6 +16,7 @@ import shutil
 import tempfile
 
 import pyarrow as pa
+import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
@@ -281,6 +282,39 @@ def test_a_commit_is_pruned_once_per_predicate_whoever_asks_again(monkeypatch):
     other = pa.schema([f.with_metadata({"delta.columnMapping.id": "1"}) for f in SCHEMA])
     assert "may hold rows matching" in hit.conflicts_with(c, other, PARTITION)
     assert pruned == ["i = 1", "i = 7", "i = 1"]
+
+
+def test_a_files_statistics_are_parsed_once_in_every_table_that_holds_it(monkeypatch):
+    """A snapshot's files added since its checkpoint are a new small table each time the log
+    moves (every statement of a busy table sees a new one), and a landed commit's files another:
+    a file's statistics are parsed once, whichever table holds it next, and prune the same."""
+    statcols._parsed.cache_clear()
+    parsed: list[str] = []
+    real = json.loads
+    monkeypatch.setattr(json, "loads", lambda s, *a, **k: parsed.append(s) or real(s, *a, **k))
+    adds = [_add([_row(k, i=k, s=f"s{k}", p="x", q=k)], "ours") for k in range(5)]
+    for n in (2, 3, 5, 5):  # the overlay grows, and is built anew
+        table = ActionTable.from_actions(adds[:n], AddFile)
+        got = prune(parse_predicate("i = 1 OR s = 's4'"), adds[:n], SCHEMA, PARTITION, table)
+        assert [a.path for a in got] == [a.path for a in adds[:n] if a.path in ("f1.parquet",
+                                                                               "f4.parquet")]
+    stats = [p for p in parsed if "numRecords" in p]
+    assert sorted(stats) == sorted(a.stats for a in adds)  # each once
+
+
+def test_a_published_footprint_keeps_its_columns_and_refuses_malformed_ones():
+    """A read's columns travel on a marker (overtaking checks them): they come back as written,
+    a footprint without them is a footprint of any column, and a value that is not a list of
+    names is a corrupt log, not a set of characters."""
+    from lakevilla.scan.conflicts import Footprint
+
+    fp = Footprint(read_files={"a"}, predicate="i = 1", columns=frozenset({"i", "s"}))
+    assert Footprint.from_json(json.loads(json.dumps(fp.to_json()))) == fp
+    assert "columns" not in Footprint(read_files={"a"}).to_json()
+    assert Footprint.from_json({"read": ["a"]}).columns is None
+    for bad in ({"columns": "is"}, {"columns": {"i": 1}}, {"read": 5}):
+        with pytest.raises(lv.CorruptLogError):
+            Footprint.from_json(bad)
 
 
 def test_statistics_naming_a_column_in_another_case_prune_as_its_own(monkeypatch):
