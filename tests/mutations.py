@@ -208,6 +208,12 @@ MUTATIONS: list[Mutation] = [
        "test_a_files_statistics_are_parsed_once_in_every_table_that_holds_it"],
       "every new snapshot of a busy table parses the statistics of each file added since its "
       "checkpoint again, and every waiter those of each landed commit"),
+    M('overtake-decides-by-file', "markers", 'lakevilla/markers/overtake.py',
+      '        ours = (tw.build_commit({"lakevilla": CommitInfo().to_json()})',
+      '        ours = (tw.build_commit({})',
+      [WO + "test_a_follower_that_updates_columns_a_waiting_predecessor_only_read_overtakes_it"],
+      "a follower that only updates columns a queued predecessor did not read waits for it "
+      "anyway (its commit is checked without the columns it updated)"),
     M('phantom-check-not-kept', "conflicts", 'lakevilla/scan/conflicts.py',
       '    if got is not None and (got[0] is schema or got[0].equals(schema, '
       'check_metadata=True)):',

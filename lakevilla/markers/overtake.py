@@ -94,7 +94,9 @@ class Overtake(NeverOvertake):
         before = self._skipped.get(tw.name, {})
         skip: dict[int, list[Footprint]] = {}
         out = []
-        ours = tw.build_commit({}) if any(p.footprint is not None for _, p in running) else None
+        # with our commit's own lakevilla object: a commit of updates alone names its columns
+        ours = (tw.build_commit({"lakevilla": CommitInfo().to_json()})
+                if any(p.footprint is not None for _, p in running) else None)
         for v, p in running:
             fps = published(p) if ours is not None else None
             if fps is not None and ours is not None and first_conflict(

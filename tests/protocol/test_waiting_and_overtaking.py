@@ -106,6 +106,43 @@ def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predec
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
+def test_a_follower_that_updates_columns_a_waiting_predecessor_only_read_overtakes_it(
+        local_backend):
+    """Conflicts by column when overtaking: P read the ids of file 1-4 (and updates file 5-8,
+    where it waits for O and publishes its footprints). Q adds to ``value`` in file 1-4, a
+    column P's read does not depend on: Q commits past P without waiting, and P, validating
+    against Q's commit, redoes nothing for it."""
+    lake = two_files(local_backend)
+    o = lake.begin("R")
+    o.update("t", set={"value": "value + 1"}, where="id = 5")
+    claim_now(o, "t")
+    holder: dict = {}
+    p_lake, release = _held_at_commit(local_backend, holder)
+    holder["txn"] = p = p_lake.begin("R")
+    assert sorted(p.read("t", where="id < 5", columns=["id"]).column("id").to_pylist()) == [
+        1, 2, 3, 4]
+    p.update("t", set={"value": "value + 1000"}, where="id = 6")
+    claim_now(p, "t")
+    p_thread = threading.Thread(target=p.commit)
+    p_thread.start()
+    try:
+        wait_until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
+        o.commit()
+        wait_until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit",
+                   extra=lambda: dict(p.stats))
+        q = local_backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where="id = 3")  # the file P read
+        q.commit()  # while P is still held: it did not wait for P
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+    finally:
+        release.set()
+        p_thread.join(30)
+    assert p.state == "committed" and p.stats["redos"] == 1  # the redo after O only
+    got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
+    assert (got[3], got[5], got[6]) == (35, 51, 1060)
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
 def test_a_follower_whose_commit_would_conflict_still_waits(local_backend):
     """The other side of the rule: a follower rewriting a file the waiting predecessor touched
     waits for it and redoes on its commit; the predecessor commits without a redo of its own."""
