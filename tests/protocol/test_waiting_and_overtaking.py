@@ -63,18 +63,22 @@ def _held_at_commit(backend, holder: dict):
     return backend.lake(store=HookStore(backend.store(), when, lambda: release.wait(30))), release
 
 
-def _queued_behind_a_publisher(backend):
-    """O holds a marker on file 1-4; P updates the same file, waits for O at commit (so it
+def _queued_behind_a_publisher(backend, o_id: int = 1, p_work=None):
+    """O holds a marker on the file of row ``o_id``; P does ``p_work`` (by default it updates
+    row 2, in file 1-4), which O's commit conflicts with; P waits for O at commit (so it
     publishes its footprint), then, once O committed, redoes and is held right before its own
     commit lands: P's marker is running, with a published footprint."""
     lake = two_files(backend)
     o = lake.begin("R")
-    o.update("t", set={"value": "value + 1"}, where="id = 1")
+    o.update("t", set={"value": "value + 1"}, where=f"id = {o_id}")
     claim_now(o, "t")
     holder: dict = {}
     p_lake, release = _held_at_commit(backend, holder)
     holder["txn"] = p = p_lake.begin("R")
-    p.update("t", set={"value": "value + 1000"}, where="id = 2")
+    if p_work is None:
+        p.update("t", set={"value": "value + 1000"}, where="id = 2")
+    else:
+        p_work(p)
     claim_now(p, "t")
     p_thread = threading.Thread(target=p.commit)
     p_thread.start()
@@ -112,24 +116,13 @@ def test_a_follower_that_updates_columns_a_waiting_predecessor_only_read_overtak
     where it waits for O and publishes its footprints). Q adds to ``value`` in file 1-4, a
     column P's read does not depend on: Q commits past P without waiting, and P, validating
     against Q's commit, redoes nothing for it."""
-    lake = two_files(local_backend)
-    o = lake.begin("R")
-    o.update("t", set={"value": "value + 1"}, where="id = 5")
-    claim_now(o, "t")
-    holder: dict = {}
-    p_lake, release = _held_at_commit(local_backend, holder)
-    holder["txn"] = p = p_lake.begin("R")
-    assert sorted(p.read("t", where="id < 5", columns=["id"]).column("id").to_pylist()) == [
-        1, 2, 3, 4]
-    p.update("t", set={"value": "value + 1000"}, where="id = 6")
-    claim_now(p, "t")
-    p_thread = threading.Thread(target=p.commit)
-    p_thread.start()
+    def p_work(p):
+        assert sorted(p.read("t", where="id < 5", columns=["id"]).column("id").to_pylist()) == [
+            1, 2, 3, 4]
+        p.update("t", set={"value": "value + 1000"}, where="id = 6")
+
+    lake, p, p_thread, release = _queued_behind_a_publisher(local_backend, 5, p_work)
     try:
-        wait_until(lambda: p.stats["footprints_published"] == 1, "P to publish its footprint")
-        o.commit()
-        wait_until(lambda: p_lake.store.fired == 1, "P to redo after O and reach its commit",
-                   extra=lambda: dict(p.stats))
         q = local_backend.lake(wait_timeout=5.0).begin("R")
         q.update("t", set={"value": "value + 5"}, where="id = 3")  # the file P read
         q.commit()  # while P is still held: it did not wait for P

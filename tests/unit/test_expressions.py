@@ -152,22 +152,52 @@ def _bound_afresh(text: str, scope: E.Scope) -> E.Checked:
         E._TYPINGS.update(saved)
 
 
+def _counting_binds(monkeypatch) -> list[list[str]]:
+    """Every DuckDB binding from here on, the typings cache emptied first."""
+    described: list[list[str]] = []
+    real = E._Binder.describe
+    monkeypatch.setattr(E._Binder, "describe",
+                        lambda self, items: described.append(items) or real(self, items))
+    E._TYPINGS.clear()
+    return described
+
+
+def _checked_counting(text: str, scope: E.Scope, binds: list) -> tuple[bool, E.Checked]:
+    """``text`` checked, and whether DuckDB bound anything for it."""
+    before = len(binds)
+    chk = E.check_expression(text, scope)
+    return len(binds) > before, chk
+
+
+def _second_text_typed_as_duckdb_would(template: str, first: tuple, second: tuple) -> None:
+    """Whatever text of ``template``'s shape bound it first (``first``), another (``second``)
+    gets DuckDB's own types, or DuckDB's own refusal."""
+    scope = E.Scope.table(NUMBERS)
+    E._TYPINGS.clear()
+    try:
+        E.check_expression(template.format(*first), scope)
+    except lv.InvalidExpressionError:
+        return
+    text = template.format(*second)
+    try:
+        cached = E._check_as(text, scope, "cached")
+    except lv.InvalidExpressionError:
+        with pytest.raises(lv.InvalidExpressionError):
+            _bound_afresh(text, scope)
+        return
+    assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
+
+
 def test_texts_that_differ_only_in_their_numbers_are_bound_once_per_shape(monkeypatch):
     """Statements embed their values (``c_id = 4711``), so nearly every text is new; DuckDB
     types a number literal by the integer ranges it fits or its decimal layout, so it binds
     each shape once. A number that DuckDB types otherwise, or one under a function
     (``round(x, 2)``), is bound again and gets its own types."""
-    described: list[list[str]] = []
-    real = E._Binder.describe
-    monkeypatch.setattr(E._Binder, "describe",
-                        lambda self, items: described.append(items) or real(self, items))
+    binds = _counting_binds(monkeypatch)
     scope = E.Scope.table(NUMBERS)
-    E._TYPINGS.clear()
 
     def bound(text: str) -> tuple[bool, tuple[list[str], list[str]]]:
-        before = len(described)
-        chk = E.check_expression(text, scope)
-        new = len(described) > before
+        new, chk = _checked_counting(text, scope, binds)
         assert _typing(chk) == _typing(_bound_afresh(text, scope)), text
         return new, _typing(chk)
 
@@ -215,20 +245,7 @@ _TEMPLATES = ["t8 + {0} > u16 - {1}", "CASE WHEN n > {0} THEN {1} ELSE i END", "
        b=st.one_of(_INTS.map(str), _DECIMALS), c=st.one_of(_INTS.map(str), _DECIMALS))
 def test_a_shape_bound_before_types_each_text_as_duckdb_would(template, a, b, c):
     """Whatever text of the shape bound it first, another text gets DuckDB's own types for it."""
-    scope = E.Scope.table(NUMBERS)
-    E._TYPINGS.clear()
-    try:
-        E.check_expression(template.format(a, b), scope)
-    except lv.InvalidExpressionError:
-        return
-    text = template.format(c, b)
-    try:
-        cached = E._check_as(text, scope, "cached")
-    except lv.InvalidExpressionError:
-        with pytest.raises(lv.InvalidExpressionError):
-            _bound_afresh(text, scope)
-        return
-    assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
+    _second_text_typed_as_duckdb_would(template, (a, b), (c, b))
 
 
 def test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_own(monkeypatch):
@@ -236,12 +253,8 @@ def test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_ow
     binding never reads them, so one binding serves every text of the shape, while what runs is
     each text's own string, also under the string functions (``substr``), whose types do not
     read their strings."""
-    described: list[list[str]] = []
-    real = E._Binder.describe
-    monkeypatch.setattr(E._Binder, "describe",
-                        lambda self, items: described.append(items) or real(self, items))
+    binds = _counting_binds(monkeypatch)
     scope = E.Scope.table(NUMBERS)
-    E._TYPINGS.clear()
     pairs = [("s = 'abc'", "s = 'it''s a much longer one, 100 bytes or so'"),
              ("n = 7 AND s IN ('a', 'b')", "n = 8 AND s IN ('xyz', '')"),
              ("CASE WHEN s LIKE 'a%' THEN 'yes' ELSE s END",
@@ -251,12 +264,9 @@ def test_texts_that_differ_only_in_their_strings_are_bound_once_and_run_their_ow
              ("substr('note 1' || s, 1, 500)", "substr('note 22 7' || s, 1, 500)"),
              ("replace(s, 'a', 'b') = nullif(s, 'c')", "replace(s, 'x', '') = nullif(s, 'yz')")]
     for first, second in pairs:
-        before = len(described)
-        E.check_expression(first, scope)
-        assert len(described) > before, first
-        before = len(described)
-        chk = E.check_expression(second, scope)
-        assert len(described) == before, second  # same shape: no DuckDB call
+        assert _checked_counting(first, scope, binds)[0], first
+        new, chk = _checked_counting(second, scope, binds)
+        assert not new, second  # same shape: no DuckDB call
         assert _typing(chk) == _typing(_bound_afresh(second, scope)), second
         assert chk.sql == E._check_as(second, scope, "afresh").sql, second
     assert "'it''s a much longer one, 100 bytes or so'" in E.check_where(pairs[0][1], scope).sql
@@ -278,20 +288,7 @@ _STRING_TEMPLATES = ["s = {0}", "CASE WHEN s > {0} THEN {1} ELSE s END", "n = {0
 def test_a_shape_bound_before_types_each_strings_text_as_duckdb_would(template, a, b, c):
     """Whatever strings the text that bound a shape held, another text gets DuckDB's own types,
     or DuckDB's own refusal."""
-    scope = E.Scope.table(NUMBERS)
-    E._TYPINGS.clear()
-    try:
-        E.check_expression(template.format(a, b), scope)
-    except lv.InvalidExpressionError:
-        return
-    text = template.format(c, b)
-    try:
-        cached = E._check_as(text, scope, "cached")
-    except lv.InvalidExpressionError:
-        with pytest.raises(lv.InvalidExpressionError):
-            _bound_afresh(text, scope)
-        return
-    assert _typing(cached) == _typing(_bound_afresh(text, scope)), text
+    _second_text_typed_as_duckdb_would(template, (a, b), (c, b))
 
 
 def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
