@@ -405,11 +405,12 @@ def py_parsable(c: StatColumn) -> bool:
         or pa.types.is_large_string(t) or pa.types.is_boolean(t)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=PY_ROWS)
 def _parsed(text: str) -> Any:
     """One file's statistics, parsed once however many tables hold it (read, never changed): a
     snapshot's files added since its checkpoint are a new small table each time the log moves,
-    and a landed commit's new files are pruned by every waiting statement."""
+    and a landed commit's new files are pruned by every waiting statement. As many as one table
+    parsed here holds: a wide table's parsed statistics run to kilobytes a file."""
     return json.loads(text)
 
 
