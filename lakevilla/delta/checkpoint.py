@@ -345,7 +345,7 @@ def _with_inline(lazy: ActionTable[A], inline: list[A], kind: type[A]) -> Action
     eager = ActionTable.from_actions(inline, kind)
     if not lazy.num_rows:
         return eager
-    return ActionTable(pa.concat_tables([lazy.table, eager.table]), kind)
+    return ActionTable(pa.concat_tables([lazy.table, eager.table]), kind, conformed=True)
 
 
 def _read_part(data: bytes, out: CheckpointContents, adds: LazyRows, removes: LazyRows,

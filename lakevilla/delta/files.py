@@ -134,6 +134,8 @@ class LazyRows:
     """Where the rows of an action column live in checkpoint Parquet files: per row group, the
     rows that hold the action. Fields are decoded one at a time, when first asked for."""
 
+    whole_at = EAGER_ROWS  # a checkpoint this small is decoded whole on first use
+
     def __init__(self, column: str, schema: pa.Schema) -> None:
         self.column = column
         self.schema = schema
@@ -229,6 +231,52 @@ class LazyRows:
                 break
 
 
+# each field of a row, from its action object (``ActionColumns``)
+_ADD_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "path": lambda a: a.path,
+    "partitionValues": lambda a: _pairs(a.partition_values),
+    "size": lambda a: a.size,
+    "modificationTime": lambda a: a.modification_time,
+    "dataChange": lambda a: a.data_change,
+    "stats": lambda a: a.stats,
+    "tags": lambda a: _pairs(a.tags),
+    "deletionVector": lambda a: _dv_json(a.deletion_vector),
+    "baseRowId": lambda a: a.extra.get("baseRowId"),
+    "defaultRowCommitVersion": lambda a: a.extra.get("defaultRowCommitVersion"),
+    "clusteringProvider": lambda a: a.extra.get("clusteringProvider"),
+}
+_REMOVE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "path": lambda r: r.path,
+    "deletionTimestamp": lambda r: r.deletion_timestamp,
+    "dataChange": lambda r: r.data_change,
+    "extendedFileMetadata": lambda r: r.extended_file_metadata,
+    "partitionValues": lambda r: _pairs(r.partition_values),
+    "size": lambda r: r.size,
+    "deletionVector": lambda r: _dv_json(r.deletion_vector),
+}
+
+
+class ActionColumns:
+    """Rows given as action objects (a snapshot's overlay, a commit's files), each field made a
+    column when first asked for: a prune needs two of eleven, and every new log version makes
+    such a table in every client that reads it."""
+
+    whole_at = 0  # field by field, always
+
+    def __init__(self, rows: list[Any], kind: type[AddFile] | type[RemoveFile]) -> None:
+        self.rows = rows
+        self.schema = ADD_SCHEMA if kind is AddFile else REMOVE_SCHEMA
+        self._get = _ADD_FIELDS if kind is AddFile else _REMOVE_FIELDS
+
+    def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
+        out = {}
+        for n in names:
+            get = self._get[n]
+            out[n] = pa.chunked_array([pa.array([get(a) for a in self.rows],
+                                                self.schema.field(n).type)])
+        return out
+
+
 class ActionTable(Generic[A]):
     """Immutable rows of add (or remove) actions, one column per field, decoded lazily when
     they come from a checkpoint (a transaction that prunes nothing never decodes the paths
@@ -237,13 +285,17 @@ class ActionTable(Generic[A]):
     ``cache`` holds what is derived from the rows once and reused by every snapshot that
     shares the table (parsed statistics: ``lakevilla.scan.statcols``)."""
 
-    def __init__(self, table: pa.Table | None, kind: type[A], *, lazy: LazyRows | None = None,
-                 num_rows: int | None = None) -> None:
+    def __init__(self, table: pa.Table | None, kind: type[A], *,
+                 lazy: LazyRows | ActionColumns | None = None,
+                 num_rows: int | None = None, conformed: bool = False) -> None:
+        # ``conformed``: ``table`` has exactly the schema's columns and types already (built
+        # here or from tables that had); conforming costs more than building a few rows
         self.kind: type[A] = kind
         self.schema = ADD_SCHEMA if kind is AddFile else REMOVE_SCHEMA
         self._columns: dict[str, pa.ChunkedArray] = {}
         if table is not None:
-            table = conform_columns(table, self.schema)
+            if not conformed:
+                table = conform_columns(table, self.schema)
             self._columns = {n: table.column(n) for n in self.schema.names}
             num_rows = table.num_rows
         self._lazy = lazy
@@ -265,9 +317,13 @@ class ActionTable(Generic[A]):
                 # a small table is decoded whole at once (one read per row group); a big one field
                 # by field, as asked (pruning needs the statistics, not the paths, first)
                 names = [n for n in self.schema.names if n not in self._columns] \
-                    if self._rows <= EAGER_ROWS else [name]
+                    if self._rows <= self._lazy.whole_at else [name]
                 self._columns.update(self._lazy.fields(names))
                 got = self._columns[name]
+                if isinstance(self._lazy, ActionColumns) and len(self._columns) == len(
+                        self.schema.names):
+                    self._lazy = None  # every field is a column: the objects are not needed
+
             return got
 
     @property
@@ -276,7 +332,8 @@ class ActionTable(Generic[A]):
 
     def _streams(self, name: str) -> bool:
         """Whether column ``name`` is read from the checkpoint as needed rather than kept."""
-        return self._lazy is not None and self._rows > EAGER_ROWS and name not in self._columns
+        return (isinstance(self._lazy, LazyRows) and self._rows > EAGER_ROWS
+                and name not in self._columns)
 
     def batches(self, name: str, rows: int = BATCH_ROWS) -> Iterator[pa.Array | pa.ChunkedArray]:
         """Column ``name`` in row order, in batches of at most ``rows``. A big checkpoint's
@@ -284,7 +341,8 @@ class ActionTable(Generic[A]):
         bounds it parses from the statistics, not a million JSON strings."""
         with self.lock:
             streams = self._streams(name)
-            it = self._lazy.read([name], batch_rows=rows) if streams and self._lazy else None
+            it = (self._lazy.read([name], batch_rows=rows)
+                  if streams and isinstance(self._lazy, LazyRows) else None)
         if it is None:
             col = self.column(name)
             for start in range(0, len(col), rows):
@@ -312,7 +370,7 @@ class ActionTable(Generic[A]):
                 self._taken.move_to_end(key)
                 got.update(self._taken[key])
             elif lazy and self._takes < LAZY_TAKES and len(idx) <= BATCH_ROWS:
-                assert self._lazy is not None
+                assert isinstance(self._lazy, LazyRows)
                 self._takes += 1
                 order = np.argsort(idx, kind="stable")
                 parts = list(self._lazy.read(lazy, idx[order], batch_rows=TAKE_BATCH))
@@ -336,37 +394,11 @@ class ActionTable(Generic[A]):
 
     @classmethod
     def from_actions(cls, actions: Iterable[A], kind: type[A]) -> ActionTable[A]:
-        # ``kind`` says which of the two the rows are: the constrained TypeVar cannot be narrowed
-        # by it, so the rows are read as Any
-        rows: list[Any] = list(actions)
-        if kind is AddFile:
-            cols = {
-                "path": [a.path for a in rows],
-                "partitionValues": [_pairs(a.partition_values) for a in rows],
-                "size": [a.size for a in rows],
-                "modificationTime": [a.modification_time for a in rows],
-                "dataChange": [a.data_change for a in rows],
-                "stats": [a.stats for a in rows],
-                "tags": [_pairs(a.tags) for a in rows],
-                "deletionVector": [_dv_json(a.deletion_vector) for a in rows],
-                **{k: [a.extra.get(k) for a in rows] for k in ADD_EXTRA},
-            }
-            schema = ADD_SCHEMA
-        else:
-            cols = {
-                "path": [r.path for r in rows],
-                "deletionTimestamp": [r.deletion_timestamp for r in rows],
-                "dataChange": [r.data_change for r in rows],
-                "extendedFileMetadata": [r.extended_file_metadata for r in rows],
-                "partitionValues": [_pairs(r.partition_values) for r in rows],
-                "size": [r.size for r in rows],
-                "deletionVector": [_dv_json(r.deletion_vector) for r in rows],
-            }
-            schema = REMOVE_SCHEMA
+        rows = list(actions)
         if not rows:
-            return cls(schema.empty_table(), kind)
-        return cls(pa.table({f.name: pa.array(cols[f.name], f.type) for f in schema},
-                            schema=schema), kind)
+            return cls(ADD_SCHEMA.empty_table() if kind is AddFile else REMOVE_SCHEMA.empty_table(),
+                       kind, conformed=True)
+        return cls(None, kind, lazy=ActionColumns(rows, kind), num_rows=len(rows))
 
     def actions(self, indices: Any = None) -> list[A]:
         """The rows at ``indices`` (all when None) as action objects."""
@@ -578,7 +610,8 @@ class SetBuilder(Generic[A, S]):
         out = self.make(self.base, frozenset(self.hidden), dict(self.extra))
         if len(self.extra) + len(self.hidden) > max(FOLD_AT,
                                                     (self.base.num_rows if self.base else 0) // 8):
-            folded = ActionTable(out.table(), self.kind)  # one table again: lookups stay vectorised
+            # one table again: lookups stay vectorised
+            folded = ActionTable(out.table(), self.kind, conformed=True)
             self.reset(folded)
             out = self.make(folded, frozenset(), {})
         return out

@@ -255,6 +255,37 @@ def test_deletion_vector_descriptors_decode_as_the_protocol_examples_say():
     assert back == add and back.to_json() == add.to_json()
 
 
+def test_a_table_of_action_objects_makes_a_field_a_column_only_when_asked():
+    """Every new log version makes such a table in every client that reads it (a snapshot's
+    overlay, a commit's new files), and a prune needs two of its fields: each field becomes a
+    column when first asked for, typed as a checkpoint's, and the objects go once all have."""
+    from lakevilla.delta.actions import AddFile, RemoveFile
+    from lakevilla.delta.files import ADD_SCHEMA, REMOVE_SCHEMA, ActionTable
+
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 4,
+          "sizeInBytes": 40, "cardinality": 6}
+    adds = [AddFile.from_json({"path": f"d=1/p{i}.parquet", "size": 10 + i,
+                               "partitionValues": {"d": "1"}, "modificationTime": 5,
+                               "dataChange": i == 0, "stats": '{"numRecords": 3}',
+                               "tags": {"k": "v"}, "deletionVector": dv, "baseRowId": 7,
+                               "defaultRowCommitVersion": 2, "clusteringProvider": "liquid"})
+            for i in range(2)] + [AddFile(path="bare.parquet", size=1)]
+    removes = [RemoveFile(path="gone.parquet", deletion_timestamp=9, data_change=True,
+                          partition_values={"d": "1"}, size=4, extended_file_metadata=True,
+                          deletion_vector=adds[0].deletion_vector)]
+    for kind, rows_, schema in ((AddFile, adds, ADD_SCHEMA), (RemoveFile, removes, REMOVE_SCHEMA)):
+        t = ActionTable.from_actions(rows_, kind)
+        assert t.num_rows == len(rows_)
+        assert t.column("path").to_pylist() == [a.path for a in rows_]
+        assert list(t._columns) == ["path"]  # nothing else was built
+        whole = t.table
+        assert whole.schema.equals(schema) and set(t._columns) == set(schema.names)
+        assert t._lazy is None  # every field is a column: the action objects are let go
+        assert ActionTable(whole, kind).table.equals(whole)  # as a checkpoint's would be
+        assert t.actions() == rows_
+    assert ActionTable.from_actions([], AddFile).table.equals(ADD_SCHEMA.empty_table())
+
+
 def test_replay_keys_a_logical_file_by_its_path_and_deletion_vector():
     """A remove cancels only the (path, DV) it names: a stale remove of a replaced DV leaves the
     file live with its new DV; the replaced DV stays a tombstone beside it."""
