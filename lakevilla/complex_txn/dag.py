@@ -49,6 +49,10 @@ class Dependencies:
     # -> (rev, when)
     yielded: dict[tuple[str, str], tuple[int, float]] = field(default_factory=dict)
     published: frozenset[str] = frozenset()
+    # table -> pred tag -> the list its deps were made from: a wait round reads the same lists
+    # again and again, and each waiter observes every predecessor on every table each round
+    lists: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict, repr=False)
+    _transitive: frozenset[str] | None = field(default=None, repr=False)
 
     @property
     def tag(self) -> str:
@@ -58,28 +62,42 @@ class Dependencies:
         """Our markers moved to the tails: nothing precedes us yet, and every list that names
         our old markers is stale (their owners waited for markers we freed)."""
         self.epoch += 1
-        self.preds = {}
+        self.preds, self.lists, self._transitive = {}, {}, None
         self.published = frozenset()  # the new markers are claimed with an empty list
 
     def observe(self, table: str, preds: list[MarkerPayload]) -> None:
         """The running predecessors of our marker in ``table``, as just read."""
-        self.preds[table] = {tag_of(p): frozenset(p.deps) for p in preds}
+        old, old_lists = self.preds.get(table, {}), self.lists.get(table, {})
+        new: dict[str, frozenset[str]] = {}
+        lists: dict[str, tuple[str, ...]] = {}
+        for p in preds:
+            t, got = tag_of(p), tuple(p.deps)
+            deps = old.get(t)
+            new[t] = deps if deps is not None and old_lists.get(t) == got else frozenset(got)
+            lists[t] = got
+        if new != old:
+            self._transitive = None
+        self.preds[table], self.lists[table] = new, lists
 
     @property
-    def transitive(self) -> set[str]:
-        out: set[str] = set()
-        for by_pred in self.preds.values():
-            for pred, deps in by_pred.items():
-                out.add(pred)
-                out.update(deps)
-        own = self.me + EPOCH_SEP
-        return {d for d in out if d != self.me and not d.startswith(own)}
+    def transitive(self) -> frozenset[str]:
+        """Every transaction we wait for, directly or through a predecessor's own list; worked
+        out again only after a round found a list changed."""
+        if self._transitive is None:
+            out: set[str] = set()
+            for by_pred in self.preds.values():
+                for pred, deps in by_pred.items():
+                    out.add(pred)
+                    out.update(deps)
+            own = self.me + EPOCH_SEP
+            self._transitive = frozenset(d for d in out if d != self.me and not d.startswith(own))
+        return self._transitive
 
     def needs_publish(self) -> bool:
-        return frozenset(self.transitive) != self.published
+        return self.transitive != self.published
 
     def mark_published(self) -> list[str]:
-        self.published = frozenset(self.transitive)
+        self.published = self.transitive
         return sorted(self.published)
 
     def cycle_with(self, pred: MarkerPayload) -> bool:

@@ -250,15 +250,45 @@ class Relation:
 
     alias: str | None
     schema: pa.Schema
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # a schema's hash is worked out anew at each call (~25 us for twenty columns), and
+        # every check of an expression looks its scope up
+        object.__setattr__(self, "_hash", hash((self.alias, self.schema)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+# the scope of each schema checked lately, by identity (the schema is kept, so is its id)
+_TABLE_SCOPES: OrderedDict[int, tuple[pa.Schema, Scope]] = OrderedDict()
+_TABLE_SCOPES_KEPT = 64
+_TABLE_SCOPES_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
 class Scope:
     relations: tuple[Relation, ...]
 
+    def __hash__(self) -> int:
+        return hash(self.relations)  # the relations keep their hashes
+
     @classmethod
     def table(cls, schema: pa.Schema) -> Scope:
-        return cls((Relation(None, schema),))
+        """The scope of a table's where or SET: one per schema object, which a snapshot
+        shares among its statements."""
+        with _TABLE_SCOPES_LOCK:
+            got = _TABLE_SCOPES.get(id(schema))
+            if got is not None and got[0] is schema:
+                _TABLE_SCOPES.move_to_end(id(schema))
+                return got[1]
+        scope = cls((Relation(None, schema),))
+        with _TABLE_SCOPES_LOCK:
+            _TABLE_SCOPES[id(schema)] = (schema, scope)
+            if len(_TABLE_SCOPES) > _TABLE_SCOPES_KEPT:
+                _TABLE_SCOPES.popitem(last=False)
+        return scope
 
     @classmethod
     def merge(cls, target: pa.Schema, source: pa.Schema, target_alias: str = "target",
