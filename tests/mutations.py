@@ -208,6 +208,33 @@ MUTATIONS: list[Mutation] = [
        "test_a_files_statistics_are_parsed_once_in_every_table_that_holds_it"],
       "every new snapshot of a busy table parses the statistics of each file added since its "
       "checkpoint again, and every waiter those of each landed commit"),
+    M('action-rows-built-whole', "pruning", 'lakevilla/delta/files.py',
+      '    whole_at = 0  # field by field, always',
+      '    whole_at = 1 << 16',
+      ["tests/unit/test_delta_log.py::"
+       "test_a_table_of_action_objects_makes_a_field_a_column_only_when_asked"],
+      "every new snapshot's overlay and every landed commit's files are made eleven columns "
+      "where a prune reads two"),
+    M('snapshot-schema-kept-across-metadata', "snapshots", 'lakevilla/delta/snapshot.py',
+      '        if got is not None and got[0] is protocol and got[1] is metadata:',
+      '        if got is not None:',
+      ["tests/statements/test_evolution.py::test_evolution_matches_delta_rs"],
+      "a snapshot after a metadata change keeps the schema of the snapshot before it",
+      ('    key = (table, id(protocol), id(metadata))', '    key = (table, 0, 0)')),
+    M('dependency-list-kept-when-changed', "dag", 'lakevilla/complex_txn/dag.py',
+      '            new[t] = deps if deps is not None and old_lists.get(t) == got else frozenset(got)',
+      '            new[t] = deps if deps is not None else frozenset(got)',
+      ["tests/unit/test_dependency_lists.py::"
+       "test_a_list_read_again_unchanged_is_not_made_again",
+       "tests/unit/test_dependency_lists.py::"
+       "test_the_published_list_is_what_the_latest_rounds_lists_make"],
+      "rule II: a predecessor that republished a longer list is still known by its old one"),
+    M('dependency-list-never-worked-out-again', "dag", 'lakevilla/complex_txn/dag.py',
+      '        if new != old:\n            self._transitive = None\n',
+      '',
+      ["tests/unit/test_dependency_lists.py::"
+       "test_the_published_list_is_what_the_latest_rounds_lists_make"],
+      "rule II: the published list stays the one worked out first, whatever the rounds read"),
     M('overtake-decides-by-file', "markers", 'lakevilla/markers/overtake.py',
       '        ours = (tw.build_commit({"lakevilla": CommitInfo().to_json()})',
       '        ours = (tw.build_commit({})',
@@ -476,8 +503,8 @@ MUTATIONS: list[Mutation] = [
       "a few rows read from a big checkpoint's row groups are taken at their table row number, "
       "not their place in their part: the files a point read finds are other files"),
     M("checkpoint-columns-kept-whole", "delta", "lakevilla/delta/files.py",
-      "        return self._lazy is not None and self._rows > EAGER_ROWS "
-      "and name not in self._columns",
+      "        return (isinstance(self._lazy, LazyRows) and self._rows > EAGER_ROWS\n"
+      "                and name not in self._columns)",
       "        return False",
       [BC + "test_a_big_checkpoint_prunes_as_a_whole_read_does[ours]"],
       "a prune of a big checkpoint decodes its statistics (and the files it keeps, every column) "
