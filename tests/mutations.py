@@ -58,6 +58,9 @@ MK = "tests/protocol/test_markers.py::"
 SR = "tests/protocol/test_sublogs_and_redo.py::"
 RT = "tests/protocol/test_r_commit_at_the_tail.py::"
 WO = "tests/protocol/test_waiting_and_overtaking.py::"
+FR = "tests/protocol/test_first_reads_wait.py::"
+FRW = FR + "test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it"
+FRN = FR + "test_a_first_read_does_not_wait_for_a_writer_that_cannot_change_it"
 RC = "tests/protocol/test_recovery_after_crashes.py::"
 RR = "tests/protocol/test_recovery_by_recover.py::"
 RS = "tests/protocol/test_recovery_by_resume.py::"
@@ -222,7 +225,8 @@ MUTATIONS: list[Mutation] = [
       "a snapshot after a metadata change keeps the schema of the snapshot before it",
       ('    key = (table, id(protocol), id(metadata))', '    key = (table, 0, 0)')),
     M('dependency-list-kept-when-changed', "dag", 'lakevilla/complex_txn/dag.py',
-      '            new[t] = deps if deps is not None and old_lists.get(t) == got else frozenset(got)',
+      '            new[t] = deps if deps is not None and old_lists.get(t) == got '
+      'else frozenset(got)',
       '            new[t] = deps if deps is not None else frozenset(got)',
       ["tests/unit/test_dependency_lists.py::"
        "test_a_list_read_again_unchanged_is_not_made_again",
@@ -235,6 +239,54 @@ MUTATIONS: list[Mutation] = [
       ["tests/unit/test_dependency_lists.py::"
        "test_the_published_list_is_what_the_latest_rounds_lists_make"],
       "rule II: the published list stays the one worked out first, whatever the rounds read"),
+    M('first-read-never-waits', "markers", 'lakevilla/core/read_wait.py',
+      '        writers = self.changers(log, snap, op)\n',
+      '        writers: Writers = []\n',
+      [FRW + "[update]"],
+      "CT: a first read of rows a queued writer will change reads them as they are, and its "
+      "transaction aborts at commit"),
+    M('first-read-waits-for-other-columns', "markers", 'lakevilla/scan/conflicts.py',
+      '                         and columns.isdisjoint(self.columns)):',
+      '                         and False):',
+      [FRN + "[other-columns]"],
+      "CT: a first read waits for a writer that changes only columns it does not depend on"),
+    M('first-read-waits-for-other-rows', "markers", 'lakevilla/scan/conflicts.py',
+      '        return self.where is None or bool(prune(',
+      '        return True or bool(prune(',
+      [FRN + "[other-rows]"],
+      "CT: a first read waits for a writer whose where matches none of the files it reads"),
+    M('appends-claim-changes', "markers", 'lakevilla/statements/insert.py',
+      '        return None  # new rows only',
+      '        return Change()',
+      [FRN + "[appends-only]"],
+      "CT: a first read waits for a writer that only appends"),
+    M('deletes-claim-no-column', "markers", 'lakevilla/statements/update.py',
+      '        return Change(self.where)\n',
+      '        return Change(self.where, ())\n',
+      [FRW + "[delete]"],
+      "CT: a first read of rows a queued delete will remove does not wait for it"),
+    M('new-columns-claim-no-change', "markers", 'lakevilla/statements/view.py',
+      '        if self.creating is not None or self.metadata is not None or self.protocol '
+      'is not None:\n            return [Change().to_json()]  # every read meets a change of '
+      'the table\'s schema\n',
+      '',
+      [FRW + "[new-column]"],
+      "CT: a first read does not wait for a queued writer that adds columns as it appends"),
+    M('first-read-wait-misses-an-abort', "markers", 'lakevilla/core/read_wait.py',
+      '            if writers and time.monotonic() - read_at >= FULL_READ_EVERY:',
+      '            if False:',
+      [FR + "test_a_first_read_stops_waiting_when_the_writer_aborts"],
+      "CT: a first read waits out its limit for a writer that aborted"),
+    M('first-read-waits-without-limit', "markers", 'lakevilla/core/read_wait.py',
+      '            if time.monotonic() > deadline:\n',
+      '            if False:\n',
+      [FR + "test_a_first_read_waits_no_longer_than_the_wait_limit"],
+      "CT: a first read waits as long as a writer's marker runs"),
+    M('first-read-waits-in-every-feature-set', "markers", 'lakevilla/txn/parts.py',
+      '    read_wait = WaitForChangers(ctx) if ct and not i else NoReadWait()',
+      '    read_wait = WaitForChangers(ctx)',
+      [FRN + "[R]", FRN + "[R,CT,I]"],
+      "a marker holder (R) or a reader at its cut (I) waits before reading too"),
     M('overtake-decides-by-file', "markers", 'lakevilla/markers/overtake.py',
       '        ours = (tw.build_commit({"lakevilla": CommitInfo().to_json()})',
       '        ours = (tw.build_commit({})',

@@ -76,12 +76,13 @@ class MarkerSet:
     def payload(self, table: str) -> MarkerPayload:
         ctx = self.ctx
         now = ctx.now()
+        tw = ctx.tables.get(table)
         return MarkerPayload(
             txn=ctx.id, attempt=ctx.attempt, table=table, decision=ctx.decision, mode=ctx.mode,
             features=ctx.label, deps=sorted(self.deps.transitive), epoch=self.deps.epoch,
             markers={t: w.marker.version for t, w in ctx.tables.items() if w.marker is not None},
             started=ctx.started, heartbeat=now, expires=now + ctx.settings.marker_ttl,
-            gvl_base=ctx.gvl_base(),
+            gvl_base=ctx.gvl_base(), changes=tw.changes() if tw is not None else None,
         )
 
     def claim_first(self, tw: TableWork, publish: bool = False) -> None:

@@ -24,6 +24,7 @@ from ..recovery.journal import Journal
 from ..statements.view import TableWork
 from .context import TxnContext
 from .markerset import MarkerSet
+from .read_wait import NoReadWait
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -87,13 +88,14 @@ class ClaimAtFirstWrite(ClaimLater):
 
 class StatementRunner:
     def __init__(self, ctx: TxnContext, markers: MarkerSet, journal: Journal, claims: ClaimLater,
-                 reader: Reader, creates_tables: bool) -> None:
+                 reader: Reader, creates_tables: bool, read_wait: NoReadWait | None = None) -> None:
         self.ctx = ctx
         self.markers = markers
         self.journal = journal
         self.claims = claims
         self.reader = reader
         self.creates_tables = creates_tables
+        self.read_wait = read_wait if read_wait is not None else NoReadWait()
 
     def table_context(self, name: str, snap: Snapshot) -> TableContext:
         client = self.ctx.client
@@ -112,6 +114,8 @@ class StatementRunner:
                          self.ctx.client.engine, self.ctx.client.store)
 
         snap = self.reader.snapshot(name, log, precheck)
+        if op is not None and self.read_wait.before_first_read(log, snap, op):
+            snap = self.reader.snapshot(name, log, precheck)  # after the writers it waited for
         check_readable(name, snap.protocol, snap.metadata)
         tw = TableWork(name, log, snap, self.table_context(name, snap))
         self.ctx.tables[name] = tw

@@ -96,6 +96,42 @@ class Footprint:
         return None
 
 
+@dataclass(frozen=True)
+class Change:
+    """Rows a running writer may change by committing: those ``where`` may match (None: any
+    row), in ``columns`` (lower case; None: any column). Published on its marker, it only
+    decides whether a follower waits before reading; nothing is validated against it."""
+
+    where: str | None = None
+    columns: tuple[str, ...] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"where": self.where,
+                "columns": None if self.columns is None else list(self.columns)}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Change:
+        """Another client's; malformed input is a ``CorruptLogError``. ``where`` is only ever
+        parsed by the expression grammar (``parse_predicate``)."""
+        where = d.get("where") if isinstance(d, dict) else None
+        cols = d.get("columns") if isinstance(d, dict) else None
+        if (not isinstance(d, dict) or (where is not None and not isinstance(where, str))
+                or (cols is not None and (not isinstance(cols, list)
+                                          or not all(isinstance(c, str) for c in cols)))):
+            raise CorruptLogError(f"malformed marker change {d!r}")
+        return cls(where, None if cols is None else tuple(c.lower() for c in cols))
+
+    def meets(self, files: list[AddFile], columns: frozenset[str] | None, schema: pa.Schema,
+              partition_columns: list[str]) -> bool:
+        """Whether it may change what a read of ``files`` depending on ``columns`` (None: all)
+        returns."""
+        if not files or (self.columns is not None and columns is not None
+                         and columns.isdisjoint(self.columns)):
+            return False
+        return self.where is None or bool(prune(parse_predicate(self.where), files, schema,
+                                                partition_columns))
+
+
 def updated_columns(c: Commit) -> frozenset[str] | None:
     """The columns ``c`` changed when it is a commit of updates alone (lower case), else None;
     kept on the commit, which every waiting statement checks."""

@@ -18,7 +18,7 @@ from ..delta.actions import AddFile, CdcFile
 from ..delta.constraints import Constraint
 from ..delta.features import check_writable, is_append_only
 from ..errors import UnsupportedTableFeatureError
-from ..scan.conflicts import Footprint
+from ..scan.conflicts import Change, Footprint
 from ..scan.expressions import check_update
 from ..scan.pruning import parse_predicate
 
@@ -134,6 +134,16 @@ class Statement:
             predicate=self.where if pred.node is not None else None,
             full_scan=self.where is None or pred.node is None,
         )
+
+    def change(self) -> Change | None:
+        """What committing it may change, for followers about to read (None: no row but the
+        ones it adds). Any row and column unless a kind knows less."""
+        return Change()
+
+    @property
+    def depends_on(self) -> frozenset[str] | None:
+        """The columns (lower case) a read's rows depend on; None: every column."""
+        return None
 
     @property
     def comparable(self) -> bool:

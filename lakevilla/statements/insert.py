@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delta.actions import AddFile
-from ..scan.conflicts import Footprint
+from ..scan.conflicts import Change, Footprint
 from . import evolution
 from .identity import NewRows
 
@@ -58,6 +58,9 @@ class Insert(NewRows):
 
     def footprint(self) -> Footprint:
         return Footprint(blind=True)
+
+    def change(self) -> Change | None:
+        return None  # new rows only
 
     def options(self) -> dict[str, Any]:
         return {**({"schema_mode": self.schema_mode} if self.schema_mode else {}),

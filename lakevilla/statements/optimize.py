@@ -19,7 +19,7 @@ from ..delta.actions import AddFile
 from ..engines.api import data_file_key
 from ..errors import InvalidArgumentError
 from ..scan import expressions as E
-from ..scan.conflicts import Footprint
+from ..scan.conflicts import Change, Footprint
 from .base import Statement
 
 if TYPE_CHECKING:
@@ -124,6 +124,9 @@ class Optimize(Statement):
         """Its files, nothing else: it changes no row."""
         return Footprint(read_files={a.path for a in self.removed},
                          removed_files={a.path for a in self.removed})
+
+    def change(self) -> Change | None:
+        return None  # it changes no row
 
     def options(self) -> dict[str, Any]:
         return {**({"target_file_size": self.target_file_size} if self.target_file_size is not None

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..delta.actions import AddFile
 from ..engines.identity import refuse_updates
+from ..scan.conflicts import Change
 from .base import Statement
 
 if TYPE_CHECKING:
@@ -50,6 +51,10 @@ class Update(_Rewrite):
     def assignments_to_check(self) -> dict[str, str] | None:
         return self.assignments
 
+    def change(self) -> Change | None:
+        return Change(self.where, tuple(sorted({c.lower() for c in self.assignments}))
+                      if self.assignments else None)  # resumed without its SET: any column
+
     def encode_more(self) -> dict[str, Any]:
         return {"set": self.assignments}
 
@@ -65,6 +70,9 @@ class Update(_Rewrite):
 class Delete(_Rewrite):
     kind: ClassVar[str] = "delete"
     operation: ClassVar[str] = "DELETE"
+
+    def change(self) -> Change | None:
+        return Change(self.where)
 
     def check_input(self, tw: TableWork, engine: Engine, store: ObjectStore) -> None:
         if self.where is not None:

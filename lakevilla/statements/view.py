@@ -27,10 +27,13 @@ from ..delta.snapshot import Snapshot
 from ..engines.api import Engine, TableContext
 from ..errors import UnsupportedTableFeatureError
 from ..markers.marker import MarkerHandle
-from ..scan.conflicts import Footprint
+from ..scan.conflicts import Change, Footprint
 from ..scan.pruning import parse_predicate, prune, prune_files
 from ..vocab import InfoKind
 from . import evolution
+
+# Characters of ``where`` text a marker's ``changes`` may carry: every follower reads the marker
+CHANGES_MAX_CHARS = 1024
 
 
 class Recorded(Protocol):
@@ -69,6 +72,8 @@ class Recorded(Protocol):
     def reset_for_redo(self) -> None: ...
 
     def footprint(self) -> Footprint: ...
+
+    def change(self) -> Change | None: ...
 
     def assignments_to_check(self) -> dict[str, str] | None: ...
 
@@ -338,6 +343,23 @@ class TableWork:
             return None
         names = {c for op in writes for c in (op.assignments_to_check() or {})}
         return sorted({n.lower() for n in names | generated_columns(self.ctx.constraints)})
+
+    def changes(self) -> list[dict[str, Any]] | None:
+        """What our commit here may change (``Change.to_json`` each), for a marker: followers'
+        first reads of those rows wait for us. None: too long for every follower to read."""
+        if self.creating is not None or self.metadata is not None or self.protocol is not None:
+            return [Change().to_json()]  # every read meets a change of the table's schema
+        gen = {g.lower() for g in generated_columns(self.ctx.constraints)}
+        out = []
+        for op in self.ops:
+            ch = op.change() if op.is_write else None
+            if ch is not None:
+                if ch.columns is not None and gen:  # they follow the columns they read
+                    ch = Change(ch.where, tuple(sorted(set(ch.columns) | gen)))
+                out.append(ch.to_json())
+        if sum(len(d["where"] or "") for d in out) > CHANGES_MAX_CHARS:
+            return None
+        return out
 
     def build_commit(self, commit_info: dict) -> Commit:
         adds, removes = self.net_actions()

@@ -9,6 +9,7 @@
 | wait policy | - | markers | markers + DAG | markers + DAG |
 | markers claimed | never | tail: only to queue; in place: first write | at commit | at commit |
 | overtaking | - | one table at the tail | never | never |
+| a first read waits for | - | - | running writers that will change its rows | - (its cut) |
 
 This table is the only place that reads the feature flags; the transaction and its parts ask
 each other, never which features they run with.
@@ -28,6 +29,7 @@ from ..core.deciding import Decider
 from ..core.markerset import MarkerSet
 from ..core.per_statement import EachCommits, PerStatement
 from ..core.per_table import PerTable
+from ..core.read_wait import NoReadWait, WaitForChangers
 from ..core.runner import ClaimAtFirstWrite, ClaimLater, NewestReader, Reader, StatementRunner
 from ..core.validate import Validator
 from ..isolation.cut import Cut
@@ -93,7 +95,10 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None],
         decider = PerTable(ctx, markers, validator, journal, overtake)
     claims = (ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic
               else ClaimLater(markers, journal))
-    runner = StatementRunner(ctx, markers, journal, claims, reader, decider.creates_tables)
+    # CT reads the newest version while it holds no marker (it claims them at commit)
+    read_wait = WaitForChangers(ctx) if ct and not i else NoReadWait()
+    runner = StatementRunner(ctx, markers, journal, claims, reader, decider.creates_tables,
+                             read_wait)
     return Parts(ctx, markers, journal, decider, runner, reader)
 
 
