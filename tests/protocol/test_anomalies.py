@@ -211,7 +211,9 @@ def test_read_skew_across_tables(backend, mode, writer):
 def test_fractured_reads_across_tables(backend, mode, writer):
     """A reader runs while a decided two-table transaction has written x but not yet y.
     Without I it sees the new x and the old y (a fractured read); with I, under
-    ``snapshot``, it sees both (it completes the y commit from the decision) or neither."""
+    ``snapshot``, it sees both (it completes the y commit from the decision) or neither.
+    (An R,CT reader's first read of y waits for the writer's running marker there, at most its
+    wait limit: here the writer is held until the reader is done, so the limit is short.)"""
     seen = {}
     for features in ("R,CT", "I"):
         x, y = f"frx{len(features)}", f"fry{len(features)}"
@@ -220,7 +222,8 @@ def test_fractured_reads_across_tables(backend, mode, writer):
             _pair(t, x, y)
 
         def read_now(features=features, x=x, y=y):
-            with backend.lake(commit_mode=mode).transaction(features, **_snapshot(features)) as r:
+            with backend.lake(commit_mode=mode, wait_timeout=0.5).transaction(
+                    features, **_snapshot(features)) as r:
                 seen[features] = _pair(r, x, y)
 
         gate = HalfPublished(backend.store(), x, y, read_now)
