@@ -282,6 +282,12 @@ MUTATIONS: list[Mutation] = [
       '            if False:\n',
       [FR + "test_a_first_read_waits_no_longer_than_the_wait_limit"],
       "CT: a first read waits as long as a writer's marker runs"),
+    M('markers-claimed-at-first-write-say-changes', "markers", 'lakevilla/txn/parts.py',
+      '    markers.says_changes = not at_first_write',
+      '    markers.says_changes = True',
+      [FRN + "[in-place-writer]"],
+      "CT: a first read waits for an R writer in place, whose marker, claimed at its first "
+      "write, is held while it runs its statements"),
     M('first-read-waits-in-every-feature-set', "markers", 'lakevilla/txn/parts.py',
       '    read_wait = WaitForChangers(ctx) if ct and not i else NoReadWait()',
       '    read_wait = WaitForChangers(ctx)',
@@ -852,10 +858,8 @@ MUTATIONS: list[Mutation] = [
       [C + "test_a_waiting_commit_reads_only_the_table_it_is_blocked_on"],
       "a wait round re-reads every table while one of them is still blocked"),
     M('ct-claims-at-first-write', "dag", 'lakevilla/txn/parts.py',
-      '    claims = (ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic\n'
-      '              else ClaimLater(markers, journal))',
-      '    claims = (ClaimAtFirstWrite(markers, journal) if r or ct\n'
-      '              else ClaimLater(markers, journal))',
+      '    at_first_write = r and not dag and not optimistic\n',
+      '    at_first_write = r or ct\n',
       [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]",
        C + "test_g1c_circular_information_flow_across_tables[local-tail]"],
       "CT claims its markers statement by statement instead of at commit, all at once"),

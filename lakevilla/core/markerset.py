@@ -64,6 +64,7 @@ class MarkerSet:
         self.overtake = overtake
         self.watch = watch
         self.deps = Dependencies(ctx.attempt)
+        self.says_changes = True  # our markers carry ``changes`` (chosen by ``txn/parts.py``)
         self._ended: set[tuple[str, str]] = set()  # (table, attempt): waits a commit ended
         self._last_beat = ctx.now()
         self.on_claim: Callable[[], None] = lambda: None  # I: note where an abort of ours can be
@@ -82,7 +83,8 @@ class MarkerSet:
             features=ctx.label, deps=sorted(self.deps.transitive), epoch=self.deps.epoch,
             markers={t: w.marker.version for t, w in ctx.tables.items() if w.marker is not None},
             started=ctx.started, heartbeat=now, expires=now + ctx.settings.marker_ttl,
-            gvl_base=ctx.gvl_base(), changes=tw.changes() if tw is not None else None,
+            gvl_base=ctx.gvl_base(),
+            changes=tw.changes() if tw is not None and self.says_changes else None,
         )
 
     def claim_first(self, tw: TableWork, publish: bool = False) -> None:

@@ -11,6 +11,9 @@ waits until each such writer has committed or ended (at most ``wait_timeout``), 
 
 Nothing else depends on the wait: validation at commit is as before, so a writer missed here
 (one that claims its marker after we looked, or publishes no changes) costs what it always did.
+The price: the read cannot know whether its transaction will write the table (CT validates only
+reads of tables it writes), so a transaction that goes on to only read it waits for nothing it
+needed; at most that writer's turn in the queue.
 """
 
 from __future__ import annotations

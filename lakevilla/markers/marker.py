@@ -50,9 +50,9 @@ class MarkerPayload:
     # How often the owner has shifted its markers (rule IV): dependency lists name owners with it,
     # so a list written before a shift does not look like a cycle with the markers after it.
     epoch: int = 0
-    # What the owner's statements here so far may change (``Change.to_json`` each,
-    # ``scan/conflicts.py``; None: unknown): a follower's first read of rows it will change
-    # waits for it rather than read them (older clients ignore the field).
+    # What the owner's commit here may change (``Change.to_json`` each, ``scan/conflicts.py``;
+    # None: unknown, e.g. claimed at the first write): a follower's first read of rows it will
+    # change waits for it rather than read them (older clients ignore the field).
     changes: list[dict[str, Any]] | None = None
     v: int = 1
     kind: str = InfoKind.MARKER

@@ -93,8 +93,11 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None],
         decider = ByRecord(ctx, markers, validator, journal, overtake)
     else:
         decider = PerTable(ctx, markers, validator, journal, overtake)
-    claims = (ClaimAtFirstWrite(markers, journal) if r and not dag and not optimistic
-              else ClaimLater(markers, journal))
+    at_first_write = r and not dag and not optimistic
+    claims = ClaimAtFirstWrite(markers, journal) if at_first_write else ClaimLater(markers, journal)
+    # a marker claimed at the first write cannot say what the statements after it will change,
+    # and it may be held through a long transaction: followers must not wait to read for it
+    markers.says_changes = not at_first_write
     # CT reads the newest version while it holds no marker (it claims them at commit)
     read_wait = WaitForChangers(ctx) if ct and not i else NoReadWait()
     runner = StatementRunner(ctx, markers, journal, claims, reader, decider.creates_tables,

@@ -17,11 +17,11 @@ from tests.conftest import rows
 from tests.helpers import claim_now, two_files, wait_until
 
 
-def _running_writer(backend, work=None):
+def _running_writer(backend, work=None, mode="tail"):
     """P holds a running marker on t, saying what its statements change (by default: ``value``
-    of id 5, in the file of ids 5-8)."""
+    of id 5, in the file of ids 5-8); in place, P claims it at its first write."""
     lake = two_files(backend)
-    p = lake.begin("R")
+    p = backend.lake(commit_mode=mode).begin("R")
     if work is None:
         p.update("t", set={"value": "value + 1"}, where="id = 5")
     else:
@@ -67,17 +67,20 @@ def test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it(
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
 
 
-@pytest.mark.parametrize(("features", "read", "work"), [
-    ("R,CT", {"where": "id = 1"}, None),  # other rows (another file)
-    ("R,CT", {"where": "id = 5", "columns": ["id"]}, None),  # other columns
+@pytest.mark.parametrize(("features", "read", "work", "mode"), [
+    ("R,CT", {"where": "id = 1"}, None, "tail"),  # other rows (another file)
+    ("R,CT", {"where": "id = 5", "columns": ["id"]}, None, "tail"),  # other columns
     ("R,CT", {"where": "id = 5"},  # P only appends
-     lambda p: p.insert("t", {"id": [9], "value": [90]})),
-    ("R", {"where": "id = 5"}, None),  # other feature sets read at once
-    ("R,CT,I", {"where": "id = 5"}, None),
-], ids=["other-rows", "other-columns", "appends-only", "R", "R,CT,I"])
+     lambda p: p.insert("t", {"id": [9], "value": [90]}), "tail"),
+    # claimed at P's first write: its marker cannot say what P's later statements change, and
+    # may be held as long as P runs them
+    ("R,CT", {"where": "id = 5"}, None, "in_place"),
+    ("R", {"where": "id = 5"}, None, "tail"),  # other feature sets read at once
+    ("R,CT,I", {"where": "id = 5"}, None, "tail"),
+], ids=["other-rows", "other-columns", "appends-only", "in-place-writer", "R", "R,CT,I"])
 def test_a_first_read_does_not_wait_for_a_writer_that_cannot_change_it(
-        local_backend, features, read, work):
-    _, p = _running_writer(local_backend, work)
+        local_backend, features, read, work, mode):
+    _, p = _running_writer(local_backend, work, mode)
     t = local_backend.lake(wait_timeout=5.0).begin(features)
     got = rows(t.read("t", **read))
     assert t.stats["read_waits"] == 0
