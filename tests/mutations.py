@@ -218,6 +218,13 @@ MUTATIONS: list[Mutation] = [
        "test_a_table_of_action_objects_makes_a_field_a_column_only_when_asked"],
       "every new snapshot's overlay and every landed commit's files are made eleven columns "
       "where a prune reads two"),
+    M('action-values-through-arrow', "pruning", 'lakevilla/delta/files.py',
+      '                return self._lazy.values(name)',
+      '                return self.column(name).to_pylist()',
+      ["tests/unit/test_delta_log.py::"
+       "test_a_table_of_action_objects_makes_a_field_a_column_only_when_asked"],
+      "a prune of a small table of action objects makes their statistics an Arrow column, then "
+      "Python strings again"),
     M('snapshot-schema-kept-across-metadata', "snapshots", 'lakevilla/delta/snapshot.py',
       '        if got is not None and got[0] is protocol and got[1] is metadata:',
       '        if got is not None:',
@@ -246,8 +253,8 @@ MUTATIONS: list[Mutation] = [
       "CT: a first read of rows a queued writer will change reads them as they are, and its "
       "transaction aborts at commit"),
     M('first-read-waits-for-other-columns', "markers", 'lakevilla/scan/conflicts.py',
-      '                         and columns.isdisjoint(self.columns)):',
-      '                         and False):',
+      '        return self.columns is None or columns is None or not columns.isdisjoint(',
+      '        return True or columns is None or not columns.isdisjoint(',
       [FRN + "[other-columns]"],
       "CT: a first read waits for a writer that changes only columns it does not depend on"),
     M('first-read-waits-for-other-rows', "markers", 'lakevilla/scan/conflicts.py',

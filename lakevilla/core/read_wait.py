@@ -30,7 +30,7 @@ from .context import TxnContext
 from .markerset import FULL_READ_EVERY, MARKER_SCAN_WINDOW
 
 if TYPE_CHECKING:
-    from ..delta.actions import AddFile, Commit
+    from ..delta.actions import Commit
     from ..delta.log import DeltaLog
     from ..delta.snapshot import Snapshot
     from ..statements.base import Statement
@@ -96,13 +96,16 @@ class WaitForChangers(NoReadWait):
                 running.append((v, p))
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
-        running = [(v, p) for v, p in running if p.attempt not in landed]
-        if not running:
+        # by column first, which needs no file: most writers change other columns
+        cols = op.depends_on
+        parsed = [(v, p, _changes(p)) for v, p in running if p.attempt not in landed]
+        touching = [(v, p, chs) for v, p, chs in parsed if any(ch.touches(cols) for ch in chs)]
+        if not touching:
             return []
         files = prune_files(snap.files, parse_predicate(op.where), snap.schema,
                             snap.partition_columns)
-        return [(v, p) for v, p in running
-                if _meets(p, files, op.depends_on, snap)]
+        return [(v, p) for v, p, chs in touching
+                if any(ch.meets(files, cols, snap.schema, snap.partition_columns) for ch in chs)]
 
 
 def _running(c: Commit, now: float) -> bool:
@@ -110,10 +113,8 @@ def _running(c: Commit, now: float) -> bool:
     return p is not None and p.state == RUNNING and not p.expired(now)
 
 
-def _meets(p: MarkerPayload, files: list[AddFile], columns: frozenset[str] | None,
-           snap: Snapshot) -> bool:
+def _changes(p: MarkerPayload) -> list[Change]:
     try:
-        changes = [Change.from_json(d) for d in p.changes or []]
+        return [Change.from_json(d) for d in p.changes or []]
     except CorruptLogError:
-        return False  # unreadable: read as if it were not there (validation still holds)
-    return any(ch.meets(files, columns, snap.schema, snap.partition_columns) for ch in changes)
+        return []  # unreadable: read as if it were not there (validation still holds)

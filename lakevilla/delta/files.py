@@ -268,13 +268,13 @@ class ActionColumns:
         self.schema = ADD_SCHEMA if kind is AddFile else REMOVE_SCHEMA
         self._get = _ADD_FIELDS if kind is AddFile else _REMOVE_FIELDS
 
+    def values(self, name: str) -> list[Any]:
+        get = self._get[name]
+        return [get(a) for a in self.rows]
+
     def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
-        out = {}
-        for n in names:
-            get = self._get[n]
-            out[n] = pa.chunked_array([pa.array([get(a) for a in self.rows],
-                                                self.schema.field(n).type)])
-        return out
+        return {n: pa.chunked_array([pa.array(self.values(n), self.schema.field(n).type)])
+                for n in names}
 
 
 class ActionTable(Generic[A]):
@@ -325,6 +325,15 @@ class ActionTable(Generic[A]):
                     self._lazy = None  # every field is a column: the objects are not needed
 
             return got
+
+    def values(self, name: str) -> list[Any]:
+        """Column ``name`` as Python values: read from the objects themselves while the rows
+        are objects and the column is not made yet (a prune of a small table wants the
+        statistics texts, not an Arrow column of them)."""
+        with self.lock:
+            if name not in self._columns and isinstance(self._lazy, ActionColumns):
+                return self._lazy.values(name)
+        return self.column(name).to_pylist()
 
     @property
     def table(self) -> pa.Table:

@@ -121,12 +121,15 @@ class Change:
             raise CorruptLogError(f"malformed marker change {d!r}")
         return cls(where, None if cols is None else tuple(c.lower() for c in cols))
 
+    def touches(self, columns: frozenset[str] | None) -> bool:
+        """Whether it may change a column of ``columns`` (None: all)."""
+        return self.columns is None or columns is None or not columns.isdisjoint(self.columns)
+
     def meets(self, files: list[AddFile], columns: frozenset[str] | None, schema: pa.Schema,
               partition_columns: list[str]) -> bool:
         """Whether it may change what a read of ``files`` depending on ``columns`` (None: all)
         returns."""
-        if not files or (self.columns is not None and columns is not None
-                         and columns.isdisjoint(self.columns)):
+        if not files or not self.touches(columns):
             return False
         return self.where is None or bool(prune(parse_predicate(self.where), files, schema,
                                                 partition_columns))

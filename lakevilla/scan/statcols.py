@@ -416,7 +416,7 @@ def _parsed(text: str) -> Any:
 
 def _py_parse(table: ActionTable,
               data: list[StatColumn]) -> tuple[pa.Array, dict[StatColumn, Bounds]]:
-    texts = table.column("stats").to_pylist()
+    texts = table.values("stats")
     n = len(texts)
     rows: list[int | None] = [None] * n
     cols: dict[StatColumn, tuple[list[Any], list[Any], list[Any]]] = {

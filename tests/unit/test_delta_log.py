@@ -277,11 +277,13 @@ def test_a_table_of_action_objects_makes_a_field_a_column_only_when_asked():
         t = ActionTable.from_actions(rows_, kind)
         assert t.num_rows == len(rows_)
         assert t.column("path").to_pylist() == [a.path for a in rows_]
+        assert t.values("size") == [a.size for a in rows_]  # read from the objects
         assert list(t._columns) == ["path"]  # nothing else was built
         whole = t.table
         assert whole.schema.equals(schema) and set(t._columns) == set(schema.names)
         assert t._lazy is None  # every field is a column: the action objects are let go
         assert ActionTable(whole, kind).table.equals(whole)  # as a checkpoint's would be
+        assert t.values("size") == [a.size for a in rows_]  # from the column now
         assert t.actions() == rows_
     assert ActionTable.from_actions([], AddFile).table.equals(ADD_SCHEMA.empty_table())
 
