@@ -9,8 +9,6 @@ mapping path -> ``AddFile``; code that must not pay for the whole table uses
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -19,31 +17,14 @@ import pyarrow as pa
 from ..errors import CorruptLogError
 from . import column_mapping
 from .actions import AddFile, Commit, Metadata, Protocol, RemoveFile, TxnAction
+from .by_identity import ByIdentity
 from .checkpoint import CheckpointContents
 from .files import FileSet, RemoveSet, SetBuilder
 
-# The logical schema of each (table, protocol, metadata) met lately, by the objects' identity
-# (kept here, so their ids stay theirs). A snapshot built on another keeps both objects until a
-# commit changes one, so its versions share one schema object, and what is cached by schema
-# (expression checks, prune plans) is found without hashing a new, equal schema.
-_SCHEMAS: OrderedDict[tuple[str, int, int], tuple[Protocol, Metadata, pa.Schema]] = OrderedDict()
-_SCHEMAS_KEPT = 64
-_SCHEMAS_LOCK = threading.Lock()
-
-
-def _logical_schema(table: str, protocol: Protocol, metadata: Metadata) -> pa.Schema:
-    key = (table, id(protocol), id(metadata))
-    with _SCHEMAS_LOCK:
-        got = _SCHEMAS.get(key)
-        if got is not None and got[0] is protocol and got[1] is metadata:
-            _SCHEMAS.move_to_end(key)
-            return got[2]
-    schema = column_mapping.logical_schema(table, protocol, metadata)
-    with _SCHEMAS_LOCK:
-        _SCHEMAS[key] = (protocol, metadata, schema)
-        if len(_SCHEMAS) > _SCHEMAS_KEPT:
-            _SCHEMAS.popitem(last=False)
-    return schema
+# The logical schema of each (protocol, metadata) pair met lately: a snapshot built on another
+# keeps both objects until a commit changes one, so its versions share one schema object, and
+# what is cached by schema (expression checks, prune plans) is found without hashing a new one.
+_SCHEMAS: ByIdentity[pa.Schema] = ByIdentity()
 
 
 @dataclass(frozen=True)
@@ -67,7 +48,8 @@ class Snapshot:
 
     @cached_property
     def schema(self) -> pa.Schema:
-        return _logical_schema(self.table, self.protocol, self.metadata)
+        return _SCHEMAS.get((self.protocol, self.metadata), lambda: column_mapping.logical_schema(
+            self.table, self.protocol, self.metadata))
 
     @property
     def partition_columns(self) -> list[str]:

@@ -28,6 +28,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..delta.by_identity import ByIdentity
 from ..errors import InvalidExpressionError
 from . import duck
 
@@ -261,10 +262,8 @@ class Relation:
         return self._hash
 
 
-# the scope of each schema checked lately, by identity (the schema is kept, so is its id)
-_TABLE_SCOPES: OrderedDict[int, tuple[pa.Schema, Scope]] = OrderedDict()
-_TABLE_SCOPES_KEPT = 64
-_TABLE_SCOPES_LOCK = threading.Lock()
+# the scope of each schema checked lately (a snapshot's statements share one schema object)
+_TABLE_SCOPES: ByIdentity[Scope] = ByIdentity()
 
 
 @dataclass(frozen=True)
@@ -278,17 +277,7 @@ class Scope:
     def table(cls, schema: pa.Schema) -> Scope:
         """The scope of a table's where or SET: one per schema object, which a snapshot
         shares among its statements."""
-        with _TABLE_SCOPES_LOCK:
-            got = _TABLE_SCOPES.get(id(schema))
-            if got is not None and got[0] is schema:
-                _TABLE_SCOPES.move_to_end(id(schema))
-                return got[1]
-        scope = cls((Relation(None, schema),))
-        with _TABLE_SCOPES_LOCK:
-            _TABLE_SCOPES[id(schema)] = (schema, scope)
-            if len(_TABLE_SCOPES) > _TABLE_SCOPES_KEPT:
-                _TABLE_SCOPES.popitem(last=False)
-        return scope
+        return _TABLE_SCOPES.get((schema,), lambda: cls((Relation(None, schema),)))
 
     @classmethod
     def merge(cls, target: pa.Schema, source: pa.Schema, target_alias: str = "target",

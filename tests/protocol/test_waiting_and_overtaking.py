@@ -89,21 +89,30 @@ def _queued_behind_a_publisher(backend, o_id: int = 1, p_work=None):
     return lake, p, p_thread, release
 
 
+def _overtakes_held(backend, p_thread, release, where: str, while_held=lambda: None) -> None:
+    """Q adds 5 to ``value`` where ``where`` and commits while P is held at its commit: Q
+    overtakes P, with no wait round; then P is released and finishes."""
+    try:
+        q = backend.lake(wait_timeout=5.0).begin("R")
+        q.update("t", set={"value": "value + 5"}, where=where)
+        q.commit()  # while P is still held: it did not wait for P
+        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
+        while_held()
+    finally:
+        release.set()
+        p_thread.join(30)
+
+
 def test_a_follower_whose_commit_cannot_conflict_commits_before_a_waiting_predecessor(
         local_backend):
     """Issue 13: a writer that has to wait publishes its footprints on its marker; a follower on
     other files of the table does not queue behind it. The predecessor then validates against the
     follower's commit and finds nothing: no redo, no abort because of it."""
     lake, p, p_thread, release = _queued_behind_a_publisher(local_backend)
-    try:
-        q = local_backend.lake(wait_timeout=5.0).begin("R")
-        q.update("t", set={"value": "value + 5"}, where="id = 6")  # the other file
-        q.commit()  # while P is still held: it did not wait for P
-        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
-        assert open_markers(lake, "t") == [p.tables["t"].marker.version]  # P is still running below
-    finally:
-        release.set()
-        p_thread.join(30)
+
+    def p_still_runs_below() -> None:
+        assert open_markers(lake, "t") == [p.tables["t"].marker.version]
+    _overtakes_held(local_backend, p_thread, release, "id = 6", p_still_runs_below)  # other file
     assert p.state == "committed" and p.stats["redos"] == 1  # the redo after O only
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
     assert (got[1], got[2], got[6]) == (11, 1020, 65)
@@ -122,14 +131,7 @@ def test_a_follower_that_updates_columns_a_waiting_predecessor_only_read_overtak
         p.update("t", set={"value": "value + 1000"}, where="id = 6")
 
     lake, p, p_thread, release = _queued_behind_a_publisher(local_backend, 5, p_work)
-    try:
-        q = local_backend.lake(wait_timeout=5.0).begin("R")
-        q.update("t", set={"value": "value + 5"}, where="id = 3")  # the file P read
-        q.commit()  # while P is still held: it did not wait for P
-        assert q.stats["predecessors_overtaken"] == 1 and q.stats["wait_rounds"] == 0
-    finally:
-        release.set()
-        p_thread.join(30)
+    _overtakes_held(local_backend, p_thread, release, "id = 3")  # the file P read
     assert p.state == "committed" and p.stats["redos"] == 1  # the redo after O only
     got = {r["id"]: r["value"] for r in rows(lake.read("t"))}
     assert (got[3], got[5], got[6]) == (35, 51, 1060)
