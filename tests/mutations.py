@@ -73,6 +73,7 @@ OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
 CF = "tests/statements/test_change_data_feed.py::"
 DW = "tests/statements/test_deletion_vector_writes.py::"
+FOLDS = "tests/unit/test_folds.py::"
 BC = "tests/unit/test_big_checkpoints.py::"
 TX = "lakevilla/txn/transaction.py"
 OVERTAKE = "lakevilla/markers/overtake.py"
@@ -1121,6 +1122,48 @@ MUTATIONS: list[Mutation] = [
        "test_a_long_lived_clients_snapshots_fold_the_commits_they_replay"],
       "a long-lived client's snapshots keep every file since the checkpoint as an overlay, "
       "rebuilt and parsed again for each new snapshot"),
+    M("fold-copies-every-column", "maintenance", "lakevilla/delta/files.py",
+      "        if len(parts) >= FOLD_PARTS or old.rows + new > FOLD_KEEPS",
+      "        if True or len(parts) >= FOLD_PARTS or old.rows + new > FOLD_KEEPS",
+      [FOLDS + "test_a_fold_copies_no_column_but_the_paths"],
+      "a fold makes every column of the rows it keeps (from action objects too), in every "
+      "client, every few dozen changes"),
+    M("fold-keeps-every-part", "maintenance", "lakevilla/delta/files.py",
+      "        if len(parts) >= FOLD_PARTS or old.rows + new > FOLD_KEEPS",
+      "        if False and len(parts) >= FOLD_PARTS or old.rows + new > FOLD_KEEPS",
+      [FOLDS + "test_a_fold_of_folds_holds_what_a_fresh_table_holds",
+       FOLDS + "test_a_fold_parses_only_the_files_it_adds"],
+      "a fold of folds keeps every table it was folded from: what a client keeps grows with "
+      "the changes it followed, not with the files live"),
+    M("fold-parses-statistics-again", "maintenance", "lakevilla/scan/statcols.py",
+      "    pieces = table.pieces\n",
+      "    pieces = None\n",
+      [FOLDS + "test_a_fold_parses_only_the_files_it_adds"],
+      "a folded table parses every file's statistics again, not only the files it added"),
+    M("fold-made-without-statistics", "maintenance", "lakevilla/delta/files.py",
+      "        out.cache = {k: _gathered(pieces, [c[k] for c in caches]) for k in shared}",
+      "        out.cache = {}",
+      [FOLDS + "test_a_fold_parses_only_the_files_it_adds"],
+      "older parts made one table lose their parsed statistics"),
+    M("fold-rows-out-of-order", "maintenance", "lakevilla/delta/files.py",
+      "        back = pa.array(np.argsort(order, kind=\"stable\"))\n"
+      "        return {n: got.column(n).take(back) for n in names}",
+      "        back = pa.array(np.arange(len(order)))\n"
+      "        return {n: got.column(n).take(back) for n in names}",
+      [FOLDS + "test_a_fold_of_folds_holds_what_a_fresh_table_holds"],
+      "a few rows of a folded table come back grouped by the table they were folded from, "
+      "not in the order asked"),
+    M("fold-actions-from-wrong-rows", "maintenance", "lakevilla/delta/files.py",
+      "self.parts[k].actions(at[where] - self.starts[k])",
+      "self.parts[k].actions(at[where])",
+      [FOLDS + "test_a_fold_of_folds_holds_what_a_fresh_table_holds"],
+      "a folded table's action objects are taken from the wrong rows of their part"),
+    M("action-objects-rebuilt", "maintenance", "lakevilla/delta/files.py",
+      "        if isinstance(lazy, ActionColumns):  # the objects themselves",
+      "        if False:  # the objects themselves",
+      [FOLDS + "test_a_fold_copies_no_column_but_the_paths"],
+      "a table of action objects asked for a few of them makes their columns and new objects "
+      "from those"),
     M("checkpoint-refused-under-open-marker", "maintenance", CKPT,
       "        version = lowest - 1\n",
       "        return\n",

@@ -8,6 +8,12 @@ rows minus the paths the overlay hides, plus the overlay's own actions
 runs over the columns (``lakevilla.scan.pruning``), lookups by path are vectorised, and
 only the files an operation touches become ``AddFile`` objects.
 
+A client that follows a busy table replays commit after commit onto the same checkpoint, so
+every few dozen changes a snapshot folds its overlay into its table (``FOLD_AT``). A fold
+copies nothing: the folded table's rows are rows of the tables it was folded from
+(``Pieces``), its columns are gathered when asked for, and the statistics those tables
+parsed are gathered too, so each file's are parsed once however often it is folded.
+
 A big checkpoint (more than ``EAGER_ROWS`` files) keeps only its Parquet bytes: a prune
 streams the ``stats`` column through in batches and keeps the bounds it parses, and the few
 files it finds are read from their row groups (``ActionTable.take``); no column of a million
@@ -62,6 +68,10 @@ ADD_EXTRA = ("baseRowId", "defaultRowCommitVersion", "clusteringProvider")
 # table (and its parsed statistics) is shared by the snapshots after it: under 16 TPC-C clients
 # overlays of up to ~400 files, rebuilt for every read, were 7% of the clients' CPU at 4,096.
 FOLD_AT = 64
+# A fold gathers its rows from the tables it was folded from until they hold more than this many
+# times the rows it serves (plus ``FOLD_AT``), or there are more than ``FOLD_PARTS`` of them.
+FOLD_KEEPS = 2
+FOLD_PARTS = 16
 # Checkpoints of at most this many files are decoded whole on first use.
 EAGER_ROWS = 1 << 16
 # A bigger one's columns are streamed in batches of this many rows where a pass needs them once
@@ -276,6 +286,68 @@ class ActionColumns:
         return {n: pa.chunked_array([pa.array(self.values(n), self.schema.field(n).type)])
                 for n in names}
 
+    def array(self, name: str, idx: np.ndarray) -> pa.Array:
+        """Field ``name`` of the rows at ``idx`` only."""
+        get = self._get[name]
+        return pa.array([get(self.rows[i]) for i in idx.tolist()], self.schema.field(name).type)
+
+
+class Pieces:
+    """A folded table's rows as rows of the tables it was folded from: ``parts`` laid end to
+    end, its row ``i`` their row ``index[i]``. A fold copies nothing: a column is gathered when
+    first asked for, a few rows from the parts that hold them, and what was derived from the
+    parts' rows (their parsed statistics, ``ActionTable.cache``) is gathered, not derived again.
+    The parts of a folded table's parts are its own: a fold of a fold adds one part, never a
+    level."""
+
+    whole_at = 0  # a column when asked for
+
+    def __init__(self, parts: tuple[ActionTable[Any], ...], index: np.ndarray) -> None:
+        self.parts = parts
+        self.index = index
+        self.starts = np.cumsum([0] + [p.num_rows for p in parts], dtype=np.int64)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the parts, the folded table's and those hidden since."""
+        return int(self.starts[-1])
+
+    def gather(self, arrays: list[Any], t: pa.DataType) -> pa.ChunkedArray:
+        """One array per part (values of its rows) as the folded table's column."""
+        chunks = [c for a in arrays for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
+        return pa.chunked_array(chunks, t).take(pa.array(self.index))
+
+    def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
+        return self.take(np.arange(len(self.index), dtype=np.int64), names)
+
+    def values(self, name: str) -> list[Any]:
+        got = [v for p in self.parts for v in p.values(name)]
+        return [got[i] for i in self.index.tolist()]
+
+    def actions(self, idx: np.ndarray) -> list[Any]:
+        """The rows at ``idx`` as action objects, each part asked for the rows it holds."""
+        at = self.index[idx]
+        part = np.searchsorted(self.starts, at, side="right") - 1
+        out: list[Any] = [None] * len(at)
+        for k in np.unique(part).tolist():
+            where = np.nonzero(part == k)[0]
+            for i, a in zip(where.tolist(), self.parts[k].actions(at[where] - self.starts[k]),
+                            strict=True):
+                out[i] = a
+        return out
+
+    def take(self, idx: np.ndarray, names: list[str]) -> dict[str, pa.ChunkedArray]:
+        """Fields ``names`` of the rows at ``idx``, each part asked for the rows it holds."""
+        at = self.index[idx]
+        part = np.searchsorted(self.starts, at, side="right") - 1
+        order = np.argsort(part, kind="stable")
+        tables = [self.parts[k].take(at[part == k] - self.starts[k], names)
+                  for k in np.unique(part).tolist()]
+        schema = pa.schema([self.parts[0].schema.field(n) for n in names])
+        got = pa.concat_tables(tables) if tables else schema.empty_table()
+        back = pa.array(np.argsort(order, kind="stable"))
+        return {n: got.column(n).take(back) for n in names}
+
 
 class ActionTable(Generic[A]):
     """Immutable rows of add (or remove) actions, one column per field, decoded lazily when
@@ -286,7 +358,7 @@ class ActionTable(Generic[A]):
     shares the table (parsed statistics: ``lakevilla.scan.statcols``)."""
 
     def __init__(self, table: pa.Table | None, kind: type[A], *,
-                 lazy: LazyRows | ActionColumns | None = None,
+                 lazy: LazyRows | ActionColumns | Pieces | None = None,
                  num_rows: int | None = None, conformed: bool = False) -> None:
         # ``conformed``: ``table`` has exactly the schema's columns and types already (built
         # here or from tables that had); conforming costs more than building a few rows
@@ -299,6 +371,9 @@ class ActionTable(Generic[A]):
             self._columns = {n: table.column(n) for n in self.schema.names}
             num_rows = table.num_rows
         self._lazy = lazy
+        # a folded table keeps what it was folded from after its columns are made: its parsed
+        # statistics are gathered from theirs (``lakevilla.scan.statcols``)
+        self.pieces = lazy if isinstance(lazy, Pieces) else None
         self._rows = int(num_rows or 0)
         self._takes = 0  # reads of a few rows from the checkpoint (``take``)
         self._taken: OrderedDict[tuple[bytes, tuple[str, ...]], dict[str, Any]] = OrderedDict()
@@ -320,7 +395,7 @@ class ActionTable(Generic[A]):
                     if self._rows <= self._lazy.whole_at else [name]
                 self._columns.update(self._lazy.fields(names))
                 got = self._columns[name]
-                if isinstance(self._lazy, ActionColumns) and len(self._columns) == len(
+                if isinstance(self._lazy, ActionColumns | Pieces) and len(self._columns) == len(
                         self.schema.names):
                     self._lazy = None  # every field is a column: the objects are not needed
 
@@ -331,7 +406,7 @@ class ActionTable(Generic[A]):
         are objects and the column is not made yet (a prune of a small table wants the
         statistics texts, not an Arrow column of them)."""
         with self.lock:
-            if name not in self._columns and isinstance(self._lazy, ActionColumns):
+            if name not in self._columns and isinstance(self._lazy, ActionColumns | Pieces):
                 return self._lazy.values(name)
         return self.column(name).to_pylist()
 
@@ -373,6 +448,10 @@ class ActionTable(Generic[A]):
         names = list(self.schema.names) if names is None else names
         got: dict[str, pa.Array | pa.ChunkedArray] = {}
         with self.lock:
+            pieces = self._lazy if isinstance(self._lazy, Pieces) else None
+            unmade = [n for n in names if n not in self._columns]
+            if pieces is not None and unmade:  # columns not made yet: the few rows from the parts
+                got.update(pieces.take(idx, unmade))
             lazy = [n for n in names if self._streams(n)]
             key = (idx.tobytes(), tuple(lazy))
             if lazy and key in self._taken:  # the same few rows again (a scan, then its update)
@@ -392,6 +471,11 @@ class ActionTable(Generic[A]):
                 self._taken[key] = dict(got)
                 if len(self._taken) > LAZY_TAKES:
                     self._taken.popitem(last=False)
+        with self.lock:
+            objects = self._lazy if isinstance(self._lazy, ActionColumns) else None
+            for n in names:  # from the objects: the rows asked for, not the whole column
+                if objects is not None and n not in got and n not in self._columns:
+                    got[n] = objects.array(n, idx)
         for n in names:
             if n not in got:
                 got[n] = self.column(n).take(idx)
@@ -409,8 +493,49 @@ class ActionTable(Generic[A]):
                        kind, conformed=True)
         return cls(None, kind, lazy=ActionColumns(rows, kind), num_rows=len(rows))
 
+    @classmethod
+    def folded(cls, base: ActionTable[A], live: np.ndarray, overlay: ActionTable[A]
+               ) -> ActionTable[A]:
+        """The rows of ``base`` at ``live``, then those of ``overlay``, as one table. Nothing is
+        copied (``Pieces``) until the parts would hold more than ``FOLD_KEEPS`` times the rows
+        they serve, or more than ``FOLD_PARTS`` parts: then the rows of all but ``overlay`` are
+        made one table first, with the parsed statistics every part of them has."""
+        parts: tuple[ActionTable[Any], ...]
+        if base.pieces is not None:
+            parts, index = base.pieces.parts, base.pieces.index[live]
+        else:
+            parts, index = (base,), np.asarray(live, dtype=np.int64)
+        old, new = Pieces(parts, index), overlay.num_rows
+        if len(parts) >= FOLD_PARTS or old.rows + new > FOLD_KEEPS * (len(index) + new) + FOLD_AT:
+            parts, index = (cls._made(old, base),), np.arange(len(index), dtype=np.int64)
+        if new:
+            start = sum(p.num_rows for p in parts)
+            parts = (*parts, overlay)
+            index = np.concatenate([index, np.arange(start, start + new, dtype=np.int64)])
+        return cls(None, base.kind, lazy=Pieces(parts, index), num_rows=len(index))
+
+    @classmethod
+    def _made(cls, pieces: Pieces, like: ActionTable[A]) -> ActionTable[A]:
+        """``pieces`` as a table of its own, with what every part derived from its rows."""
+        out = cls(pa.table(pieces.fields(list(like.schema.names)), schema=like.schema), like.kind,
+                  conformed=True)
+        caches = []
+        for p in pieces.parts:
+            with p.lock:
+                caches.append(dict(p.cache))
+        shared = set.intersection(*[set(c) for c in caches])
+        out.cache = {k: _gathered(pieces, [c[k] for c in caches]) for k in shared}
+        return out
+
     def actions(self, indices: Any = None) -> list[A]:
         """The rows at ``indices`` (all when None) as action objects."""
+        with self.lock:
+            lazy = self._lazy
+        if isinstance(lazy, ActionColumns):  # the objects themselves, as an overlay hands out
+            return list(lazy.rows) if indices is None else [
+                lazy.rows[i] for i in np.asarray(indices, dtype=np.int64).tolist()]
+        if isinstance(lazy, Pieces) and indices is not None:
+            return lazy.actions(np.asarray(indices, dtype=np.int64))
         t = self.table if indices is None else self.take(indices)
         rows = t.to_pylist()
         out: list[Any]  # AddFile or RemoveFile as ``kind`` says (see ``from_actions``)
@@ -442,6 +567,14 @@ class ActionTable(Generic[A]):
         idx = pc.indices_nonzero(hit).to_numpy()
         found = self.paths.take(idx).to_pylist()
         return dict(zip(found, idx.tolist(), strict=True))
+
+
+def _gathered(pieces: Pieces, values: list[Any]) -> Any:
+    """A value derived per row of each part (an array, or a tuple of arrays) as the folded
+    table's."""
+    if isinstance(values[0], tuple):
+        return tuple(_gathered(pieces, list(vs)) for vs in zip(*values, strict=True))
+    return pieces.gather(values, values[0].type).combine_chunks()
 
 
 def _empty(kind: type[A]) -> ActionTable[A]:
@@ -620,7 +753,7 @@ class SetBuilder(Generic[A, S]):
         if len(self.extra) + len(self.hidden) > max(FOLD_AT,
                                                     (self.base.num_rows if self.base else 0) // 8):
             # one table again: lookups stay vectorised
-            folded = ActionTable(out.table(), self.kind, conformed=True)
+            folded = ActionTable.folded(out.base, out.live_indices(), out.overlay())
             self.reset(folded)
             out = self.make(folded, frozenset(), {})
         return out

@@ -290,8 +290,46 @@ def _partition_column(table: ActionTable, c: StatColumn, rows: pa.Array) -> Boun
     return (value, value, pc.if_else(err, none_b, nullable), pc.if_else(err, none_b, valued))
 
 
+def _from_pieces(table: ActionTable, cols: list[StatColumn]) -> None:
+    """A folded table's row counts and the bounds of ``cols``, gathered from the tables it was
+    folded from (``delta.files.Pieces``), each of which parses its own rows once: folded anew
+    every few dozen changes, a table would otherwise parse every file's statistics again."""
+    pieces = table.pieces
+    if pieces is None:
+        return
+    with table.lock:
+        missing = [c for c in dict.fromkeys(cols) if _key(c) not in table.cache]
+        rows = table.cache.get(("rows",))
+    if not missing and rows is not None:
+        return
+
+    def gather(arrays: list[pa.Array]) -> pa.Array:
+        t = arrays[0].type
+        return pieces.gather([a.cast(t) for a in arrays], t).combine_chunks()
+
+    found: dict[Any, Any] = {}
+    per = [_part_bounds(p, missing) for p in pieces.parts]  # first: a parse keeps the counts
+    if rows is None:
+        found[("rows",)] = gather([row_counts(p) for p in pieces.parts])
+    for k, c in enumerate(missing):
+        found[_key(c)] = tuple(gather([b[k][i] for b in per]) for i in range(4))
+    with table.lock:
+        for key, v in found.items():
+            table.cache.setdefault(key, v)
+
+
+def _part_bounds(part: ActionTable, cols: list[StatColumn]) -> list[Bounds]:
+    """The bounds of ``cols`` over a part: in Python where it can, the rest by DuckDB."""
+    py = [c for c in cols if py_parsable(c)]
+    got = dict(zip(py, py_columns(part, py) or [], strict=False))
+    rest = [c for c in cols if c not in got]
+    got.update(zip(rest, columns(part, rest) if rest else [], strict=True))
+    return [got[c] for c in cols]
+
+
 def row_counts(table: ActionTable) -> pa.Array:
     """``numRecords`` of every row (null where unknown)."""
+    _from_pieces(table, [])
     small = py_row_counts(table)
     if small is not None:
         return small
@@ -306,6 +344,7 @@ def row_counts(table: ActionTable) -> pa.Array:
 
 def columns(table: ActionTable, cols: list[StatColumn]) -> list[Bounds]:
     """The bounds of ``cols`` over every row of ``table`` (computed once, then cached)."""
+    _from_pieces(table, cols)
     key = _key
     with table.lock:
         missing = [c for c in cols if key(c) not in table.cache]
@@ -333,6 +372,7 @@ def evaluate(table: ActionTable, cols: list[StatColumn], keep_sql: str) -> np.nd
     """``keep_sql`` (over ``c{k}_lo/_hi/_nullable/_valued`` for ``cols[k]``) for every row of
     ``table``, as a boolean array (NULL: keep). Statistics not parsed yet are parsed by the same
     query that evaluates the predicate, and cached."""
+    _from_pieces(table, cols)
     n = table.num_rows
     with table.lock:
         missing = [(k, c) for k, c in enumerate(cols) if _key(c) not in table.cache]
@@ -468,6 +508,8 @@ def py_columns(table: ActionTable, cols: list[StatColumn]) -> list[Bounds] | Non
     needs the DuckDB pass (decimals, floats, dates, timestamps) or the table is larger."""
     if table.num_rows > PY_ROWS:
         return None
+    if all(py_parsable(c) for c in cols):
+        _from_pieces(table, cols)
     with table.lock:
         missing = [c for c in dict.fromkeys(cols) if _key(c) not in table.cache]
         rows = table.cache.get(("rows",))
@@ -492,6 +534,7 @@ def py_row_counts(table: ActionTable) -> pa.Array | None:
     """``row_counts`` of a small table without DuckDB (None: too large)."""
     if table.num_rows > PY_ROWS:
         return None
+    _from_pieces(table, [])
     with table.lock:
         got = table.cache.get(("rows",))
     if got is None:
