@@ -1141,7 +1141,7 @@ MUTATIONS: list[Mutation] = [
       [FOLDS + "test_a_fold_parses_only_the_files_it_adds"],
       "a folded table parses every file's statistics again, not only the files it added"),
     M("fold-made-without-statistics", "maintenance", "lakevilla/delta/files.py",
-      "        out.cache = {k: _gathered(pieces, [c[k] for c in caches]) for k in shared}",
+      "        out.cache = {k: pieces.gather([c[k] for c in caches]) for k in shared}",
       "        out.cache = {}",
       [FOLDS + "test_a_fold_parses_only_the_files_it_adds"],
       "older parts made one table lose their parsed statistics"),

@@ -312,10 +312,16 @@ class Pieces:
         """Rows of the parts, the folded table's and those hidden since."""
         return int(self.starts[-1])
 
-    def gather(self, arrays: list[Any], t: pa.DataType) -> pa.ChunkedArray:
-        """One array per part (values of its rows) as the folded table's column."""
-        chunks = [c for a in arrays for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
-        return pa.chunked_array(chunks, t).take(pa.array(self.index))
+    def gather(self, values: list[Any]) -> Any:
+        """What was derived per row of each part (an array, or a tuple of arrays: parsed
+        bounds) as the folded table's, in the first part's types."""
+        if isinstance(values[0], tuple):
+            return tuple(self.gather(list(vs)) for vs in zip(*values, strict=True))
+        t = values[0].type
+        chunks = [c for a in values
+                  for c in (a.chunks if isinstance(a, pa.ChunkedArray) else [a])]
+        return pa.chunked_array([c.cast(t) for c in chunks], t).take(
+            pa.array(self.index)).combine_chunks()
 
     def fields(self, names: list[str]) -> dict[str, pa.ChunkedArray]:
         return self.take(np.arange(len(self.index), dtype=np.int64), names)
@@ -471,11 +477,8 @@ class ActionTable(Generic[A]):
                 self._taken[key] = dict(got)
                 if len(self._taken) > LAZY_TAKES:
                     self._taken.popitem(last=False)
-        with self.lock:
-            objects = self._lazy if isinstance(self._lazy, ActionColumns) else None
-            for n in names:  # from the objects: the rows asked for, not the whole column
-                if objects is not None and n not in got and n not in self._columns:
-                    got[n] = objects.array(n, idx)
+            if isinstance(self._lazy, ActionColumns):  # the rows asked for, not whole columns
+                got.update({n: self._lazy.array(n, idx) for n in unmade})
         for n in names:
             if n not in got:
                 got[n] = self.column(n).take(idx)
@@ -524,7 +527,7 @@ class ActionTable(Generic[A]):
             with p.lock:
                 caches.append(dict(p.cache))
         shared = set.intersection(*[set(c) for c in caches])
-        out.cache = {k: _gathered(pieces, [c[k] for c in caches]) for k in shared}
+        out.cache = {k: pieces.gather([c[k] for c in caches]) for k in shared}
         return out
 
     def actions(self, indices: Any = None) -> list[A]:
@@ -567,14 +570,6 @@ class ActionTable(Generic[A]):
         idx = pc.indices_nonzero(hit).to_numpy()
         found = self.paths.take(idx).to_pylist()
         return dict(zip(found, idx.tolist(), strict=True))
-
-
-def _gathered(pieces: Pieces, values: list[Any]) -> Any:
-    """A value derived per row of each part (an array, or a tuple of arrays) as the folded
-    table's."""
-    if isinstance(values[0], tuple):
-        return tuple(_gathered(pieces, list(vs)) for vs in zip(*values, strict=True))
-    return pieces.gather(values, values[0].type).combine_chunks()
 
 
 def _empty(kind: type[A]) -> ActionTable[A]:

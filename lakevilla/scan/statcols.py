@@ -302,17 +302,12 @@ def _from_pieces(table: ActionTable, cols: list[StatColumn]) -> None:
         rows = table.cache.get(("rows",))
     if not missing and rows is not None:
         return
-
-    def gather(arrays: list[pa.Array]) -> pa.Array:
-        t = arrays[0].type
-        return pieces.gather([a.cast(t) for a in arrays], t).combine_chunks()
-
     found: dict[Any, Any] = {}
     per = [_part_bounds(p, missing) for p in pieces.parts]  # first: a parse keeps the counts
     if rows is None:
-        found[("rows",)] = gather([row_counts(p) for p in pieces.parts])
+        found[("rows",)] = pieces.gather([row_counts(p) for p in pieces.parts])
     for k, c in enumerate(missing):
-        found[_key(c)] = tuple(gather([b[k][i] for b in per]) for i in range(4))
+        found[_key(c)] = pieces.gather([b[k] for b in per])
     with table.lock:
         for key, v in found.items():
             table.cache.setdefault(key, v)
@@ -534,7 +529,6 @@ def py_row_counts(table: ActionTable) -> pa.Array | None:
     """``row_counts`` of a small table without DuckDB (None: too large)."""
     if table.num_rows > PY_ROWS:
         return None
-    _from_pieces(table, [])
     with table.lock:
         got = table.cache.get(("rows",))
     if got is None:
