@@ -166,10 +166,13 @@ def test_local_put_if_absent_one_winner_across_processes(tmp_path):
 def _cas_increment(root: str, key: str, times: int, barrier, out) -> None:
     s = LocalStore(root)
     barrier.wait()  # start together, so the increments really race
-    conflicts = 0
+    conflicts, first = 0, True
     for _ in range(times):
         while True:
             got = s.get(key)
+            if first:  # every process holds the same etag once: a collision however they run
+                barrier.wait()
+                first = False
             try:
                 s.put_if_match(key, str(int(got.data) + 1).encode(), got.etag)
                 break
