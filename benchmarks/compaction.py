@@ -1,6 +1,7 @@
 """Compaction beside concurrent writers: delta-rs' optimize vs lakevilla's txn.optimize.
 
     python -m benchmarks.compaction [--quick] [--writers 4] [--txns 30] [--store s3 --latency s3]
+                                    [--workers processes|threads]
 
 W writer processes each run transactions that append two rows to a partition and delete a
 row they wrote two transactions before (so writers touch existing files, which a compaction
@@ -22,7 +23,10 @@ row is there exactly once, every acknowledged delete gone (read by delta-rs).
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
+import queue
+import threading
 import time
 import traceback
 from typing import Any
@@ -202,12 +206,19 @@ def run_one(env: Env, system: str, compact: bool, args: argparse.Namespace) -> d
     _setup(env, system, root)
     spec = {"system": system, "root": root, "opts": env.storage_options, "kind": env.kind,
             "latency": env.latency_label}
-    ctx = mp.get_context("spawn")
-    out, done = ctx.Queue(), ctx.Event()
-    writers = [ctx.Process(target=_writer, args=(spec, w, args.txns, args.retries, out))
+    out: Any
+    done: Any
+    make: Any
+    if args.workers == "threads":  # each still has a Lake or DeltaTable of its own
+        out, done = queue.Queue(), threading.Event()
+        make = functools.partial(threading.Thread, daemon=True)
+    else:
+        ctx = mp.get_context("spawn")
+        out, done, make = ctx.Queue(), ctx.Event(), ctx.Process
+    writers = [make(target=_writer, args=(spec, w, args.txns, args.retries, out))
                for w in range(args.writers)]
-    opt = ctx.Process(target=_optimizer,
-                      args=(spec, done, args.target, args.interval, args.retries, out)) \
+    opt = make(target=_optimizer,
+               args=(spec, done, args.target, args.interval, args.retries, out)) \
         if compact else None
     t0 = time.perf_counter()
     for p in writers + ([opt] if opt else []):
@@ -267,6 +278,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--target", type=int, default=16 << 20,
                    help="compaction target file size (bytes)")
     p.add_argument("--interval", type=float, default=0.5, help="seconds between compactions")
+    p.add_argument("--workers", choices=["processes", "threads"], default="processes",
+                   help="writers and compaction as spawned processes (default) or threads")
     args = p.parse_args(argv)
     if args.quick:
         args.writers, args.txns, args.interval = 2, 4, 0.2

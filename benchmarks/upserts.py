@@ -1,9 +1,10 @@
 """CDC-style upserts: N clients MERGE overlapping key batches into one table.
 
     python -m benchmarks.upserts [--quick] [--clients 1,4,8] [--batches 8] [--store s3 --latency s3]
-                                 [--spark-clients 4]
+                                 [--spark-clients 4] [--workers processes|threads]
 
-Each client is its own spawned process with its own ``Lake`` / ``DeltaTable``. A batch
+Each client is its own spawned process (``--workers threads``: a thread of this one) with
+its own ``Lake`` / ``DeltaTable``. A batch
 is a set of keys drawn from a window that overlaps the other clients' windows and
 runs past the loaded keys, so every merge updates some rows (``v = target.v + 1``)
 and inserts others (``v = 1``). delta-rs runs ``DeltaTable.merge`` and retries a lost
@@ -29,8 +30,11 @@ layer (the commit protocol; Spark's data-file writes bypass it).
 from __future__ import annotations
 
 import argparse
+import functools
 import multiprocessing as mp
+import queue
 import random
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -184,7 +188,6 @@ def run_spark(args: argparse.Namespace, seed: int) -> list[dict[str, Any]]:
     """delta-rs, LV[DL] and LV[R] at ``--spark-clients`` clients, the lakevilla ones on Spark."""
     import shutil
     import tempfile
-    import threading
 
     from .spark_insert import spark_session
 
@@ -286,11 +289,18 @@ def run_one(ce: Any, system: str, features: str | None, clients: int, partitione
     root = env.fresh_root(f"upserts-{'p' if partitioned else 'u'}{clients}")
     uri = load(root, ce.direct_options or env.storage_options, args.keys, args.files, partitioned)
     work = make_batches(clients, args.batches, args.keys, args.batch_size, seed)
-    ctx = mp.get_context("spawn")
-    ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
-    procs = [ctx.Process(target=_worker, args=(system, features, uri if features is None else root,
-                                               env.storage_options, work[c], partitioned,
-                                               args.retries, ready, go, out))
+    procs: list[Any]
+    if args.workers == "threads":  # each client still has its own Lake or DeltaTable
+        ready, go = threading.Barrier(clients + 1), threading.Barrier(clients + 1)
+        out: Any = queue.Queue()
+        make: Any = functools.partial(threading.Thread, daemon=True)
+    else:
+        ctx = mp.get_context("spawn")
+        ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
+        make = ctx.Process
+    procs = [make(target=_worker, args=(system, features, uri if features is None else root,
+                                        env.storage_options, work[c], partitioned, args.retries,
+                                        ready, go, out))
              for c in range(clients)]
     for p in procs:
         p.start()
@@ -355,6 +365,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="attempts per batch before it is given up")
     p.add_argument("--tables", default="plain,partitioned")
     p.add_argument("--timeout", type=float, default=1800.0)
+    p.add_argument("--workers", choices=["processes", "threads"], default="processes",
+                   help="clients as spawned processes (default) or threads of this process")
     p.add_argument("--spark-clients", type=int, default=4,
                    help="clients of the Spark-engine section (threads of one driver, local "
                         "store); 0 skips it")

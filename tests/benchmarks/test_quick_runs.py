@@ -322,8 +322,10 @@ def test_upserts_quick(tmp_path):
     from benchmarks.common import parse_systems
 
     # the partitioned table only (its merges match on the partition column too): both tables
-    # doubled the suite's longest quick run
-    payload = upserts.main(["--quick", "--tables", "partitioned", "--out", str(tmp_path)])
+    # doubled the suite's longest quick run. Clients as threads: a spawned process each cost
+    # ~1.5 CPU s of imports, most of the run (they run as processes in the Spark section's test)
+    payload = upserts.main(["--quick", "--tables", "partitioned", "--workers", "threads",
+                            "--out", str(tmp_path)])
     assert (tmp_path / "upserts.json").exists() and (tmp_path / "upserts.png").stat().st_size > 0
     runs = payload["runs"]
     assert {(r["system"], r["table"]) for r in runs} == {
@@ -343,7 +345,8 @@ def test_compaction_quick_run(tmp_path):
     writers and compactions never abort."""
     from benchmarks import compaction
 
-    payload = compaction.main(["--quick", "--out", str(tmp_path)])
+    # writers and compactions as threads: 15 spawned processes cost ~1.5 CPU s of imports each
+    payload = compaction.main(["--quick", "--workers", "threads", "--out", str(tmp_path)])
     assert (tmp_path / "compaction.json").exists() and (tmp_path / "compaction.png").exists()
     rows = payload["results"]
     assert {(r["system"], r["optimize"]) for r in rows} == {
