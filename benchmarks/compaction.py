@@ -176,6 +176,8 @@ def _optimizer(spec: dict, done, target: int, interval: float, retries: int, out
                 stats["runs"] += 1
             if done.wait(interval):
                 break
+        if spec["system"] != "delta-rs":
+            lake.close()  # its deletes behind commits, before the caller stops the endpoint
         out.put(("optimizer", stats))
     except Exception:  # noqa: BLE001
         out.put(("error", traceback.format_exc()))

@@ -94,6 +94,7 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
             retries: int, ready: Any, go: Any, out: Any) -> None:
     res: dict[str, Any] = {"applied": [], "given_up": [], "aborts": 0, "redos": 0, "errors": [],
                            "busy_s": 0.0}
+    lake: Any = None
     try:
         if features is None:
             from deltalake import DeltaTable
@@ -126,6 +127,11 @@ def _worker(system: str, features: str | None, uri: str, opts: dict, work: list,
     except BaseException as e:  # noqa: BLE001 - reported, the run is marked failed
         res["errors"].append(f"{system}: {e!r}"[:500])
     out.put(res)
+    if lake is not None:
+        # its deletes behind commits go while the endpoint is up (the caller joins this worker
+        # before it stops the endpoint); as a thread nothing else would send them, and a later
+        # flush of every client of the process would wait on the stopped endpoint
+        lake.close()
 
 
 def _apply_batches(attempt: Any, lost: tuple, work: list, retries: int,
