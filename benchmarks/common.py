@@ -10,9 +10,12 @@ every request by kind, so lakevilla and delta-rs cross the same slow link.
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import json
+import multiprocessing as mp
 import os
+import queue
 import shutil
 import tempfile
 import threading
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import urlparse
 
@@ -398,6 +402,17 @@ class CountedEnv:
 
     def close(self) -> None:
         self.env.close()
+
+
+def clients_kind(workers: str) -> Any:
+    """What a benchmark's clients run in and talk through (``Process``, ``Queue``, ``Event``,
+    ``Barrier``): spawned processes (``processes``), or daemon threads of this process
+    (``threads``: no ~1.5 CPU s of imports per client, for the suite's quick runs)."""
+    if workers == "threads":
+        return SimpleNamespace(Process=functools.partial(threading.Thread, daemon=True),
+                               Queue=queue.Queue, Event=threading.Event,
+                               Barrier=threading.Barrier)
+    return mp.get_context("spawn")
 
 
 def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:

@@ -23,10 +23,6 @@ row is there exactly once, every acknowledged delete gone (read by delta-rs).
 from __future__ import annotations
 
 import argparse
-import functools
-import multiprocessing as mp
-import queue
-import threading
 import time
 import traceback
 from typing import Any
@@ -36,6 +32,7 @@ import pyarrow as pa
 from .common import (
     Env,
     add_common_args,
+    clients_kind,
     latency_profile,
     make_env,
     plot,
@@ -208,19 +205,12 @@ def run_one(env: Env, system: str, compact: bool, args: argparse.Namespace) -> d
     _setup(env, system, root)
     spec = {"system": system, "root": root, "opts": env.storage_options, "kind": env.kind,
             "latency": env.latency_label}
-    out: Any
-    done: Any
-    make: Any
-    if args.workers == "threads":  # each still has a Lake or DeltaTable of its own
-        out, done = queue.Queue(), threading.Event()
-        make = functools.partial(threading.Thread, daemon=True)
-    else:
-        ctx = mp.get_context("spawn")
-        out, done, make = ctx.Queue(), ctx.Event(), ctx.Process
-    writers = [make(target=_writer, args=(spec, w, args.txns, args.retries, out))
+    ctx = clients_kind(args.workers)  # each has a Lake or DeltaTable of its own either way
+    out, done = ctx.Queue(), ctx.Event()
+    writers = [ctx.Process(target=_writer, args=(spec, w, args.txns, args.retries, out))
                for w in range(args.writers)]
-    opt = make(target=_optimizer,
-               args=(spec, done, args.target, args.interval, args.retries, out)) \
+    opt = ctx.Process(target=_optimizer,
+                      args=(spec, done, args.target, args.interval, args.retries, out)) \
         if compact else None
     t0 = time.perf_counter()
     for p in writers + ([opt] if opt else []):

@@ -30,9 +30,6 @@ layer (the commit protocol; Spark's data-file writes bypass it).
 from __future__ import annotations
 
 import argparse
-import functools
-import multiprocessing as mp
-import queue
 import random
 import threading
 import time
@@ -44,6 +41,7 @@ import pyarrow as pa
 from .common import (
     SYSTEMS,
     add_common_args,
+    clients_kind,
     make_counted_env,
     parse_systems,
     parse_with_quick,
@@ -295,18 +293,11 @@ def run_one(ce: Any, system: str, features: str | None, clients: int, partitione
     root = env.fresh_root(f"upserts-{'p' if partitioned else 'u'}{clients}")
     uri = load(root, ce.direct_options or env.storage_options, args.keys, args.files, partitioned)
     work = make_batches(clients, args.batches, args.keys, args.batch_size, seed)
-    procs: list[Any]
-    if args.workers == "threads":  # each client still has its own Lake or DeltaTable
-        ready, go = threading.Barrier(clients + 1), threading.Barrier(clients + 1)
-        out: Any = queue.Queue()
-        make: Any = functools.partial(threading.Thread, daemon=True)
-    else:
-        ctx = mp.get_context("spawn")
-        ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
-        make = ctx.Process
-    procs = [make(target=_worker, args=(system, features, uri if features is None else root,
-                                        env.storage_options, work[c], partitioned, args.retries,
-                                        ready, go, out))
+    ctx = clients_kind(args.workers)  # each client has its own Lake or DeltaTable either way
+    ready, go, out = ctx.Barrier(clients + 1), ctx.Barrier(clients + 1), ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(system, features, uri if features is None else root,
+                                               env.storage_options, work[c], partitioned,
+                                               args.retries, ready, go, out))
              for c in range(clients)]
     for p in procs:
         p.start()
