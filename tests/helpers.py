@@ -148,6 +148,16 @@ def crash_stride(backend, tables: str = "several") -> int:
     return 5 if tables == "one" else 9
 
 
+def clients_of(backend):
+    """What a test's concurrent clients run in (``Process``, ``Queue``, ``Event``, ``Barrier``):
+    spawned processes on the local store, whose atomic creates must hold across processes;
+    threads of this process through moto, each with its own ``Lake`` and connections, since
+    the emulator decides every race there and a spawned client costs ~2 CPU s of imports."""
+    from benchmarks.common import clients_kind
+
+    return clients_kind("processes" if backend.kind == "local" else "threads")
+
+
 def crash_plans(n_calls: int, kinds: tuple[str, ...] | None = None, every: int = 1):
     """(label, plan) for a crash before and after each of ``n_calls`` calls (every
     ``every``-th of that sequence, and always the crash after the last call)."""

@@ -18,6 +18,7 @@ import pytest
 
 import lakevilla as lv
 from tests.helpers import HalfPublished, accounts, join_global_log
+from tests.spark_session import CLASSIC_ONLY
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -400,6 +401,7 @@ def test_the_view_refuses_writes_and_says_what_it_is(tmp_path):
         lake.at(True)  # type: ignore[arg-type]
 
 
+@CLASSIC_ONLY
 def test_the_spark_engine_reads_the_same_cut_and_changes(spark, local_backend):
     """Both engines read a table at a version: the Spark engine's view of a moment between a
     transfer's two commits is the embedded engine's, and so are its changes."""

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F  # noqa: E402
 import lakevilla as lv  # noqa: E402
 from lakevilla.delta.stats import stats_from_table  # noqa: E402
 from tests.spark_session import (  # noqa: E402
+    CLASSIC_ONLY,
     CONNECT_FLAG,
     files_on_disk,
     sorted_rows,
@@ -102,6 +103,7 @@ def assert_all_readers_agree(lake, uri: str, table: str, version: int | None = N
     return by_spark
 
 
+@CLASSIC_ONLY
 def test_spark_written_tables_read_the_same_everywhere_at_every_version(spark, lake, uri, lake_dir):
     lake.create_table("t", TYPES)
     with lake.transaction(features="R") as txn:
@@ -206,6 +208,7 @@ def test_partitioned_table_round_trips_and_reads_prune_files(spark, classic_spar
                       "value": 105}
 
 
+@CLASSIC_ONLY
 def test_spark_updates_a_table_delta_rs_wrote(spark, lake, uri):
     from deltalake import write_deltalake
 
@@ -220,6 +223,7 @@ def test_spark_updates_a_table_delta_rs_wrote(spark, lake, uri):
     assert got == {i: i * 10 if i % 4 in (1, 3) else i for i in range(8)}
 
 
+@CLASSIC_ONLY
 def test_failed_two_table_transaction_leaves_tables_and_storage_unchanged(spark, lake, uri,
                                                                           lake_dir):
     lake.create_table("a", ACC)
@@ -242,6 +246,7 @@ def test_failed_two_table_transaction_leaves_tables_and_storage_unchanged(spark,
     assert files_on_disk(lake_dir, ["a", "b"]) == disk
 
 
+@CLASSIC_ONLY
 def test_abort_deletes_every_file_spark_wrote(spark, lake, uri, lake_dir):
     lake.create_table("a", ACC, partition_by=["value"])
     with lake.transaction(features="R") as txn:
@@ -258,6 +263,7 @@ def test_abort_deletes_every_file_spark_wrote(spark, lake, uri, lake_dir):
     assert embedded_rows(uri, "a") == [{"id": 1, "value": 1}, {"id": 2, "value": 2}]
 
 
+@CLASSIC_ONLY
 def test_spark_and_embedded_transactions_on_the_same_rows_serialize(spark, lake, uri):
     lake.create_table("acc", ACC)
     with lake.transaction(features="R") as txn:
@@ -281,7 +287,9 @@ def test_spark_and_embedded_transactions_on_the_same_rows_serialize(spark, lake,
     assert got == {0: 1, 1: 3, 2: 5, 3: 7, 4: 4, 5: 5}  # value * 2 then + 1: a serial order
 
 
-@pytest.mark.parametrize("features", ["", "R", "R,CT", "I", "R,CT,I"])
+@pytest.mark.parametrize(("spark", "features"), [  # Connect: the feature set that does most
+    *[("classic", f) for f in ("", "R", "R,CT", "I", "R,CT,I")], ("connect", "R,CT,I")],
+    indirect=["spark"])
 def test_every_feature_combination_with_spark(spark, lake, uri, lake_dir, features):
     lake.create_table("acc", ACC)
     lake.create_table("log", ACC)

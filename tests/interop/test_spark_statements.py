@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 import lakevilla as lv  # noqa: E402
+from tests.spark_session import CLASSIC_ONLY  # noqa: E402
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings(
@@ -66,6 +67,7 @@ def test_spark_overwrite_optimize_and_new_columns(spark, tmp_path, features):  #
         assert sorted(embedded.read("t").to_pylist(), key=lambda r: r["id"]) == got
 
 
+@CLASSIC_ONLY
 def test_spark_optimize_is_redone_under_r(spark, tmp_path):  # noqa: F811
     uri = "file://" + str(tmp_path / "lake")
     with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import random
 import threading
 import time
@@ -19,6 +18,7 @@ from tests.helpers import (
     CrashSweep,
     HookStore,
     accounts,
+    clients_of,
     crash_stride,
     crash_two_table_commit,
     dying_lake,
@@ -341,7 +341,7 @@ def test_old_global_log_entries_are_cleaned_up(local_backend):
 def _transfer_worker(uri, opts, wid, n, stop, out):
     """``n`` transfers, or until ``stop`` is set (a reader saw what it was looking for)."""
     rng = random.Random(wid)
-    lake = lv.Lake(uri, storage_options=opts or None)
+    lake = lv.Lake(uri, storage_options=opts or None)  # closed at the end: clients may be threads
     done = 0
     while done < n and not stop.is_set():
         amt = rng.randint(1, 9)
@@ -353,6 +353,7 @@ def _transfer_worker(uri, opts, wid, n, stop, out):
 
         lake.run(move, features="R,CT,I", retries=30)
         done += 1
+    lake.close()
     out.put(("writer", done))
 
 
@@ -369,11 +370,12 @@ def _sum_reader(uri, opts, features, stop_on_wrong, writers_done, stop, out):
         if stop_on_wrong and s != 200:
             stop.set()
             break
+    lake.close()
     out.put(("reader", sums))
 
 
 def _run_bank(backend, reader_features, stop_on_wrong, transfers):
-    ctx = mp.get_context("spawn")
+    ctx = clients_of(backend)
     out, writers_done, stop = ctx.Queue(), ctx.Event(), ctx.Event()
     writers = [ctx.Process(target=_transfer_worker,
                            args=(backend.uri, backend.storage_options, w, transfers, stop, out))

@@ -202,8 +202,15 @@ BAD_INPUTS = [
 ]
 
 
+# Input is refused before anything reaches the store, so one backend shows it for most cases;
+# names that could escape the lake's prefix are tried through moto too, where keys are not paths.
+_KEYS_AT_STAKE = {"escape dots", "escape nested", "absolute", "url", "reserved"}
+
+
 @pytest.mark.parametrize("features", ["", "R", "R,CT,I"])
-@pytest.mark.parametrize("case", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+@pytest.mark.parametrize(("backend", "case"), [
+    pytest.param(kind, c, id=f"{kind}-{c[0]}") for c in BAD_INPUTS
+    for kind in ("local", "s3") if kind == "local" or c[0] in _KEYS_AT_STAKE], indirect=["backend"])
 def test_bad_input_raises_a_clear_error_and_changes_nothing(backend, features, case):
     _, err, action = case
     lake = backend.lake()
