@@ -18,7 +18,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests
 	$(PY) -m mypy lakevilla
-	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25
+	$(PY) -m pytest -q -n 3 --dist loadgroup --durations=25
 
 lint: $(STAMP)
 	$(PY) -m ruff check lakevilla benchmarks tests

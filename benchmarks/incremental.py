@@ -57,6 +57,7 @@ NAIVE_OFFSETS = pa.schema([("source", pa.string()), ("version", pa.int64())])
 DAYS = ["mon", "tue", "wed", "thu", "fri"]
 SOURCES = ["orders", "order_lines"]
 SIGN = {"insert": 1, "update_postimage": 1, "delete": -1, "update_preimage": -1}
+OVERTIME_S = 120.0  # the longest a run goes on past --minutes waiting for a writer's commit
 QUICK = {"minutes": 0.14, "writers": 2, "consumers": 2, "kill_every": 2.5, "samples": 3}
 
 
@@ -95,6 +96,17 @@ def output(rows: pa.Table) -> dict[str, tuple[int, int]]:
         if (r["revenue"], r["orders"]) != (0, 0):
             got[r["day"]] = (r["revenue"], r["orders"])
     return got
+
+
+def _writers_committed(run_dir: Path) -> int:
+    """Transactions the writers report committed so far (each saves its counts after each)."""
+    n = 0
+    for f in run_dir.glob("w*.json"):
+        try:
+            n += json.loads(f.read_text())["stats"].get("committed", 0)
+        except (OSError, ValueError, KeyError):
+            continue  # replaced while we read it: counted at the next poll
+    return n
 
 
 def _save(path: Path, payload: dict) -> None:
@@ -321,7 +333,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             spawn(name)
         end = started + args.minutes * 60
         next_kill = time.time() + rng.uniform(0.5, 1.5) * args.kill_every
-        while time.time() < end:
+        # past --minutes the run goes on (up to OVERTIME_S) until some writer has committed: on a
+        # loaded machine a short run's spawned writers may not get past their imports and kills
+        while time.time() < end or (not _writers_committed(run_dir)
+                                    and time.time() < end + OVERTIME_S):
             time.sleep(0.1)  # the supervisor's polling interval
             for name, p in list(procs.items()):
                 if not p.is_alive():  # ended on its own: reported, restarted

@@ -173,7 +173,7 @@ def spark(request, monkeypatch):
     return request.getfixturevalue("classic_spark")
 
 
-# The suite runs on two workers (`make test`: pytest-xdist). Tests that take longest start
+# The suite runs on three workers (`make test`: pytest-xdist). Tests that take longest start
 # first, so that the short ones fill in beside them instead of one long test ending the run
 # alone; the Spark tests share one worker, whose JVM they share (measured: --durations).
 _LONG_FIRST = (  # measured 2026-11-27 (--durations, two workers): longest first

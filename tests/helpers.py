@@ -136,16 +136,17 @@ def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object],
 
 
 def crash_stride(backend, tables: str = "several") -> int:
-    """Every crash point on the local store; through moto every ninth for the multi-table
-    sweeps (CT, I) and every fifth for single-table ones. The faults are injected by the same
+    """Every crash point on the local store; through moto every 17th for the multi-table
+    sweeps (CT, I) and every ninth for single-table ones. The faults are injected by the same
     wrapper above either backend, so the protocol is checked at every point locally (and the
     mutation check runs the local sweeps); the S3 runs re-check the backend (its etags, its
-    errors, its listing) on a sample of about a dozen points. An odd stride alternates crashes
-    before and after a call; the first point and the crash after the last call are always taken.
-    Each sampled point costs a fresh lake and a recovery through moto (~0.5 s, and moto's CPU)."""
+    errors, its listing) on a sample of about half a dozen points. An odd stride alternates
+    crashes before and after a call; the first point and the crash after the last call are
+    always taken. Each sampled point costs a fresh lake and a recovery through moto (~0.5 s,
+    and moto's CPU)."""
     if backend.kind != "s3":
         return 1
-    return 5 if tables == "one" else 9
+    return 9 if tables == "one" else 17
 
 
 def clients_of(backend):

@@ -864,7 +864,7 @@ def test_bank_with_ct_writers_and_isolated_auditors_in_processes(backend):
     lake.create_table("ledger", ACC)
     ctx = mp.get_context("spawn")
     out, done = ctx.Queue(), ctx.Event()
-    per_writer = 12 if backend.kind == "local" else 8
+    per_writer = 12 if backend.kind == "local" else 5
     writers = [ctx.Process(target=_ct_transfers,
                            args=(backend.uri, backend.storage_options, w, per_writer, out))
                for w in range(3)]
