@@ -341,36 +341,35 @@ def test_old_global_log_entries_are_cleaned_up(local_backend):
 def _transfer_worker(uri, opts, wid, n, stop, out):
     """``n`` transfers, or until ``stop`` is set (a reader saw what it was looking for)."""
     rng = random.Random(wid)
-    lake = lv.Lake(uri, storage_options=opts or None)  # closed at the end: clients may be threads
     done = 0
-    while done < n and not stop.is_set():
-        amt = rng.randint(1, 9)
-        src, dst = ("x", "y") if rng.random() < 0.5 else ("y", "x")
+    with lv.Lake(uri, storage_options=opts or None) as lake:  # closed: clients may be threads
+        while done < n and not stop.is_set():
+            amt = rng.randint(1, 9)
+            src, dst = ("x", "y") if rng.random() < 0.5 else ("y", "x")
 
-        def move(t, src=src, dst=dst, amt=amt):
-            t.update(src, set={"balance": f"balance - {amt}"}, where="id = 1")
-            t.update(dst, set={"balance": f"balance + {amt}"}, where="id = 1")
+            def move(t, src=src, dst=dst, amt=amt):
+                t.update(src, set={"balance": f"balance - {amt}"}, where="id = 1")
+                t.update(dst, set={"balance": f"balance + {amt}"}, where="id = 1")
 
-        lake.run(move, features="R,CT,I", retries=30)
-        done += 1
-    lake.close()
+            lake.run(move, features="R,CT,I", retries=30)
+            done += 1
     out.put(("writer", done))
 
 
 def _sum_reader(uri, opts, features, stop_on_wrong, writers_done, stop, out):
-    lake = lv.Lake(uri, storage_options=opts or None)
     sums = []
-    while not writers_done.is_set() or len(sums) < 5:
-        def total(t):
-            return (sum(t.read("x").column("balance").to_pylist())
-                    + sum(t.read("y").column("balance").to_pylist()))
 
-        s = lake.run(total, features=features, retries=100)
-        sums.append(s)
-        if stop_on_wrong and s != 200:
-            stop.set()
-            break
-    lake.close()
+    def total(t):
+        return (sum(t.read("x").column("balance").to_pylist())
+                + sum(t.read("y").column("balance").to_pylist()))
+
+    with lv.Lake(uri, storage_options=opts or None) as lake:
+        while not writers_done.is_set() or len(sums) < 5:
+            s = lake.run(total, features=features, retries=100)
+            sums.append(s)
+            if stop_on_wrong and s != 200:
+                stop.set()
+                break
     out.put(("reader", sums))
 
 
