@@ -58,6 +58,7 @@ MK = "tests/protocol/test_markers.py::"
 SR = "tests/protocol/test_sublogs_and_redo.py::"
 RT = "tests/protocol/test_r_commit_at_the_tail.py::"
 WO = "tests/protocol/test_waiting_and_overtaking.py::"
+CO = "tests/protocol/test_ct_one_table.py::"
 FR = "tests/protocol/test_first_reads_wait.py::"
 FRW = FR + "test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it"
 FRN = FR + "test_a_first_read_does_not_wait_for_a_writer_that_cannot_change_it"
@@ -873,6 +874,19 @@ MUTATIONS: list[Mutation] = [
       [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]",
        C + "test_g1c_circular_information_flow_across_tables[local-tail]"],
       "CT claims its markers statement by statement instead of at commit, all at once"),
+    M('ct-one-table-claims', "dag", 'lakevilla/complex_txn/decider.py',
+      '        if len(written) == 1 and self.ctx.mode == CommitMode.TAIL:\n',
+      '        if False:\n',
+      [CO + "test_a_one_table_ct_commit_at_the_tail_takes_one_log_version_and_no_marker",
+       CO + "test_a_one_table_ct_commit_does_not_queue_behind_a_writer_it_cannot_conflict_with"],
+      "a CT transaction that wrote one table claims a marker at the tail: it queues behind every "
+      "running writer of the table, conflicting or not, and takes two log versions"),
+    M('ct-unmarked-wait-shifts', "dag", 'lakevilla/complex_txn/wait.py',
+      '        if all(tw.marker is None for tw in tws):\n',
+      '        if False:\n',
+      [CO + "test_a_one_table_ct_commit_waiting_without_a_marker_never_shifts[R,CT]"],
+      "a one-table CT commit waiting without a marker 'shifts' under rule IV (no marker to move) "
+      "and aborts only after max_shifts timeouts"),
     M("older-one-shifts", "dag", "lakevilla/complex_txn/dag.py",
       "    return a > b\n", "    return a < b\n",
       [C + "test_figure5_opposite_transfers_shift_instead_of_deadlocking[local-tail]"],

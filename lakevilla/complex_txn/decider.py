@@ -5,7 +5,10 @@ that write two tables meet in opposite orders whenever the gap between their sta
 differs, and a marker held while statements run holds every follower up). Then every table is
 prepared (wait, validate, redo) and one put-if-absent of the record decides them all
 (``decide.py``); after it, the table commits are published from the record. A transaction that
-wrote one table decides by that table's commit, as R does.
+wrote one table decides by that table's commit, as R does, and at the tail it also commits as R
+does: optimistically, with a marker only to queue. A marker there would order it behind every
+running writer of the table, conflicting or not, while nobody can wait for a transaction that
+holds none, so it cannot be part of a cycle either.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..core.deciding import CommitResult, Deciding
 from ..core.per_table import PerTable
+from ..vocab import CommitMode
 from . import record as records
 from .decide import decide_by_record
 
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
 
 class ByRecord(PerTable):
     def decide(self, written: list[TableWork]) -> CommitResult:
+        if len(written) == 1 and self.ctx.mode == CommitMode.TAIL:
+            return super().decide(written)
         unclaimed = [tw for tw in written if tw.marker is None and tw.creating is None]
         if unclaimed:
             # all at once: the window in which a cycle can form is one round trip

@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 
 
 class DagWait(MarkerWait):
+    def wait(self, ctx: WaitContext[W], tws: list[W]) -> None:
+        """A wait without markers of ours (a one-table commit at the tail, before it queues) is
+        a plain one: nobody can wait for us, so no cycle runs through us and a shift would
+        have no marker to move."""
+        if all(tw.marker is None for tw in tws):
+            _PLAIN.wait(ctx, tws)
+        else:
+            super().wait(ctx, tws)
+
     def claimed(self, ctx: WaitContext[W], tws: list[W],
                 found: list[list[tuple[int, MarkerPayload]]]) -> None:
         """Rules II/III as soon as markers are claimed: learn the dependencies, break a cycle
@@ -69,3 +78,6 @@ class DagWait(MarkerWait):
         st.shifts += 1
         st.deadline = time.monotonic() + ctx.wait_timeout
         return True
+
+
+_PLAIN = MarkerWait()

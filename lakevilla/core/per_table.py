@@ -153,8 +153,8 @@ class PerTable(Decider):
                 return
 
     def _queue(self, tw: TableWork, why: str) -> None:
-        """Optimistic commit (R alone, at the tail) holds no marker: it waits for the running
-        markers it cannot overtake, then races for the tail. Having lost
+        """Optimistic commit (R, or CT writing one table, at the tail) holds no marker: it waits
+        for the running markers it cannot overtake, then races for the tail. Having lost
         ``QUEUE_AFTER_CONFLICTS`` races to conflicting commits, or its whole retry budget, it
         claims one: from then on followers that would conflict with it wait for it, so it cannot
         starve. Its statements are done, so the claim carries its footprints at once and

@@ -52,9 +52,9 @@ class NewestReader:
 
 
 class ClaimLater:
-    """Markers are claimed at commit (CT, I: all at once; R alone at the tail: only to queue).
-    Whether a predecessor will make a statement's entry logical is not known yet, so an
-    update or delete carries its statement anyway."""
+    """Markers are claimed at commit (CT, I: all at once; R alone, or CT writing one table, at the
+    tail: only to queue). Whether a predecessor will make a statement's entry logical is not
+    known yet, so an update or delete carries its statement anyway."""
 
     def __init__(self, markers: MarkerSet, journal: Journal) -> None:
         self.markers = markers

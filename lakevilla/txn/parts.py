@@ -7,9 +7,11 @@
 | journal (sublogs) | none | with R | with R | with R |
 | conflict policy | abort | redo with R | redo with R | redo with R |
 | wait policy | - | markers | markers + DAG | markers + DAG |
-| markers claimed | never | tail: only to queue; in place: first write | at commit | at commit |
+| markers claimed | never | tail: only to queue; in place: first write | at commit (*) | at commit |
 | overtaking | - | one table at the tail | never | never |
 | a first read waits for | - | - | running writers that will change its rows | - (its cut) |
+
+(*) CT writing one table at the tail: as R (only to queue).
 
 This table is the only place that reads the feature flags; the transaction and its parts ask
 each other, never which features they run with.
@@ -62,7 +64,8 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None],
     dag = ct or i
     # R alone at the tail is optimistic: it claims a marker only when it has to queue; in place
     # it claims at its first write, since the fill goes into the marker's version. Where the DAG
-    # orders the markers (CT, I) a transaction claims them at commit, all at once.
+    # orders the markers (CT, I) a transaction claims them at commit, all at once (a CT commit
+    # of one table at the tail excepted: it commits as R does, complex_txn/decider.py).
     optimistic = r and not dag and ctx.mode == CommitMode.TAIL
     journal = (Journal if r else NoJournal)(JournalContext(
         txn_id=ctx.id, store=client.store, attempt=lambda: ctx.attempt, features=ctx.label,

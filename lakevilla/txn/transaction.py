@@ -9,7 +9,7 @@ statements only write data files; the table logs change at commit:
   own (single-table atomicity).
 * CT: markers are claimed at commit, all at once, and carry dependency lists; cycles and
   long waits shift markers; a multi-table commit is decided by one put-if-absent of the
-  transaction record.
+  transaction record. A commit of one table at the tail commits as R does.
 * I: table versions come from the global version log; the announcement (one put-if-absent
   of the next entry) validates and decides.
 

@@ -95,8 +95,10 @@ def test_times_out_of_order_are_made_monotonic_as_delta_does(tmp_path):
 
 def test_history_is_typed_newest_first_and_names_lakevilla_transactions(tmp_path):
     lake, _ = _table(tmp_path, versions=2)
-    with lake.transaction("R,CT") as txn:
+    lake.create_table("u", T)
+    with lake.transaction("R,CT") as txn:  # two tables: a record decides, markers order it
         txn.update("t", set={"v": "v + 1"}, where="id = 1")
+        txn.insert("u", {"id": [1], "v": [1]})
     lake.flush()  # the marker closes behind the commit: its file time moves then
     hist = lake.history("t")
     assert [e.version for e in hist] == [3, 2, 1, 0]  # CT claims its marker at commit, then commits
