@@ -98,6 +98,7 @@ def act_spark(base: Path) -> bool:
 
     dr = pa.table(DeltaTable(f"{root}/orders").to_pyarrow_table()).num_rows
     say(f"   delta-rs reads {dr} orders")
+    lake.close()  # its background work ends before the session it runs on
     spark.stop()
     return (not errors and checks["inconsistent"] == 0
             and final[0] == dr == BATCHES * ORDERS_PER_BATCH)

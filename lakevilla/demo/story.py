@@ -59,17 +59,18 @@ def outcome_of(fn: Callable[[], None], features: str) -> tuple[str, str]:
         return ABORTED, type(e).__name__
 
 
-def setup(root: str) -> lv.Lake:
-    lake = lv.Lake(root)
-    for bank in BANKS:
-        lake.create_table(bank, ACCOUNTS)
-        with lake.transaction("") as txn:
-            txn.insert(bank,
-                       {"id": list(range(N_ACCOUNTS)),
-                        "owner": [f"{bank}-{i}" for i in range(N_ACCOUNTS)],
-                        "balance": [START] * N_ACCOUNTS})
-    lake.create_table("ledger", LEDGER)
-    return lake
+def setup(root: str) -> None:
+    # every Lake the demo opens is closed before it goes on: a client's background work (a
+    # checkpoint, batched deletes) must not still run in native code when the process exits
+    with lv.Lake(root) as lake:
+        for bank in BANKS:
+            lake.create_table(bank, ACCOUNTS)
+            with lake.transaction("") as txn:
+                txn.insert(bank,
+                           {"id": list(range(N_ACCOUNTS)),
+                            "owner": [f"{bank}-{i}" for i in range(N_ACCOUNTS)],
+                            "balance": [START] * N_ACCOUNTS})
+        lake.create_table("ledger", LEDGER)
 
 
 def total(reader) -> int:
@@ -137,8 +138,8 @@ def outcomes_line(stats: Counter, why: Counter, started: int) -> str:
 def check(root: str, label: str, expected: int) -> bool:
     from deltalake import DeltaTable
 
-    lake = lv.Lake(root)
-    ours = total(lake)
+    with lv.Lake(root) as lake:
+        ours = total(lake)
     theirs = sum(sum(pa.table(DeltaTable(f"{root}/{b}").to_pyarrow_table()).column("balance")
                      .to_pylist()) for b in BANKS)
     ok = ours == theirs == expected
@@ -204,24 +205,26 @@ def act_crash(base: Path) -> bool:
     plan = FaultPlan(crash_after=1, kinds=("put_if_absent",),
                      # right after deciding
                      predicate=lambda kind, key: key.startswith("_lakevilla/txns/"))
-    dying = lv.Lake(root, store=FaultInjectingStore(open_store(root), plan), marker_ttl=2.0)
-    txn = dying.begin("R,CT")
-    txn.update("bank_eu", set={"balance": "balance - 500"}, where="id = 0")
-    txn.update("bank_us", set={"balance": "balance + 500"}, where="id = 0")
-    try:
-        txn.commit()
-    except SimulatedCrash:
-        say("   the client died right after its commit decision, before writing "
-            "either table commit")
-    plain = lv.Lake(root)
-    eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
-    us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
-    say(f"   right after the crash: eu[0] = {eu}, us[0] = {us}")
-    report = lv.Lake(root, marker_ttl=2.0, clock=lambda: time.time() + 60).recover()
-    say(f"   another client runs lake.recover(): {report}")
-    eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
-    us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
-    say(f"   after recovery: eu[0] = {eu}, us[0] = {us}")
+    with lv.Lake(root, store=FaultInjectingStore(open_store(root), plan),
+                 marker_ttl=2.0) as dying:
+        txn = dying.begin("R,CT")
+        txn.update("bank_eu", set={"balance": "balance - 500"}, where="id = 0")
+        txn.update("bank_us", set={"balance": "balance + 500"}, where="id = 0")
+        try:
+            txn.commit()
+        except SimulatedCrash:
+            say("   the client died right after its commit decision, before writing "
+                "either table commit")
+    with lv.Lake(root) as plain:
+        eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
+        us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
+        say(f"   right after the crash: eu[0] = {eu}, us[0] = {us}")
+        with lv.Lake(root, marker_ttl=2.0, clock=lambda: time.time() + 60) as recovering:
+            report = recovering.recover()
+        say(f"   another client runs lake.recover(): {report}")
+        eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
+        us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
+        say(f"   after recovery: eu[0] = {eu}, us[0] = {us}")
     return check(root, "after recovery", 2 * N_ACCOUNTS * START)
 
 
