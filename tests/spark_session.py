@@ -13,6 +13,12 @@ import pytest
 
 CONNECT_FLAG = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's process-wide switch to Connect columns
 
+# The test JVMs live for minutes and run small jobs: the C1 compiler alone and one GC thread.
+# On the 2-core machine the suite is CPU-bound, and a driver's C2 compilations and parallel GC
+# took a third of the Spark tests' CPU (test_spark_merge.py with test_spark_statements.py:
+# 134-135 CPU s without these options, 83-86 with them, the JVM included).
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 # Every Spark test runs on both kinds of session unless marked: a test of what lakevilla's
 # transactions do around Spark (which feature set commits, aborts leave nothing, serial
@@ -35,7 +41,7 @@ def start_local_spark(app_name: str = "lakevilla-tests"):
     os.environ.pop(CONNECT_FLAG, None)
     spark = local_session(app_name, cores=2, extra={
         "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
-        "spark.driver.memory": "1g",
+        "spark.driver.memory": "1g", "spark.driver.extraJavaOptions": JVM_OPTIONS,
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(_free_port())})

@@ -23,6 +23,7 @@ from lakevilla.delta.stats import stats_from_table  # noqa: E402
 from tests.spark_session import (  # noqa: E402
     CLASSIC_ONLY,
     CONNECT_FLAG,
+    JVM_OPTIONS,
     files_on_disk,
     sorted_rows,
     spark_table,
@@ -420,6 +421,7 @@ def test_the_engine_works_on_a_local_spark_connect_session_started_as_users_do(t
 
     env = {k: v for k, v in os.environ.items()
            if k not in (CONNECT_FLAG, "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")}
+    env["JAVA_TOOL_OPTIONS"] = JVM_OPTIONS  # its own JVM: tuned as the shared one is
     uri = f"file://{tmp_path}/lake"
     out = subprocess.run([sys.executable, "-c", CONNECT_SMOKE, uri], env=env, capture_output=True,
                          text=True, timeout=300, cwd=str(Path(__file__).resolve().parents[2]))
