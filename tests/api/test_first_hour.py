@@ -219,7 +219,7 @@ def test_the_demo_counts_every_transfer_it_starts(tmp_path, monkeypatch, capsys)
     escaped: list[BaseException] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: escaped.append(args.exc_value))
     root = f"file://{tmp_path / 'bank'}"
-    demo.setup(root).close()
+    demo.setup(root)
     stats, why = demo.run_clients(root, "", clients=4, per_client=8, fail_every=4)
     assert escaped == [] and "Traceback" not in capsys.readouterr().err
     assert sum(stats.values()) == 32 and set(stats) <= {demo.COMMITTED, demo.HALF, demo.ABORTED}
