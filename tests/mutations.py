@@ -924,6 +924,12 @@ MUTATIONS: list[Mutation] = [
       [OC + "test_a_reader_never_walks_into_a_fork_written_below_the_horizon[False]"],
       "global-log clean-up deletes entries younger than max_transaction_age (a stale announcer "
       "can fork the log)"),
+    M("absent-hint-read-again", "gvl", GV,
+      "            self.last_hint = Hint(-1, 0, None)\n            return self.last_hint\n",
+      "            return Hint(-1, 0, None)\n",
+      [I + "test_the_first_entry_creates_the_hint_without_reading_its_absence_again"],
+      "the first append into a lake without a global log reads the absent hint again before "
+      "creating it (one GET more)"),
     M("walk-trusts-its-first-horizon", "gvl", GV,
       "                if out and after < self.read_hint().horizon - 1:",
       "                if False:",

@@ -188,7 +188,10 @@ class GlobalVersionLog:
         try:
             got = self.store.get(HINT_KEY)
         except NotFound:
-            return Hint(-1, 0, None)
+            # kept as seen: the append that follows creates the hint from it (put-if-absent)
+            # instead of reading the absence again
+            self.last_hint = Hint(-1, 0, None)
+            return self.last_hint
         try:
             d = json.loads(got.data)
             h = Hint(int(d["seq"]), int(d.get("horizon", 0)), got.etag)

@@ -562,3 +562,23 @@ def test_a_writer_finds_the_head_past_a_hint_its_appender_never_moved(local_back
     # and the announced transfer is part of the log
     with local_backend.lake().transaction("I") as r:
         assert (value_of(r, "a"), value_of(r, "b"), value_of(r, "c")) == (-5, 5, 1)
+
+
+def test_the_first_entry_creates_the_hint_without_reading_its_absence_again(local_backend):
+    """In a lake without a global log the first isolated read finds no hint, appends the first
+    entry and creates the hint from that finding (put-if-absent), without a GET of the hint
+    between the entry and the hint's creation to learn again that it is absent."""
+    accounts(local_backend, tables=("a",))
+    seen: list[tuple[str, str]] = []
+
+    def note(kind: str, key: str) -> bool:
+        if key in (HINT_KEY, entry_key(0)):
+            seen.append((kind, key))
+        return False
+
+    store = HookStore(local_backend.store(), note, lambda: None, repeat=True)
+    with local_backend.lake(store=store) as lake, lake.transaction("I") as r:
+        r.read("a")
+    assert json.loads(local_backend.store().get(HINT_KEY).data)["seq"] == 0
+    after_entry = seen[seen.index(("put_if_absent", entry_key(0))) + 1:]
+    assert after_entry == [("put_if_absent", HINT_KEY)], seen
