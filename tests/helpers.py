@@ -90,6 +90,22 @@ def holds_marker(lake, table: str, txn) -> bool:
                for _, c in log.commits_between(-1, log.latest_version()))
 
 
+
+def held_at_its_record(inner: ObjectStore) -> tuple[HookStore, threading.Event, threading.Event]:
+    """A store whose client stops at its transaction record's put-if-absent (its multi-table
+    decision) until ``release`` is set; ``at_decision`` is set when it gets there."""
+    at_decision, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        at_decision.set()
+        release.wait(60)
+
+    def record_put(kind: str, key: str) -> bool:  # a transaction record, not a sublog entry
+        return (kind == "put_if_absent" and key.startswith("_lakevilla/txns/")
+                and key.count("/") == 2)
+
+    return HookStore(inner, record_put, hold), at_decision, release
+
 def claim_now(txn, table: str) -> None:
     """Have LV[R] transaction ``txn`` hold a marker on ``table`` from now on, as it does once it
     queues (after ``QUEUE_AFTER_CONFLICTS`` races lost to conflicting commits, or its retry

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lakevilla as lv
-from tests.helpers import HookStore, wait_until
+from tests.helpers import HookStore, held_at_its_record, wait_until
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -98,18 +98,8 @@ def test_a_one_table_ct_commit_waiting_without_a_marker_never_shifts(local_backe
     marker: nobody waits for it, so there is no cycle to break and no marker a shift could move.
     It waits as R does and aborts at its wait timeout, not after ``max_shifts`` shifts."""
     lake = _table(local_backend, "t", "u")
-    at_decision, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        at_decision.set()
-        release.wait(60)
-
-    def record_put(kind: str, key: str) -> bool:  # the transaction record, not a sublog entry
-        return (kind == "put_if_absent" and key.startswith("_lakevilla/txns/")
-                and key.count("/") == 2)
-
-    p = local_backend.lake(store=HookStore(local_backend.store(), record_put, hold),
-                           marker_ttl=60.0).begin("R,CT")
+    held, at_decision, release = held_at_its_record(local_backend.store())
+    p = local_backend.lake(store=held, marker_ttl=60.0).begin("R,CT")
     p.update("t", set={"value": "value + 1"}, where="id = 1")
     p.update("u", set={"value": "value + 1"}, where="id = 1")
     p_thread = threading.Thread(target=p.commit)

@@ -15,7 +15,7 @@ import time
 import pyarrow as pa
 
 import lakevilla as lv
-from tests.helpers import HookStore, claim_now
+from tests.helpers import HookStore, claim_now, held_at_its_record
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 
@@ -34,16 +34,6 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
         setup.create_table(t, T)
         with setup.transaction("") as txn:
             txn.insert(t, {"id": [1, 2, 3, 4], "value": [0, 0, 0, 0]})
-    at_decision, release = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        at_decision.set()
-        release.wait(60)
-
-    def record_put(kind: str, key: str) -> bool:  # a transaction record, not a sublog entry
-        return (kind == "put_if_absent" and key.startswith("_lakevilla/txns/")
-                and key.count("/") == 2)
-
     # P holds a marker on t; U (R, optimistic: no marker) waits for it. P's marker stays running
     # after its commit (its close fails): U learns that P is done from P's commit in the log
     no_close = lv.store.FaultInjectingStore(local_backend.store(), lv.store.FaultPlan(
@@ -77,8 +67,8 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
     _until(lambda: u.stats["wait_rounds"] >= 1, "U waits for P")
     paused.set()  # U's next look at the log sees T's marker and P's commit at once
     # T (R,CT) claims its markers above P's, waits for P, validates, and stops at its decision
-    t_lake = local_backend.lake(store=HookStore(local_backend.store(), record_put, hold),
-                                marker_ttl=60.0)
+    held, at_decision, release = held_at_its_record(local_backend.store())
+    t_lake = local_backend.lake(store=held, marker_ttl=60.0)
     t = t_lake.begin("R,CT")
     t.update("t", set={"value": "value + 100"}, where="id = 2")
     t.update("u", set={"value": "value + 1"}, where="id = 1")
