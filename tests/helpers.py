@@ -90,7 +90,6 @@ def holds_marker(lake, table: str, txn) -> bool:
                for _, c in log.commits_between(-1, log.latest_version()))
 
 
-
 def held_at_its_record(inner: ObjectStore) -> tuple[HookStore, threading.Event, threading.Event]:
     """A store whose client stops at its transaction record's put-if-absent (its multi-table
     decision) until ``release`` is set; ``at_decision`` is set when it gets there."""
@@ -105,6 +104,7 @@ def held_at_its_record(inner: ObjectStore) -> tuple[HookStore, threading.Event, 
                 and key.count("/") == 2)
 
     return HookStore(inner, record_put, hold), at_decision, release
+
 
 def claim_now(txn, table: str) -> None:
     """Have LV[R] transaction ``txn`` hold a marker on ``table`` from now on, as it does once it

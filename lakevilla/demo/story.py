@@ -198,6 +198,13 @@ def act_auditors(base: Path) -> tuple[int, int, int]:
     return wrong["I"], wrong["R"], len(errors)
 
 
+def _first_accounts(lake: lv.Lake) -> str:
+    """Account 0 of each bank, as the crash act prints it."""
+    return ", ".join(f"{b.removeprefix('bank_')}[0] = "
+                     f"{lake.read(b, where='id = 0').column('balance')[0].as_py()}"
+                     for b in ("bank_eu", "bank_us"))
+
+
 def act_crash(base: Path) -> bool:
     root = f"file://{base / 'act-crash'}"
     setup(root)
@@ -216,15 +223,11 @@ def act_crash(base: Path) -> bool:
             say("   the client died right after its commit decision, before writing "
                 "either table commit")
     with lv.Lake(root) as plain:
-        eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
-        us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
-        say(f"   right after the crash: eu[0] = {eu}, us[0] = {us}")
+        say(f"   right after the crash: {_first_accounts(plain)}")
         with lv.Lake(root, marker_ttl=2.0, clock=lambda: time.time() + 60) as recovering:
             report = recovering.recover()
         say(f"   another client runs lake.recover(): {report}")
-        eu = plain.read("bank_eu", where="id = 0").column("balance")[0].as_py()
-        us = plain.read("bank_us", where="id = 0").column("balance")[0].as_py()
-        say(f"   after recovery: eu[0] = {eu}, us[0] = {us}")
+        say(f"   after recovery: {_first_accounts(plain)}")
     return check(root, "after recovery", 2 * N_ACCOUNTS * START)
 
 
