@@ -58,6 +58,8 @@ MK = "tests/protocol/test_markers.py::"
 SR = "tests/protocol/test_sublogs_and_redo.py::"
 RT = "tests/protocol/test_r_commit_at_the_tail.py::"
 WO = "tests/protocol/test_waiting_and_overtaking.py::"
+SHAPE_TEST = ("tests/unit/test_expressions.py::"
+              "test_a_text_parsed_through_its_shape_gets_the_tree_duckdb_gives_the_text")
 CO = "tests/protocol/test_ct_one_table.py::"
 FR = "tests/protocol/test_first_reads_wait.py::"
 FRW = FR + "test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it"
@@ -500,6 +502,25 @@ MUTATIONS: list[Mutation] = [
        "tests/unit/test_expressions.py::test_a_shape_bound_before_types_each_text_as_duckdb_would"],
       "an integer that fits fewer types (t8 + 1000) is given the types bound for a small one "
       "of its shape"),
+    M("shape-locations-not-moved", "expressions", "lakevilla/scan/literal_shapes.py",
+      "            start = where(loc)\n",
+      "            start = loc\n",
+      [SHAPE_TEST],
+      "a text parsed through its shape keeps the shape's query locations: an error quotes the "
+      "wrong part of the user's text"),
+    M("shape-negated-literal-loses-its-sign", "expressions", "lakevilla/scan/literal_shapes.py",
+      '            lit["text"] = "-" + s.value',
+      '            lit["text"] = s.value',
+      [SHAPE_TEST],
+      "a negative number in a text parsed through its shape (c_balance = -10) comes back "
+      "positive"),
+    M("shape-any-word-before-a-literal", "expressions", "lakevilla/scan/literal_shapes.py",
+      "            if prev_word is not None and prev_word.lower() not in _BEFORE_LITERAL:\n",
+      "            if False:\n",
+      [SHAPE_TEST],
+      "an escape string (E'a\\n') is parsed through a plain string's shape and keeps the "
+      "backslash where DuckDB reads a newline; a typed literal (DATE '...') through a shape "
+      "whose parse may depend on its value"),
     M("function-arguments-lose-their-value", "expressions", "lakevilla/scan/expressions.py",
       "        under_function = under_function or name not in OPERATORS",
       "        pass",

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from ..delta.by_identity import ByIdentity
 from ..errors import InvalidExpressionError
-from . import duck
+from . import duck, literal_shapes
 
 _PREFIX = "SELECT ("
 _SUFFIX = ") AS __lv_expr"
@@ -327,8 +327,29 @@ def _fail(what: str, msg: str) -> InvalidExpressionError:
 
 @lru_cache(maxsize=4096)
 def _parse_tree(text: str) -> tuple[dict | None, str | None]:
-    """(expression node, None) or (None, why not): DuckDB's parser, inside a wrapper whose
-    shape is then checked, so text that escapes the wrapper is refused, not run."""
+    """(expression node, None) or (None, why not). Texts that differ only in their literals
+    share one parse of their shape (``literal_shapes.py``); any other text is parsed itself."""
+    shape = literal_shapes.shape_of(text, len(_PREFIX))
+    if shape is not None:
+        raw = _parsed_shape(shape.text)
+        if raw is not None:
+            node = literal_shapes.fill(json.loads(raw), shape)
+            if node is not None:
+                return node, None
+    return _parse_text(text)
+
+
+@lru_cache(maxsize=1024)
+def _parsed_shape(shape: str) -> str | None:
+    """The parse of a shape as JSON (each use loads its own copy), None if it does not parse:
+    the text is then parsed itself, for its own error."""
+    node, _ = _parse_text(shape)
+    return None if node is None else json.dumps(node)
+
+
+def _parse_text(text: str) -> tuple[dict | None, str | None]:
+    """DuckDB's parser, inside a wrapper whose shape is then checked, so text that escapes the
+    wrapper is refused, not run."""
     try:
         raw = duck.connection().execute("SELECT json_serialize_sql(?)",
                                         [_PREFIX + text + _SUFFIX]).fetchall()[0][0]

@@ -291,6 +291,64 @@ def test_a_shape_bound_before_types_each_strings_text_as_duckdb_would(template, 
     _second_text_typed_as_duckdb_would(template, (a, b), (c, b))
 
 
+def _literal_texts() -> st.SearchStrategy[str]:
+    """Expression texts with every kind of literal the shapes take out, and some they leave."""
+    ws = st.sampled_from(["", " ", "  ", "\n\t"])
+    ints = st.one_of(st.integers(0, 10**25).map(str), st.sampled_from(["0", "007", "00"]))
+    decimals = st.builds(lambda a, b: a + "." + b, st.from_regex(r"[0-9]{1,12}", fullmatch=True),
+                         st.from_regex(r"[0-9]{1,12}", fullmatch=True))
+    strings = st.text(max_size=8).map(E.quote_string)
+    odd = st.sampled_from(["DATE '2020-01-01'", "INTERVAL 5 DAY", "E'a\\n'", "1e5", ".5", "5.",
+                           "1_000", "0x1f", "x'00'", "$1", "?", "n -- c", "/* c */ n", "'a' 'b'",
+                           "TIMESTAMP '2020-01-01 00:00:00'", "-0", "- -0.0", "'caf\u00e9'"])
+    leaf = st.one_of(ints, decimals, strings, odd,
+                     st.sampled_from(["n", "s", "dec", '"Mixed ""q"" Col"', "t.n", "TRUE", "NULL"]))
+
+    def grow(x: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        binary = st.sampled_from(["+", "-", "*", "/", "%", "||", "=", "<>", "!=", "<", "<=", ">",
+                                  ">=", " AND ", " OR ", " LIKE "])
+        return st.one_of(
+            st.builds(lambda a, w: f"-{w}{a}", x, ws), st.builds(lambda a: f"-({a})", x),
+            st.builds(lambda a: f"NOT {a}", x), st.builds(lambda a: f"({a})", x),
+            st.builds(lambda a, o, b, w: f"{a}{w}{o}{w}{b}", x, binary, x, ws),
+            st.builds(lambda a, b, c: f"{a} IN ({b}, {c})", x, x, x),
+            st.builds(lambda a, b, c: f"{a} BETWEEN {b} AND {c}", x, x, x),
+            st.builds(lambda a, b, c: f"CASE WHEN {a} THEN {b} ELSE {c} END", x, x, x),
+            st.builds(lambda a, p, q: f"CAST({a} AS DECIMAL({p}, {q}))", x, ints, ints),
+            st.builds(lambda a: f"{a}::VARCHAR", x),
+            st.builds(lambda a, b: f"coalesce({a}, {b})", x, x),
+            st.builds(lambda a, b: f"{a} LIKE {b} ESCAPE '\\'", x, x))
+    return st.recursive(leaf, grow, max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=_literal_texts())
+def test_a_text_parsed_through_its_shape_gets_the_tree_duckdb_gives_the_text(text):
+    """Texts that differ only in their literals share one DuckDB parse of their shape, with each
+    text's literals put back: the tree, query locations included (error messages quote the text
+    by them), is the one DuckDB gives the text itself, or the same refusal."""
+    got = E._parse_tree.__wrapped__(text)
+    assert got == E._parse_text(text), text
+
+
+def test_ordinary_statement_texts_are_parsed_through_their_shapes(monkeypatch):
+    """A statement's values change from run to run, its shape does not: DuckDB parses each shape
+    once and no text itself, and each text still gets its own literals back."""
+    texts = ["c_w_id = 1 AND c_d_id = 7 AND c_id = 2231", "c_w_id = 1 AND c_d_id = 3 AND c_id = 9",
+             "c_balance - 3021.55", "c_balance - 17.01", "c_last = 'BARBARABLE'",
+             "c_last = 'it''s \u00e9'",
+             "CASE WHEN s_i_id = 5 THEN s_quantity - 3 ELSE s_quantity END",
+             "CASE WHEN s_i_id = 77 THEN s_quantity - 10 ELSE s_quantity END"]
+    expected = {t: E._parse_text(t) for t in texts}
+    parsed: list[str] = []
+    real = E._parse_text
+    monkeypatch.setattr(E, "_parse_text", lambda t: parsed.append(t) or real(t))
+    E._parsed_shape.cache_clear()
+    got = {t: E._parse_tree.__wrapped__(t) for t in texts}
+    assert got == expected
+    assert len(parsed) == 4 and not set(parsed) & set(texts), parsed
+
+
 def test_the_embedded_engine_computes_what_duckdb_computes_from_the_text():
     """Rendering is faithful: each ordinary expression, evaluated from our rendering, gives what
     plain DuckDB gives for the user's text."""
