@@ -36,6 +36,9 @@ _BEFORE_LITERAL = frozenset({"and", "or", "not", "case", "when", "then", "else",
                              "glob", "between", "escape", "in"})
 _CANONICAL = {"INTEGER": "1", "NUMERIC": "1.0", "STRING": "''"}
 _MAX_DIGITS = 18  # longer numbers are parsed as they stand
+# longer texts (a list of thousands of keys) are parsed as they stand: their shapes rarely
+# repeat, and a cached shape's tree would double what the parse cache holds for them
+MAX_SHAPED = 20_000
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,8 @@ class Slot:
 
 @dataclass(frozen=True)
 class Shape:
+    """A text with its literals replaced by fixed ones, and where each one stood."""
+
     text: str
     slots: tuple[Slot, ...]
 
@@ -62,6 +67,8 @@ class Shape:
 def shape_of(text: str, offset: int = 0) -> Shape | None:
     """The text's shape, or None if it is not made of the shaped tokens alone. ``offset``: where
     the text starts in what is parsed (the parser's wrapper), for the query locations."""
+    if len(text) > MAX_SHAPED:
+        return None
     out: list[str] = []
     slots: list[Slot] = []
     pos = shaped = 0
