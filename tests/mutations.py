@@ -612,11 +612,19 @@ MUTATIONS: list[Mutation] = [
       "a resumed transaction misses a predecessor's in-place fill of a version its crashed "
       "client read empty"),
     M('sublog-before-statement-returns', "recovery", 'lakevilla/txn/parts.py',
-      '        seq=sublog_seq, behind=optimistic)',
+      '        seq=sublog_seq, behind=behind)',
       '        seq=sublog_seq, behind=False)',
-      [SR + "test_an_r_writers_sublog_entries_go_out_behind_its_statements"],
+      [SR + "test_an_r_writers_sublog_entries_go_out_behind_its_statements",
+       SR + "test_a_ct_writers_entries_go_out_behind_its_statements_and_land_before_its_markers"],
       "an optimistic R writer waits for each statement's sublog entry before it goes on "
       "(a round trip each)"),
+    M("ct-entries-not-landed-before-claim", "recovery", "lakevilla/complex_txn/decider.py",
+      "        self.journal.flush(must_land=True)\n",
+      "",
+      [SR + "test_a_ct_writers_entries_go_out_behind_its_statements_and_land_before_its_markers"],
+      "a CT commit claims its markers (and writes its record) while its sublog entries, written "
+      "behind its statements, are still on their way: a recovering client finds a marker and no "
+      "entry to undo or finish it by"),
     M("sublog-entries-unordered", "recovery", "lakevilla/recovery/journal.py",
       "            before.join()  # in statement order",
       "            pass",

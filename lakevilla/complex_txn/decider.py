@@ -29,6 +29,8 @@ class ByRecord(PerTable):
     def decide(self, written: list[TableWork]) -> CommitResult:
         if len(written) == 1 and self.ctx.mode == CommitMode.TAIL:
             return super().decide(written)
+        # the entries went out behind the statements: all land before a marker says we commit
+        self.journal.flush(must_land=True)
         unclaimed = [tw for tw in written if tw.marker is None and tw.creating is None]
         if unclaimed:
             # all at once: the window in which a cycle can form is one round trip

@@ -39,7 +39,8 @@ class Journal:
     """LV[R]'s sublogs: one entry per write statement; numbering continues a resumed run.
 
     ``behind``: a statement's entry goes out behind it, on a thread of its own, while the client
-    goes on (R alone at the tail, whose every commit is its own decision and needs no entry).
+    goes on (at the tail without I: a one-table commit there is its own decision and needs no
+    entry; a CT record waits for them all before its markers are claimed).
     The entries land one after another, in statement order, so that what a crash leaves is a
     prefix, as when each was written before its statement returned: a resumed run continues
     from the last that landed. The commit's put waits for them beside it (``flush``)."""
@@ -155,9 +156,10 @@ class Journal:
             return bool(self._deferred) or self._death is not None or (
                 self._last is not None and self._last.is_alive())
 
-    def flush(self) -> None:
+    def flush(self, must_land: bool = False) -> None:
         """Wait for the entries on their way, then write the deferred ones; one that fails waits
-        for the next flush (see ``deferred``)."""
+        for the next flush (see ``deferred``), or, ``must_land`` (a record or markers follow),
+        raises."""
         self.settle()
         with self._lock:
             if self._death is not None:
@@ -171,6 +173,8 @@ class Journal:
                 with self._lock:
                     self._deferred[:0] = pending[i:]
                     self._held = True
+                if must_land:
+                    raise
                 return
 
 

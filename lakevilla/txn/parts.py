@@ -67,10 +67,13 @@ def build(client: LakeClient, ctx: TxnContext, watch: Callable[[], None],
     # orders the markers (CT, I) a transaction claims them at commit, all at once (a CT commit
     # of one table at the tail excepted: it commits as R does, complex_txn/decider.py).
     optimistic = r and not dag and ctx.mode == CommitMode.TAIL
+    # entries go out behind the statements where a one-table commit at the tail may be its own
+    # decision (R; R,CT, whose record waits for them before it claims); I announces them
+    behind = r and not i and ctx.mode == CommitMode.TAIL
     journal = (Journal if r else NoJournal)(JournalContext(
         txn_id=ctx.id, store=client.store, attempt=lambda: ctx.attempt, features=ctx.label,
         isolation=ctx.isolation, mode=ctx.mode, count=ctx.count),
-        seq=sublog_seq, behind=optimistic)  # its commit needs no entry: they go out behind
+        seq=sublog_seq, behind=behind)
     overtake = overtake_policy(ctx.decision, ctx.mode, ctx.count, client.map, client.background)
     markers = MarkerSet(ctx, DagWait() if dag else MarkerWait(), overtake, watch)
     redo = RedoContext(

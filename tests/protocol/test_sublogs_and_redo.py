@@ -13,6 +13,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.engines.api import data_file_key
 from lakevilla.recovery import sublog as sublogs
+from lakevilla.recovery.journal import Journal
 from lakevilla.statements import read_results
 from tests.conftest import rows
 from tests.helpers import (
@@ -236,6 +237,63 @@ def test_an_r_writers_sublog_entries_go_out_behind_its_statements(local_backend)
     assert rows(lake.read("t")) == [{"id": 1, "value": 11}, {"id": 2, "value": 20},
                                     {"id": 4, "value": 40}, {"id": 8, "value": 80}]
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
+
+
+class _EntriesHeldUntilFlush(lv.store.StoreWrapper):
+    """Holds every sublog PUT until the transaction's journal flushes; records, in order, the
+    entries that landed and the puts-if-absent into Delta logs (marker claims, commits)."""
+
+    def __init__(self, inner, flushing: threading.Event) -> None:
+        super().__init__(inner)
+        self.flushing = flushing
+        self.events: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+
+    def put(self, key, data):
+        if key.startswith("_lakevilla/txns/") and key.count("/") == 3:  # an entry, not a record
+            assert self.flushing.wait(10), "a statement waited for its own sublog entry"
+            got = self.inner.put(key, data)
+            with self._lock:
+                self.events.append(("entry", key))
+            return got
+        return self.inner.put(key, data)
+
+    def put_if_absent(self, key, data):
+        if "/_delta_log/" in key:
+            with self._lock:
+                self.events.append(("log", key))
+        return self.inner.put_if_absent(key, data)
+
+
+def test_a_ct_writers_entries_go_out_behind_its_statements_and_land_before_its_markers(
+        local_backend, monkeypatch):
+    """R,CT at the tail writes its entries as R does, behind its statements (a statement does not
+    wait a round trip for its own entry), but a multi-table commit is decided by its record, and
+    its markers say it commits: every entry lands before the first marker is claimed, so a
+    recovering client that finds a marker finds the entries to undo or finish it by."""
+    numbered_table(local_backend)
+    numbered_table(local_backend, "u")
+    flushing = threading.Event()
+    real_flush = Journal.flush
+
+    def flush(self, must_land: bool = False) -> None:
+        flushing.set()
+        real_flush(self, must_land)
+
+    monkeypatch.setattr(Journal, "flush", flush)
+    gate = _EntriesHeldUntilFlush(local_backend.store(), flushing)
+    lake = local_backend.lake(store=gate, delete_sublogs=False)
+    txn = lake.begin("R,CT")
+    txn.update("t", set={"value": "value + 1"}, where="id = 1")
+    txn.update("u", set={"value": "value + 2"}, where="id = 2")
+    assert gate.events == []  # both statements returned with their entries still held
+    txn.commit()
+    kinds = [k for k, _ in gate.events]
+    assert kinds[:2] == ["entry", "entry"] and "entry" not in kinds[2:], gate.events
+    assert txn.stats["markers"] == 2
+    assert [e.op for e in sublogs.read_all(lake.store, txn.id)] == ["update", "update"]
+    assert rows(lake.read("t", where="id = 1")) == [{"id": 1, "value": 11}]
+    assert rows(lake.read("u", where="id = 2")) == [{"id": 2, "value": 22}]
 
 
 @pytest.mark.parametrize("mode", MODES)
