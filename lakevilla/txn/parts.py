@@ -4,7 +4,7 @@
 |---|---|---|---|---|
 | decider | each statement | each table | one record (several tables) | one global-log entry |
 | runner | commits each statement | runs against views | same | same, reads at one cut |
-| journal (sublogs) | none | with R | with R | with R |
+| journal (sublogs) | none | with R; at the tail behind each statement | same (**) | with R |
 | conflict policy | abort | redo with R | redo with R | redo with R |
 | wait policy | - | markers | markers + DAG | markers + DAG |
 | markers claimed | never | tail: only to queue; in place: first write | at commit (*) | at commit |
@@ -12,6 +12,7 @@
 | a first read waits for | - | - | running writers that will change its rows | - (its cut) |
 
 (*) CT writing one table at the tail: as R (only to queue).
+(**) A record-deciding commit waits for every entry before it claims.
 
 This table is the only place that reads the feature flags; the transaction and its parts ask
 each other, never which features they run with.
