@@ -98,12 +98,11 @@ def shape_of(text: str, offset: int = 0) -> Shape | None:
             between = len(text[shaped:pos].encode())
             shape_bytes += between
             text_bytes += between
-            out.append(text[shaped:pos])
-            canon = _CANONICAL[lit]
-            out.append(canon)
-            slots.append(Slot(lit, shape_bytes, text_bytes, len(tok.encode()), value))
+            canon, tok_bytes = _CANONICAL[lit], len(tok.encode())
+            out += [text[shaped:pos], canon]
+            slots.append(Slot(lit, shape_bytes, text_bytes, tok_bytes, value))
             shape_bytes += len(canon)
-            text_bytes += len(tok.encode())
+            text_bytes += tok_bytes
             shaped = end
         if kind != "ws":
             prev_word = tok if kind == "id" else None
@@ -163,7 +162,7 @@ def fill(tree: Any, shape: Shape) -> Any | None:
                 start, where(loc + length) - start if length else 0)
         elif node.get("class") == "CONSTANT":
             return False
-        return all(walk(v) for k, v in node.items() if isinstance(v, (dict, list)))
+        return all(walk(v) for v in node.values() if isinstance(v, (dict, list)))
 
     if not walk(tree) or not all(used):
         return None

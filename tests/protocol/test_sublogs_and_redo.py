@@ -188,31 +188,42 @@ def test_a_batch_of_deletes_nobody_adds_to_goes_by_itself():
     assert deleted == ["a", "b", "c"] and deletes.waiting == 0
 
 
-class _EntriesHeldUntilCommit(lv.store.StoreWrapper):
-    """Holds every sublog PUT until a commit's put-if-absent to a Delta log has started; records
-    the order in which the entries went out and how many were held at once."""
+class _EntriesHeld(lv.store.StoreWrapper):
+    """Holds every sublog PUT until ``release`` is set (by default: when a put-if-absent into a
+    Delta log has started, a commit's); records, in order, the entries that landed and those
+    puts-if-absent (``events``), and how many entries were held at once."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, release: threading.Event | None = None) -> None:
         super().__init__(inner)
-        self.committing = threading.Event()
-        self.entries: list[str] = []
+        self.release = release if release is not None else threading.Event()
+        self.on_log_put = release is None
+        self.events: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self.held = self.most_held = 0
 
+    @property
+    def entries(self) -> list[str]:
+        return [key for kind, key in self.events if kind == "entry"]
+
     def put(self, key, data):
-        if key.startswith("_lakevilla/txns/"):
-            with self._lock:
-                self.held += 1
-                self.most_held = max(self.most_held, self.held)
-            assert self.committing.wait(10), "a statement waited for its own sublog entry"
-            with self._lock:
-                self.held -= 1
-                self.entries.append(key)
-        return self.inner.put(key, data)
+        if not (key.startswith("_lakevilla/txns/") and key.count("/") == 3):  # not an entry
+            return self.inner.put(key, data)
+        with self._lock:
+            self.held += 1
+            self.most_held = max(self.most_held, self.held)
+        assert self.release.wait(10), "a statement waited for its own sublog entry"
+        got = self.inner.put(key, data)
+        with self._lock:
+            self.held -= 1
+            self.events.append(("entry", key))
+        return got
 
     def put_if_absent(self, key, data):
         if "/_delta_log/" in key:
-            self.committing.set()
+            with self._lock:
+                self.events.append(("log", key))
+            if self.on_log_put:
+                self.release.set()
         return self.inner.put_if_absent(key, data)
 
 
@@ -223,7 +234,7 @@ def test_an_r_writers_sublog_entries_go_out_behind_its_statements(local_backend)
     started: the statements return all the same, and the entries land in statement order (what
     a crash leaves is a prefix, as a resumed run needs)."""
     numbered_table(local_backend)
-    gate = _EntriesHeldUntilCommit(local_backend.store())
+    gate = _EntriesHeld(local_backend.store())
     lake = local_backend.lake(store=gate, delete_sublogs=False)
     txn = lake.begin("R")
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
@@ -237,32 +248,6 @@ def test_an_r_writers_sublog_entries_go_out_behind_its_statements(local_backend)
     assert rows(lake.read("t")) == [{"id": 1, "value": 11}, {"id": 2, "value": 20},
                                     {"id": 4, "value": 40}, {"id": 8, "value": 80}]
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
-
-
-class _EntriesHeldUntilFlush(lv.store.StoreWrapper):
-    """Holds every sublog PUT until the transaction's journal flushes; records, in order, the
-    entries that landed and the puts-if-absent into Delta logs (marker claims, commits)."""
-
-    def __init__(self, inner, flushing: threading.Event) -> None:
-        super().__init__(inner)
-        self.flushing = flushing
-        self.events: list[tuple[str, str]] = []
-        self._lock = threading.Lock()
-
-    def put(self, key, data):
-        if key.startswith("_lakevilla/txns/") and key.count("/") == 3:  # an entry, not a record
-            assert self.flushing.wait(10), "a statement waited for its own sublog entry"
-            got = self.inner.put(key, data)
-            with self._lock:
-                self.events.append(("entry", key))
-            return got
-        return self.inner.put(key, data)
-
-    def put_if_absent(self, key, data):
-        if "/_delta_log/" in key:
-            with self._lock:
-                self.events.append(("log", key))
-        return self.inner.put_if_absent(key, data)
 
 
 def test_a_ct_writers_entries_go_out_behind_its_statements_and_land_before_its_markers(
@@ -281,7 +266,7 @@ def test_a_ct_writers_entries_go_out_behind_its_statements_and_land_before_its_m
         real_flush(self, must_land)
 
     monkeypatch.setattr(Journal, "flush", flush)
-    gate = _EntriesHeldUntilFlush(local_backend.store(), flushing)
+    gate = _EntriesHeld(local_backend.store(), flushing)
     lake = local_backend.lake(store=gate, delete_sublogs=False)
     txn = lake.begin("R,CT")
     txn.update("t", set={"value": "value + 1"}, where="id = 1")
