@@ -7,6 +7,10 @@
   Readers never lock: rename makes them see the old or the new file, whole.
 * etags are MD5 of the content, like single-part S3 PUTs, so a rewrite with
   different bytes always changes the etag.
+* LIST answers as S3 does (keys under a string prefix, after ``start_after``, in UTF-8
+  byte order) by reading only the folders that can hold such keys, comparing names before
+  it builds any key: a snapshot's refresh lists a long log from its newest known version,
+  and that must cost one pass over the folder's names, not a sort of every key in it.
 
 The root folder is created by the first write, never by opening the store: looking at a lake
 that does not exist must not make one. Operating-system failures other than "not found"
@@ -25,6 +29,7 @@ import errno
 import fcntl
 import functools
 import hashlib
+import heapq
 import os
 import stat
 import uuid
@@ -237,11 +242,10 @@ class LocalStore(ObjectStore):
     @_os_errors("list")
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         after = token if token is not None else start_after
-        keys = sorted(self._iter_keys(prefix), key=lambda k: k.encode())
-        if after is not None:
-            a = after.encode()
-            keys = [k for k in keys if k.encode() > a]
-        page = keys[:max_keys]
+        keys = self._keys_after(prefix, after)
+        more = len(keys) > max_keys
+        # code point order is UTF-8 byte order (S3's), so the strings sort as they are
+        page = heapq.nsmallest(max_keys, keys) if more else sorted(keys)
         items = []
         for k in page:
             try:
@@ -249,29 +253,93 @@ class LocalStore(ObjectStore):
             except FileNotFoundError:
                 continue
             items.append(ObjectMeta(k, st.st_size, None, st.st_mtime))
-        next_token = page[-1] if len(keys) > max_keys else None
-        return ListPage(items, next_token)
+        return ListPage(items, page[-1] if more else None)
 
-    def _iter_keys(self, prefix: str):
-        # Walk only the deepest directory the prefix names, as S3 would match by string prefix.
-        head, _, _ = prefix.rpartition("/")
-        base = self._path(head) if head else self.root
-        if not os.path.isdir(base):
+    def _keys_after(self, prefix: str, after: str | None) -> list[str]:
+        """The keys under ``prefix`` that sort after ``after``, unsorted. Only the deepest folder
+        the prefix names is read, as S3 matches by string prefix, and names are compared before
+        any key is built: a LIST from a recent version of a long log (the usual snapshot
+        refresh) costs one pass over the folder's names, not a sort of every key in it."""
+        head, _, partial = prefix.rpartition("/")
+        if head and {"", "."} & set(head.split("/")):
+            return []  # a folder no key can name (the file system folds '//' and '/./')
+        rel = head + "/" if head else ""
+        if after is not None and not after.startswith(rel):
+            if after > rel:
+                return []  # it sorts past every key in the folder, at a character both have
+            after = None  # every key in the folder sorts after it
+        out: list[str] = []
+        self._collect(self._path(head) if head else self.root, rel, partial, after, out)
+        return out
+
+    def _collect(self, path: str, rel: str, partial: str, after: str | None,
+                 out: list[str]) -> None:
+        """Keys in the folder ``path`` (key prefix ``rel``) whose names start with ``partial``
+        and that sort after ``after`` (None: every one), into ``out``. With ``after``, the names
+        are compared as the folder lists them (``os.listdir``, no call per name), and only
+        those that pass are looked at: only they can be folders whose keys count."""
+        # ``after`` is rel + a (a caller passes it only so): a name's key sorts after it when the
+        # name does, and so do all the keys of a folder whose name does
+        a = after[len(rel):] if after is not None else None
+        if a is not None:
+            try:
+                names = os.listdir(path)
+            except (FileNotFoundError, NotADirectoryError):
+                return
+            picked = [n for n in names if n > a and n.startswith(partial)]
+            # a folder whose name sorts at or before ``a`` still holds later keys if it holds
+            # ``after`` itself, or if its name is ``a`` cut before a character that sorts before
+            # '/' ('.', '-', ...): "0/x" sorts after "0.json"
+            first = a.partition("/")[0]  # the name here that ``after`` lies under, or is
+            picked += [c for i, ch in enumerate(first + "/") if ch <= "/" and (c := first[:i])
+                       and c.startswith(partial) and os.path.isdir(os.path.join(path, c))]
+            if len(picked) <= _STAT_EACH_UP_TO:
+                for n in dict.fromkeys(picked):  # the folder holding ``after`` may come twice
+                    self._take(path, rel, n, _kind(os.path.join(path, n)), a, after, out)
+                return
+        try:
+            with os.scandir(path) as it:  # every name (or most): their types come with them
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
             return
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = os.path.relpath(dirpath, self.root)
-            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-            # prune directories that cannot contain the prefix
-            dirnames[:] = [
-                d for d in dirnames
-                if (rel_dir + d + "/").startswith(prefix) or prefix.startswith(rel_dir + d + "/")
-            ]
-            for name in filenames:
-                if name.startswith(TMP_PREFIX):
-                    continue
-                key = rel_dir + name
-                if key.startswith(prefix):
-                    yield key
+        for e in entries:
+            n = e.name
+            if not n.startswith(partial):
+                continue
+            if a is not None and n <= a:
+                if not a.startswith(n):
+                    continue  # it sorts before ``after`` at a character both have, as all in it
+                if not e.is_dir() or (n + "/" <= a and not a.startswith(n + "/")):
+                    continue  # a file that is ``a`` or sorts before it; see above for folders
+            kind = ((None if e.is_symlink() else "folder") if e.is_dir() else "file")
+            self._take(path, rel, n, kind, a, after, out)
+
+    def _take(self, path: str, rel: str, name: str, kind: str | None, a: str | None,
+              after: str | None, out: list[str]) -> None:
+        """A name that passed: a file's key, or a folder's keys after ``after``."""
+        if name.startswith(TMP_PREFIX):
+            return
+        if kind == "file":
+            out.append(rel + name)
+        elif kind == "folder":
+            sub = name + "/"
+            self._collect(os.path.join(path, name), rel + sub, "",
+                          after if a is not None and a.startswith(sub) else None, out)
+
+
+_STAT_EACH_UP_TO = 64  # passing names looked at by a stat each; more: the folder's own types
+
+
+def _kind(path: str) -> str | None:
+    """'file', 'folder' or None (gone, or a link to a folder, which is not followed: os.walk's
+    default)."""
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return None if os.path.isdir(path) else "file" if os.path.exists(path) else None
+    except FileNotFoundError:
+        return None
+    return "folder" if stat.S_ISDIR(st.st_mode) else "file"
 
 
 def is_local_uri(uri: str) -> bool:
