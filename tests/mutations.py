@@ -58,6 +58,8 @@ MK = "tests/protocol/test_markers.py::"
 SR = "tests/protocol/test_sublogs_and_redo.py::"
 RT = "tests/protocol/test_r_commit_at_the_tail.py::"
 WO = "tests/protocol/test_waiting_and_overtaking.py::"
+LS = ("tests/unit/test_store.py::"
+      "test_a_local_listing_is_the_keys_after_its_start_in_byte_order")
 SHAPE_TEST = ("tests/unit/test_expressions.py::"
               "test_a_text_parsed_through_its_shape_gets_the_tree_duckdb_gives_the_text")
 CO = "tests/protocol/test_ct_one_table.py::"
@@ -1254,6 +1256,22 @@ MUTATIONS: list[Mutation] = [
       "            if self.fsync:\n", "            if False:\n",
       ["tests/unit/test_store.py::test_local_store_fsync_syncs_every_write"],
       "LocalStore(fsync=True) does not sync"),
+    M("list-start-not-passed-into-folders", "store", "lakevilla/store/local.py",
+      "                          after if a is not None and a.startswith(sub) else None, out)",
+      "                          None, out)",
+      [LS], "a local LIST from a key inside a folder lists that folder from its start again "
+      "(pages repeat)"),
+    M("list-folders-sort-as-their-names", "store", "lakevilla/store/local.py",
+      'picked += [c for i, ch in enumerate(first + "/") if ch <= "/" and (c := first[:i])',
+      'picked += [c for i, ch in enumerate(first + "/") if ch == "/" and (c := first[:i])',
+      [LS], "a local LIST skips a folder whose name sorts before start_after although its keys "
+      "sort after it ('0/x' after '0.json')",
+      ("            if not e.is_dir() or (n + \"/\" <= a and not a.startswith(n + \"/\")):",
+       "            if not e.is_dir() or not a.startswith(n + \"/\"):")),
+    M("list-start-past-the-prefix-kept", "store", "lakevilla/store/local.py",
+      "                return []  # it sorts past every key in the folder",
+      "                pass  # it sorts past every key in the folder",
+      [LS], "a local LIST whose start_after sorts past the prefix's folder still lists keys"),
     M("duckdb-settings-per-session", "store", "lakevilla/scan/duck.py",
       "SESSION = (\"SET GLOBAL TimeZone='UTC'\", \"SET GLOBAL threads=1\",",
       "SESSION = (\"SET TimeZone='UTC'\", \"SET threads=1\",",

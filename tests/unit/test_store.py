@@ -163,6 +163,7 @@ def _trees(draw):
 @example((["0/0"], "0//0", None, 1))  # folders the file system folds: no key names them
 @example((["0/0"], "./0", None, 1))
 @example((["0/0", "0.json", "0-1/a"], "", "0", 1))  # '.' and '-' sort before '/'
+@example((["0/0"], "0/", "00", 1))  # a start past the prefix's folder
 def test_a_local_listing_is_the_keys_after_its_start_in_byte_order(tmp_path_factory, tree):
     """The local LIST compares names folder by folder instead of sorting every key: it must
     still give exactly S3's answer, every key under the prefix after ``start_after`` in UTF-8
