@@ -569,7 +569,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env = ce.env
     spark = None
     if not args.no_spark and env.kind == "local":
-        from lakevilla.engines.spark import local_session
+        from lakevilla.demo.spark_session import local_session
 
         spark = local_session("lakevilla-bench-reads", cores=2,
                               extra={"spark.sql.shuffle.partitions": "2",

@@ -10,6 +10,7 @@ import logging as _logging
 
 from .delta.history import HistoryEntry
 from .delta.identity import field_metadata as identity
+from .engines.merge_plan import MergeResult
 from .errors import (
     CommitPendingError,
     ConditionalWritesUnsupportedError,
@@ -17,6 +18,7 @@ from .errors import (
     CorruptLogError,
     CreateConflictError,
     DataOutsidePredicateError,
+    DuplicateMatchError,
     InvalidArgumentError,
     InvalidExpressionError,
     InvalidTableNameError,
@@ -40,7 +42,6 @@ from .errors import (
 from .lake import Lake, RecoveryReport
 from .past.view import LakeAt
 from .settings import LakeSettings
-from .statements.merge import DuplicateMatchError
 from .txn.transaction import CommitResult, Transaction
 
 
@@ -72,5 +73,5 @@ __all__ = [
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
     "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError", "MomentTooOldError",
-    "LakeAt",
+    "LakeAt", "MergeResult",
 ]

@@ -50,6 +50,11 @@ class InvalidExpressionError(LakeVillaError):
     """A ``where`` or ``set`` expression does not parse or bind against the table schema."""
 
 
+class DuplicateMatchError(LakeVillaError):
+    """Several source rows match one target row of a merge that updates or deletes (Delta's
+    rule: which source row would win is undefined)."""
+
+
 class UnsupportedTableFeatureError(LakeVillaError):
     """The table uses a Delta reader/writer feature lakevilla cannot honour."""
 

@@ -59,3 +59,11 @@ def sublog_prefix(txn_id: str) -> str:
 
 def sublog_key(txn_id: str, seq: int) -> str:
     return f"{sublog_prefix(txn_id)}{seq:08d}.json"
+
+
+def staged_prefix(txn_id: str, seq: int) -> str:
+    """Where statement ``seq`` stages what a redo in another process needs (a merge's source):
+    beside the transaction's sublogs, so maintenance deletes them together; readers of that
+    folder parse only its ``.json`` entries. One ``<prefix>.parquet`` file, or files under
+    ``<prefix>/`` when an engine's executors write them."""
+    return f"{sublog_prefix(txn_id)}merge-source-{seq:08d}"

@@ -1292,7 +1292,7 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_constraints.py::test_a_row_that_breaks_a_check_constraint_is_"
        "refused_and_nothing_is_written[insert-null-]"],
       "a rule whose value is NULL lets the row pass (SQL's CHECK, not Delta's)"),
-    M("spark-rules-not-checked", "rules", "lakevilla/engines/spark.py",
+    M("spark-rules-not-checked", "rules", "lakevilla/engines/spark_rows.py",
       "    rules = checked_rules(ctx) if ctx.constraints else []",
       "    rules = []",
       ["tests/interop/test_spark_statements.py::test_spark_refuses_rows_that_break_a_check_"
@@ -1406,9 +1406,9 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_deletion_vectors.py::test_every_statement_writes_a_table_with_"
        "deletion_vectors_and_deleted_rows_stay_deleted[optimize-R]"],
       "OPTIMIZE leaves a lone file's deletion vector in place (deleted rows never purged)"),
-    M("spark-merge-matches-deleted-rows", "dv", "lakevilla/engines/spark.py",
-      "    if gone is not None:  # rows a deletion vector deletes are not there to match",
-      "    if False:",
+    M("spark-merge-matches-deleted-rows", "dv", "lakevilla/engines/spark_read.py",
+      "    if not marked:\n        return df\n",
+      "    if True:\n        return df\n",
       ["tests/interop/test_spark.py::test_spark_writes_a_table_with_deletion_vectors_and_"
        "deleted_rows_stay_deleted[merge]"],
       "Spark's MERGE matches source rows against target rows a deletion vector deleted"),
@@ -1453,9 +1453,9 @@ MUTATIONS: list[Mutation] = [
        "checked_in_every_statement[R]"],
       "a merge insert clause that leaves a generated column out inserts NULL instead of "
       "computing it"),
-    M("spark-generated-not-computed", "rules", "lakevilla/engines/spark.py",
-      "                              generated.missing(ctx, data.columns))",
-      "                              [])",
+    M("spark-generated-not-computed", "rules", "lakevilla/engines/spark_write.py",
+      "    gen = arrow_generated.missing(ctx, df.columns)",
+      "    gen: list[str] = []",
       ["tests/interop/test_spark_statements.py::test_spark_computes_and_checks_generated_"
        "columns[classic]"],
       "the Spark engine leaves a generated column a DataFrame lacks NULL instead of computing it"),
@@ -1542,14 +1542,16 @@ MUTATIONS: list[Mutation] = [
       [DW + "test_a_merge_marks_the_rows_it_updates_and_deletes_and_writes_only_new_rows[few-R]"],
       "MERGE marks a row by its place among all the target's rows, not in its own file"),
     M("spark-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
-      "            if ctx.write_dvs:  # Spark finds the rows, lakevilla marks them (spark_dv.py)",
+      "            if ctx.write_dvs:  # Spark finds the rows, the executors mark them "
+      "(spark_dv.py)",
       "            if False:",
       ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
        "deletion_vectors[classic]"],
       "the Spark engine's DELETE and UPDATE on a table that asks for DVs rewrite their files"),
-    M("spark-merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark.py",
-      "                if touched and ctx.write_dvs:  # the updated rows alone are written",
-      "                if False:",
+    M("spark-merge-rewrites-on-a-dv-table", "dv", "lakevilla/engines/spark_merge.py",
+      "            if touched and ctx.write_dvs:  # the applied rows are marked; updated "
+      "ones written",
+      "            if False:",
       ["tests/interop/test_spark_statements.py::test_spark_deletes_updates_and_merges_by_"
        "deletion_vectors[classic]"],
       "the Spark engine's MERGE on a table that asks for DVs rewrites the files it touches"),
@@ -1592,14 +1594,14 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict",
        "tests/statements/test_merge.py::test_concurrent_merges_apply_every_batch_exactly_once_under_r"],
       "a merge conflicts with nothing (its reads and its 'not matched' are not validated)"),
-    M("merge-bound-too-narrow", "merge", "lakevilla/statements/merge.py",
+    M("merge-bound-too-narrow", "merge", "lakevilla/engines/merge_plan.py",
       'parts.append(f"{name} BETWEEN {lo} AND {hi}")',
       'parts.append(f"{name} BETWEEN {lo} AND {hi} - 1")',
       ["tests/statements/test_merge.py::test_merge_matches_delta_rs",
        "tests/statements/test_merge.py::test_concurrent_insert_of_a_matching_key_is_a_conflict"],
       "the key bound misses the source's largest key: a matching file is pruned, a phantom missed"),
-    M("merge-source-not-staged", "merge", "lakevilla/statements/merge.py",
-      "    store.put(key, buf.getvalue())\n", "",
+    M("merge-source-not-staged", "merge", "lakevilla/engines/arrow_source.py",
+      "        ctx.store.put(key, buf.getvalue())\n", "",
       ["tests/statements/test_merge.py::test_resumed_merge_is_redone_from_its_staged_source"],
       "a logical merge entry names a source that was never written: resume cannot redo it"),
     # -- statements: overwrite, optimize (issue 14) ------------------------------------------------

@@ -36,7 +36,7 @@ def _free_port() -> int:
 def start_local_spark(app_name: str = "lakevilla-tests"):
     """The shared test session: lakevilla's local-session helper, tuned for small data, with
     the Spark Connect server plugin listening on a free loopback port."""
-    from lakevilla.engines.spark import local_session
+    from lakevilla.demo.spark_session import local_session
 
     os.environ.pop(CONNECT_FLAG, None)
     spark = local_session(app_name, cores=2, extra={

@@ -45,6 +45,7 @@ class EachCommits(StatementRunner):
         check_readable(op.table, snap.protocol, snap.metadata)
         tw = TableWork(op.table, log, snap, self.table_context(op.table, snap))
         op.check(tw, client.engine, client.store)
+        self.journal.prepare(tw, op, client.engine)
         result = tw.run(client.engine, op, data)
         tw.ops.append(op)
         ctx.stats[op.kind] += 1

@@ -128,6 +128,7 @@ class StatementRunner:
         self.markers.heartbeat()
         tw = self.table(op.table, op)
         op.check(tw, client.engine, client.store)
+        self.journal.prepare(tw, op, client.engine)
         # Bad input fails inside run() before anything is written (the engine cleans up its own
         # partial writes), so the marker comes after: its data is not
         # reachable before commit anyway.

@@ -215,7 +215,7 @@ def as_stream(data: Any) -> pa.RecordBatchReader | None:
     return None
 
 
-def _data_schema(data: Any) -> pa.Schema:
+def given_schema(data: Any) -> pa.Schema:
     """The schema rows come with, as given (a stream is not consumed)."""
     if isinstance(data, pa.Table | pa.RecordBatch | pa.RecordBatchReader):
         return data.schema
@@ -240,7 +240,7 @@ def check_data_fits(what: str, data: Any, schema: pa.Schema) -> None:
     """Before anything is written: every column of ``data`` is in ``schema``, in a type
     ``assignable`` takes (values that do not fit are found later, by the cast)."""
     wanted = {f.name.lower(): f for f in schema}
-    got = _data_schema(data)
+    got = given_schema(data)
     extra = [f.name for f in got if f.name.lower() not in wanted]
     if extra:
         raise SchemaMismatchError(f"{what}: column(s) {extra} are not in the table schema "
@@ -254,7 +254,7 @@ def check_data_fits(what: str, data: Any, schema: pa.Schema) -> None:
 def schema_of_data(data: Any) -> pa.Schema:
     """The schema of rows given as a Spark, pandas, polars or pyarrow frame, a record batch
     stream (not consumed), a dict of columns or a list of row dicts (every column nullable)."""
-    schema = _data_schema(data)
+    schema = given_schema(data)
     untyped = [f.name for f in schema if pa.types.is_null(f.type)]
     if untyped:
         raise SchemaMismatchError(f"column(s) {untyped} hold only nulls, so their type is "

@@ -25,7 +25,7 @@ def act_spark(base: Path) -> bool:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from pyspark.sql import functions as F
 
-    from ..engines.spark import local_session
+    from .spark_session import local_session
     from .voice import say, thread
 
     say("\n== PySpark pipeline: ingest into two tables per transaction, a reader job alongside")

@@ -27,6 +27,7 @@ from ..delta.snapshot import Snapshot
 from ..errors import SchemaMismatchError
 from ..scan.ordering import Ordering
 from ..store import ObjectStore
+from .merge_plan import BoundedKey, KeyBound, MergePlan, MergeResult
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 _SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
@@ -84,8 +85,35 @@ class RewriteResult:
     marks: dict[str, int] = field(default_factory=dict)  # identity marks after a merge's inserts
 
 
+class MergeSource(Protocol):
+    """A MERGE's source rows where the engine keeps them (a pyarrow table, a Spark DataFrame):
+    the statement sees its schema, the bounds of its join keys and where it was staged, never
+    its rows."""
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Its columns, in Arrow types (checked against the target before any row is read)."""
+
+    @property
+    def staged(self) -> tuple[str, ...]:
+        """The store keys of its staged copy (redo and resume read it); () until staged."""
+
+    def key_bounds(self, keys: list[BoundedKey]) -> dict[str, KeyBound]:
+        """Each key's bound, by source column (``prune_predicate``)."""
+
+    def materialized(self, ctx: TableContext, stage_at: str | None) -> MergeSource:
+        """The source fixed for the statement's lifetime, so that every use sees the same rows:
+        staged under the key prefix ``stage_at`` when given (the transaction keeps sublogs),
+        else held however the engine holds rows. A source already fixed returns itself."""
+
+    def stage(self, ctx: TableContext, at: str) -> MergeSource:
+        """The source with a copy written under the key prefix ``at`` (a logical entry names it);
+        itself when staged already."""
+
+
 class Engine(Protocol):
     name: str
+    writes_change_data: bool  # it writes change data files (change data feed tables)
 
     def validate_where(self, ctx: TableContext, where: str) -> None: ...
 
@@ -105,10 +133,16 @@ class Engine(Protocol):
         """Update (``assignments``) or delete (None) the rows matching ``where`` in ``files``;
         files without a matching row are left alone."""
 
-    def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
-              source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
-        """MERGE ``source`` into the rows of ``files`` (``cm``: the clauses as checked, ``spec``:
-        the statement); the files removed and added, and the rows each clause changed."""
+    def merge_source(self, data: Any) -> MergeSource:
+        """``data`` (any shape ``txn.merge`` takes) as this engine's merge source."""
+
+    def staged_merge_source(self, ctx: TableContext, keys: tuple[str, ...]) -> MergeSource:
+        """A source staged before (``MergeSource.staged``), for a redo in another process."""
+
+    def merge(self, ctx: TableContext, files: list[AddFile], plan: MergePlan,
+              source: MergeSource) -> tuple[RewriteResult, MergeResult]:
+        """MERGE ``source`` into the rows of ``files`` as ``plan`` says; the files removed and
+        added, and what each kind of clause did."""
 
     def num_rows(self, result: Any) -> int: ...
 

@@ -46,7 +46,7 @@ class Rewriter(Protocol):
     def write_all(self, ctx: TableContext, jobs: list[tuple[pa.Table, dict]]) -> list[AddFile]: ...
 
 
-def _loose(stats: str | None) -> str | None:
+def loose_stats(stats: str | None) -> str | None:
     """The file's statistics, marked as bounds that may be wider than its live rows."""
     if not stats:
         return stats
@@ -93,7 +93,7 @@ def mark(ctx: TableContext, marks: list[Marks],
             with contextlib.suppress(Exception):
                 ctx.store.delete(data_file_key(ctx.name, a.path, ctx.lake_uri))
         raise
-    res.added += [dataclasses.replace(add, deletion_vector=dv, stats=_loose(add.stats),
+    res.added += [dataclasses.replace(add, deletion_vector=dv, stats=loose_stats(add.stats),
                                       data_change=True)
                   for (add, _), dv in zip(partial, built.dvs, strict=True)]
     return res

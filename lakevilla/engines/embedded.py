@@ -36,7 +36,12 @@ from ..data.schemas import (
 from ..delta import column_mapping, deletion_vectors
 from ..delta.actions import AddFile, CdcFile
 from ..delta.stats import stats_from_table
-from ..errors import CorruptLogError, InvalidExpressionError, SchemaMismatchError
+from ..errors import (
+    CorruptLogError,
+    InvalidArgumentError,
+    InvalidExpressionError,
+    SchemaMismatchError,
+)
 from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
@@ -44,6 +49,7 @@ from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
 from . import change_data, dv_rewrite, generated, identity, mapped_read, parquet_read, ranged
 from .api import (
+    MergeSource,
     RewriteResult,
     TableContext,
     data_file_key,
@@ -51,8 +57,11 @@ from .api import (
     now_ms,
     partition_value_string,
 )
+from .arrow_source import ArrowSource, source_table
+from .arrow_source import staged as staged_source
 from .duck_sql import assignment_cast, first_line, query_one
 from .embedded_merge import merge as merge_rows
+from .merge_plan import MergePlan, MergeResult
 from .pushdown import pushdown
 from .rules import checked_rules, violation
 
@@ -562,11 +571,20 @@ class EmbeddedEngine:
         return result.num_rows
 
     # -- MERGE -------------------------------------------------------------------
-    def merge(self, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
-              source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
+    def merge_source(self, data: Any) -> ArrowSource:
+        return ArrowSource(source_table(data))
+
+    def staged_merge_source(self, ctx: TableContext, keys: tuple[str, ...]) -> ArrowSource:
+        return staged_source(ctx.store, keys)
+
+    def merge(self, ctx: TableContext, files: list[AddFile], plan: MergePlan,
+              source: MergeSource) -> tuple[RewriteResult, MergeResult]:
         """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses
         (``embedded_merge.py``)."""
-        res, metrics = merge_rows(self, ctx, files, cm, spec, source)
+        if not isinstance(source, ArrowSource):
+            raise InvalidArgumentError(f"the embedded engine merges from rows in this process, "
+                                       f"not from a {type(source).__name__}")
+        res, metrics = merge_rows(self, ctx, files, plan, source.table)
         return change_data.logged(self, ctx, res, update=False), metrics
 
     def change_data(self, ctx: TableContext, removed: list[AddFile],

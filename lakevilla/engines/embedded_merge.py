@@ -15,16 +15,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..data.schemas import check_merge_source
 from ..delta.actions import AddFile
-from ..errors import InvalidExpressionError, SchemaMismatchError
+from ..errors import DuplicateMatchError, InvalidExpressionError, SchemaMismatchError
 from ..parallel import pmap
 from ..scan import duck
 from ..scan import expressions as E
-from ..statements import merge as M
 from . import change_data, dv_rewrite, generated, identity
 from .api import RewriteResult, TableContext
 from .duck_sql import assignment_cast, first_line
+from .merge_plan import MergePlan, MergeResult
 
 
 class Engine(Protocol):
@@ -40,12 +39,12 @@ class Engine(Protocol):
                   jobs: list[tuple[pa.Table, dict[str, Any]]]) -> list[AddFile]: ...
 
 
-def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec: Any,
-          source: pa.Table) -> tuple[RewriteResult, dict[str, int]]:
+def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: MergePlan,
+          source: pa.Table) -> tuple[RewriteResult, MergeResult]:
     """Join ``source`` with the rows of ``files`` in DuckDB, apply the clauses; rewrite only the
     files where a clause applied, write the inserted rows as new files. Everything is
     computed before anything is written, so bad input leaves storage untouched."""
-    check_merge_source(ctx.name, spec, source.schema, ctx.schema)
+    spec = cm.spec
     parts = pmap(lambda a: engine.read_file(ctx, a, None), files)
     target = pa.concat_tables(parts) if parts else ctx.schema.empty_table()
     file_of = np.repeat(np.arange(len(parts), dtype=np.int64), [p.num_rows for p in parts]) \
@@ -56,8 +55,7 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
     ta, sa = E.quote_ident(spec.target_alias), E.quote_ident(spec.source_alias)
     frm = f"FROM __lv_tgt AS {ta} JOIN __lv_src AS {sa} ON ({cm.on.sql})"
     tables = {"__lv_tgt": tgt, "__lv_src": src}
-    matched = [i for i, c in enumerate(spec.clauses) if c.matched]
-    inserts = [i for i, c in enumerate(spec.clauses) if not c.matched]
+    matched, inserts = cm.ids(True), cm.ids(False)
 
     def cond(i: int) -> str:
         c = cm.conditions[i]
@@ -87,14 +85,13 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
     joined = run(f"SELECT {', '.join(cols)} {frm}", "on/when_matched")
     rows = joined.column("__lv_row").to_numpy()
     srows = joined.column("__lv_srow").to_numpy()
-    only_delete = [spec.clauses[i] for i in matched] == [M.MergeClause("delete")]
-    if matched and not only_delete and len(rows):
+    if matched and not cm.only_deletes and len(rows):
         uniq, counts = np.unique(rows, return_counts=True)
         if (counts > 1).any():
             r = int(uniq[np.argmax(counts > 1)])
             key = ({c: target.column(c)[r].as_py() for c, _ in cm.keys}
                    or target.slice(r, 1).to_pylist()[0])
-            raise M.DuplicateMatchError(
+            raise DuplicateMatchError(
                 f"merge into {ctx.name!r}: {int((counts > 1).sum())} target row(s) are matched by "
                 f"several source rows (e.g. the row {key} by {int(counts.max())}); a merge that "
                 "updates or deletes needs at most one source row per target row: "
@@ -194,5 +191,5 @@ def merge(engine: Engine, ctx: TableContext, files: list[AddFile], cm: Any, spec
     else:
         res.added = engine.write_all(ctx, jobs)
     res.rows = updated + deleted + inserted
-    return res, M.metrics(source.num_rows, updated, deleted, inserted, len(res.added),
-                          len(res.removed))
+    return res, MergeResult(source.num_rows, updated, deleted, inserted, len(res.added),
+                            len(res.removed))

@@ -9,7 +9,7 @@ type, as a ``set`` is computed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -59,7 +59,7 @@ def fill(ctx: TableContext, table: pa.Table, columns: Iterable[str],
 
 
 def by_clause(ctx: TableContext, table: pa.Table, clause: np.ndarray,
-              values: list[dict[str, E.Checked] | None]) -> pa.Table:
+              values: Sequence[dict[str, E.Checked] | None]) -> pa.Table:
     """A merge's new rows, each made by clause ``clause[row]`` (``values``: each clause's
     assignments): a generated column its clause does not assign is computed."""
     for col in sorted(generated_columns(ctx.constraints)):

@@ -9,7 +9,7 @@ engines generate here (Spark's DataFrames go through Arrow for it, as its Arrow 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,7 +65,7 @@ def refuse_updates(ctx: TableContext, assigned: Iterable[str], what: str) -> Non
 
 
 def by_clause(ctx: TableContext, table: pa.Table, clause: np.ndarray,
-              values: list[dict[str, Any] | None]) -> tuple[pa.Table, dict[str, int]]:
+              values: Sequence[dict[str, Any] | None]) -> tuple[pa.Table, dict[str, int]]:
     """A merge's new rows (``clause[row]`` made each, ``values``: each clause's assignments)
     with the identity columns their clause does not give numbered in row order; the marks."""
     marks: dict[str, int] = {}

@@ -70,7 +70,7 @@ def generation(ctx: TableContext) -> dict[str, E.Checked]:
     names = {r.name for r in rules}
     out: dict[str, E.Checked] = {}
     for rule in rules:
-        field = E._field(ctx.schema, rule.name)
+        field = E.find_field(ctx.schema, rule.name)
         if field is None:
             raise _refused(ctx, rule, "names no top-level column of the table (Delta "
                            "generates top-level columns only)")
@@ -93,7 +93,7 @@ def generation(ctx: TableContext) -> dict[str, E.Checked]:
 def _check_text(ctx: TableContext, rule: Constraint) -> str:
     if rule.kind != GENERATED:
         return rule.expression
-    field = E._field(ctx.schema, rule.name)
+    field = E.find_field(ctx.schema, rule.name)
     assert field is not None  # ``generation`` refused a column the table does not have
     return (f"{E.quote_ident(field.name)} IS NOT DISTINCT FROM "
             f"CAST(({rule.expression}) AS {E.duckdb_type(field.type)})")

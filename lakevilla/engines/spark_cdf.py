@@ -1,75 +1,141 @@
-"""Change data feed on the Spark engine: the change rows of an UPDATE, DELETE or MERGE are
-computed as Spark frames, collected (a statement's changed rows, not its files' rows) and
-written as the embedded engine writes them (``change_data.py``), so both engines log the same
-rows the same way. A catch-up of earlier statements' rows reads their files as the embedded
-engine does."""
+"""Change data feed on the Spark engine: a statement's change rows are Spark frames, written
+by the executors as ``_change_data/`` files (the change type beside the table's columns,
+partitioned as the data is), so the driver sees the files, never the rows. The rows are the
+embedded engine's (``change_data.py``): an update's images less the rows it left as they were,
+a delete's rows, a merge's deletes, images and inserts, an insert's or overwrite's whole files
+when a commit needs them; a statement that rewrote files yet changed no row writes one empty
+file to say so.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from functools import reduce
+from urllib.parse import quote
 
-import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from ..delta.actions import AddFile, CdcFile
-from . import change_data
-from .api import RewriteResult, TableContext
+from . import change_data, spark_mapped
+from .api import RewriteResult, TableContext, data_file_key
+from .change_data import CHANGE_DIR, CHANGE_TYPE
+from .spark_read import SparkAccess, frame
+from .spark_types import CLAUSE_COL, col, partition_values, spark_schema
+from .spark_write import write_folder
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
-
-def _arrow(ctx: TableContext, df: DataFrame) -> pa.Table:
-    """``df`` (table columns) collected, in the table's Arrow types."""
-    schema = pa.schema([ctx.schema.field(n) for n in ctx.schema.names])
-    t = df.select(*schema.names).toArrow()
-    return pa.table([t.column(n).cast(schema.field(n).type) for n in schema.names], schema=schema)
+Frames = list[tuple[DataFrame, str]]  # rows in table columns, and their change type
 
 
-def logged(ctx: TableContext, res: RewriteResult, frames: list[tuple[DataFrame, str]],
+def _comparable(t: T.DataType) -> bool:
+    """Spark's set operations (EXCEPT ALL) refuse maps, at any depth."""
+    if isinstance(t, T.MapType):
+        return False
+    if isinstance(t, T.StructType):
+        return all(_comparable(f.dataType) for f in t.fields)
+    if isinstance(t, T.ArrayType):
+        return _comparable(t.elementType)
+    return True
+
+
+def _netted(ctx: TableContext, frames: Frames) -> Frames:
+    """An UPDATE's images less the rows it left as they were (as ``change_data.net_updates``):
+    the preimages EXCEPT ALL the postimages, and the reverse."""
+    names = [col(n) for n in ctx.schema.names]
+    pre = [df.select(*names) for df, kind in frames if kind == change_data.PREIMAGE]
+    post = [df.select(*names) for df, kind in frames if kind == change_data.POSTIMAGE]
+    if not pre or not post or not all(_comparable(f.dataType)
+                                      for f in spark_schema(ctx.schema).fields):
+        return frames
+    a, b = reduce(DataFrame.unionAll, pre), reduce(DataFrame.unionAll, post)
+    return [(a.exceptAll(b), change_data.PREIMAGE), (b.exceptAll(a), change_data.POSTIMAGE)]
+
+
+def write(sa: SparkAccess, ctx: TableContext, frames: Frames, rewrote: bool) -> list[CdcFile]:
+    """``frames`` as ``_change_data/`` files written by Spark (nothing committed). ``rewrote``:
+    the statement rewrote files or marked rows, so at least one file (empty when no row
+    changed) says which rows changed: without one, a reader would take the rewritten files'
+    rows for deletes and inserts."""
+    cdc: list[CdcFile] = []
+    if frames:
+        rows = reduce(DataFrame.unionByName, [
+            df.select(*[col(n) for n in ctx.schema.names], F.lit(kind).alias(CHANGE_TYPE))
+            for df, kind in frames])
+        wctx, rows = spark_mapped.physical(ctx, rows, keep=(CHANGE_TYPE,))
+        folder = f"{CHANGE_DIR}/lv-{uuid.uuid4()}"
+        prefix = data_file_key(ctx.name, folder, ctx.lake_uri) + "/"
+        types = {f.name: f.dataType for f in spark_schema(wctx.schema).fields}
+        for w in write_folder(sa, wctx, rows, prefix, wctx.partition_columns):
+            if w.rows == 0:
+                ctx.store.delete(prefix + w.rel)
+                continue
+            cdc.append(CdcFile(path=quote(f"{folder}/{w.rel}", safe="/="), size=w.size,
+                               partition_values=partition_values(w.rel, wctx, types)))
+    if not cdc and rewrote:  # one empty file, written here: it holds no row
+        cdc = change_data.write(_embedded(), ctx, [], rewrote=True)
+    return cdc
+
+
+def logged(sa: SparkAccess, ctx: TableContext, res: RewriteResult, frames: Frames,
            update: bool) -> RewriteResult:
-    """``res`` with ``frames`` (rows and their change type) written as change data files."""
+    """``res`` with ``frames`` written as its change data files (an UPDATE's netted first)."""
     if not ctx.write_cdf:
         return res
-    res.changes = [(_arrow(ctx, df), kind) for df, kind in frames]
-    return change_data.logged(_embedded(), ctx, res, update)
+    res.cdc = write(sa, ctx, _netted(ctx, frames) if update else frames,
+                    rewrote=bool(res.removed or res.added))
+    return res
 
 
-def rewritten(ctx: TableContext, res: RewriteResult, hit: DataFrame,
+def rewritten(sa: SparkAccess, ctx: TableContext, res: RewriteResult, hit: DataFrame,
               post: DataFrame | None) -> RewriteResult:
     """A DELETE's (``post`` None) or an UPDATE's change rows: the matched rows ``hit`` as they
     were, and ``post``, as the update made them."""
     frames = [(hit, change_data.PREIMAGE if post is not None else change_data.DELETE)]
     frames += [(post, change_data.POSTIMAGE)] if post is not None else []
-    return logged(ctx, res, frames, update=post is not None)
+    return logged(sa, ctx, res, frames, update=post is not None)
 
 
-def merged(ctx: TableContext, res: RewriteResult, changed: DataFrame | None, deletes: list[int],
-           tcols: list[str], inserted: DataFrame | None,
+def merged(sa: SparkAccess, ctx: TableContext, res: RewriteResult, changed: DataFrame | None,
+           deletes: list[int], tcols: list[str], inserted: DataFrame | None,
            made: Callable[[DataFrame], DataFrame]) -> RewriteResult:
     """A MERGE's change rows. ``changed``: each target row a clause applied to, its columns
     ``tcols`` as they were, ``tcols`` + ``n`` as its clause made them, the clause in
-    ``__lv_clause`` (one of ``deletes``: a delete); ``inserted``: the inserted rows (table
-    columns and ``__lv_clause``); ``made`` computes a clause's generated columns."""
-    from pyspark.sql import functions as F
-
-    frames: list[tuple[DataFrame, str]] = []
+    ``CLAUSE_COL`` (one of ``deletes``: a delete); ``inserted``: the inserted rows (table
+    columns and ``CLAUSE_COL``); ``made`` computes a clause's generated columns."""
+    frames: Frames = []
     names = ctx.schema.names
     if changed is not None:
-        gone = F.col("__lv_clause").isin(deletes)
+        gone = F.col(CLAUSE_COL).isin(deletes)
         old = [F.col(c).alias(n) for c, n in zip(tcols, names, strict=True)]
         new = [F.col(c + "n").alias(n) for c, n in zip(tcols, names, strict=True)]
         frames += [(changed.filter(gone).select(*old), change_data.DELETE),
                    (changed.filter(~gone).select(*old), change_data.PREIMAGE),
-                   (made(changed.filter(~gone).select(*new, "__lv_clause")),
+                   (made(changed.filter(~gone).select(*new, CLAUSE_COL)),
                     change_data.POSTIMAGE)]
     if inserted is not None:
         frames.append((made(inserted), change_data.INSERT))
-    return logged(ctx, res, frames, update=False)
+    return logged(sa, ctx, res, frames, update=False)
 
 
-def of_files(ctx: TableContext, removed: list[AddFile], added: list[AddFile]) -> list[CdcFile]:
-    return change_data.of_files(_embedded(), ctx, removed, added)
+def of_files(sa: SparkAccess, ctx: TableContext, removed: list[AddFile],
+             added: list[AddFile]) -> list[CdcFile]:
+    """The live rows of ``removed`` as deletes and of ``added`` as inserts, written by Spark."""
+    frames: Frames = []
+    if removed:
+        frames.append((frame(sa, ctx, removed), change_data.DELETE))
+    if added:
+        frames.append((frame(sa, ctx, added), change_data.INSERT))
+    return write(sa, ctx, frames, rewrote=False)
+
+
+def drop(ctx: TableContext, cdc: list[CdcFile]) -> None:
+    """Best effort: change files of a statement that is failing."""
+    for c in cdc:
+        with contextlib.suppress(Exception):
+            ctx.store.delete(data_file_key(ctx.name, c.path, ctx.lake_uri))
 
 
 def _embedded() -> change_data.Writer:

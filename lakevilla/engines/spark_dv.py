@@ -1,56 +1,69 @@
-"""DELETE, UPDATE and MERGE by deletion vectors on the Spark engine: Spark finds the rows that
-go, each named by its file and its index in the file (``_metadata.row_index``, as Delta's DVs
-name rows); lakevilla builds the DVs and commits them (``dv_rewrite.mark``, shared with the
-embedded engine). Only updated and inserted rows are written, by Spark."""
+"""DELETE, UPDATE and MERGE by deletion vectors on the Spark engine (tables that ask for them).
+
+Spark finds the rows that go, each named by its file and its index in the file (as Delta's
+DVs name rows); the executors build each file's new DV from them (``spark_tasks.
+BuildDeletionVectors``: the old DV's rows and the new ones, inline when small, else in a DV
+file the task writes), and the driver gets one descriptor per file. Only updated and inserted
+rows are written, by Spark, before the rows are marked; if marking fails they are deleted
+again (a DV file a failed task wrote is left to the abandoned-file sweep: nothing names it).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable
 
-import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ..delta.actions import AddFile
-from . import dv_rewrite
+from ..delta.deletion_vectors import DeletionVector
 from .api import RewriteResult, TableContext, data_file_key
+from .dv_rewrite import loose_stats
+from .spark_tasks import MARKS_DDL, BuildDeletionVectors, FileMarks
+from .spark_types import FILE_COL, ROW_COL
+from .spark_write import delete_files
 
-HIT = "__lv_dv_hit"
+APPLIED = "__lv_applied"
 
 
-def marks(ctx: TableContext, files: list[AddFile], rows: DataFrame, file_col: str,
-          row_col: str, hit: Column, key_of: Callable[[str], str]) -> list[dv_rewrite.Marks]:
-    """For each of ``files`` where ``hit`` holds for a row: the file, its live rows and the
-    indexes in the file of the hit ones. ``rows``: the live rows of ``files``, each with its file
-    as Spark names it (``file_col``) and its index in the file (``row_col``). One job; the
-    indexes come to the driver, where the DVs are built."""
-    got = (rows.select(file_col, row_col, hit.alias(HIT)).groupBy(file_col)
-           .agg(F.count(F.lit(1)).alias("live"),
-                F.collect_list(F.when(F.col(HIT), F.col(row_col))).alias("hit"))
-           .collect())
+def mark(ctx: TableContext, files: list[AddFile], hits: DataFrame,
+         write: Callable[[], list[AddFile]]) -> RewriteResult:
+    """Mark the rows ``hits`` names (``FILE_COL``, ``ROW_COL``) deleted in ``files``: each file
+    they touch is removed and, unless no row of it is left, added back with its new DV.
+    ``write`` writes the statement's new rows first (it checks the table's rules before any
+    write). One job; O(files) to the driver."""
     by_key = {data_file_key(ctx.name, a.path, ctx.lake_uri): a for a in files}
-    out = []
+    info = {k: FileMarks(a.path, a.num_records,
+                         json.dumps(a.deletion_vector.to_json()) if a.deletion_vector else None)
+            for k, a in by_key.items()}
+    task = BuildDeletionVectors(ctx.store.address(), ctx.name, ctx.lake_uri, info)
+    res = RewriteResult()
+    res.added = write()
+    try:
+        got = (hits.select(FILE_COL, ROW_COL).repartition(FILE_COL)
+               .sortWithinPartitions(FILE_COL, ROW_COL).mapInArrow(task, MARKS_DDL).collect())
+    except BaseException:
+        delete_files(ctx, res.added)  # best effort: no version references them
+        raise
     for r in got:
-        if r["hit"]:
-            out.append((by_key[key_of(r[file_col])], int(r["live"]),
-                        np.asarray(r["hit"], dtype=np.int64)))
-    return out
-
-
-def merge_marks(ctx: TableContext, files: list[AddFile], target: DataFrame, applied: DataFrame,
-                file_col: str, key_of: Callable[[str], str]) -> list[dv_rewrite.Marks]:
-    """``marks`` of a MERGE: the ``target`` rows (by file and ``__lv_ri``) that a clause
-    ``applied`` to (deleted or updated)."""
-    hit = applied.select(file_col, "__lv_ri", F.lit(True).alias("__lv_applied"))
-    return marks(ctx, files, target.join(hit, [file_col, "__lv_ri"], "left"), file_col,
-                 "__lv_ri", F.col("__lv_applied").isNotNull(), key_of)
-
-
-def rewrite(ctx: TableContext, marked: list[dv_rewrite.Marks],
-            write: Callable[[], list[AddFile]]) -> RewriteResult:
-    """Mark the rows of ``marked``; ``write`` writes the new rows (updated, inserted) first."""
-    if not marked:
-        return RewriteResult()
-    res = dv_rewrite.mark(ctx, marked, write)
-    res.rows = sum(len(np.unique(h)) for _, _, h in marked)
+        add = by_key[r["file"]]
+        res.removed.append(add)
+        res.rows += int(r["hits"])
+        if not r["all"]:
+            dv = DeletionVector.from_json(json.loads(r["dv"]))
+            res.added.append(dataclasses.replace(add, deletion_vector=dv,
+                                                 stats=loose_stats(add.stats), data_change=True))
     return res
+
+
+def hits(rows: DataFrame, match: Column) -> DataFrame:
+    """The rows of ``rows`` (indexed: file and row index) that ``match`` holds for."""
+    return rows.filter(match).select(FILE_COL, ROW_COL)
+
+
+def applied(changed: DataFrame) -> DataFrame:
+    """A MERGE's target rows a clause applied to (deleted or updated), by file and row index."""
+    return changed.select(FILE_COL, ROW_COL).dropDuplicates([FILE_COL, ROW_COL]).withColumn(
+        APPLIED, F.lit(True))

@@ -97,15 +97,17 @@ def _field_with_id(f: dict, arrow: pa.Field) -> dict:
     return {**f, "metadata": meta, "type": _with_ids(f["type"], arrow.type)}
 
 
-def physical(ctx: TableContext, df: DataFrame) -> tuple[TableContext, DataFrame]:
+def physical(ctx: TableContext, df: DataFrame,
+             keep: tuple[str, ...] = ()) -> tuple[TableContext, DataFrame]:
     """``df`` (the table's logical columns) as its data files hold it, for Spark to write: each
     column under its physical name with its field id, nested types cast by position to their
     physical names and ids; and a context naming the partition columns physically, so that the
     files' folders, ``partitionValues`` and statistics are keyed as the log keys them. A table
-    without column mapping keeps both as they are."""
+    without column mapping keeps both as they are. ``keep``: columns not of the table (a change
+    type), passed as they are."""
     if cm.mode_of(ctx.schema) == "none":
         return ctx, df
-    names = list(df.columns)
+    names = [n for n in df.columns if n not in keep]
     phys = cm.physical_schema(pa.schema([ctx.schema.field(n) for n in names]))
     spark_json = json.loads(schema_to_json(phys))["fields"]
     cols = []
@@ -119,4 +121,4 @@ def physical(ctx: TableContext, df: DataFrame) -> tuple[TableContext, DataFrame]
         ctx, schema=pa.schema([cm.plain(f) for f in cm.physical_schema(ctx.schema)]),
         partition_columns=tuple(cm.physical_key(ctx.schema, p) for p in ctx.partition_columns),
         constraints=())
-    return wctx, df.select(*cols)
+    return wctx, df.select(*cols, *keep)

@@ -6,33 +6,31 @@ the joined frame."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..scan import expressions as E
 from . import spark_expr
 from .api import TableContext
-
-# Spark's check that a value is not NULL where its column may not hold one (spark.py)
-NotNull = Callable[[Column, T.StructField, str, str], Column]
+from .merge_plan import MergePlan
+from .spark_types import col, not_null
 
 
 class MergeClauses:
-    def __init__(self, ctx: TableContext, cm: Any, spec: Any, source: pa.Table,
-                 tfields: list[T.StructField], what: str, not_null: NotNull) -> None:
-        self.ctx, self.cm, self.spec, self.tfields, self.what = ctx, cm, spec, tfields, what
-        self._not_null = not_null
+    def __init__(self, ctx: TableContext, plan: MergePlan, source: pa.Schema,
+                 tfields: list[T.StructField], what: str) -> None:
+        self.ctx, self.plan, self.tfields, self.what = ctx, plan, tfields, what
         self.tcols = [f"__lv_t{k}" for k in range(len(tfields))]
-        sfields = list(source.schema)
-        self.src_arrow = pa.table([c.combine_chunks() for c in source.columns],
-                                  names=[f"__lv_s{j}" for j in range(len(sfields))]) \
-            .append_column("__lv_sid", pa.array(range(source.num_rows), pa.int64()))
-        self._s_index = {f.name: j for j, f in enumerate(sfields)}
+        self._snames = list(source.names)
+        self._s_index = {n: j for j, n in enumerate(self._snames)}
         self._t_index = {f.name: k for k, f in enumerate(tfields)}
+
+    def source_frame(self, df: DataFrame) -> DataFrame:
+        """The source with its columns renamed ``__lv_s<j>``."""
+        return df.select(*[col(n).alias(f"__lv_s{j}") for j, n in enumerate(self._snames)])
 
     def ref(self, r: E.ColumnRef, source_only: bool = False) -> Column:
         in_target = r.relation == 0 and not source_only  # insert clauses see the source alone
@@ -43,10 +41,10 @@ class MergeClauses:
         return c
 
     def _ref_of(self, i: int) -> Callable[[E.ColumnRef], Column]:
-        return self.ref if self.spec.clauses[i].matched else (lambda r: self.ref(r, True))
+        return self.ref if self.plan.clauses[i].matched else (lambda r: self.ref(r, True))
 
     def _cond(self, i: int) -> Column:
-        c = self.cm.conditions[i]
+        c = self.plan.conditions[i]
         return (F.lit(True) if c is None
                 else F.coalesce(spark_expr.condition(c, self._ref_of(i)), F.lit(False)))
 
@@ -66,8 +64,8 @@ class MergeClauses:
         for k, f in enumerate(self.tfields):
             out = None
             for i in ids:
-                v = (self.cm.values[i] or {}).get(f.name)
-                val = default(k, f) if v is None else self._not_null(
+                v = (self.plan.values[i] or {}).get(f.name)
+                val = default(k, f) if v is None else not_null(
                     spark_expr.assigned(v, self.ctx.schema.field(f.name).type, self._ref_of(i)),
                     f, "schema", f"{self.what}: {f.name}={v.text!r}")
                 out = F.when(self._cond(i), val) if out is None else out.when(self._cond(i), val)

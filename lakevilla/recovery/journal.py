@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LakeVillaError
-from ..names import sublog_key
+from ..names import staged_prefix, sublog_key
 from ..store import ObjectStore
 from . import sublog as sublogs
 
@@ -62,6 +62,12 @@ class Journal:
         with self._lock:
             self._reads.append(sublogs.ReadRecord(table, version, files, where))
 
+    def prepare(self, tw: Any, op: Any, engine: Any) -> None:
+        """Before a statement runs: what it stages to fix its input (a merge's source on an
+        engine that stages there) goes beside the sublogs, and with them when they go."""
+        for key in op.prepare(tw, engine, staged_prefix(self.ctx.txn_id, op.seq)):
+            self.keep(key)
+
     def together_with_claim(self, op: Any) -> bool:
         """Can the first write's entry go out with the marker claim (one round trip, not two)?
         Not a MERGE's: it stages its source first, so it keeps the order."""
@@ -80,8 +86,7 @@ class Journal:
             self.keys.append(key)
 
     def write(self, tw: Any, op: Any, redo: bool) -> None:
-        key = op.stage(self.ctx.store, self.ctx.txn_id)  # what a recovering client needs to redo it
-        if key is not None:
+        for key in op.stage(self.ctx.store, self.ctx.txn_id):  # what a recovering client needs
             self.keep(key)
         with self._lock:
             self.seq += 1
@@ -183,6 +188,9 @@ class NoJournal(Journal):
 
     def read(self, table: str, version: int, files: list[str], where: str | None) -> None:
         pass
+
+    def prepare(self, tw: Any, op: Any, engine: Any) -> None:
+        op.prepare(tw, engine, None)  # no sublogs to stage beside: the engine holds it
 
     def together_with_claim(self, op: Any) -> bool:
         return False

@@ -176,9 +176,7 @@ def _table(store: ObjectStore, root_uri: str, log: DeltaLog, txn_id: str,
         _check_files(store, root_uri, txn_id, table, op.cdc)
         if e.predicate is not None and (e.statement is None or "where" not in e.statement):
             op.where = e.predicate
-        key = op.staged_key()
-        if key is not None:
-            out.staged.append(key)  # the staged source goes with the sublogs
+        out.staged.extend(op.staged_keys())  # the staged source goes with the sublogs
         tw.adopt(op)
     tw.logical = True
     return tw

@@ -744,10 +744,10 @@ class _Binder:
         if len(names) >= 2:
             for i, r in enumerate(rels):
                 if r.alias is not None and r.alias.lower() == names[0].lower():
-                    col = _field(r.schema, names[1])
+                    col = find_field(r.schema, names[1])
                     if col is not None:
                         return ColumnRef(i, col.name, self.path(col, names[2:], node))
-        fields = [(i, _field(r.schema, names[0])) for i, r in enumerate(rels)]
+        fields = [(i, find_field(r.schema, names[0])) for i, r in enumerate(rels)]
         hits = [(i, f) for i, f in fields if f is not None]
         if len(hits) != 1:
             why = "is ambiguous" if hits else "names no column in scope"
@@ -777,7 +777,8 @@ def _empty_tables(scope: Scope) -> dict[str, pa.Table]:
     return {f"__lv_rel{i}": r.schema.empty_table() for i, r in enumerate(scope.relations)}
 
 
-def _field(schema: pa.Schema, name: str) -> pa.Field | None:
+def find_field(schema: pa.Schema, name: str) -> pa.Field | None:
+    """The field ``name`` names in ``schema``: SQL names columns case-insensitively."""
     for f in schema:
         if f.name.lower() == name.lower():
             return f
@@ -925,7 +926,7 @@ def _clock_names(node: dict, scope: Scope) -> None:
     for n in walk(node):
         names = n.get("column_names") if n.get("class") == "COLUMN_REF" else None
         if (names and len(names) == 1 and names[0].lower() in ("current_date", "current_timestamp")
-                and not any(_field(r.schema, names[0]) for r in scope.relations)):
+                and not any(find_field(r.schema, names[0]) for r in scope.relations)):
             loc = {k: n[k] for k in ("query_location", "query_location_length") if k in n}
             n.clear()
             n.update({"class": "FUNCTION", "type": "FUNCTION", "alias": "", **loc,

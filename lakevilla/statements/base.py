@@ -161,14 +161,20 @@ class Statement:
         return None
 
     # -- sublogs ---------------------------------------------------------------------------
-    def stage(self, store: ObjectStore, txn_id: str) -> str | None:
-        """Write what a recovering client needs to redo this statement beside the sublogs;
-        the key written, if any (only a MERGE's source so far)."""
-        return None
+    def prepare(self, tw: TableWork, engine: Engine, stage_at: str | None) -> list[str]:
+        """Before it runs: fix its input so that every use sees the same rows (a MERGE's
+        source), staged under the key prefix ``stage_at`` when the transaction keeps sublogs
+        and the engine stages there; the keys written (deleted with the sublogs)."""
+        return []
 
-    def staged_key(self) -> str | None:
-        """The key of what ``stage`` wrote (deleted with the sublogs), if any."""
-        return None
+    def stage(self, store: ObjectStore, txn_id: str) -> list[str]:
+        """Write what a recovering client needs to redo this statement beside the sublogs
+        (only a MERGE's source so far), if ``prepare`` did not; the keys written."""
+        return []
+
+    def staged_keys(self) -> list[str]:
+        """The keys of what ``prepare`` or ``stage`` wrote (deleted with the sublogs)."""
+        return []
 
     def options(self) -> dict[str, Any]:
         """The typed settings the sublog entry carries as ``options`` (old entries' shape)."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 
 from ..errors import InvalidArgumentError
+from .address import StoreAddress
 from .base import (
     KINDS,
     READ_KINDS,
@@ -54,10 +56,29 @@ def open_store(uri: str, storage_options: dict[str, str] | None = None, **kwargs
     raise InvalidArgumentError(f"unsupported lake URI {uri!r}: use file:// or s3://")
 
 
+_OPENED: dict[StoreAddress, ObjectStore] = {}
+_OPENED_LOCK = threading.Lock()
+
+
+def open_address(address: StoreAddress) -> ObjectStore:
+    """The store at ``address`` (``ObjectStore.address``), opened once per process: an
+    executor's tasks share it."""
+    with _OPENED_LOCK:
+        store = _OPENED.get(address)
+        if store is None:
+            store = open_store(address.uri, dict(address.options) or None,
+                               **({"conditional_writes": "trust"} if address.options else {}))
+            if address.read_only:
+                store = ReadOnlyStore(store)
+            _OPENED[address] = store
+        return store
+
+
 __all__ = [
     "KINDS", "READ_KINDS", "WRITE_KINDS", "GetResult", "ListPage", "NotFound", "ObjectMeta",
     "ObjectStore", "PreconditionFailed", "StoreWrapper", "TransientStoreError", "LocalStore",
     "CountingStore", "FaultInjectingStore", "FaultPlan", "LatencyProfile", "LatencyStore",
     "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency",
-    "open_store", "OutcomeUnknown", "settle_create", "settle_replace",
+    "open_store", "open_address", "StoreAddress", "OutcomeUnknown", "settle_create",
+    "settle_replace",
 ]

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..errors import StorageError
+from .address import StoreAddress
 
 # Request kinds, as counted by CountingStore and slowed by LatencyStore.
 KINDS = ("get", "head", "put", "put_if_absent", "put_if_match", "delete", "list")
@@ -68,6 +69,10 @@ class ObjectStore(ABC):
     """Abstract store; see module docstring. Implementations must be thread-safe."""
 
     root_uri: str = ""
+
+    def address(self) -> StoreAddress | None:
+        """How another process (a Spark executor) opens this store; None if it cannot."""
+        return None
 
     @abstractmethod
     def get(self, key: str) -> GetResult: ...
@@ -149,6 +154,9 @@ class StoreWrapper(ObjectStore):
     def __init__(self, inner: ObjectStore) -> None:
         self.inner = inner
         self.root_uri = inner.root_uri
+
+    def address(self) -> StoreAddress | None:
+        return self.inner.address()
 
     def get(self, key: str) -> GetResult:
         return self.inner.get(key)

@@ -38,6 +38,7 @@ from typing import Any, TypeVar, cast
 from urllib.parse import unquote, urlparse
 
 from ..errors import StorageError, StoragePermissionError
+from .address import StoreAddress
 from .base import GetResult, ListPage, NotFound, ObjectMeta, ObjectStore, PreconditionFailed
 
 TMP_PREFIX = ".lv-tmp-"
@@ -108,6 +109,9 @@ class LocalStore(ObjectStore):
 
     def root_exists(self) -> bool:
         return os.path.isdir(self.root)
+
+    def address(self) -> StoreAddress:
+        return StoreAddress(self.root_uri)
 
     # -- helpers -------------------------------------------------------------
     def _path(self, key: str) -> str:

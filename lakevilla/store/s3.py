@@ -27,6 +27,7 @@ from ..errors import (
     StorageError,
     StoragePermissionError,
 )
+from .address import StoreAddress
 from .base import (
     DELETE_BATCH,
     GetResult,
@@ -115,6 +116,7 @@ class S3Store(ObjectStore):
         self.prefix = parsed.path.strip("/")
         self.root_uri = f"s3://{self.bucket}" + (f"/{self.prefix}" if self.prefix else "")
         opts = dict(storage_options or {})
+        self._address = StoreAddress(self.root_uri, tuple(sorted(opts.items())))
         self.endpoint = _opt(opts, "AWS_ENDPOINT_URL", "endpoint_url", "aws_endpoint", "endpoint")
         region = _opt(opts, "AWS_REGION", "region", "AWS_DEFAULT_REGION") or "us-east-1"
         cfg = Config(
@@ -143,6 +145,9 @@ class S3Store(ObjectStore):
                 "conditional writes and a single writer per table.",
                 stacklevel=2,
             )
+
+    def address(self) -> StoreAddress:
+        return self._address
 
     # -- helpers -------------------------------------------------------------
     def _key(self, key: str) -> str:

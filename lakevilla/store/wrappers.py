@@ -6,6 +6,7 @@ They compose in any order around any store, e.g.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 import time
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import ReadOnlyLakeError, StorageError
+from .address import StoreAddress
 from .base import (
     DELETE_BATCH,
     GetResult,
@@ -98,6 +100,10 @@ class RetryingStore(StoreWrapper):
 class ReadOnlyStore(StoreWrapper):
     """Refuses every write before it is sent (``Lake(read_only=True)``): an auditor's client
     never changes the lake, whatever a bug above would try."""
+
+    def address(self) -> StoreAddress | None:
+        inner = self.inner.address()  # another process opens it read-only too
+        return dataclasses.replace(inner, read_only=True) if inner is not None else None
 
     def _refuse(self, what: str, key: str) -> ReadOnlyLakeError:
         return ReadOnlyLakeError(f"this lake was opened read-only: {what} of {key!r} was not sent")

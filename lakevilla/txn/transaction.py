@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.client import LakeClient
 from ..core.context import State, TxnContext
@@ -54,6 +54,9 @@ from ..statements.view import TableWork
 from ..vocab import CommitMode
 from . import parts as feature_parts
 from .features import ISOLATIONS, parse_features
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["CommitResult", "State", "Transaction"]
 
@@ -189,22 +192,24 @@ class Transaction:
         check_table_name(table)
         _check_schema_mode(schema_mode)
 
-        def execute(clauses: list[merges.MergeClause]) -> dict[str, int]:
+        def execute(clauses: list[merges.MergeClause]) -> merges.MergeResult:
             self._check_active()
-            src = merges.source_arrow(source)
+            src = self.lake.engine.merge_source(source)  # the rows stay where the engine has them
             if schema_mode == "merge":
-                self._add_source_columns(table, src)
-            spec = merges.MergeSpec(on=on, clauses=clauses, source_alias=source_alias,
-                                    target_alias=target_alias, source=src)
-            return self._execute(merges.Merge(seq=self._next(table), table=table, spec=spec))
+                self._add_source_columns(table, src.schema)
+            spec = merges.MergeSpec(on=on if isinstance(on, str) else tuple(on),
+                                    clauses=tuple(clauses), source_alias=source_alias,
+                                    target_alias=target_alias)
+            return self._execute(merges.Merge(seq=self._next(table), table=table, spec=spec,
+                                              source=src))
 
         return merges.MergeBuilder(execute)
 
-    def _add_source_columns(self, table: str, source: Any) -> None:
+    def _add_source_columns(self, table: str, source: pa.Schema) -> None:
         current = self._guarded(f"merge into {table!r}",
                                 lambda: self._parts.runner.current_schema(table))
         have = {n.lower() for n in current.names}
-        new = [f for f in evolution.data_fields(source) if f.name.lower() not in have]
+        new = [f.with_nullable(True) for f in source if f.name.lower() not in have]
         if new:
             self.add_columns(table, new)
 

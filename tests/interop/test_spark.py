@@ -489,7 +489,8 @@ def test_ordinary_expressions_give_the_same_results_on_both_engines(spark, lake,
     from functools import reduce
 
     from lakevilla.engines import spark_expr
-    from lakevilla.engines.spark import _ref, spark_schema
+    from lakevilla.engines.spark_types import ref as _ref
+    from lakevilla.engines.spark_types import spark_schema
     from lakevilla.scan import duck
     from lakevilla.scan import expressions as E
     from tests.expression_cases import SCHEMA as CASES
@@ -601,7 +602,8 @@ def test_random_predicates_mean_the_same_on_spark_as_in_duckdb(spark):
     from hypothesis import strategies as st
 
     from lakevilla.engines import spark_expr
-    from lakevilla.engines.spark import _ref, spark_schema
+    from lakevilla.engines.spark_types import ref as _ref
+    from lakevilla.engines.spark_types import spark_schema
     from lakevilla.scan import duck
     from lakevilla.scan import expressions as E
     from tests.predicates import SCHEMA as P

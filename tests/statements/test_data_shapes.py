@@ -190,7 +190,8 @@ def test_both_engines_share_the_rule():
     every pair of atomic Delta types, except that arrow data may also move between timestamps
     with and without a zone (pandas' naive datetimes are UTC, as everywhere in lakevilla)."""
     pytest.importorskip("pyspark")
-    from lakevilla.engines.spark import _cast_kind, spark_schema
+    from lakevilla.engines.spark_types import cast_kind as _cast_kind
+    from lakevilla.engines.spark_types import spark_schema
 
     types = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.float32(), pa.float64(),
              pa.decimal128(10, 2), pa.decimal128(20, 0), pa.bool_(), pa.string(), pa.binary(),
