@@ -291,11 +291,11 @@ class Lake:
         return None
 
     def changes(self, tables: str | list[str], since: Any = None,
-                until: Any = None) -> dict[str, pa.Table]:
+                until: Any = None) -> dict[str, Any]:
         """The change rows of ``tables`` after the cut ``since`` up to the cut ``until`` (each a
         moment, a global-log position, a cut or a ``LakeAt``, as for ``at``; ``since=None``:
-        from the table's creation, ``until=None``: now), one pyarrow Table per table: the
-        row's columns,
+        from the table's creation, ``until=None``: now), one result per table (a pyarrow
+        Table; a DataFrame on the Spark engine, computed by Spark): the row's columns,
         ``_change_type`` (insert, delete, update_preimage, update_postimage),
         ``_commit_version``, ``_commit_timestamp`` and ``_lakevilla_txn``. Both ends are
         consistent cuts, so a multi-table transaction's changes are in the range whole or not

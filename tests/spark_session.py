@@ -18,6 +18,8 @@ CONNECT_FLAG = "SPARK_CONNECT_MODE_ENABLED"  # pyspark's process-wide switch to 
 # took a third of the Spark tests' CPU (test_spark_merge.py with test_spark_statements.py:
 # 134-135 CPU s without these options, 83-86 with them, the JVM included).
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# what every Spark test's driver may receive from a job: tables of millions of rows do not fit
+MAX_RESULT_SIZE = "1m"
 
 
 # Every Spark test runs on both kinds of session unless marked: a test of what lakevilla's
@@ -34,18 +36,21 @@ def _free_port() -> int:
 
 
 def start_local_spark(app_name: str = "lakevilla-tests"):
-    """The shared test session: lakevilla's local-session helper, tuned for small data, with
-    the Spark Connect server plugin listening on a free loopback port."""
-    from lakevilla.demo.spark_session import local_session
+    """The shared test session: a cluster on this machine (a driver and two executor JVMs, so
+    closures travel to other processes and rows stay where the executors put them), with the
+    driver's results capped at 1 MiB: a statement that brought rows to the driver fails. Tuned
+    for small data, with the Spark Connect server plugin on a free loopback port."""
+    from lakevilla.demo.spark_session import cluster_session
 
     os.environ.pop(CONNECT_FLAG, None)
-    spark = local_session(app_name, cores=2, extra={
+    return cluster_session(app_name, executors=2, cores=1, memory_mb=1024, extra={
         "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2",
         "spark.driver.memory": "1g", "spark.driver.extraJavaOptions": JVM_OPTIONS,
+        "spark.executor.extraJavaOptions": JVM_OPTIONS,
+        "spark.driver.maxResultSize": MAX_RESULT_SIZE,
         "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": str(_free_port())})
-    return spark
 
 
 def connect_to(classic):

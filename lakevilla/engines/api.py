@@ -85,6 +85,25 @@ class RewriteResult:
     marks: dict[str, int] = field(default_factory=dict)  # identity marks after a merge's inserts
 
 
+# the columns ``lake.changes`` adds to a table's own: what changed, in which version, when, by
+# which lakevilla transaction (null for other writers)
+CHANGE_META = [("_change_type", pa.string()), ("_commit_version", pa.int64()),
+               ("_commit_timestamp", pa.timestamp("ms", tz="UTC")), ("_lakevilla_txn", pa.string())]
+
+
+@dataclass(frozen=True)
+class CommitFiles:
+    """The files of one commit a change feed reads (``lake.changes``): its ``cdc`` files when it
+    has any, else the data files it removed (as the logical files they were) and added."""
+
+    version: int
+    time: float  # the version's time, seconds since the epoch
+    txn: str | None  # the lakevilla transaction that wrote it
+    cdc: tuple[CdcFile, ...] = ()
+    removed: tuple[AddFile, ...] = ()
+    added: tuple[AddFile, ...] = ()
+
+
 class MergeSource(Protocol):
     """A MERGE's source rows where the engine keeps them (a pyarrow table, a Spark DataFrame):
     the statement sees its schema, the bounds of its join keys and where it was staged, never
@@ -151,6 +170,12 @@ class Engine(Protocol):
         """``_change_data/`` files (written, not committed) holding the live rows of ``removed``
         as deletes and of ``added`` as inserts: the change rows of a statement that wrote none
         (an insert, an overwrite) when its commit needs them in files (``change_data.py``)."""
+
+    def change_rows(self, ctx: TableContext, commits: list[CommitFiles]) -> Any:
+        """The change rows of ``commits`` (oldest first), as ``lake.changes`` returns them: the
+        table's columns then ``CHANGE_META`` (a pyarrow Table, or the engine's DataFrame).
+        A commit with ``cdc`` files is those rows; the others are derived from the files
+        removed and added: a multiset difference of their live rows each way, per commit."""
 
     def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
         """Rows written before (kept across a redo) checked by the table's rules (``ctx``):

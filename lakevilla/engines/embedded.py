@@ -49,6 +49,7 @@ from ..scan.ordering import Ordering
 from ..scan.pruning import partition_value
 from . import change_data, dv_rewrite, generated, identity, mapped_read, parquet_read, ranged
 from .api import (
+    CommitFiles,
     MergeSource,
     RewriteResult,
     TableContext,
@@ -59,6 +60,7 @@ from .api import (
 )
 from .arrow_source import ArrowSource, source_table
 from .arrow_source import staged as staged_source
+from .change_rows import change_rows
 from .duck_sql import assignment_cast, first_line, query_one
 from .embedded_merge import merge as merge_rows
 from .merge_plan import MergePlan, MergeResult
@@ -590,3 +592,6 @@ class EmbeddedEngine:
     def change_data(self, ctx: TableContext, removed: list[AddFile],
                     added: list[AddFile]) -> list[CdcFile]:
         return change_data.of_files(self, ctx, removed, added)
+
+    def change_rows(self, ctx: TableContext, commits: list[CommitFiles]) -> pa.Table:
+        return change_rows(self, ctx, commits)

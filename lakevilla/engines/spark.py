@@ -30,8 +30,8 @@ from ..delta.actions import AddFile, CdcFile
 from ..errors import InvalidArgumentError, InvalidExpressionError
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
-from . import spark_cdf, spark_dv, spark_expr, spark_merge, spark_write
-from .api import RewriteResult, TableContext, data_file_key
+from . import spark_cdf, spark_changes, spark_dv, spark_expr, spark_merge, spark_write
+from .api import CommitFiles, RewriteResult, TableContext, data_file_key
 from .arrow_source import source_table
 from .merge_plan import MergePlan, MergeResult
 from .spark_errors import spark_errors
@@ -136,6 +136,9 @@ class SparkEngine:
 
     def check_rows(self, ctx: TableContext, files: list[AddFile]) -> None:
         check_rules(ctx, frame(self.sa, ctx, files))
+
+    def change_rows(self, ctx: TableContext, commits: list[CommitFiles]) -> DataFrame:
+        return spark_changes.change_rows(self.sa, ctx, commits)
 
     def change_data(self, ctx: TableContext, removed: list[AddFile],
                     added: list[AddFile]) -> list[CdcFile]:

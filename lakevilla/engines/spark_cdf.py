@@ -30,14 +30,14 @@ from .spark_write import write_folder
 Frames = list[tuple[DataFrame, str]]  # rows in table columns, and their change type
 
 
-def _comparable(t: T.DataType) -> bool:
+def comparable(t: T.DataType) -> bool:
     """Spark's set operations (EXCEPT ALL) refuse maps, at any depth."""
     if isinstance(t, T.MapType):
         return False
     if isinstance(t, T.StructType):
-        return all(_comparable(f.dataType) for f in t.fields)
+        return all(comparable(f.dataType) for f in t.fields)
     if isinstance(t, T.ArrayType):
-        return _comparable(t.elementType)
+        return comparable(t.elementType)
     return True
 
 
@@ -47,7 +47,7 @@ def _netted(ctx: TableContext, frames: Frames) -> Frames:
     names = [col(n) for n in ctx.schema.names]
     pre = [df.select(*names) for df, kind in frames if kind == change_data.PREIMAGE]
     post = [df.select(*names) for df, kind in frames if kind == change_data.POSTIMAGE]
-    if not pre or not post or not all(_comparable(f.dataType)
+    if not pre or not post or not all(comparable(f.dataType)
                                       for f in spark_schema(ctx.schema).fields):
         return frames
     a, b = reduce(DataFrame.unionAll, pre), reduce(DataFrame.unionAll, post)

@@ -28,11 +28,11 @@ from ..store import ObjectStore
 from .api import TableContext, data_file_key
 
 
-def _struct(schema: pa.Schema) -> T.StructType:
+def struct_of(schema: pa.Schema) -> T.StructType:
     return T.StructType.fromJson(json.loads(schema_to_json(schema)))
 
 
-def _nested(t: T.DataType) -> bool:
+def nested(t: T.DataType) -> bool:
     return isinstance(t, T.StructType | T.ArrayType | T.MapType)
 
 
@@ -47,7 +47,7 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
     applied to each read before its columns are renamed, where Spark still knows each row's
     file and index (``always``: to every read, not only where a file has a deletion vector)."""
     data = [f.name for f in ctx.schema if f.name not in ctx.partition_columns]
-    logical = _struct(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
+    logical = struct_of(pa.schema([cm.plain(ctx.schema.field(c)) for c in data]))
     by_id = cm.mode_of(ctx.schema) == "id"
     groups: dict[pa.Schema, list[AddFile]] = {}
     for a in files:
@@ -57,13 +57,13 @@ def read(spark: SparkSession, ctx: TableContext, files: list[AddFile],
     frames = []
     deleted = any(a.deletion_vector is not None for a in files)
     for read_schema, group in groups.items():
-        df = spark.read.schema(_struct(read_schema)).parquet(*[uri(ctx, a) for a in group])
+        df = spark.read.schema(struct_of(read_schema)).parquet(*[uri(ctx, a) for a in group])
         if deleted or always:
             df = live(df, group)
         cols = []
         for name, f in zip(read_schema.names, logical.fields, strict=True):
             c = F.col("`" + name.replace("`", "``") + "`")
-            cols.append((c.cast(f.dataType) if _nested(f.dataType) else c).alias(f.name))
+            cols.append((c.cast(f.dataType) if nested(f.dataType) else c).alias(f.name))
         added = [c for c in df.columns if c not in read_schema.names]  # what ``live`` added
         frames.append(df.select(*cols, *added))
     return (reduce(lambda a, b: a.union(b), frames),
@@ -115,7 +115,7 @@ def physical(ctx: TableContext, df: DataFrame,
         typed = _field_with_id(j, f)
         dtype = T.StructField.fromJson(typed).dataType
         c = F.col("`" + name.replace("`", "``") + "`")
-        cols.append((c.cast(dtype) if _nested(dtype) else c).alias(f.name,
+        cols.append((c.cast(dtype) if nested(dtype) else c).alias(f.name,
                                                                    metadata=typed["metadata"]))
     wctx = dataclasses.replace(
         ctx, schema=pa.schema([cm.plain(f) for f in cm.physical_schema(ctx.schema)]),

@@ -98,8 +98,7 @@ def merge(sa: SparkAccess, ctx: TableContext, files: list, plan: MergePlan,
             ins = ins.filter(F.col(CLAUSE_COL) >= 0).select(
                 *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
                 CLAUSE_COL)
-            ins, res.marks = _numbered(ctx, ins, plan)
-            inserted = ins.count()
+            ins, inserted, res.marks = _numbered(ctx, ins, plan)
             if inserted:
                 parts.append(ins)
 
@@ -126,19 +125,19 @@ def merge(sa: SparkAccess, ctx: TableContext, files: list, plan: MergePlan,
 
 
 def _numbered(ctx: TableContext, ins: DataFrame, plan: MergePlan
-              ) -> tuple[DataFrame, dict[str, int]]:
+              ) -> tuple[DataFrame, int, dict[str, int]]:
     """A merge's inserted rows with the identity columns their clause leaves out numbered on
-    the executors (``spark_rows.numbered``); the marks they leave."""
-    marks: dict[str, int] = {}
+    the executors (``spark_rows.numbered``); how many rows, and the marks they leave."""
+    if not ctx.identity:
+        return ins, ins.count(), {}
+    columns = []
     for c in ctx.identity:
         giving = [i for i, v in enumerate(plan.values) if v and c.name in v]
         if giving and not c.allow_explicit_insert:
             raise SchemaMismatchError(
                 f"merge into {ctx.name!r}: an insert clause gives identity column {c.name!r} "
                 "(GENERATED ALWAYS): leave it out, its values are generated")
-        needs = ~F.col(CLAUSE_COL).isin(giving) if giving else None
-        ins, n = numbered(ctx, ins, c, needs)
-        mark = c.mark_after(n) if n else None
-        if mark is not None:
-            marks[c.name] = mark
-    return ins, marks
+        columns.append((c, ~F.col(CLAUSE_COL).isin(giving) if giving else None))
+    ins, n = numbered(ctx, ins, columns)
+    marks = {c.name: m for c, _ in columns if n and (m := c.mark_after(n)) is not None}
+    return ins, n, marks

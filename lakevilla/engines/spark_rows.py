@@ -83,23 +83,27 @@ def merged(ctx: TableContext, df: DataFrame, values: tuple[dict[str, E.Checked] 
 
 # -- identity columns ----------------------------------------------------------------------
 
-def numbered(ctx: TableContext, df: DataFrame, column: IdentityColumn,
-             needs: Column | None = None) -> tuple[DataFrame, int]:
-    """``df`` with ``column`` numbered where ``needs`` holds (every row without it), and how
-    many rows were numbered. As the embedded engine numbers them: ``first``, then one ``step``
-    further per row, with no gap. One job counts the rows of each partition (O(partitions) to
-    the driver); then each row takes its partition's offset plus its place in the partition
-    (``monotonically_increasing_id``'s low bits). A partition found holding more rows than were
-    counted (a DataFrame whose rows change between two reads) fails the job rather than give
-    two rows one value."""
-    part = df if needs is None else df.filter(needs)
+def numbered(ctx: TableContext, df: DataFrame,
+             columns: list[tuple[IdentityColumn, Column | None]]) -> tuple[DataFrame, int]:
+    """``df`` with each identity column of ``columns`` numbered where its condition holds
+    (every row without one), and how many rows ``df`` has (the marks follow from it).
+
+    The rows are first fixed on the executors (``localCheckpoint``): a DataFrame computed twice
+    may be partitioned differently (adaptive execution sizes partitions by the bytes a plan
+    shuffles), and numbering needs the partitions it counted. One job counts each partition's
+    rows (O(partitions) to the driver); each row then takes its partition's offset plus its
+    place in the partition (``monotonically_increasing_id``'s low bits): ``first``, then one
+    ``step`` per row, with no gap where every row is numbered; the numbered rows are fixed
+    too, since under a union the partitions are numbered anew. A partition found holding more
+    rows than were counted fails the job rather than give two rows one value."""
     pid = F.spark_partition_id()
     with spark_errors(f"insert into {ctx.name!r}", None):
+        fixed = df.localCheckpoint(eager=True)
         counts = {int(r["p"]): int(r["n"]) for r in
-                  part.groupBy(pid.alias("p")).agg(F.count(F.lit(1)).alias("n")).collect()}
+                  fixed.groupBy(pid.alias("p")).agg(F.count(F.lit(1)).alias("n")).collect()}
     total = sum(counts.values())
     if not total:
-        return df, 0
+        return fixed, 0
     top = max(counts) + 1
     offsets, at = [], 0
     for p in range(top):
@@ -109,13 +113,14 @@ def numbered(ctx: TableContext, df: DataFrame, column: IdentityColumn,
     index = pid + F.lit(1)
     offset = F.try_element_at(F.array(*[F.lit(o) for o in offsets]), index)
     allowed = F.try_element_at(F.array(*[F.lit(counts.get(p, 0)) for p in range(top)]), index)
-    dtype = spark_schema(ctx.schema)[column.name].dataType
-    value = F.lit(column.first()) + F.lit(column.step) * (offset.cast("long") + pos)
-    msg = (f"insert into {ctx.name!r}: the rows to number in identity column {column.name!r} "
-           "changed between two reads of them (a DataFrame whose rows are not the same each "
-           "time it is computed); persist or checkpoint it first")
-    value = F.when(pos < allowed, value.cast(dtype)).otherwise(fail("input", msg, dtype))
-    out = part.withColumn(column.name, value)
-    if needs is not None:
-        out = out.unionByName(df.filter(~needs))
-    return out, total
+    out = fixed
+    for column, needs in columns:
+        dtype = spark_schema(ctx.schema)[column.name].dataType
+        value = F.lit(column.first()) + F.lit(column.step) * (offset.cast("long") + pos)
+        msg = (f"insert into {ctx.name!r}: the rows to number in identity column "
+               f"{column.name!r} are not the rows that were counted")
+        value = F.when(pos < allowed, value.cast(dtype)).otherwise(fail("input", msg, dtype))
+        out = out.withColumn(column.name, value if needs is None
+                             else F.when(needs, value).otherwise(col(column.name)))
+    with spark_errors(f"insert into {ctx.name!r}", None):  # numbers fixed: a union renumbers
+        return out.localCheckpoint(eager=True), total

@@ -167,8 +167,8 @@ def _from_frame(ctx: TableContext, df: DataFrame) -> DataFrame:
     gen = arrow_generated.missing(ctx, df.columns)
     computed = frozenset([*generated_columns(ctx.constraints), *(c.name for c in ids)])
     out = conform(ctx, df, f"insert into {ctx.name!r}", computed)
-    for c in ids:
-        out, _ = numbered(ctx, out, c)
+    if ids:
+        out, _ = numbered(ctx, out, [(c, None) for c in ids])
     return generated(ctx, out, gen)
 
 

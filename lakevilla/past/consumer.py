@@ -39,7 +39,7 @@ class _Lake(Protocol):
     def at(self, when: Any) -> LakeAt: ...
 
     def changes(self, tables: str | list[str], since: Any = None,
-                until: Any = None) -> dict[str, pa.Table]: ...
+                until: Any = None) -> dict[str, Any]: ...
 
     def run(self, fn: Callable[[Any], Any], features: Any = "R", *, retries: int = 5) -> Any: ...
 
@@ -88,12 +88,12 @@ class ChangeConsumer:
             return None
         return _cut_of(rows)
 
-    def run(self, fn: Callable[[Any, dict[str, pa.Table]], Any], *, features: str = "R,CT",
+    def run(self, fn: Callable[[Any, dict[str, Any]], Any], *, features: str = "R,CT",
             retries: int = 5) -> Consumed:
-        """One step: ``fn(txn, changes)`` writes the outputs of ``changes`` (table -> pyarrow
-        Table, as ``lake.changes``) through ``txn``; its return value comes back in
-        ``Consumed.value``. Retried as ``lake.run`` retries (a run that lost a race reads the
-        new offset and consumes what is left)."""
+        """One step: ``fn(txn, changes)`` writes the outputs of ``changes`` (table -> change
+        rows as ``lake.changes`` returns them: pyarrow, or DataFrames on Spark) through ``txn``;
+        its return value comes back in ``Consumed.value``. Retried as ``lake.run`` retries (a
+        run that lost a race reads the new offset and consumes what is left)."""
         feats = {f.strip() for f in features.split(",") if f.strip()}
         if not ({"R", "CT"} <= feats or "I" in feats):
             raise InvalidArgumentError(
@@ -117,7 +117,7 @@ class ChangeConsumer:
                                                   schema=OFFSETS_SCHEMA))
             else:
                 txn.update(self.offsets, set={"cut": _sql_string(row)}, where=self._where)
-            return Consumed(value, since, until, {t: c.num_rows for t, c in changes.items()})
+            return Consumed(value, since, until, {t: _rows(c) for t, c in changes.items()})
 
         out: Consumed = self._lake.run(step, features=features, retries=retries)
         return out
@@ -138,7 +138,14 @@ class ChangeConsumer:
                 time.sleep(min(0.02 * 2 ** attempt, 1.0))  # back off: the other creation lands
 
 
+def _rows(t: Any) -> int:
+    """Rows of a change table: a pyarrow Table's, or a DataFrame's by a count on the cluster."""
+    return int(t.num_rows) if isinstance(t, pa.Table) else int(t.count())
+
+
 def _cut_of(rows: Any) -> dict[str, int] | None:
+    if not isinstance(rows, pa.Table):  # a DataFrame (Spark): the consumer's row, at most two
+        rows = rows.select("cut").limit(2).toArrow()
     cuts = rows.column("cut").to_pylist() if rows.num_rows else []
     if len(cuts) > 1:
         raise InvalidArgumentError(f"the offsets table holds {len(cuts)} rows for one consumer: "
