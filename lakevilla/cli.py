@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,8 @@ stalled transactions, find and delete abandoned files, clean up finished transac
 
 Every command takes --json: one JSON object on stdout, in the shape README.md documents.
 An error prints one line (with --json: {"error": {"type": ..., "message": ...}}) and exits
-with status 2; --debug shows the traceback as well."""
+with status 2; --debug shows the traceback as well. These options, --storage-options and
+--marker-ttl go before the command or after it alike."""
 
 # The API's spelling of an option, as the CLI spells it, for messages the API words
 _CLI_SPELLING = {"force=True": "--force", "min_age=": "--min-age ", "older_than=": "--older-than "}
@@ -185,6 +187,23 @@ COMMANDS = [
 ]
 
 
+def _global_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """The options every command shares, accepted before the command and after it alike: the
+    parser before it sets the defaults, the one after it only what was given (SUPPRESS), so a
+    value given before the command is not reset by the command's parser."""
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    p.add_argument("--json", action="store_true", default=default(False),
+                   help="print one JSON object on stdout (shape: README.md)")
+    p.add_argument("--storage-options", default=default(None),
+                   help="a JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
+    p.add_argument("--marker-ttl", type=float, default=default(30.0),
+                   help="seconds before a marker counts as stalled")
+    p.add_argument("--debug", action="store_true", default=default(False),
+                   help="on an error, print the traceback too")
+
+
 def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     from . import __version__
 
@@ -192,19 +211,12 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p = Parser(prog="lakevilla", description=DESCRIPTION,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"lakevilla {__version__}")
-    p.add_argument("--storage-options",
-                   help="a JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
-    p.add_argument("--marker-ttl", type=float, default=30.0,
-                   help="seconds before a marker counts as stalled")
-    p.add_argument("--debug", action="store_true", help="on an error, print the traceback too")
+    _global_options(p, top=True)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for c in COMMANDS:
         sp = sub.add_parser(c.name, help=c.help, description=c.help[:1].upper() + c.help[1:] + ".")
         sp.add_argument("root", help="the lake root: a path, a file:// URI or an s3:// URI")
-        sp.add_argument("--json", action="store_true",
-                        help="print one JSON object on stdout (shape: README.md)")
-        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="on an error, print the traceback too")
+        _global_options(sp, top=False)
         c.arguments(sp)
     return p
 
@@ -233,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         _report(type(e).__name__, message, args.json)
         return 2
     if out:
-        print(out)
+        try:
+            print(out, flush=True)
+        except BrokenPipeError:  # `lakevilla status ROOT | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
     return 0
 
 
