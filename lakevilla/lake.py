@@ -197,7 +197,8 @@ class Lake:
         """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
 
         ``schema``: a pyarrow schema, a dict or list of fields, a Spark ``StructType`` or a
-        DataFrame (its schema; see ``lakevilla.data.schemas``). ``data``: rows to create the table
+        DataFrame (its schema; one that holds rows is written as ``data``: see
+        ``lakevilla.data.schemas``). ``data``: rows to create the table
         with (the schema defaults to theirs): the engine writes the data files first, then
         version 0 holds protocol, metadata and every file in one put-if-absent, so the table
         appears whole or not at all. A concurrent creator of the same name gets
