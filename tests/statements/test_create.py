@@ -59,13 +59,15 @@ def test_schema_forms_spark_pandas_arrow(tmp_path):
 
 def _frames(rows: dict) -> dict:
     import pandas as pd
+    import polars as pl
 
     table = pa.table(rows)
     return {"pyarrow": table, "batch": table.to_batches()[0], "pandas": pd.DataFrame(rows),
+            "polars": pl.DataFrame(rows),
             "stream": pa.RecordBatchReader.from_batches(table.schema, table.to_batches())}
 
 
-@pytest.mark.parametrize("kind", ["pyarrow", "batch", "pandas", "stream"])
+@pytest.mark.parametrize("kind", ["pyarrow", "batch", "pandas", "polars", "stream"])
 @pytest.mark.parametrize("where", ["lake", "txn"])
 def test_a_frame_of_rows_given_as_the_schema_is_written_not_dropped(tmp_path, kind, where):
     """A new user's ``create_table("t", frame)``: the frame's rows are the table's first rows,
