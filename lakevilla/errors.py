@@ -142,9 +142,10 @@ class VersionNotFoundError(LakeVillaError):
     message names the versions that can be read."""
 
 
-class LakeNotFoundError(LakeVillaError):
+class LakeNotFoundError(TableNotFoundError):
     """The lake root does not exist. Looking (reads, status, history, listing tables) never
-    creates it; the first write does."""
+    creates it; the first write does. A ``TableNotFoundError`` too: no table can be there, and
+    code that handles a missing table handles a missing lake alike."""
 
 
 class DataOutsidePredicateError(InvalidArgumentError):

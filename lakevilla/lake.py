@@ -29,7 +29,6 @@ from .errors import (
     InvalidArgumentError,
     LakeNotFoundError,
     PartialCommitError,
-    TableNotFoundError,
     TransactionAborted,
 )
 from .isolation.units import RecordCache
@@ -214,9 +213,10 @@ class Lake:
 
     def version(self, name: str) -> int:
         """The newest version of ``name`` (``TableNotFoundError`` if it does not exist)."""
-        v = self._client.log(name).latest_version()
+        log = self._client.log(name)
+        v = log.latest_version()
         if v < 0:
-            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri}")
+            raise log.not_found()
         return v
 
     def snapshot(self, name: str, version: int | None = None, *,

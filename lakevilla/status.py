@@ -269,7 +269,8 @@ def lake_status(lake: Lake, tables: list[str] | None,
                  for t in (tables if tables is not None else list_tables())]
     missing = [ts.name for ts in st.tables if ts.version < 0] if tables is not None else []
     if missing:
-        raise TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}")
+        raise lake.log(missing[0]).not_found() if not lake.store.root_exists() else (
+            TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}"))
     txns: dict[str, TransactionStatus] = {}
     for ts in st.tables:
         for m in ts.open_markers:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote
 
-from ..errors import CorruptLogError, StorageError, TableNotFoundError
+from ..errors import CorruptLogError, LakeNotFoundError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
 from . import ict, row_tracking
 from .actions import Commit
@@ -123,6 +123,17 @@ class DeltaLog:
         # (version, whether in-commit timestamps are on there) of the newest snapshot built: a
         # write just after it needs no GET of the previous commit to know
         self._ict_at: tuple[int, bool] = (-1, False)
+
+    def not_found(self) -> TableNotFoundError:
+        """The error for a table without a log: ``LakeNotFoundError`` when the lake's root folder
+        itself is missing (a mistyped path), which one more look, on this path only, tells."""
+        if not self.store.root_exists():
+            root = self.store.root_uri or "this root"
+            return LakeNotFoundError(f"there is no lake at {root}: the folder does not exist, so "
+                                     f"there is no table {self.table!r} (its first write, e.g. "
+                                     "create_table, creates the lake)")
+        return TableNotFoundError(f"table {self.table!r} does not exist (no Delta log "
+                                  f"at {self.prefix})")
 
     # -- keys ----------------------------------------------------------------
     def commit_key(self, version: int) -> str:
@@ -338,8 +349,7 @@ class DeltaLog:
             else:
                 version = self.latest_version()
         if version < 0:
-            raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log "
-                                     f"at {self.prefix})")
+            raise self.not_found()
         if builder is None:
             with self._lock:
                 base = (self._base if self._base is not None and self._base.version <= version
