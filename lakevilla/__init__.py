@@ -27,6 +27,7 @@ from .errors import (
     ReadOnlyLakeError,
     SchemaEvolutionError,
     SchemaMismatchError,
+    SelfWaitError,
     StorageCredentialsError,
     StorageError,
     StoragePermissionError,
@@ -72,5 +73,5 @@ __all__ = [
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
     "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError", "MomentTooOldError",
-    "LakeAt",
+    "LakeAt", "SelfWaitError",
 ]

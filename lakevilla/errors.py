@@ -78,6 +78,16 @@ class TransactionAborted(LakeVillaError):
         super().__init__(message)
 
 
+class SelfWaitError(TransactionAborted):
+    """The transaction would wait for a marker of a transaction that is open further up its own
+    thread (a ``with`` block around it), which cannot finish while this one waits: it fails at
+    once instead of at the wait timeout. Nothing of it is visible; ``lake.run`` does not re-run
+    it (it would wait again)."""
+
+    def __init__(self, message: str, *, txn_id: str | None = None) -> None:
+        super().__init__(message, txn_id=txn_id, reason="self-wait")
+
+
 class PartialCommitError(LakeVillaError):
     """Some tables committed and a later one could not (features without CT
     commit table by table)."""

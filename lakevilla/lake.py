@@ -21,7 +21,7 @@ from .core.create import create_now
 from .delta import history
 from .delta.features import check_readable
 from .delta.history import HistoryEntry
-from .delta.log import LOG_DIR
+from .delta.log import LOG_DIR, not_found
 from .delta.snapshot import Snapshot
 from .engines.api import TableContext, data_file_key
 from .errors import (
@@ -29,6 +29,7 @@ from .errors import (
     InvalidArgumentError,
     LakeNotFoundError,
     PartialCommitError,
+    SelfWaitError,
     TransactionAborted,
 )
 from .isolation.units import RecordCache
@@ -216,7 +217,7 @@ class Lake:
         log = self._client.log(name)
         v = log.latest_version()
         if v < 0:
-            raise log.not_found()
+            raise not_found(log)
         return v
 
     def snapshot(self, name: str, version: int | None = None, *,
@@ -365,6 +366,8 @@ class Lake:
                     out = fn(txn)
                 return out
             except TransactionAborted as e:
+                if isinstance(e, SelfWaitError):
+                    raise  # re-run, it would wait for the same outer transaction again
                 if txn.committed:
                     # features="": each statement committed on its own;
                     # re-running fn would repeat them

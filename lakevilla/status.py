@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records
+from .delta.log import not_found
 from .errors import CorruptLogError, TableNotFoundError
 from .isolation import resolve as gvl_resolve
 from .isolation.gvl import HINT_KEY
@@ -269,7 +270,7 @@ def lake_status(lake: Lake, tables: list[str] | None,
                  for t in (tables if tables is not None else list_tables())]
     missing = [ts.name for ts in st.tables if ts.version < 0] if tables is not None else []
     if missing:
-        raise lake.log(missing[0]).not_found() if not lake.store.root_exists() else (
+        raise not_found(lake.log(missing[0])) if not lake.store.root_exists() else (
             TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}"))
     txns: dict[str, TransactionStatus] = {}
     for ts in st.tables:

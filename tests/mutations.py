@@ -645,6 +645,12 @@ MUTATIONS: list[Mutation] = [
             "finishing_its_wait[tail-rows-not-kept]"],
       "a writer whose consumed read a landed commit invalidated waits out its predecessors "
       "before it aborts"),
+    M("self-wait-waited-out", "markers", "lakevilla/markers/wait.py",
+      "            self.refuse_self_wait(ctx, pending)\n", "",
+      ["tests/protocol/test_waiting.py::"
+       "test_a_transaction_nested_in_one_holding_its_table_in_place_fails_at_once"],
+      "a transaction waits for a marker of one open further up its own thread (a with-block "
+      "around it) until the wait timeout, though that one cannot finish while it waits"),
     M('redoable-counts-as-doomed', "markers", 'lakevilla/recovery/redo.py',
       '        return any(op.consumed or not op.redoable for op in tw.ops[k:])',
       '        return True',

@@ -36,6 +36,15 @@ class State(enum.StrEnum):
     IN_DOUBT = "in-doubt"
 
 
+_BLOCKS = threading.local()  # .open: ids of the transactions whose with-block this thread is in
+
+
+def open_above(txn_id: str) -> bool:
+    """Whether this thread is inside the ``with`` block of transaction ``txn_id``: a wait of
+    ours for it would last until the timeout, since it cannot finish while we wait."""
+    return txn_id in getattr(_BLOCKS, "open", ())
+
+
 def features_label(features: frozenset[str]) -> str:
     return ",".join(f for f in ("R", "CT", "I") if f in features)
 
@@ -76,6 +85,16 @@ class TxnContext:
 
     def now(self) -> float:
         return self.client.now()
+
+    def block(self, inside: bool) -> None:
+        """This thread enters (or leaves) the transaction's ``with`` block (``open_above``)."""
+        opened: list[str] = _BLOCKS.__dict__.setdefault("open", [])
+        if inside:
+            opened.append(self.id)
+        elif self.id in opened:
+            opened.reverse()
+            opened.remove(self.id)  # the innermost of that id
+            opened.reverse()
 
     def count(self, key: str, n: int = 1) -> None:
         with self._slock:

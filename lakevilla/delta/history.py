@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import InvalidArgumentError, VersionNotFoundError
 from . import ict
-from .log import DeltaLog, LogListing
+from .log import DeltaLog, LogListing, not_found
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ def check_version(log: DeltaLog, version: int) -> None:
         raise InvalidArgumentError(f"version must be an integer, got {version!r}")
     listing = log.list_log()
     if not listing.commits and not listing.checkpoints:
-        raise log.not_found()
+        raise not_found(log)
     # a log whose commits were all cleaned up is read from its checkpoints
     ok = readable(listing) if listing.commits else listing.complete_checkpoints()
     if version not in ok:
@@ -125,7 +125,7 @@ def version_at(log: DeltaLog, when: dt.datetime | str) -> int:
     moment = round(parse_moment(when).timestamp(), 6)
     listing = log.list_log()
     if not listing.commits:
-        raise log.not_found()
+        raise not_found(log)
     ok = set(readable(listing))
     stamped = _by_commit_time(log, sorted(ok), moment)
     if stamped is not None:
@@ -201,7 +201,7 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     """The readable versions, newest first (at most ``limit``)."""
     listing = log.list_log()
     if not listing.commits:
-        raise log.not_found()
+        raise not_found(log)
     ok = readable(listing)
     times = version_times(listing)
     chosen = list(reversed(ok))[:limit] if limit is not None else list(reversed(ok))

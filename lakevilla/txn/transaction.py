@@ -404,10 +404,12 @@ class Transaction:
             self._parts.decider.undo()
 
     def __enter__(self) -> Transaction:
+        self._ctx.block(inside=True)  # a transaction nested in this block must not wait for it
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: Any) -> Literal[False]:
+        self._ctx.block(inside=False)
         if exc_type is None:
             if self.state == State.ACTIVE:
                 self.commit()
