@@ -103,7 +103,7 @@ def _tables(lake, args) -> dict[str, Any]:
 
 
 def _recover(lake, args):
-    return lake.recover()
+    return lake.recover(older_than=args.older_than, force=args.force)
 
 
 def _abandoned(lake, args) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def _history_text(r: dict[str, Any]) -> str:
 
 
 def _status(lake, args):
-    return lake.status()
+    return lake.status(idle_after=args.idle_after)
 
 
 def _status_text(st) -> str:
@@ -164,11 +164,22 @@ def _force_argument(p: argparse.ArgumentParser) -> argparse.Action:
 
 
 COMMANDS = [
-    Command("status", "open markers, running/waiting/stalled/decided transactions, the global log",
-            _status, _status_text),
+    Command("status", "open markers, running/waiting/stalled/idle/decided transactions, the "
+            "global log", _status, _status_text,
+            lambda p: p.add_argument("--idle-after", type=float, default=None,
+                                     help="seconds without a write after which a transaction "
+                                          "holding no marker shows as idle (default 60, or the "
+                                          "marker ttl if longer)")),
     Command("tables", "list the Delta tables under ROOT", _tables,
             lambda r: "\n".join(r["tables"])),
-    Command("recover", "finish or undo every stalled transaction", _recover, str),
+    Command("recover", "finish or undo every stalled transaction", _recover, str,
+            lambda p: (p.add_argument("--older-than", type=float, default=None,
+                                      help="seconds: also roll back transactions holding no "
+                                           "marker that wrote nothing for that long (their "
+                                           "clients declared dead; 60 at least)"),
+                       p.add_argument("--force", action="store_true",
+                                      help="ignore expiry and the idle floor: only when no "
+                                           "client is writing"))),
     Command("abandoned", "list data files no version references", _abandoned, _abandoned_text,
             lambda p: (p.add_argument("--delete", action="store_true", help="delete them"),
                        p.add_argument("--min-age", type=float, default=None,

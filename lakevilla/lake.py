@@ -391,14 +391,21 @@ class Lake:
                                                                     txn_id))
 
     # -- recovery ---------------------------------------------------------------------
-    def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
+    def recover(self, tables: list[str] | None = None, *, force: bool = False,
+                older_than: float | None = None) -> RecoveryReport:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
         records, announced writes not yet in their table). ``force`` ignores expiry: only
-        for a lake you know no live client is writing to."""
-        return self.maintenance.recover(tables, force=force)
+        for a lake you know no live client is writing to. ``older_than`` (seconds, 60 at
+        least): also roll back every transaction that holds no marker and wrote nothing for
+        that long, whose client you declare dead (``status`` shows them ``idle``); one found
+        decided is rolled forward."""
+        return self.maintenance.recover(tables, force=force, older_than=older_than)
 
-    def status(self, tables: list[str] | None = None) -> LakeStatus:
+    def status(self, tables: list[str] | None = None, *,
+               idle_after: float | None = None) -> LakeStatus:
         """What is going on (read-only): open markers per table; transactions running, waiting,
-        stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
+        stalled, idle (no marker, nothing written for ``idle_after`` seconds, default 60 or the
+        marker ttl) or decided but unpublished; the global log's head and horizon. See
+        ``status.py``."""
         self.flush()  # markers of our own commits close in the background: report them closed
-        return lake_status(self._client, tables, self.tables)
+        return lake_status(self._client, tables, self.tables, idle_after)

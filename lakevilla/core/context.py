@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from ..complex_txn import record as records
 from ..errors import TransactionAborted
 from ..names import attempt_id
 from ..settings import LakeSettings
@@ -77,6 +78,9 @@ class TxnContext:
         # table -> version: commits that landed (R: table by table)
         self.committed: dict[str, int] = {}
         self.gvl_base: Callable[[], int | None] = lambda: None  # I: where an abort of ours can be
+        # when its last write statement started (the lake's clock): how long its sublogs have
+        # been still, at least, which recover(older_than=) judges it by
+        self.last_write = started
 
     @property
     def settings(self) -> LakeSettings:
@@ -113,6 +117,7 @@ class TxnContext:
     def check_age(self, started: float | None = None) -> None:
         """Refuse a deciding write after ``max_transaction_age``: maintenance keeps files at least
         that long, so a transaction older than it may reference files already deleted."""
+        self.check_fenced()
         age = self.now() - (self.started if started is None else started)
         if age > self.settings.max_transaction_age:
             raise TransactionAborted(
@@ -120,6 +125,22 @@ class TxnContext:
                 f"max_transaction_age ({self.settings.max_transaction_age:.0f}s); maintenance may "
                 "have deleted its data files, so it cannot commit", txn_id=self.id,
                 reason="too-old")
+
+    def check_fenced(self) -> None:
+        """Idle for half of ``idle_floor`` (no write statement), an operator's
+        ``recover(older_than=)`` may have rolled this transaction back: look for that final
+        ABORTED record before a deciding write (one LIST, never on a busy transaction). A
+        multi-table CT commit learns it from its record's put-if-absent anyway."""
+        if ("R" not in self.features
+                or self.now() - self.last_write < self.settings.idle_floor / 2):
+            return
+        for rec in records.of_txn(self.client.store, self.id):
+            if rec.state == records.ABORTED and rec.final:
+                raise TransactionAborted(
+                    f"transaction {self.id} was rolled back while it was idle ({rec.reason}): "
+                    "an operator's recover(older_than=...) declared its client dead. Nothing of "
+                    "it is visible; run it again if it is still wanted", txn_id=self.id,
+                    reason="rolled-back")
 
     def landed(self, tw: TableWork, version: int) -> None:
         """Our commit is in ``tw`` at ``version``: nothing may undo it any more."""
