@@ -95,10 +95,8 @@ class TxnContext:
         opened: list[str] = _BLOCKS.__dict__.setdefault("open", [])
         if inside:
             opened.append(self.id)
-        elif self.id in opened:
-            opened.reverse()
-            opened.remove(self.id)  # the innermost of that id
-            opened.reverse()
+        elif self.id in opened:  # the innermost block of that id
+            del opened[len(opened) - 1 - opened[::-1].index(self.id)]
 
     def count(self, key: str, n: int = 1) -> None:
         with self._slock:
