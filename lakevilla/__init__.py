@@ -29,6 +29,7 @@ from .errors import (
     ReadOnlyLakeError,
     SchemaEvolutionError,
     SchemaMismatchError,
+    SelfWaitError,
     StorageCredentialsError,
     StorageError,
     StoragePermissionError,
@@ -73,5 +74,5 @@ __all__ = [
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
     "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError", "MomentTooOldError",
-    "LakeAt", "MergeResult",
+    "LakeAt", "MergeResult", "SelfWaitError",
 ]

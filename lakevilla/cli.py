@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,8 @@ stalled transactions, find and delete abandoned files, clean up finished transac
 
 Every command takes --json: one JSON object on stdout, in the shape README.md documents.
 An error prints one line (with --json: {"error": {"type": ..., "message": ...}}) and exits
-with status 2; --debug shows the traceback as well."""
+with status 2; --debug shows the traceback as well. These options, --storage-options and
+--marker-ttl go before the command or after it alike."""
 
 # The API's spelling of an option, as the CLI spells it, for messages the API words
 _CLI_SPELLING = {"force=True": "--force", "min_age=": "--min-age ", "older_than=": "--older-than "}
@@ -101,7 +103,7 @@ def _tables(lake, args) -> dict[str, Any]:
 
 
 def _recover(lake, args):
-    return lake.recover()
+    return lake.recover(older_than=args.older_than, force=args.force)
 
 
 def _abandoned(lake, args) -> dict[str, Any]:
@@ -146,7 +148,7 @@ def _history_text(r: dict[str, Any]) -> str:
 
 
 def _status(lake, args):
-    return lake.status()
+    return lake.status(idle_after=args.idle_after)
 
 
 def _status_text(st) -> str:
@@ -162,11 +164,22 @@ def _force_argument(p: argparse.ArgumentParser) -> argparse.Action:
 
 
 COMMANDS = [
-    Command("status", "open markers, running/waiting/stalled/decided transactions, the global log",
-            _status, _status_text),
+    Command("status", "open markers, running/waiting/stalled/idle/decided transactions, the "
+            "global log", _status, _status_text,
+            lambda p: p.add_argument("--idle-after", type=float, default=None,
+                                     help="seconds without a write after which a transaction "
+                                          "holding no marker shows as idle (default 60, or the "
+                                          "marker ttl if longer)")),
     Command("tables", "list the Delta tables under ROOT", _tables,
             lambda r: "\n".join(r["tables"])),
-    Command("recover", "finish or undo every stalled transaction", _recover, str),
+    Command("recover", "finish or undo every stalled transaction", _recover, str,
+            lambda p: (p.add_argument("--older-than", type=float, default=None,
+                                      help="seconds: also roll back transactions holding no "
+                                           "marker that wrote nothing for that long (their "
+                                           "clients declared dead; 60 at least)"),
+                       p.add_argument("--force", action="store_true",
+                                      help="ignore expiry and the idle floor: only when no "
+                                           "client is writing"))),
     Command("abandoned", "list data files no version references", _abandoned, _abandoned_text,
             lambda p: (p.add_argument("--delete", action="store_true", help="delete them"),
                        p.add_argument("--min-age", type=float, default=None,
@@ -185,6 +198,23 @@ COMMANDS = [
 ]
 
 
+def _global_options(p: argparse.ArgumentParser, top: bool) -> None:
+    """The options every command shares, accepted before the command and after it alike: the
+    parser before it sets the defaults, the one after it only what was given (SUPPRESS), so a
+    value given before the command is not reset by the command's parser."""
+    def default(value: Any) -> Any:
+        return value if top else argparse.SUPPRESS
+
+    p.add_argument("--json", action="store_true", default=default(False),
+                   help="print one JSON object on stdout (shape: README.md)")
+    p.add_argument("--storage-options", default=default(None),
+                   help="a JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
+    p.add_argument("--marker-ttl", type=float, default=default(30.0),
+                   help="seconds before a marker counts as stalled")
+    p.add_argument("--debug", action="store_true", default=default(False),
+                   help="on an error, print the traceback too")
+
+
 def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     from . import __version__
 
@@ -192,19 +222,12 @@ def parser(json_errors: bool = False) -> argparse.ArgumentParser:
     p = Parser(prog="lakevilla", description=DESCRIPTION,
                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"lakevilla {__version__}")
-    p.add_argument("--storage-options",
-                   help="a JSON object of delta-rs style keys (AWS_ENDPOINT_URL, ...)")
-    p.add_argument("--marker-ttl", type=float, default=30.0,
-                   help="seconds before a marker counts as stalled")
-    p.add_argument("--debug", action="store_true", help="on an error, print the traceback too")
+    _global_options(p, top=True)
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for c in COMMANDS:
         sp = sub.add_parser(c.name, help=c.help, description=c.help[:1].upper() + c.help[1:] + ".")
         sp.add_argument("root", help="the lake root: a path, a file:// URI or an s3:// URI")
-        sp.add_argument("--json", action="store_true",
-                        help="print one JSON object on stdout (shape: README.md)")
-        sp.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
-                        help="on an error, print the traceback too")
+        _global_options(sp, top=False)
         c.arguments(sp)
     return p
 
@@ -233,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         _report(type(e).__name__, message, args.json)
         return 2
     if out:
-        print(out)
+        try:
+            print(out, flush=True)
+        except BrokenPipeError:  # `lakevilla status ROOT | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
     return 0
 
 

@@ -83,6 +83,16 @@ class TransactionAborted(LakeVillaError):
         super().__init__(message)
 
 
+class SelfWaitError(TransactionAborted):
+    """The transaction would wait for a marker of a transaction that is open further up its own
+    thread (a ``with`` block around it), which cannot finish while this one waits: it fails at
+    once instead of at the wait timeout. Nothing of it is visible; ``lake.run`` does not re-run
+    it (it would wait again)."""
+
+    def __init__(self, message: str, *, txn_id: str | None = None) -> None:
+        super().__init__(message, txn_id=txn_id, reason="self-wait")
+
+
 class PartialCommitError(LakeVillaError):
     """Some tables committed and a later one could not (features without CT
     commit table by table)."""
@@ -147,9 +157,10 @@ class VersionNotFoundError(LakeVillaError):
     message names the versions that can be read."""
 
 
-class LakeNotFoundError(LakeVillaError):
+class LakeNotFoundError(TableNotFoundError):
     """The lake root does not exist. Looking (reads, status, history, listing tables) never
-    creates it; the first write does."""
+    creates it; the first write does. A ``TableNotFoundError`` too: no table can be there, and
+    code that handles a missing table handles a missing lake alike."""
 
 
 class DataOutsidePredicateError(InvalidArgumentError):

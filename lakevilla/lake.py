@@ -21,7 +21,7 @@ from .core.create import create_now
 from .delta import history
 from .delta.features import check_readable
 from .delta.history import HistoryEntry
-from .delta.log import LOG_DIR
+from .delta.log import LOG_DIR, not_found
 from .delta.snapshot import Snapshot
 from .engines.api import TableContext, data_file_key
 from .errors import (
@@ -29,7 +29,7 @@ from .errors import (
     InvalidArgumentError,
     LakeNotFoundError,
     PartialCommitError,
-    TableNotFoundError,
+    SelfWaitError,
     TransactionAborted,
 )
 from .isolation.units import RecordCache
@@ -197,7 +197,8 @@ class Lake:
         """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
 
         ``schema``: a pyarrow schema, a dict or list of fields, a Spark ``StructType`` or a
-        DataFrame (its schema; see ``lakevilla.data.schemas``). ``data``: rows to create the table
+        DataFrame (its schema; one that holds rows is written as ``data``: see
+        ``lakevilla.data.schemas``). ``data``: rows to create the table
         with (the schema defaults to theirs): the engine writes the data files first, then
         version 0 holds protocol, metadata and every file in one put-if-absent, so the table
         appears whole or not at all. A concurrent creator of the same name gets
@@ -213,9 +214,10 @@ class Lake:
 
     def version(self, name: str) -> int:
         """The newest version of ``name`` (``TableNotFoundError`` if it does not exist)."""
-        v = self._client.log(name).latest_version()
+        log = self._client.log(name)
+        v = log.latest_version()
         if v < 0:
-            raise TableNotFoundError(f"table {name!r} does not exist in {self.root_uri}")
+            raise not_found(log)
         return v
 
     def snapshot(self, name: str, version: int | None = None, *,
@@ -364,6 +366,8 @@ class Lake:
                     out = fn(txn)
                 return out
             except TransactionAborted as e:
+                if isinstance(e, SelfWaitError):
+                    raise  # re-run, it would wait for the same outer transaction again
                 if txn.committed:
                     # features="": each statement committed on its own;
                     # re-running fn would repeat them
@@ -387,14 +391,21 @@ class Lake:
                                                                     txn_id))
 
     # -- recovery ---------------------------------------------------------------------
-    def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
+    def recover(self, tables: list[str] | None = None, *, force: bool = False,
+                older_than: float | None = None) -> RecoveryReport:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
         records, announced writes not yet in their table). ``force`` ignores expiry: only
-        for a lake you know no live client is writing to."""
-        return self.maintenance.recover(tables, force=force)
+        for a lake you know no live client is writing to. ``older_than`` (seconds, 60 at
+        least): also roll back every transaction that holds no marker and wrote nothing for
+        that long, whose client you declare dead (``status`` shows them ``idle``); one found
+        decided is rolled forward."""
+        return self.maintenance.recover(tables, force=force, older_than=older_than)
 
-    def status(self, tables: list[str] | None = None) -> LakeStatus:
+    def status(self, tables: list[str] | None = None, *,
+               idle_after: float | None = None) -> LakeStatus:
         """What is going on (read-only): open markers per table; transactions running, waiting,
-        stalled or decided but unpublished; the global log's head and horizon. See ``status.py``."""
+        stalled, idle (no marker, nothing written for ``idle_after`` seconds, default 60 or the
+        marker ttl) or decided but unpublished; the global log's head and horizon. See
+        ``status.py``."""
         self.flush()  # markers of our own commits close in the background: report them closed
-        return lake_status(self._client, tables, self.tables)
+        return lake_status(self._client, tables, self.tables, idle_after)

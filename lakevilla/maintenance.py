@@ -36,6 +36,7 @@ from .isolation.join_from import checkpoint_tags
 from .markers import checkpoints
 from .markers.marker import RUNNING, marker_of
 from .names import TXN_DIR
+from .recovery import idle
 from .recovery.stalled import resolve_marker, roll_forward_record
 from .recovery.sublog import SublogEntry
 from .settings import LakeSettings
@@ -60,6 +61,11 @@ class RecoveryReport:
     names_released: list[str] = field(default_factory=list)
     # decided creates a foreign writer pre-empted
     create_conflicts: list[str] = field(default_factory=list)
+    # recover(older_than=): idle transactions (sublogs only, no marker) settled, as
+    # {"txn", "attempt", "features", "tables", "kept", "idle"} (kept: tables an R transaction
+    # had already committed to, each deciding alone)
+    idle_rolled_back: list[dict[str, Any]] = field(default_factory=list)
+    idle_rolled_forward: list[dict[str, Any]] = field(default_factory=list)  # decided after all
 
     def to_json(self) -> dict[str, Any]:
         """Rows as named objects (``lakevilla recover --json``); fields added later pass through."""
@@ -74,7 +80,8 @@ class RecoveryReport:
     def acted(self) -> int:
         """How many things recovery did (0: the lake needed nothing)."""
         return (len(self.committed) + len(self.freed) + len(self.records_rolled_forward)
-                + len(self.pending_resolved) + len(self.names_released))
+                + len(self.pending_resolved) + len(self.names_released)
+                + len(self.idle_rolled_back) + len(self.idle_rolled_forward))
 
     def __str__(self) -> str:
         return (f"recovery: {len(self.committed)} rolled forward, {len(self.freed)} rolled back, "
@@ -83,6 +90,10 @@ class RecoveryReport:
                 f"completed, {self.tables_scanned} tables scanned"
                 + (f", {len(self.names_released)} name reservations released" if self.names_released
                    else "")
+                + (f", {len(self.idle_rolled_back)} idle transactions rolled back"
+                   if self.idle_rolled_back else "")
+                + (f", {len(self.idle_rolled_forward)} idle transactions found decided and rolled "
+                   "forward" if self.idle_rolled_forward else "")
                 + (", CREATE CONFLICTS (a client outside lakevilla created a table a decided "
                    f"transaction creates): {self.create_conflicts}" if self.create_conflicts
                    else ""))
@@ -117,11 +128,18 @@ class Maintenance:
             snap = log.snapshot(latest)
             check(log.table, snap.protocol, snap.metadata)
 
-    def recover(self, tables: list[str] | None = None, *, force: bool = False) -> RecoveryReport:
+    def recover(self, tables: list[str] | None = None, *, force: bool = False,
+                older_than: float | None = None) -> RecoveryReport:
         """Finish or undo every stalled transaction (markers past their expiry, COMMITTING
         records, announced writes not yet in their table). ``force`` ignores expiry: only
-        for a lake you know no live client is writing to."""
+        for a lake you know no live client is writing to. ``older_than`` (seconds): also settle
+        every transaction that holds no marker and wrote nothing for that long, which an
+        operator declares dead (no heartbeat says whether its client lives): rolled back, or
+        forward if it turns out decided (``recovery/idle.py``); at least the settings'
+        ``idle_floor`` (60 s, or the marker ttl) unless ``force``."""
         self._client.check_writable("recover")
+        if older_than is not None:
+            older_than = idle.check_older_than(older_than, self._settings.idle_floor, force)
 
         report = RecoveryReport()
         svc = self._client.services()
@@ -171,6 +189,10 @@ class Maintenance:
                     report.freed.append(row)
                 elif res.outcome == "running":
                     report.running.append(row)
+        if older_than is not None:  # after the markers: one freed above can be among them
+            for outcome, settled in idle.settle_idle(svc, self._client.now(), older_than, tables):
+                (report.idle_rolled_back if outcome == idle.ROLLED_BACK
+                 else report.idle_rolled_forward).append(settled)
         logs.maintenance("recovery_report", "%s", report,
                          level=logging.INFO if report.acted else logging.DEBUG, **report.to_json())
         return report

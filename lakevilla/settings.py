@@ -14,6 +14,9 @@ from .errors import InvalidArgumentError
 from .vocab import CommitMode
 
 DEFAULT_MAX_TRANSACTION_AGE = 24 * 3600.0  # seconds a transaction may take from start to commit
+# the shortest idle time after which an operator may roll a transaction back (recover(older_than=)):
+# shorter pauses are a client thinking between two statements
+MIN_IDLE = 60.0
 
 
 def _positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
@@ -74,6 +77,13 @@ class LakeSettings:
     def wait_limit(self) -> float:
         """Seconds a commit waits for earlier markers (``wait_timeout``, or twice the TTL)."""
         return 2 * self.marker_ttl if self.wait_timeout is None else self.wait_timeout
+
+    @property
+    def idle_floor(self) -> float:
+        """The shortest ``recover(older_than=)`` allowed without ``force`` (``MIN_IDLE``, or the
+        marker ttl if longer). A transaction idle (no write statement) for half of it looks for
+        an operator's rollback before its deciding write: half, for the clocks' skew."""
+        return max(self.marker_ttl, MIN_IDLE)
 
     def with_(self, **changes: Any) -> LakeSettings:
         """A copy with ``changes``, checked like the original."""

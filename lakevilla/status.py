@@ -9,8 +9,11 @@ finishes or undoes it), ``decided-unpublished`` (a COMMITTING record, or an anno
 log entry, whose table commits are not all written yet: any client that meets it, or
 ``recover``, writes them) or ``decided`` (all written, bookkeeping left). And the global log's
 head, hint and clean-up horizon. A transaction with no marker (R commits at the tail without
-one) is known by its sublog entries: ``running``, or ``abandoned`` once older than the lake's
-max_transaction_age (it can never commit; clean-up removes its entries).
+one) is known by its sublog entries, and no heartbeat says whether its client lives: only how
+long it has written nothing. ``running``; ``idle`` past ``idle_after`` (its client may be dead,
+or thinking: an operator who knows it is dead rolls it back with ``recover(older_than=)``); or
+``abandoned`` once older than the lake's max_transaction_age (it can never commit; clean-up
+removes its entries).
 """
 
 from __future__ import annotations
@@ -21,14 +24,15 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .complex_txn import record as records
-from .errors import CorruptLogError, TableNotFoundError
+from .delta.log import not_found
+from .errors import TableNotFoundError
 from .isolation import resolve as gvl_resolve
 from .isolation.gvl import HINT_KEY
 from .markers.marker import RUNNING, commit_txn, marker_of
 from .markers.publish import find_commit
-from .names import GVL_DIR, TXN_DIR
-from .recovery.sublog import SublogEntry
-from .store import NotFound, ObjectMeta
+from .names import GVL_DIR
+from .recovery import idle
+from .store import NotFound
 from .vocab import Decision
 
 if TYPE_CHECKING:
@@ -40,7 +44,9 @@ RUNNING_STATE, WAITING, STALLED = "running", "waiting", "stalled"
 _DECIDERS: dict[str, str] = {Decision.TABLE: "table", Decision.RECORD: "record",
                              Decision.GVL: "global_log"}
 DECIDED_UNPUBLISHED, DECIDED = "decided-unpublished", "decided"
-ABANDONED = "abandoned"  # sublogs only, older than max_transaction_age: it can never commit
+# sublogs only (no marker, no heartbeat): no write for idle_after (an operator may declare its
+# client dead: recover(older_than=)), or for max_transaction_age (it can never commit)
+IDLE, ABANDONED = "idle", "abandoned"
 
 
 @dataclass
@@ -114,6 +120,8 @@ class LakeStatus:
     global_log: GlobalLogStatus | None = None
     # names held for a table being created: {table, holder, txn, kind, age, expired}
     creating: list[dict[str, Any]] = field(default_factory=list)
+    # seconds without a write after which a transaction known by its sublogs alone is "idle"
+    idle_after: float = 60.0
     v: int = 1
 
     def to_json(self) -> dict[str, Any]:
@@ -185,68 +193,25 @@ def _global_log(lake: Lake) -> GlobalLogStatus | None:
                            oldest=oldest, entries=entries, pending=pending)
 
 
-def _records(
-    lake: Lake, sublogs: dict[str, list[ObjectMeta]],
-) -> tuple[dict[str, int], list[records.TxnRecord], set[str]]:
-    """Record counts by state, the COMMITTING records, and the transactions a record ended;
-    ``sublogs`` receives each transaction's sublog entries (listed in the same pass)."""
+def _records(recs: list[records.TxnRecord]) -> tuple[dict[str, int], list[records.TxnRecord]]:
+    """Record counts by state, and the COMMITTING records."""
     counts: dict[str, int] = {records.COMMITTING: 0, records.COMMITTED: 0, records.ABORTED: 0}
-    committing, ended = [], set()  # ended: transactions committed, and attempts recovery aborted
-    for meta in list(lake.store.list(f"{TXN_DIR}/")):
-        rest = meta.key[len(TXN_DIR) + 1:]
-        if "/" in rest:
-            if rest.endswith(".json"):
-                sublogs.setdefault(rest.split("/", 1)[0], []).append(meta)
-            continue
-        if not rest.endswith(".json"):
-            continue
-        rec = records.read(lake.store, rest[:-5])
-        if rec is None:
-            continue
+    for rec in recs:
         counts[rec.state] = counts.get(rec.state, 0) + 1
-        if rec.state == records.COMMITTING:
-            committing.append(rec)
-        elif rec.state == records.COMMITTED:
-            ended.add(rec.txn)
-        else:  # an ABORTED attempt: its transaction goes on only if resumed, as a new attempt
-            ended.add(rec.attempt)
-    return counts, committing, ended
+    return counts, [r for r in recs if r.state == records.COMMITTING]
 
 
-def _from_sublogs(lake: Lake, now: float, txn: str, metas: list[ObjectMeta], ended: set[str],
-                  max_age: float) -> TransactionStatus | None:
-    """A transaction known by its sublog entries (R commits at the tail with no marker): None
-    once its commit is in every table it wrote (finished; entries not deleted yet)."""
-    entries = []
-    for meta in metas:
-        try:
-            entries.append(SublogEntry.from_json(json.loads(lake.store.get(meta.key).data)))
-        except (NotFound, ValueError, TypeError, CorruptLogError):
-            continue
-    if not entries:
-        return None
-    entries.sort(key=lambda e: e.seq)
-    tables = sorted({e.table for e in entries} | {r["table"] for e in entries for r in e.reads})
-    landed = 0
-    for table in {e.table for e in entries}:
-        log = lake.log(table)
-        lo = min(e.read_version for e in entries if e.table == table)
-        if any((a := commit_txn(c)) is not None and a.rsplit(".", 1)[0] == txn
-               for _, c in log.commits_between(max(-1, lo), log.latest_version())):
-            landed += 1
-    if landed == len({e.table for e in entries}):
-        return None
-    last, started = entries[-1], min((e.created for e in entries if e.created), default=None)
-    if last.attempt in ended:
-        return None  # recovery aborted it (its sublogs stay for lake.resume until clean-up)
-    newest = max((m.last_modified for m in metas if m.last_modified is not None), default=None)
-    # no marker says whether its client lives; past max_transaction_age it can never commit
-    state = ABANDONED if newest is not None and now - newest > max_age else RUNNING_STATE
-    return TransactionStatus(attempt=last.attempt or txn, txn=txn, state=state,
-                             features=last.features, started=started,
-                             age=round(now - started, 3) if started else None, tables=tables,
-                             statements=len({e.op_seq for e in entries}),
-                             activity_age=round(now - newest, 3) if newest is not None else None)
+def _from_sublogs(t: idle.SublogTxn, now: float, max_age: float,
+                  idle_after: float) -> TransactionStatus:
+    """A transaction known by its sublog entries alone (R at the tail holds no marker): no
+    heartbeat says whether its client lives, only how long it has written nothing: ``running``,
+    ``idle`` past ``idle_after``, ``abandoned`` past max_transaction_age (it can never commit)."""
+    quiet = t.idle(now)
+    state = (RUNNING_STATE if quiet is None or quiet < idle_after
+             else IDLE if quiet <= max_age else ABANDONED)
+    return TransactionStatus(attempt=t.attempt, txn=t.txn, state=state, features=t.features,
+                             started=t.started, tables=t.tables, statements=t.statements,
+                             activity_age=round(quiet, 3) if quiet is not None else None)
 
 
 def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
@@ -260,16 +225,20 @@ def _unwritten(lake: Lake, rec: records.TxnRecord) -> list[str]:
     return out
 
 
-def lake_status(lake: Lake, tables: list[str] | None,
-                list_tables: Callable[[], list[str]]) -> LakeStatus:
-    """``tables``: the tables to report (None: every table ``list_tables`` finds)."""
+def lake_status(lake: Lake, tables: list[str] | None, list_tables: Callable[[], list[str]],
+                idle_after: float | None = None) -> LakeStatus:
+    """``tables``: the tables to report (None: every table ``list_tables`` finds).
+    ``idle_after``: seconds without a write after which a transaction holding no marker is
+    ``idle`` (default: the settings' ``idle_floor``, the least ``recover(older_than=)`` takes)."""
     now = lake.now()
-    st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.settings.marker_ttl)
+    st = LakeStatus(root=lake.root_uri, now=now, marker_ttl=lake.settings.marker_ttl,
+                    idle_after=lake.settings.idle_floor if idle_after is None else idle_after)
     st.tables = [_open_markers(lake, t, now)
                  for t in (tables if tables is not None else list_tables())]
     missing = [ts.name for ts in st.tables if ts.version < 0] if tables is not None else []
     if missing:
-        raise TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}")
+        raise not_found(lake.log(missing[0])) if not lake.store.root_exists() else (
+            TableNotFoundError(f"no such table(s) in {lake.root_uri}: {', '.join(missing)}"))
     txns: dict[str, TransactionStatus] = {}
     for ts in st.tables:
         for m in ts.open_markers:
@@ -302,8 +271,9 @@ def lake_status(lake: Lake, tables: list[str] | None,
         t.unpublished = sorted(set(t.unpublished) | set(unpublished))
         t.state = DECIDED_UNPUBLISHED if t.unpublished else DECIDED
 
-    sublogs: dict[str, list[ObjectMeta]] = {}
-    st.records, committing, ended = _records(lake, sublogs)
+    sublogs, recs = idle.listing(lake.store)
+    st.records, committing = _records(recs)
+    ended = idle.ended(recs)
     for rec in committing:
         decided(rec.attempt, rec.txn, "record", _unwritten(lake, rec))
     st.global_log = _global_log(lake)
@@ -311,16 +281,22 @@ def lake_status(lake: Lake, tables: list[str] | None,
         for p in st.global_log.pending:
             if not p["published"]:
                 decided(p["attempt"], p["attempt"].rsplit(".", 1)[0], "global_log", [p["table"]])
+    svc = lake.services()
     for txn, metas in sorted(sublogs.items()):
         ours = [t for t in txns.values() if t.txn == txn]
+        if txn in ended and not ours:
+            continue
+        known = idle.read(svc, txn, metas)
+        if known is None or known.finished or known.attempt in ended:
+            continue  # committed everywhere, or ended by a record (sublogs left for clean-up)
         if ours:  # its markers told us already: add what its sublogs say
-            extra = _from_sublogs(lake, now, txn, metas, ended, lake.settings.max_transaction_age)
+            quiet = known.idle(now)
             for t in ours:
-                if extra is not None:
-                    t.statements, t.activity_age = extra.statements, extra.activity_age
-                    t.tables = sorted(set(t.tables) | set(extra.tables))
-        elif txn not in ended and (t := _from_sublogs(
-                lake, now, txn, metas, ended, lake.settings.max_transaction_age)) is not None:
+                t.statements = known.statements
+                t.activity_age = round(quiet, 3) if quiet is not None else None
+                t.tables = sorted(set(t.tables) | set(known.tables))
+        else:
+            t = _from_sublogs(known, now, lake.settings.max_transaction_age, st.idle_after)
             txns[t.attempt] = t
     for t in txns.values():
         t.tables = sorted(set(t.tables) | set(t.markers) | set(t.unpublished))
@@ -335,8 +311,8 @@ def lake_status(lake: Lake, tables: list[str] | None,
             st.creating.append({"table": res.table, "holder": res.holder, "txn": res.txn,
                                 "kind": res.kind, "age": round(now - res.created, 3),
                                 "expired": now > res.expires})
-    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, WAITING: 2, RUNNING_STATE: 3, DECIDED: 4,
-             ABANDONED: 5}
+    order = {DECIDED_UNPUBLISHED: 0, STALLED: 1, IDLE: 2, WAITING: 3, RUNNING_STATE: 4,
+             DECIDED: 5, ABANDONED: 6}
     st.transactions = sorted(txns.values(), key=lambda t: (order.get(t.state, 9), t.attempt))
     return st
 
@@ -379,9 +355,14 @@ def render_text(st: LakeStatus) -> str:
         if t.state in (STALLED, DECIDED_UNPUBLISHED):
             extra.append("'lakevilla recover' finishes it")
         if t.statements:
-            extra.append(f"{t.statements} statement(s) in its sublogs, the "
-                         f"newest {_ago(t.activity_age)} ago")
-        beat = f"heartbeat {_ago(t.heartbeat_age)} ago" if t.heartbeat is not None else "no marker"
+            extra.append(f"{t.statements} statement(s) in its sublogs, no write for "
+                         f"{_ago(t.activity_age)}")
+        if t.state == IDLE:
+            extra.append("whether its client lives cannot be known from storage: if it is "
+                         f"dead, 'lakevilla recover ROOT --older-than {st.idle_after:g}' rolls "
+                         "it back")
+        beat = (f"heartbeat {_ago(t.heartbeat_age)} ago" if t.heartbeat is not None
+                else "no heartbeat (holds no marker)")
         lines.append(f"  {t.attempt}  {t.features or '-':<7} {t.state:<20} "
                      f"tables {', '.join(t.tables) or '-'}; markers {where}; "
                      f"age {_ago(t.age)}, {beat}" + ("; " + "; ".join(extra) if extra else ""))

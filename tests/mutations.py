@@ -78,6 +78,7 @@ OC = "tests/protocol/test_one_cut.py::"
 MT = "tests/protocol/test_maintenance.py::"
 CF = "tests/statements/test_change_data_feed.py::"
 DW = "tests/statements/test_deletion_vector_writes.py::"
+IT = "tests/protocol/test_recovery_of_idle_transactions.py::"
 FOLDS = "tests/unit/test_folds.py::"
 BC = "tests/unit/test_big_checkpoints.py::"
 TX = "lakevilla/txn/transaction.py"
@@ -645,6 +646,12 @@ MUTATIONS: list[Mutation] = [
             "finishing_its_wait[tail-rows-not-kept]"],
       "a writer whose consumed read a landed commit invalidated waits out its predecessors "
       "before it aborts"),
+    M("self-wait-waited-out", "markers", "lakevilla/markers/wait.py",
+      "            self.refuse_self_wait(ctx, pending)\n", "",
+      ["tests/protocol/test_waiting.py::"
+       "test_a_transaction_nested_in_one_holding_its_table_in_place_fails_at_once"],
+      "a transaction waits for a marker of one open further up its own thread (a with-block "
+      "around it) until the wait timeout, though that one cannot finish while it waits"),
     M('redoable-counts-as-doomed', "markers", 'lakevilla/recovery/redo.py',
       '        return any(op.consumed or not op.redoable for op in tw.ops[k:])',
       '        return True',
@@ -1821,6 +1828,34 @@ MUTATIONS: list[Mutation] = [
       ["tests/statements/test_row_tracking.py::test_enabling_row_tracking_gives_every_file_ids_"
        "in_that_version[R]"],
       "the version enabling row tracking leaves files without row ids"),
+    M("idle-owner-not-fenced", "recovery", "lakevilla/core/context.py",
+      '        if ("R" not in self.features\n',
+      '        if (True\n',
+      [IT + "test_an_owner_alive_after_all_learns_it_was_rolled_back_before_it_commits[R]"],
+      "an R owner idle past half the idle floor commits at the tail without looking for the "
+      "final record an operator's recover(older_than=) wrote: a transaction reported rolled "
+      "back commits"),
+    M("idle-abort-not-final", "recovery", "lakevilla/recovery/idle.py",
+      "        final=True))\n", "        final=False))\n",
+      [IT + "test_a_killed_client_shows_idle_and_recover_older_than_rolls_it_back[R]",
+       IT + "test_an_owner_alive_after_all_learns_it_was_rolled_back_before_it_commits[R,CT]"],
+      "the record that rolls an idle transaction back fences one attempt only: resume brings "
+      "it back, a CT owner retries under a new attempt and commits"),
+    M("idle-decided-not-rolled-forward", "recovery", "lakevilla/recovery/idle.py",
+      "    if rec.state == records.COMMITTING:\n"
+      "        roll_forward_record(svc, rec)  # its owner decided after all: never undo a "
+      "decision\n"
+      "    return ROLLED_FORWARD if rec.state in (records.COMMITTING, records.COMMITTED) "
+      "else ROLLED_BACK\n",
+      "    return ROLLED_BACK\n",
+      [IT + "test_an_idle_transaction_found_decided_is_rolled_forward_not_back"],
+      "an idle transaction whose owner decided between recovery's look and its ABORTED "
+      "record is reported rolled back and left half published, its record COMMITTING"),
+    M("idle-shown-running", "recovery", "lakevilla/status.py",
+      "             else IDLE if quiet <= max_age else ABANDONED)",
+      "             else RUNNING_STATE if quiet <= max_age else ABANDONED)",
+      [IT + "test_a_killed_client_shows_idle_and_recover_older_than_rolls_it_back[R]"],
+      "status shows a client that wrote nothing for longer than idle_after as running"),
 ]
 
 

@@ -50,6 +50,10 @@ def decide_by_record(store: ObjectStore, txn: Deciding,
         decided = records.decide(store, rec)  # OutcomeUnknown: in doubt, CommitPendingError
         txn.in_doubt(None)
         if decided.state == records.ABORTED:
+            if decided.final:  # an operator rolled the idle transaction back: not this attempt
+                raise TransactionAborted(  # alone, the transaction (recovery/idle.py)
+                    f"transaction {txn.id} was rolled back while it was idle ({decided.reason})",
+                    txn_id=txn.id, reason="rolled-back")
             txn.preempted()
             continue
         return decided

@@ -5,7 +5,9 @@ owner creates it with put-if-absent in state COMMITTING, holding every table's
 commit, byte for byte: that single write is the decision. A client that finds
 the transaction stalled creates it first, in state ABORTED, with the same
 put-if-absent, so exactly one of the two decisions exists. After COMMITTING
-anyone can write the table commits from the record (roll forward).
+anyone can write the table commits from the record (roll forward). An ABORTED record that an
+operator's ``recover(older_than=)`` wrote for an idle transaction is ``final``: the transaction
+is over, not only this attempt (no new attempt, no resume; ``recovery/idle.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class TxnRecord:
     created: float = 0.0
     by: str = "owner"
     reason: str | None = None
+    final: bool = False  # ABORTED: the whole transaction, not only this attempt (readers before
+    # this field ignore it: they see an aborted attempt, as before)
     v: int = 1
 
     def to_bytes(self) -> bytes:
@@ -60,7 +64,7 @@ class TxnRecord:
             tables = {k: TableIntent(**v) for k, v in (d.get("tables") or {}).items()}
             return cls(attempt=d["attempt"], txn=d["txn"], state=d["state"], tables=tables,
                        created=d.get("created", 0.0), by=d.get("by", "owner"),
-                       reason=d.get("reason"))
+                       reason=d.get("reason"), final=bool(d.get("final", False)))
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptLogError(f"{where} is damaged: {e}") from None
 

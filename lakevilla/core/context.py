@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+from ..complex_txn import record as records
 from ..errors import TransactionAborted
 from ..names import attempt_id
 from ..settings import LakeSettings
@@ -34,6 +35,15 @@ class State(enum.StrEnum):
     ABORTED = "aborted"
     DECIDED = "decided"
     IN_DOUBT = "in-doubt"
+
+
+_BLOCKS = threading.local()  # .open: ids of the transactions whose with-block this thread is in
+
+
+def open_above(txn_id: str) -> bool:
+    """Whether this thread is inside the ``with`` block of transaction ``txn_id``: a wait of
+    ours for it would last until the timeout, since it cannot finish while we wait."""
+    return txn_id in getattr(_BLOCKS, "open", ())
 
 
 def features_label(features: frozenset[str]) -> str:
@@ -68,6 +78,9 @@ class TxnContext:
         # table -> version: commits that landed (R: table by table)
         self.committed: dict[str, int] = {}
         self.gvl_base: Callable[[], int | None] = lambda: None  # I: where an abort of ours can be
+        # when its last write statement started (the lake's clock): how long its sublogs have
+        # been still, at least, which recover(older_than=) judges it by
+        self.last_write = started
 
     @property
     def settings(self) -> LakeSettings:
@@ -76,6 +89,14 @@ class TxnContext:
 
     def now(self) -> float:
         return self.client.now()
+
+    def block(self, inside: bool) -> None:
+        """This thread enters (or leaves) the transaction's ``with`` block (``open_above``)."""
+        opened: list[str] = _BLOCKS.__dict__.setdefault("open", [])
+        if inside:
+            opened.append(self.id)
+        elif self.id in opened:  # the innermost block of that id
+            del opened[len(opened) - 1 - opened[::-1].index(self.id)]
 
     def count(self, key: str, n: int = 1) -> None:
         with self._slock:
@@ -94,6 +115,7 @@ class TxnContext:
     def check_age(self, started: float | None = None) -> None:
         """Refuse a deciding write after ``max_transaction_age``: maintenance keeps files at least
         that long, so a transaction older than it may reference files already deleted."""
+        self.check_fenced()
         age = self.now() - (self.started if started is None else started)
         if age > self.settings.max_transaction_age:
             raise TransactionAborted(
@@ -101,6 +123,22 @@ class TxnContext:
                 f"max_transaction_age ({self.settings.max_transaction_age:.0f}s); maintenance may "
                 "have deleted its data files, so it cannot commit", txn_id=self.id,
                 reason="too-old")
+
+    def check_fenced(self) -> None:
+        """Idle for half of ``idle_floor`` (no write statement), an operator's
+        ``recover(older_than=)`` may have rolled this transaction back: look for that final
+        ABORTED record before a deciding write (one LIST, never on a busy transaction). A
+        multi-table CT commit learns it from its record's put-if-absent anyway."""
+        if ("R" not in self.features
+                or self.now() - self.last_write < self.settings.idle_floor / 2):
+            return
+        for rec in records.of_txn(self.client.store, self.id):
+            if rec.state == records.ABORTED and rec.final:
+                raise TransactionAborted(
+                    f"transaction {self.id} was rolled back while it was idle ({rec.reason}): "
+                    "an operator's recover(older_than=...) declared its client dead. Nothing of "
+                    "it is visible; run it again if it is still wanted", txn_id=self.id,
+                    reason="rolled-back")
 
     def landed(self, tw: TableWork, version: int) -> None:
         """Our commit is in ``tw`` at ``version``: nothing may undo it any more."""

@@ -12,7 +12,7 @@ import contextlib
 from typing import Any
 
 from ..complex_txn import reservations
-from ..data.schemas import table_spec
+from ..data.schemas import rows_as_data, table_spec
 from ..delta import column_mapping
 from ..delta.actions import Commit
 from ..delta.creation import creation_commit, new_metadata
@@ -36,12 +36,14 @@ def create_now(client: LakeClient, name: str, schema: Any = None,
     """Create a plain Delta table at ``<root>/<name>`` (protocol 1/2, no table features).
 
     ``schema``: a pyarrow schema, a dict or list of fields, a Spark ``StructType`` or a
-    DataFrame (its schema; see ``lakevilla.data.schemas``). ``data``: rows to create the table
+    DataFrame (its schema; one that holds rows is written as ``data``: see
+    ``lakevilla.data.schemas``). ``data``: rows to create the table
     with (the schema defaults to theirs): the engine writes the data files first, then
     version 0 holds protocol, metadata and every file in one put-if-absent, so the table
     appears whole or not at all. A concurrent creator of the same name gets
     ``TableExistsError`` and its files are deleted."""
     check_table_name(name)
+    schema, data = rows_as_data(name, schema, data)
     schema, parts = table_spec(name, schema, partition_by, data)
     metadata = new_metadata(schema, parts, properties, description)  # raises for unsupported types
     log = client.log(name)

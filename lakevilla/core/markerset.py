@@ -36,7 +36,7 @@ from ..markers.wait import MarkerWait, WaitContext
 from ..recovery.stalled import resolve_marker
 from ..store import NotFound, PreconditionFailed
 from ..vocab import Decision
-from .context import TxnContext
+from .context import TxnContext, open_above
 
 if TYPE_CHECKING:
     from ..markers.overtake import NeverOvertake
@@ -290,7 +290,7 @@ class MarkerSet:
             count=ctx.count, waited=lambda who, secs: logs.waited(ctx, who, secs),
             deps=lambda: self.deps, attempt=lambda: ctx.attempt, shift=self.shift,
             publish_deps=self.publish_deps, publish_footprint=self.overtake.publish,
-            abort_if_doomed=abort_if_doomed)
+            abort_if_doomed=abort_if_doomed, open_above=open_above)
 
     # -- heartbeats ------------------------------------------------------------------------
     def heartbeat(self, force: bool = False) -> None:

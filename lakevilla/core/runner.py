@@ -125,6 +125,7 @@ class StatementRunner:
         client = self.ctx.client
         if op.is_write:
             client.check_writable(f"{op.kind} on {op.table!r}")
+            self.ctx.last_write = self.ctx.now()  # before its entry: never later than storage's
         self.markers.heartbeat()
         tw = self.table(op.table, op)
         op.check(tw, client.engine, client.store)

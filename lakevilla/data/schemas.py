@@ -6,7 +6,9 @@ Accepted: a ``pyarrow.Schema``, a dict ``{name: type}``, a list of fields, a Spa
 table). Spark types are read through ``StructType.json()``, which is exactly Delta's
 ``schemaString`` format, so no protocol module imports pyspark.
 
-A schema taken from a frame makes every column nullable, as Spark does when it writes a
+A frame that holds rows is data, not a schema (``rows_as_data``): ``create_table`` writes its
+rows, as ``data=`` would, rather than drop them. A schema taken from a frame makes every column
+nullable, as Spark does when it writes a
 DataFrame to files: a frame's nullability describes that frame, not every row the table
 will get. An explicit ``StructType`` keeps its nullability.
 """
@@ -18,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..delta.schema import arrow_type_to_delta, delta_type_to_arrow, schema_from_json
-from ..errors import CorruptLogError, SchemaMismatchError
+from ..errors import CorruptLogError, InvalidArgumentError, SchemaMismatchError
 
 
 def _is_struct_type(obj: Any) -> bool:
@@ -278,6 +280,35 @@ def to_arrow_schema(schema: Any) -> pa.Schema:
         return schema_of_data(schema)
     raise SchemaMismatchError("schema must be a pyarrow.Schema, a dict or list of fields, a Spark "
                               f"StructType or a DataFrame, got {type(schema).__name__}")
+
+
+def _holds_rows(obj: Any) -> bool:
+    """Whether a frame given where a schema goes holds rows (a stream always counts: it cannot
+    be looked into without being consumed, and nobody passes an empty one for its schema)."""
+    if isinstance(obj, pa.Table | pa.RecordBatch):
+        return obj.num_rows > 0
+    if isinstance(obj, pa.RecordBatchReader):
+        return True
+    if _is_spark_frame(obj):  # first: a Connect frame answers hasattr for any name
+        return not obj.isEmpty()  # one small job; the rows stay on the executors
+    if _is_pandas_frame(obj) or _is_polars_frame(obj):
+        return len(obj) > 0
+    return False
+
+
+def rows_as_data(name: str, schema: Any, data: Any) -> tuple[Any, Any]:
+    """``create_table``'s (schema, data), with a frame of rows given as the schema taken as the
+    data: a user who hands ``create_table`` rows means them to be written (an empty frame stays
+    a schema). Rows given twice, as the schema and as ``data=``, are refused: which to write
+    would be a guess."""
+    if schema is None or not _holds_rows(schema):
+        return schema, data
+    if data is not None:
+        raise InvalidArgumentError(
+            f"create_table({name!r}, ...) got rows twice: the schema argument is a "
+            f"{type(schema).__name__} holding rows, and data= is given too. Pass the rows once "
+            "(as data=), with a schema that holds none (e.g. the frame's .schema) if it differs")
+    return None, schema
 
 
 def table_spec(name: str, schema: Any, partition_by: list[str] | str | None,

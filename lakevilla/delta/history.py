@@ -22,9 +22,9 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InvalidArgumentError, TableNotFoundError, VersionNotFoundError
+from ..errors import InvalidArgumentError, VersionNotFoundError
 from . import ict
-from .log import DeltaLog, LogListing
+from .log import DeltaLog, LogListing, not_found
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,7 @@ def check_version(log: DeltaLog, version: int) -> None:
         raise InvalidArgumentError(f"version must be an integer, got {version!r}")
     listing = log.list_log()
     if not listing.commits and not listing.checkpoints:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
-                                 f"at {log.prefix})")
+        raise not_found(log)
     # a log whose commits were all cleaned up is read from its checkpoints
     ok = readable(listing) if listing.commits else listing.complete_checkpoints()
     if version not in ok:
@@ -126,8 +125,7 @@ def version_at(log: DeltaLog, when: dt.datetime | str) -> int:
     moment = round(parse_moment(when).timestamp(), 6)
     listing = log.list_log()
     if not listing.commits:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
-                                 f"at {log.prefix})")
+        raise not_found(log)
     ok = set(readable(listing))
     stamped = _by_commit_time(log, sorted(ok), moment)
     if stamped is not None:
@@ -203,8 +201,7 @@ def history(log: DeltaLog, limit: int | None = None) -> list[HistoryEntry]:
     """The readable versions, newest first (at most ``limit``)."""
     listing = log.list_log()
     if not listing.commits:
-        raise TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
-                                 f"at {log.prefix})")
+        raise not_found(log)
     ok = readable(listing)
     times = version_times(listing)
     chosen = list(reversed(ok))[:limit] if limit is not None else list(reversed(ok))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote
 
-from ..errors import CorruptLogError, StorageError, TableNotFoundError
+from ..errors import CorruptLogError, LakeNotFoundError, StorageError, TableNotFoundError
 from ..store import NotFound, ObjectStore, PreconditionFailed, settle_create, settle_replace
 from . import ict, row_tracking
 from .actions import Commit
@@ -338,8 +338,7 @@ class DeltaLog:
             else:
                 version = self.latest_version()
         if version < 0:
-            raise TableNotFoundError(f"table {self.table!r} does not exist (no Delta log "
-                                     f"at {self.prefix})")
+            raise not_found(self)
         if builder is None:
             with self._lock:
                 base = (self._base if self._base is not None and self._base.version <= version
@@ -567,3 +566,15 @@ def _fill_listing_gaps(log: DeltaLog, out: LogListing) -> None:
              if v not in have and log.store.exists(log.commit_key(v))]
     if found:
         out.commits = sorted(have | set(found))
+
+
+def not_found(log: DeltaLog) -> TableNotFoundError:
+    """The error for a table without a log: ``LakeNotFoundError`` when the lake's root folder
+    itself is missing (a mistyped path), which one more look, on this path only, tells."""
+    if not log.store.root_exists():
+        root = log.store.root_uri or "this root"
+        return LakeNotFoundError(f"there is no lake at {root}: the folder does not exist, so "
+                                 f"there is no table {log.table!r} (its first write, e.g. "
+                                 "create_table, creates the lake)")
+    return TableNotFoundError(f"table {log.table!r} does not exist (no Delta log "
+                              f"at {log.prefix})")

@@ -33,11 +33,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
-from ..delta.log import DeltaLog
+from ..delta.log import DeltaLog, not_found
 from ..errors import (
     StorageCredentialsError,
     StoragePermissionError,
-    TableNotFoundError,
     TransactionAborted,
 )
 from .closure import Closure, Growth
@@ -173,8 +172,7 @@ class Cut:
         v = self._current(table)
         if v is None:
             if log.latest_version() < 0:
-                raise TableNotFoundError(f"table {table!r} does not exist (no Delta log "
-                                         f"at {log.prefix})")
+                raise not_found(log)
             raise TransactionAborted(
                 f"table {table!r} could not join this transaction's consistent cut (the global log "
                 "was cleaned up past the transaction's start, or kept changing); re-run it",

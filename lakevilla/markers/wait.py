@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..errors import TransactionAborted
+from ..errors import SelfWaitError, TransactionAborted
 
 if TYPE_CHECKING:
     from .marker import HeldTable as TableWork
@@ -63,6 +63,9 @@ class WaitContext(Generic[W]):
     # rule IV: free, re-claim our markers
     shift: Callable[[str, str], None] = field(default=lambda why, kind: None)
     publish_deps: Callable[[], None] = field(default=lambda: None)
+    # the transaction is open further up this thread (a with-block around ours): waiting for
+    # it would last until the timeout (core/context.py: open_above)
+    open_above: Callable[[str], bool] = field(default=lambda txn: False)
 
 
 @dataclass
@@ -109,6 +112,7 @@ class MarkerWait:
             if not pending:
                 ctx.waited(waited_for, time.monotonic() - waited_since)
                 return
+            self.refuse_self_wait(ctx, pending)
             waited_for.update(f"{p.attempt} at {tw.name}@{v}" for tw, v, p in pending)
             ctx.abort_if_doomed(tws)  # a predecessor's commit may already have sealed our fate
             # once per marker: we have to wait, others need not wait for us
@@ -139,6 +143,22 @@ class MarkerWait:
             # TPC-C Payment slept ~0.55 s on average through the handover it was waiting for
             queue = queue_length(pending)
             delay = min(delay * 1.5, max(ctx.poll_max, min(ctx.poll_max * queue, POLL_CAP)))
+
+    @staticmethod
+    def refuse_self_wait(ctx: WaitContext[W], pending: Pending[W]) -> None:
+        """A predecessor open further up our own thread cannot finish while we wait for it:
+        fail now, not at the timeout."""
+        for tw, v, p in pending:
+            if p.txn != ctx.txn_id and ctx.open_above(p.txn):
+                raise SelfWaitError(
+                    f"transaction {ctx.txn_id} would wait for transaction {p.txn}, whose marker "
+                    f"on {tw.name!r} (version {v}) precedes its commit, but {p.txn} is open "
+                    "further up this thread (a with-block around this one) and cannot "
+                    "finish while this one waits: the wait would last until the timeout "
+                    f"({ctx.wait_timeout:g}s). Nothing of {ctx.txn_id} was written. Finish the "
+                    "outer transaction first, issue these statements in it, or use "
+                    "commit_mode='tail', where a running transaction holds no marker",
+                    txn_id=ctx.txn_id)
 
     def claimed(self, ctx: WaitContext[W], tws: list[W],
                 found: list[list[tuple[int, MarkerPayload]]]) -> None:

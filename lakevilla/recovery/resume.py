@@ -64,6 +64,9 @@ def settle_earlier_attempts(svc: Services, log_for: Callable[[str], DeltaLog], t
         if rec.state == records.COMMITTED:
             raise TransactionStateError(f"transaction {txn_id} already committed "
                                         f"(record {rec.attempt}): nothing to resume")
+        if rec.state == records.ABORTED and rec.final:
+            raise TransactionStateError(f"transaction {txn_id} was rolled back ({rec.reason}): "
+                                        "nothing to resume")
     now = svc.now()
     stalled: list[tuple[str, int]] = []
     for table, first in sorted(first_versions.items()):

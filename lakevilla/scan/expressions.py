@@ -1050,6 +1050,78 @@ def _typed(scope: Scope, shape: str, bind) -> tuple[tuple[str, ...], tuple[str, 
     return got
 
 
+def _common_sql(ops: list[dict], column) -> str:
+    """The SQL that binds ``ops`` to one common type: a CASE over them, where a string literal
+    next to a typed operand takes that operand's type (as in a comparison)."""
+    return "CASE " + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops) + " END"
+
+
+_SHOWN = {"~~": "LIKE", "!~~": "NOT LIKE", "~~*": "ILIKE", "!~~*": "NOT ILIKE"}  # DuckDB's names
+
+
+def _post_order(node: dict):
+    for c in children(node):
+        yield from _post_order(c)
+    yield node
+
+
+def _mismatch(text: str, what: str, root: dict, binder: _Binder, column,
+              refs: dict[int, ColumnRef]) -> InvalidExpressionError | None:
+    """The binder refused the expression's types: the smallest part that does not bind, its
+    operands and their types, in the user's terms (DuckDB names the CASE we bind comparisons
+    through, which the user never wrote). None if no part alone fails."""
+    def typed(sql: str) -> str | None:
+        try:
+            return binder.describe([sql])[0]
+        except InvalidExpressionError:
+            return None
+
+    def say(n: dict, t: str | None) -> str:
+        if n.get("class") == "COLUMN_REF":
+            return f"column {'.'.join((refs[id(n)].column, *refs[id(n)].fields))} ({t})"
+        kind = "the literal" if n.get("class") == "CONSTANT" else "the value"
+        return f"{kind} {_snippet(text, n)} ({t})"
+
+    for n in _post_order(root):
+        kids = children(n)
+        if not kids:
+            continue
+        kid_types = {id(k): typed(render(k, column)) for k in kids}
+        if any(t is None for t in kid_types.values()):
+            continue  # not the smallest part that fails (cannot happen in post order)
+        ops = operands(n)
+        if ops is not None:  # as multi_of: a string literal takes a typed operand's type
+            typed_ops = [o for o in ops if not is_string_literal(o)
+                         and family(kid_types[id(o)] or "") != "null"]
+            if any(family(kid_types[id(o)] or "") != "string" for o in typed_ops):
+                ops = typed_ops
+        if typed(render(n, column)) is not None and (ops is None
+                                                     or typed(_common_sql(ops, column))):
+            continue
+        if ops is None:
+            name = str(n.get("function_name") or n.get("class", "?"))
+            return _fail(what, f"{_SHOWN.get(name, name)} does not take "
+                               + " and ".join(say(k, kid_types[id(k)]) for k in kids)
+                               + "; cast the operand (CAST(x AS type))")
+        firsts: dict[str, dict] = {}
+        for o in ops:
+            firsts.setdefault(family(kid_types[id(o)] or ""), o)
+        a, b = (list(firsts.values()) + ops)[:2]
+        hint = "cast one side (CAST(x AS type))"
+        lit = a if a.get("class") == "CONSTANT" else b
+        if (lit.get("class") == "CONSTANT" and not is_string_literal(lit)
+                and "string" in {family(kid_types[id(a)] or ""), family(kid_types[id(b)] or "")}):
+            hint += f", or write the literal as text ('{_snippet(text, lit)}')"
+        compared = n.get("class") in ("COMPARISON", "BETWEEN") or n.get("type") in (
+            "COMPARE_IN", "COMPARE_NOT_IN")
+        pair = (f"{say(a, kid_types[id(a)])} is compared with {say(b, kid_types[id(b)])}"
+                if compared else f"{_snippet(text, n)} mixes {say(a, kid_types[id(a)])} and "
+                                 f"{say(b, kid_types[id(b)])}")
+        return _fail(what, f"{pair}: numbers go with numbers, text with text, dates and "
+                           f"timestamps with each other; {hint}")
+    return None
+
+
 def _check(text: str, scope: Scope, what: str) -> Checked:
     """Checked once per text and scope: a statement's where is checked when it is validated,
     planned and pruned, and each caller names it its own way in errors (``what``), which an
@@ -1093,11 +1165,12 @@ def _check_as(text: str, scope: Scope, what: str) -> Checked:
         return out
 
     def bind() -> tuple[tuple[str, ...], tuple[str, ...]]:
-        types = binder.describe([render(n, column) for n in nodes])
-        by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
-        common = binder.describe(["CASE "
-                                  + " ".join(f"WHEN FALSE THEN {render(o, column)}" for o in ops)
-                                  + " END" for _, ops in multi_of(by_id)])
+        try:
+            types = binder.describe([render(n, column) for n in nodes])
+            by_id = {id(n): t for n, t in zip(nodes, types, strict=True)}
+            common = binder.describe([_common_sql(ops, column) for _, ops in multi_of(by_id)])
+        except InvalidExpressionError as e:  # in DuckDB's words, about the CASE we bind through
+            raise _mismatch(text, what, node, binder, column, refs) or e from e
         return tuple(types), tuple(common)
 
     def wide(n: dict) -> bool:

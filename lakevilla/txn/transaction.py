@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..core.client import LakeClient
 from ..core.context import State, TxnContext
 from ..core.deciding import CommitResult
+from ..data.schemas import rows_as_data
 from ..errors import (
     CommitPendingError,
     CreateConflictError,
@@ -290,6 +291,7 @@ class Transaction:
         runs, and so does this one."""
         self._check_active()
         check_table_name(name)
+        schema, data = rows_as_data(name, schema, data)  # a frame of rows is data, never dropped
         rows = self._guarded(f"create_table({name!r})", lambda: self._parts.runner.create_table(
             name, schema, partition_by, data, properties, if_not_exists, description))
         if rows is not None:
@@ -407,10 +409,12 @@ class Transaction:
             self._parts.decider.undo()
 
     def __enter__(self) -> Transaction:
+        self._ctx.block(inside=True)  # a transaction nested in this block must not wait for it
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: Any) -> Literal[False]:
+        self._ctx.block(inside=False)
         if exc_type is None:
             if self.state == State.ACTIVE:
                 self.commit()

@@ -136,6 +136,25 @@ def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(local_bac
         assert code == 2 and "Traceback" in err and "surprise" in err
 
 
+@pytest.mark.parametrize("before", [True, False], ids=["before-command", "after-command"])
+def test_global_options_go_before_or_after_the_command(local_backend, capsys, before):
+    local_backend.lake().create_table("a", T)
+    root = local_backend.uri
+
+    def run(command: list[str], *options: str) -> tuple[int, str, str]:
+        argv = [*options, *command] if before else [*command, *options]
+        return run_cli(capsys, *argv)
+
+    code, out, err = run(["status", root], "--json", "--marker-ttl", "7")
+    assert (code, err) == (0, "") and json.loads(out)["marker_ttl"] == 7.0
+    code, out, err = run(["tables", root], "--storage-options", "{bad")
+    assert code == 2 and "--storage-options is not valid JSON" in err
+    code, out, err = run(["tables", root], "--storage-options", "{}", "--json")
+    assert (code, json.loads(out)) == (0, {"tables": ["a"]})
+    code, out, err = run(["history", root, "a"], "--json", "--debug")
+    assert code == 0 and json.loads(out)["table"] == "a"
+
+
 def test_cleanup_prints_text_unless_json(local_backend, capsys):
     local_backend.lake().create_table("a", T)
     code, out, _ = run_cli(capsys, "cleanup", local_backend.uri)

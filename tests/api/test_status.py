@@ -158,3 +158,36 @@ def test_a_transaction_known_only_by_its_sublogs_is_abandoned_past_the_max_age(l
     txn.commit()
     lake.flush()  # the sublogs go behind the commit
     assert lake.status().transactions == []
+
+
+def test_a_transaction_holding_no_marker_is_idle_past_idle_after_and_the_shell_settles_it(
+        local_backend, capsys):
+    """What an operator can know of a client that holds no marker: how long it wrote nothing,
+    and that no heartbeat exists. ``--idle-after`` sets when that counts as idle; ``recover
+    --older-than`` rolls it back (below the idle floor only with ``--force``)."""
+    lake = local_backend.lake()
+    lake.create_table("a", T)
+    txn = lake.begin("R")
+    txn.insert("a", {"id": [1], "value": [1]})
+    entries_landed(txn)
+    root = local_backend.uri
+    code, text = run_cli(capsys, local_backend, "status", root)
+    assert code == 0 and f"{txn.attempt}  R       running " in text
+    assert "no heartbeat (holds no marker)" in text and "1 statement(s) in its sublogs" in text
+    code, text = run_cli(capsys, local_backend, "status", root, "--idle-after", "0")
+    line = next(ln for ln in text.splitlines() if txn.attempt in ln)
+    assert " idle " in line and "no write for" in line
+    assert "if it is dead, 'lakevilla recover ROOT --older-than 0' rolls it back" in line
+    code, out = run_cli(capsys, local_backend, "--json", "status", root, "--idle-after", "0")
+    st = json.loads(out)
+    assert st["idle_after"] == 0 and st["transactions"][0]["state"] == "idle"
+    assert st["transactions"][0]["heartbeat"] is None
+    code, out = run_cli(capsys, local_backend, "recover", root, "--older-than", "0", "--json")
+    assert code == 2 and "--older-than 0s is shorter than 60s" in json.loads(out)["error"][
+        "message"]
+    code, out = run_cli(capsys, local_backend, "recover", root, "--older-than", "0", "--force",
+                        "--json")
+    rec = json.loads(out)
+    assert code == 0 and [r["attempt"] for r in rec["idle_rolled_back"]] == [txn.attempt]
+    assert rec["acted"] == 1 and lake.status().transactions == []
+    txn.abort()

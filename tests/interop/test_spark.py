@@ -344,7 +344,10 @@ def test_tables_from_spark_schemas_and_dataframes(spark, lake, uri, lake_dir):
 
     df = spark_df(spark, typed_rows(range(12)), TYPES)
     assert lake.create_table("from_struct", df.schema).schema == TYPES
-    assert lake.create_table("from_frame", df).schema == TYPES
+    assert lake.create_table("from_frame", df).schema == TYPES  # and its rows, never dropped
+    assert lake.read("from_frame").count() == 12 and lake.version("from_frame") == 0
+    assert lake.create_table("from_empty_frame", df.limit(0)).schema == TYPES  # a schema alone
+    assert lake.read("from_empty_frame").count() == 0
     assert lake.create_table("from_pandas",
                              pd.DataFrame({"id": [1], "name": ["x"]})).schema == pa.schema(
         [("id", pa.int64()), ("name", pa.string())])

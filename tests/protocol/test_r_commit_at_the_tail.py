@@ -318,3 +318,26 @@ def test_partial_commit_keeps_what_committed(local_backend):
     assert rows(lake.read("a")) == [{"id": 1, "value": 1}] == local_backend.delta_rows("a")
     assert rows(lake.read("b")) == [{"id": 1, "value": 10}]
     assert open_markers(lake, "a") == [] and open_markers(lake, "b") == []
+
+
+def test_a_commit_says_whether_its_tables_committed_one_by_one(local_backend):
+    """``CommitResult.partial`` (README, "Things to know"): True where the transaction committed
+    piece by piece, so a crash between two pieces could have left the first alone (plain Delta:
+    every statement; R: every table); False where one decision covers it all."""
+    lake = local_backend.lake()
+    for t in ("a", "b"):
+        lake.create_table(t, T)
+
+    def commit(features: str, tables: tuple[str, ...]):
+        with lake.transaction(features) as txn:
+            for t in tables:
+                txn.insert(t, {"id": [1], "value": [1]})
+        return txn.result
+
+    got = {(f, n): commit(f, ("a", "b")[:n]).partial
+           for f in ("", "R", "R,CT", "R,CT,I") for n in (1, 2)}
+    assert got == {("", 1): True, ("", 2): True, ("R", 1): False, ("R", 2): True,
+                   ("R,CT", 1): False, ("R,CT", 2): False, ("R,CT,I", 1): False,
+                   ("R,CT,I", 2): False}
+    r = commit("R", ("a", "b"))
+    assert r.partial and set(r.versions) == {"a", "b"}

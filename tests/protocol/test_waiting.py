@@ -13,6 +13,7 @@ import threading
 import time
 
 import pyarrow as pa
+import pytest
 
 import lakevilla as lv
 from tests.helpers import HookStore, claim_now, held_at_its_record
@@ -92,3 +93,78 @@ def test_an_optimistic_writer_waits_for_a_marker_claimed_while_it_waited(local_b
     got = {r["id"]: r["value"] for r in setup.read("t").to_pylist()}
     assert got == {1: 1, 2: 110, 3: 0, 4: 0}
     assert sorted(r["id"] for r in local_backend.delta_rows("t")) == [1, 2, 3, 4]  # no row twice
+
+
+# -- a transaction nested in another on the same thread ---------------------------------------
+
+def _data_files(backend, table: str) -> set[str]:
+    return {k for k in backend.all_keys() if k.startswith(f"{table}/") and k.endswith(".parquet")}
+
+
+def test_a_transaction_nested_in_one_holding_its_table_in_place_fails_at_once(local_backend):
+    """In place, the outer transaction's first write claims a marker; an inner one on the same
+    thread that writes the table would wait for it, and the outer cannot finish while the
+    thread waits. It fails at once (not at the wait timeout), writes nothing, and the outer goes
+    on; lake.run does not re-run it (it would wait again)."""
+    lake = local_backend.lake(commit_mode="in_place", wait_timeout=60.0)
+    lake.create_table("t", T)
+    before = _data_files(local_backend, "t")
+    for features in ("R", "R,CT"):
+        t0 = time.monotonic()
+        with lake.transaction("R") as outer:
+            outer.insert("t", {"id": [1], "value": [1]})
+            held = f"'t' \\(version {outer.tables['t'].marker.version}\\)"
+            with pytest.raises(lv.SelfWaitError, match=f"{held}.*open further up this thread"):
+                with lake.transaction(features) as inner:
+                    inner.insert("t", {"id": [2], "value": [2]})
+            assert inner.state == "aborted"
+            calls: list[int] = []
+
+            def nested(txn, calls=calls) -> None:
+                calls.append(1)
+                txn.insert("t", {"id": [3], "value": [3]})
+
+            with pytest.raises(lv.SelfWaitError):
+                lake.run(nested, features, retries=3)
+            assert calls == [1]
+        assert time.monotonic() - t0 < 20  # not the 60-s wait timeout
+        assert sorted(lake.read("t").column("id").to_pylist()) == [1] * (
+            1 if features == "R" else 2)
+    lake.flush()
+    committed = {f"t/{p}" for p in lake.snapshot("t").files}
+    assert _data_files(local_backend, "t") - before == committed  # the inner ones' files are gone
+
+
+def test_a_nested_transaction_at_the_tail_commits_and_one_on_another_thread_still_waits(
+        local_backend):
+    """At the tail a running transaction holds no marker: the nested one commits (the default
+    mode). In place, a transaction of another thread waits for the outer one's marker as any
+    follower does, and commits after it."""
+    tail = local_backend.lake()
+    tail.create_table("t", T)
+    with tail.transaction("R") as outer:
+        outer.insert("t", {"id": [1], "value": [1]})
+        with tail.transaction("R") as inner:
+            inner.insert("t", {"id": [2], "value": [2]})
+    assert sorted(tail.read("t").column("id").to_pylist()) == [1, 2]
+    lake = local_backend.lake(commit_mode="in_place", wait_timeout=60.0)
+    outer = lake.begin("R")
+    with outer:
+        outer.insert("t", {"id": [3], "value": [3]})
+        other = lake.begin("R")
+        other.insert("t", {"id": [4], "value": [4]})
+        done: list[BaseException | lv.CommitResult] = []
+
+        def commit_other() -> None:
+            try:
+                done.append(other.commit())
+            except BaseException as e:  # noqa: BLE001 - reported below
+                done.append(e)
+
+        th = threading.Thread(target=commit_other)
+        th.start()
+        _until(lambda: other.stats["wait_rounds"] > 0 or done, "the other thread waits")
+        assert not done  # it waits for the outer transaction, which is alive on this thread
+    th.join(60)
+    assert isinstance(done[0], lv.CommitResult), done
+    assert sorted(lake.read("t").column("id").to_pylist()) == [1, 2, 3, 4]

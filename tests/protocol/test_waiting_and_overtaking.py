@@ -241,7 +241,7 @@ def test_a_waiter_pauses_longer_the_longer_the_queue_ahead_of_it(monkeypatch, ah
     monkeypatch.setattr(w, "time", SimpleNamespace(
         monotonic=lambda: clock.t,
         sleep=lambda d: (pauses.append(d), setattr(clock, "t", clock.t + d))))
-    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", rev=0, expired=lambda now: False))
+    queue = [(v, SimpleNamespace(attempt=f"a{v}.0", txn=f"a{v}", rev=0, expired=lambda now: False))
              for v in range(ahead)]
     rounds = iter(range(61))
     ctx = w.WaitContext(

@@ -43,10 +43,11 @@ def test_schema_forms_spark_pandas_arrow(tmp_path):
                            ("tags", pa.list_(pa.field("element", pa.string()))),
                            ("amount", pa.decimal128(10, 2))])
     frame = pd.DataFrame({"id": [1], "name": ["x"], "score": [0.5]})
-    s = lake.create_table("pandas", frame).schema  # a frame's schema: every column nullable
+    s = lake.create_table("pandas", frame).schema  # a frame's schema (all nullable) and rows
     assert s == pa.schema([("id", pa.int64()), ("name", pa.string()), ("score", pa.float64())])
+    assert lake.read("pandas").to_pylist() == [{"id": 1, "name": "x", "score": 0.5}]
     s = lake.create_table("arrow", pa.table({"id": pa.array([1], pa.int32())})).schema
-    assert s == pa.schema([("id", pa.int32())])
+    assert s == pa.schema([("id", pa.int32())]) and lake.read("arrow").num_rows == 1
     with pytest.raises(lv.SchemaMismatchError, match="cannot hold"):
         lake.create_table("bad", T.StructType([T.StructField("d", T.DayTimeIntervalType())]))
     with pytest.raises(lv.SchemaMismatchError, match="only nulls"):
@@ -54,6 +55,45 @@ def test_schema_forms_spark_pandas_arrow(tmp_path):
     with pytest.raises(lv.SchemaMismatchError, match="needs a schema or data"):
         lake.create_table("bad")
     assert lake.tables() == ["arrow", "pandas", "spark"]
+
+
+def _frames(rows: dict) -> dict:
+    import pandas as pd
+    import polars as pl
+
+    table = pa.table(rows)
+    return {"pyarrow": table, "batch": table.to_batches()[0], "pandas": pd.DataFrame(rows),
+            "polars": pl.DataFrame(rows),
+            "stream": pa.RecordBatchReader.from_batches(table.schema, table.to_batches())}
+
+
+@pytest.mark.parametrize("kind", ["pyarrow", "batch", "pandas", "polars", "stream"])
+@pytest.mark.parametrize("where", ["lake", "txn"])
+def test_a_frame_of_rows_given_as_the_schema_is_written_not_dropped(tmp_path, kind, where):
+    """A new user's ``create_table("t", frame)``: the frame's rows are the table's first rows,
+    as with ``data=`` (dropping them made a first MERGE insert rows that should have matched)."""
+    lake = lv.Lake(str(tmp_path / "lake"))
+    frame = _frames({"x": [1, 2, 3]})[kind]
+    if where == "lake":
+        lake.create_table("t", frame)
+    else:
+        with lake.transaction("R") as txn:
+            assert txn.create_table("t", frame) == 3
+    assert sorted(lake.read("t").column("x").to_pylist()) == [1, 2, 3]
+    assert lake.version("t") == 0  # in the table's first version, as data= puts them
+
+
+def test_an_empty_frame_is_a_schema_and_rows_given_twice_are_refused(tmp_path):
+    lake = lv.Lake(str(tmp_path / "lake"))
+    empty = pa.table({"x": pa.array([], pa.int64())})
+    lake.create_table("e", empty)
+    assert lake.read("e").num_rows == 0 and lake.history("e")[0].operation == "CREATE TABLE"
+    for frame in _frames({"x": [1]}).values():
+        with pytest.raises(lv.InvalidArgumentError, match=r"got rows twice.*\(as data=\)"):
+            lake.create_table("twice", frame, data={"x": [2]})
+    with lake.transaction("R") as txn, pytest.raises(lv.InvalidArgumentError, match="data="):
+        txn.create_table("twice", pa.table({"x": [1]}), data={"x": [2]})
+    assert not lake.table_exists("twice")
 
 
 def test_create_with_data_writes_one_version_zero(backend):

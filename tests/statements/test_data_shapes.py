@@ -285,3 +285,23 @@ def test_a_stream_creates_a_table_and_overwrites_it(tmp_path, monkeypatch):
         txn.overwrite("e", pa.RecordBatchReader.from_batches(schema, batches(3, 400, [0])),
                       where="id < 1200")
     assert sorted(lake.read("e").column("id").to_pylist()) == list(range(2000))
+
+
+def test_columns_an_insert_leaves_out_are_null_if_nullable_and_refused_if_not(backend):
+    """As Delta's Spark writer: a nullable column the data leaves out is NULL in every row (for
+    delta-rs too); a non-nullable one is refused by name before anything is written."""
+    lake = backend.lake()
+    lake.create_table("t", pa.schema([pa.field("id", pa.int64(), nullable=False),
+                                      ("name", pa.string()), ("score", pa.float64())]))
+    with lake.transaction("R") as txn:
+        txn.insert("t", {"id": [1, 2]})
+        txn.insert("t", [{"id": 3, "score": 0.5}])
+    want = [{"id": 1, "name": None, "score": None}, {"id": 2, "name": None, "score": None},
+            {"id": 3, "name": None, "score": 0.5}]
+    assert sorted(lake.read("t").to_pylist(), key=lambda r: r["id"]) == want
+    assert backend.delta_rows("t") == want
+    before = backend.all_keys()
+    with pytest.raises(lv.SchemaMismatchError, match="missing non-nullable column 'id'"):
+        with lake.transaction("R") as txn:
+            txn.insert("t", {"name": ["x"]})
+    assert backend.all_keys() == before

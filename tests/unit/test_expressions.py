@@ -67,7 +67,7 @@ REFUSED = [  # (expression, what the message must name)
     ("TRY_CAST(s AS INT) = 1", "TRY_CAST"),
     ("CAST(s AS BLOB) IS NULL", "BLOB"),
     ("upper(s := 'x') = 'X'", "named"),
-    ("s = 1", "explicit cast"),
+    ("s = 1", "column s (VARCHAR) is compared with the literal 1 (INTEGER)"),
     ("s || id = 'x'", "||"),
     ("CAST(value AS DOUBLE)::VARCHAR = '1.0'", "DOUBLE to VARCHAR"),
     ("__lv_rel0.id = 1", "reserved"),
@@ -81,6 +81,36 @@ def test_the_grammar_refuses_what_is_not_a_scalar_expression_and_names_it(text, 
     with pytest.raises(lv.InvalidExpressionError) as info:
         E.check_where(text, ACC, f"where={text!r} on 'acc'")
     assert names.lower() in str(info.value).lower(), info.value
+
+
+MIXED = [  # a new user's type mistakes: (expression, the message after the prefix)
+    ("s = 5", "column s (VARCHAR) is compared with the literal 5 (INTEGER): numbers go with "
+     "numbers, text with text, dates and timestamps with each other; cast one side (CAST(x AS "
+     "type)), or write the literal as text ('5')"),
+    ("5 <> s", "the literal 5 (INTEGER) is compared with column s (VARCHAR)"),
+    ("s IN ('a', 2)", "column s (VARCHAR) is compared with the literal 2 (INTEGER)"),
+    ("s BETWEEN 1 AND 5", "column s (VARCHAR) is compared with the literal 1 (INTEGER)"),
+    ("s = id", "column s (VARCHAR) is compared with column id (BIGINT)"),
+    ("coalesce(s, 0) = 'x'", "coalesce(s, 0) mixes column s (VARCHAR) and the literal 0 (INTEGER)"),
+    ("CASE WHEN id > 0 THEN s ELSE 0 END = 'x'",
+     "CASE WHEN id > 0 THEN s ELSE 0 END mixes column s (VARCHAR) and the literal 0 (INTEGER)"),
+    ("s + 1 > 2", "+ does not take column s (VARCHAR) and the literal 1 (INTEGER); cast the "
+     "operand (CAST(x AS type))"),
+    ("s LIKE 5", "LIKE does not take column s (VARCHAR) and the literal 5 (INTEGER)"),
+    ("upper(id) = 'A'", "upper does not take column id (BIGINT)"),
+]
+
+
+@pytest.mark.parametrize("text,message", MIXED, ids=[m[0] for m in MIXED])
+def test_a_type_mistake_names_the_columns_and_literals_and_their_types(text, message):
+    """DuckDB's binder speaks of what we bind a comparison through (a CASE the user never
+    wrote, "INTEGER_LITERAL", "~~"): the message names the user's column, literal and types."""
+    what = f"where={text!r} on 'acc'"
+    with pytest.raises(lv.InvalidExpressionError) as info:
+        E.check_where(text, ACC, what)
+    got = str(info.value)
+    assert got.startswith(f"{what}: {message}"), got
+    assert not any(w in got for w in ("Binder", "CASE expression", "_LITERAL", "~~")), got
 
 
 def _shape(node):
