@@ -215,13 +215,15 @@ def create_cap_tables(lake: lv.Lake) -> None:
     lake.create_table("ident", ident)
 
 
-def delta_rs_count(uri: str) -> int:
-    """delta-rs' own count of a table's live rows (its SQL reader applies deletion vectors)."""
+def delta_rs_counts(uri: str) -> dict[str, Any]:
+    """delta-rs' own count of a table's live rows, of its distinct ids and the sum of ``v``
+    (its SQL reader applies deletion vectors)."""
     from deltalake import DeltaTable, QueryBuilder
 
     got = QueryBuilder().register("t", DeltaTable(uri)).execute(
-        "SELECT count(*) AS n FROM t").read_all()
-    return int(pa.table(got).column("n")[0].as_py())
+        "SELECT count(*) AS n, count(DISTINCT id) AS d, sum(v) AS s FROM t").read_all()
+    row = pa.table(got).to_pylist()[0]
+    return {"rows": int(row["n"]), "distinct": int(row["d"]), "sum_v": float(row["s"] or 0)}
 
 
 def run_cap(spark: Any, root: str, n: int) -> dict[str, Any]:
@@ -241,13 +243,20 @@ def run_cap(spark: Any, root: str, n: int) -> dict[str, Any]:
             out.append({"table": KIND_OF[step.table], "statement": step.name, "ok": ok,
                         "seconds": time.perf_counter() - t, "error": error})
         lake.flush()
-        agree = {}
-        for table in KIND_OF:
-            ours = lake.read(table).count()
-            agree[table] = {"lakevilla": ours, "delta_rs": delta_rs_count(f"{root}/{table}")}
+        from pyspark.sql import functions as F
+
+        agree, same = {}, True
+        for table in KIND_OF:  # counted by the executors, and by delta-rs
+            ours = lake.read(table).agg(F.count(F.lit(1)).alias("n"),
+                                        F.sum("v").alias("s")).collect()[0]
+            theirs = delta_rs_counts(f"{root}/{table}")
+            agree[table] = {"lakevilla": int(ours["n"]), "delta_rs": theirs["rows"],
+                            "distinct": theirs["distinct"], "sum_v": theirs["sum_v"]}
+            same &= (int(ours["n"]) == theirs["rows"]
+                     and abs(float(ours["s"] or 0) - theirs["sum_v"]) < 1e-6 * max(
+                         1.0, abs(theirs["sum_v"])))
     return {"rows": n, "steps": out, "passed": sum(s["ok"] for s in out),
-            "counts": agree, "agree": all(a["lakevilla"] == a["delta_rs"]
-                                          for a in agree.values())}
+            "counts": agree, "agree": same}
 
 
 # -- time against plain Spark ----------------------------------------------------------------
@@ -327,8 +336,9 @@ def report(result: dict[str, Any], out: str) -> None:
                           f"maxResultSize {result['max_result_size']} "
                           f"({cap['passed']} of {len(cap['steps'])} passed)")
         print_table([{"table": t, **c} for t, c in cap["counts"].items()],
-                    ["table", "lakevilla", "delta_rs"],
-                    title=f"rows read back (delta-rs agrees: {cap['agree']})")
+                    ["table", "lakevilla", "delta_rs", "distinct", "sum_v"],
+                    title=f"rows read back (delta-rs agrees, rows and sum of v: "
+                          f"{cap['agree']})")
     sizes = result.get("sizes") or []
     if sizes:
         print_table([{"kind": s["kind"], "rows": s["rows"], **{k: v for k, v in

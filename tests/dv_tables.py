@@ -46,10 +46,12 @@ def copy_table(lake_dir: Path, name: str) -> Path:
 
 
 def delta_rs_rows(path: Path | str, version: int | None = None,
-                  storage_options: dict[str, str] | None = None) -> list[dict]:
-    """What delta-rs' SQL reader returns (``to_pyarrow_table`` refuses deletion vectors)."""
+                  storage_options: dict[str, str] | None = None,
+                  sql: str = "SELECT * FROM t") -> list[dict]:
+    """What delta-rs' SQL reader returns (``to_pyarrow_table`` refuses deletion vectors);
+    ``sql`` over the table as ``t``."""
     dt = DeltaTable(str(path), version=version, storage_options=storage_options or None)
-    t = pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t"))
+    t = pa.table(QueryBuilder().register("t", dt).execute(sql))
     return sorted(t.to_pylist(), key=repr)
 
 

@@ -1,22 +1,32 @@
-"""MERGE on the Spark engine: the embedded engine's merge as Spark jobs over a source that stays
-a DataFrame.
+"""MERGE on the Spark engine: the embedded engine's merge as two Spark passes over a source that
+stays a DataFrame.
 
 Target rows are named by (file, row index in the file), so duplicate matches and the rows to
-rewrite or mark are found without a row id that Spark could recompute differently; only files
-where a clause applied are rewritten (or, on a table with deletion vectors, marked). What comes
-back to the driver: whether some target row matched twice (one row at most), the rows each
-clause changed per file (O(files)), the count of inserted rows, the per-partition counts that
-number identity values, and the files written. Every join of rows is a shuffle join: a
-broadcast would carry rows through the driver.
+rewrite or mark are found without a row id that Spark could recompute differently.
+
+1. **Which files.** The candidate files' join columns meet the source (an inner join); one
+   aggregate gives, per file with a match, the rows each kind of clause changed and the most
+   source rows any one of its rows matched (a duplicate match is an error where a clause
+   updates or deletes). O(files) to the driver.
+2. **The rows.** Only the files with a match meet the source again, whole, in one outer join
+   (full when rows may be inserted): every row of a file a clause changed comes out as it stays
+   (kept, updated, or gone), every unmatched source row as its insert clause makes it. On a
+   table with deletion vectors only updated and inserted rows are written, and the changed
+   rows are marked. Where several things read the joined rows (marking, the change feed,
+   identity numbering), they are persisted on the executors for the statement.
+
+Every join of rows is a shuffle join: a broadcast would carry rows through the driver.
 """
 
 from __future__ import annotations
 
-from functools import reduce
+from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from ..delta.actions import AddFile
 from ..errors import DuplicateMatchError, InvalidExpressionError, SchemaMismatchError
 from . import spark_cdf, spark_dv, spark_expr
 from .api import RewriteResult, TableContext, data_file_key
@@ -30,114 +40,182 @@ from .spark_types import CLAUSE_COL, FILE_COL, ROW_COL, col, spark_schema
 from .spark_write import delete_files, write_frame
 
 ROWS = "shuffle_hash"  # the join hint for a side that holds rows: never broadcast
+SRC = "__lv_src"  # set on every source row, so an outer join tells which side a row came from
+KIND = "__lv_kind"  # what became of a joined row (the constants below)
+KEPT, UPDATED, DELETED, INSERTED = 0, 1, 2, 3
 
 
-def merge(sa: SparkAccess, ctx: TableContext, files: list, plan: MergePlan,
+@dataclass(frozen=True)
+class Found:
+    """Phase 1, per file with a match (by Spark's name for it)."""
+
+    updated: int
+    deleted: int
+    most: int  # the most source rows one of its rows matched
+
+
+def merge(sa: SparkAccess, ctx: TableContext, files: list[AddFile], plan: MergePlan,
           source: SparkSource) -> tuple[RewriteResult, MergeResult]:
     what = f"merge into {ctx.name!r}"
     tfields = spark_schema(ctx.schema).fields
     mc = MergeClauses(ctx, plan, source.schema, tfields, what)
-    tcols = mc.tcols
-    matched, inserts, dels = plan.ids(True), plan.ids(False), plan.deleting()
     with spark_errors(what, InvalidExpressionError):
         total = source.num_rows()
         if not total:
             return RewriteResult(), MergeResult()
-        sdf = mc.source_frame(source.df)
+        sdf = mc.source_frame(source.df).withColumn(SRC, F.lit(True))
         t2 = frame(sa, ctx, files, indexed=True).select(
-            *[col(f.name).alias(tcols[k]) for k, f in enumerate(tfields)], FILE_COL, ROW_COL)
+            *[col(f.name).alias(mc.tcols[k]) for k, f in enumerate(tfields)], FILE_COL, ROW_COL)
         on = spark_expr.condition(plan.on, mc.ref)
-        res = RewriteResult()
-        updated = deleted = inserted = 0
-        parts: list[DataFrame] = []
-        changed = ins = hits = None  # the rows a clause applied to, inserted, to mark
-        touched: list = []
-        if matched and files:
-            m = t2.join(sdf.hint(ROWS), on, "inner").select(
-                FILE_COL, ROW_COL, mc.clause_of(matched).alias(CLAUSE_COL),
-                *mc.values(matched, lambda k, f: F.col(tcols[k])))
-            if not plan.only_deletes:
-                dup = (m.groupBy(FILE_COL, ROW_COL).count().filter(F.col("count") > 1)
-                       .limit(1).collect())
-                if dup:
-                    raise DuplicateMatchError(
-                        f"{what}: a target row is matched by {dup[0]['count']} source rows; a "
-                        "merge that updates or deletes needs at most one source row per target "
-                        "row: deduplicate the source")
-            applied = m.filter(F.col(CLAUSE_COL) >= 0).dropDuplicates([FILE_COL, ROW_COL])
-            counts = (applied.groupBy(F.col(CLAUSE_COL).isin(dels).alias("d"), FILE_COL)
-                      .count().collect())
-            touched_keys = {sa.paths.key_of(ctx, r[FILE_COL]) for r in counts}
-            deleted = sum(int(r["count"]) for r in counts if r["d"])
-            updated = sum(int(r["count"]) for r in counts if not r["d"])
-            touched = [a for a in files
-                       if data_file_key(ctx.name, a.path, ctx.lake_uri) in touched_keys]
-            names = sorted({r[FILE_COL] for r in counts})
-            a = applied.select(FILE_COL, ROW_COL, CLAUSE_COL,
-                               *[F.col(c).alias(c + "n") for c in tcols])
-            mine = t2.filter(F.col(FILE_COL).isin(names))
-            if touched:  # each row a clause applied to, before and after (lazy: the feed's)
-                changed = mine.join(a.hint(ROWS), [FILE_COL, ROW_COL])
-            if touched and ctx.write_dvs:  # the applied rows are marked; updated ones written
-                hits = applied.select(FILE_COL, ROW_COL)
-                parts.append(applied.filter(~F.col(CLAUSE_COL).isin(dels)).select(
-                    *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
-                    CLAUSE_COL))
-            elif touched:
-                kept = (mine.join(a.hint(ROWS), [FILE_COL, ROW_COL], "left")
-                        .filter(F.col(CLAUSE_COL).isNull() | ~F.col(CLAUSE_COL).isin(dels)))
-                parts.append(kept.select(*[F.when(F.col(CLAUSE_COL).isNull(), F.col(c))
-                                           .otherwise(F.col(c + "n")).alias(f.name)
-                                           for c, f in zip(tcols, tfields, strict=True)],
-                                         CLAUSE_COL))
-                res.removed = touched
-        if inserts:
-            nm = sdf.join(t2.hint(ROWS), on, "left_anti") if files else sdf
-            ins = nm.select(mc.clause_of(inserts).alias(CLAUSE_COL),
-                            *mc.values(inserts, lambda k, f: F.lit(None).cast(f.dataType)))
-            ins = ins.filter(F.col(CLAUSE_COL) >= 0).select(
-                *[F.col(c).alias(f.name) for c, f in zip(tcols, tfields, strict=True)],
-                CLAUSE_COL)
-            ins, inserted, res.marks = _numbered(ctx, ins, plan)
-            if inserted:
-                parts.append(ins)
-
-        def write() -> list:
-            if not parts:
-                return []
-            return write_frame(sa, ctx, merged(ctx, reduce(DataFrame.unionByName, parts),
-                                               plan.values))
-        if hits is not None:
-            numbered_marks = res.marks  # the identity marks of the inserted rows stay
-            res = spark_dv.mark(ctx, touched, hits, write)
-            res.marks = numbered_marks
-        else:
-            res.added = write()
-        try:
-            res = spark_cdf.merged(sa, ctx, res, changed, dels, tcols,
-                                   ins if inserted else None,
-                                   lambda df: merged(ctx, df, plan.values))
-        except BaseException:
-            delete_files(ctx, [x for x in res.added if x.deletion_vector is None])
-            raise
+        found = _found(t2, sdf, on, mc, plan) if files and plan.ids(True) else {}
+        worst = max((f.most for f in found.values()), default=0)
+        if worst > 1 and not plan.only_deletes:
+            raise DuplicateMatchError(
+                f"{what}: a target row is matched by {worst} source rows; a merge that updates "
+                "or deletes needs at most one source row per target row: deduplicate the source")
+        changed = {sa.paths.key_of(ctx, n) for n, f in found.items() if f.updated or f.deleted}
+        touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in changed]
+        updated = sum(f.updated for f in found.values())
+        deleted = sum(f.deleted for f in found.values())
+        if not touched and not plan.ids(False):
+            return RewriteResult(), MergeResult(total)
+        rows = _joined(t2, sdf, on, mc, plan,
+                       list(found) if plan.ids(True) or not files else None,
+                       [n for n, f in found.items() if f.updated or f.deleted])
+        res, inserted = _apply(sa, ctx, plan, mc, rows, touched, updated, deleted)
     res.rows = updated + deleted + inserted
     return res, MergeResult(total, updated, deleted, inserted, len(res.added), len(res.removed))
 
 
-def _numbered(ctx: TableContext, ins: DataFrame, plan: MergePlan
-              ) -> tuple[DataFrame, int, dict[str, int]]:
-    """A merge's inserted rows with the identity columns their clause leaves out numbered on
-    the executors (``spark_rows.numbered``); how many rows, and the marks they leave."""
+def _found(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses,
+           plan: MergePlan) -> dict[str, Found]:
+    """Phase 1: one job over the join columns (Spark prunes the rest)."""
+    clause = F.col(CLAUSE_COL)
+    dels = plan.deleting()
+    pairs = t2.join(sdf.hint(ROWS), on, "inner").select(
+        FILE_COL, ROW_COL, mc.clause_of(plan.ids(True)).alias(CLAUSE_COL))
+    per_row = pairs.groupBy(FILE_COL, ROW_COL).agg(F.count(F.lit(1)).alias("n"),
+                                                   F.max(clause).alias(CLAUSE_COL))
+    applied = clause >= 0
+    per_file = per_row.groupBy(FILE_COL).agg(
+        F.sum((applied & ~clause.isin(dels)).cast("long")).alias("updated"),
+        F.sum((applied & clause.isin(dels)).cast("long")).alias("deleted"),
+        F.max("n").alias("most"))
+    return {r[FILE_COL]: Found(int(r["updated"]), int(r["deleted"]), int(r["most"]))
+            for r in per_file.collect()}
+
+
+def _joined(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses, plan: MergePlan,
+            matched_files: list[str] | None, changed_files: list[str]) -> DataFrame:
+    """Phase 2's rows: each row of a file a clause changed and each source row a clause
+    inserts, with what became of it (``KIND``), its values before (``__lv_t<k>``) and after
+    (``__lv_t<k>n``), its clause, file and row index. ``matched_files``: the files holding a
+    match (phase 1); None when the merge has no clause for matches (no phase 1: the source
+    meets every candidate file in an anti join)."""
+    matched, inserts, dels = plan.ids(True), plan.ids(False), plan.deleting()
+    if matched_files:
+        mine = t2.filter(F.col(FILE_COL).isin(matched_files))
+        j = mine.join(sdf.hint(ROWS), on, "full_outer" if inserts else "left_outer")
+    else:  # no clause for matches: the source rows that match nothing, in one anti join
+        unmatched = sdf.join(t2.hint(ROWS), on, "left_anti") if matched_files is None else sdf
+        j = unmatched.select("*", *[F.lit(None).cast(f.dataType).alias(mc.tcols[k])
+                                    for k, f in enumerate(mc.tfields)],
+                             F.lit(None).cast("string").alias(FILE_COL),
+                             F.lit(None).cast("long").alias(ROW_COL))
+    is_t, is_s = F.col(FILE_COL).isNotNull(), F.col(SRC).isNotNull()
+    mclause = F.when(is_t & is_s, mc.clause_of(matched)) if matched else F.lit(None)
+    iclause = F.when(~is_t & is_s, mc.clause_of(inserts)) if inserts else F.lit(None)
+    upd = mc.values(matched, lambda k, f: F.col(mc.tcols[k]), named=False) if matched else []
+    ins = (mc.values(inserts, lambda k, f: F.lit(None).cast(f.dataType), named=False)
+           if inserts else [])
+    j = j.select("*", mclause.cast("int").alias("__lv_m"), iclause.cast("int").alias("__lv_i"))
+    m, i = F.col("__lv_m"), F.col("__lv_i")
+    kind = (F.when(i >= 0, F.lit(INSERTED))
+            .when((m >= 0) & m.isin(dels), F.lit(DELETED))
+            .when(m >= 0, F.lit(UPDATED))
+            .when(is_t & F.col(FILE_COL).isin(changed_files), F.lit(KEPT)))
+    new = []
+    for k in range(len(mc.tfields)):
+        v = F.col(mc.tcols[k])
+        if ins:
+            v = F.when(i >= 0, ins[k]).otherwise(v)
+        if upd:
+            v = F.when(m >= 0, upd[k]).otherwise(v)
+        new.append(v.alias(mc.tcols[k] + "n"))
+    return (j.select(*mc.tcols, *new, FILE_COL, ROW_COL, kind.alias(KIND),
+                     F.coalesce(F.when(m >= 0, m), F.when(i >= 0, i)).alias(CLAUSE_COL))
+            .filter(F.col(KIND).isNotNull()))
+
+
+def _apply(sa: SparkAccess, ctx: TableContext, plan: MergePlan, mc: MergeClauses,
+           rows: DataFrame, touched: list[AddFile], updated: int,
+           deleted: int) -> tuple[RewriteResult, int]:
+    """Write the new rows (and mark the changed ones, on a table with deletion vectors) and the
+    change feed; the result and how many rows were inserted."""
+    kind = F.col(KIND)
+    names = [f.name for f in mc.tfields]
+    after = [F.col(c + "n").alias(n) for c, n in zip(mc.tcols, names, strict=True)]
+    extra = ctx.write_dvs or ctx.write_cdf or bool(ctx.identity)
+    held = rows.persist() if extra else rows  # read by several jobs: joined once
+    try:
+        stay = held.filter(kind.isin([UPDATED] if ctx.write_dvs else [KEPT, UPDATED])).select(
+            *after, F.when(kind == UPDATED, F.col(CLAUSE_COL)).alias(CLAUSE_COL))
+        ins, marks = _numbered(ctx, held.filter(kind == INSERTED).select(*after, CLAUSE_COL),
+                               plan)
+
+        def write() -> list[AddFile]:
+            return write_frame(sa, ctx, merged(ctx, stay.unionByName(ins), plan.values))
+
+        if ctx.write_dvs and touched:
+            res = spark_dv.mark(ctx, touched, held.filter(kind.isin([UPDATED, DELETED])), write)
+        else:
+            res = RewriteResult(removed=[] if ctx.write_dvs else touched, added=write())
+        res.marks = marks
+        written = sum(a.num_records or 0 for a in res.added if a.deletion_vector is None)
+        inserted = _inserted(ctx, held, touched, written, updated, deleted)
+        try:
+            res = spark_cdf.merged(sa, ctx, res, held.filter(kind.isin([UPDATED, DELETED])),
+                                   plan.deleting(), mc.tcols, ins if inserted else None,
+                                   lambda df: merged(ctx, df, plan.values))
+        except BaseException:
+            delete_files(ctx, [a for a in res.added if a.deletion_vector is None])
+            raise
+        return res, inserted
+    finally:
+        if held is not rows:
+            held.unpersist()
+
+
+def _inserted(ctx: TableContext, rows: DataFrame, touched: list[AddFile], written: int,
+              updated: int, deleted: int) -> int:
+    """The rows inserted: the rows written less those carried over (updated; and, rewriting,
+    the rest of the changed files' rows), when the statistics of those files say how many they
+    held; else counted by a job."""
+    if ctx.write_dvs:
+        return written - updated
+    if all(a.num_records is not None for a in touched):
+        held = sum(int(a.num_records or 0) - (a.deletion_vector.cardinality
+                                              if a.deletion_vector is not None else 0)
+                   for a in touched)
+        return written - (held - deleted)
+    return int(rows.filter(F.col(KIND) == INSERTED).count())
+
+
+def _numbered(ctx: TableContext, new: DataFrame, plan: MergePlan
+              ) -> tuple[DataFrame, dict[str, int]]:
+    """The inserted rows with the identity columns their clause leaves out numbered on the
+    executors (``spark_rows.numbered``), and the marks they leave."""
     if not ctx.identity:
-        return ins, ins.count(), {}
-    columns = []
+        return new, {}
+    inserts = plan.ids(False)
+    columns: list[tuple[Any, Column | None]] = []
     for c in ctx.identity:
         giving = [i for i, v in enumerate(plan.values) if v and c.name in v]
         if giving and not c.allow_explicit_insert:
             raise SchemaMismatchError(
                 f"merge into {ctx.name!r}: an insert clause gives identity column {c.name!r} "
                 "(GENERATED ALWAYS): leave it out, its values are generated")
-        columns.append((c, ~F.col(CLAUSE_COL).isin(giving) if giving else None))
-    ins, n = numbered(ctx, ins, columns)
-    marks = {c.name: m for c, _ in columns if n and (m := c.mark_after(n)) is not None}
-    return ins, n, marks
+        columns.append((c, F.coalesce(F.col(CLAUSE_COL).isin(
+            [i for i in inserts if i not in giving]), F.lit(False))))
+    new, n = numbered(ctx, new, columns)
+    return new, {c.name: m for c, _ in columns if n and (m := c.mark_after(n)) is not None}

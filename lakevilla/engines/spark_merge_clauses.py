@@ -56,10 +56,10 @@ class MergeClauses:
                    else out.when(self._cond(i), F.lit(i)))
         return (out.otherwise(F.lit(-1)) if out is not None else F.lit(-1)).cast("int")
 
-    def values(self, ids: list[int], default: Callable[[int, T.StructField], Column]
-               ) -> list[Column]:
+    def values(self, ids: list[int], default: Callable[[int, T.StructField], Column],
+               named: bool = True) -> list[Column]:
         """Each target column as the applying clause of ``ids`` sets it (``default`` where it
-        does not), named ``__lv_t<k>``."""
+        does not), named ``__lv_t<k>`` (``named``)."""
         cols = []
         for k, f in enumerate(self.tfields):
             out = None
@@ -69,6 +69,6 @@ class MergeClauses:
                     spark_expr.assigned(v, self.ctx.schema.field(f.name).type, self._ref_of(i)),
                     f, "schema", f"{self.what}: {f.name}={v.text!r}")
                 out = F.when(self._cond(i), val) if out is None else out.when(self._cond(i), val)
-            cols.append((out.otherwise(default(k, f)) if out is not None
-                         else default(k, f)).alias(self.tcols[k]))
+            value = out.otherwise(default(k, f)) if out is not None else default(k, f)
+            cols.append(value.alias(self.tcols[k]) if named else value)
         return cols

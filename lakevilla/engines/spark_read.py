@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -23,7 +24,7 @@ from ..errors import StorageError
 from . import spark_mapped
 from .api import TableContext, data_file_key
 from .spark_paths import SparkPaths
-from .spark_tasks import KeepLive
+from .spark_tasks import LiveRows
 from .spark_types import (
     FILE_COL,
     ROW_COL,
@@ -59,8 +60,13 @@ def live(sa: SparkAccess, ctx: TableContext, df: DataFrame, files: list[AddFile]
               for a in files if a.deletion_vector is not None}
     if not marked:
         return df
-    task = KeepLive(ctx.store.address(), ctx.name, ctx.lake_uri, marked)
-    return df.mapInArrow(task, df.schema)
+    task = LiveRows(ctx.store.address(), ctx.name, ctx.lake_uri, marked)
+
+    def live_row(names: pa.Array, rows: pa.Array) -> pa.Array:  # a scalar Arrow UDF
+        return task(names, rows)
+
+    udf = F.arrow_udf(live_row, T.BooleanType())  # type: ignore[call-overload]  # by its hints
+    return df.filter(udf(F.col(FILE_COL), F.col(ROW_COL)))
 
 
 def _scan(sa: SparkAccess, ctx: TableContext, files: list[AddFile], indexed: bool

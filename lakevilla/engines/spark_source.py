@@ -34,6 +34,7 @@ class SparkSource:
     staged: tuple[str, ...] = ()
     fixed: bool = False  # staged or checkpointed: every use sees the same rows
     schema: pa.Schema = field(default=None)
+    _rows: list[int] = field(default_factory=list, repr=False)  # its row count, once known
 
     def __post_init__(self) -> None:
         if self.schema is None:
@@ -41,11 +42,15 @@ class SparkSource:
             check_source_schema(self.schema)
 
     def num_rows(self) -> int:
-        with spark_errors("merge source", None):
-            return int(self.df.count())
+        """Counted by a job, unless the key bounds' job counted them already."""
+        if not self._rows:
+            with spark_errors("merge source", None):
+                self._rows.append(int(self.df.count()))
+        return self._rows[0]
 
     def key_bounds(self, keys: list[BoundedKey]) -> dict[str, KeyBound]:
-        aggs = []
+        """One aggregate job, which counts the rows too (``num_rows``)."""
+        aggs = [F.count(F.lit(1)).alias("rows")]
         for i, k in enumerate(keys):
             c = col(k.source)
             aggs += [F.min(c).alias(f"lo{i}"), F.max(c).alias(f"hi{i}"),
@@ -54,6 +59,7 @@ class SparkSource:
                 aggs.append(F.slice(F.collect_set(c), 1, IN_LIST_LIMIT + 1).alias(f"v{i}"))
         with spark_errors("merge source", None):
             row = self.df.agg(*aggs).collect()[0]
+        self._rows[:] = [int(row["rows"])]
         out = {}
         for i, k in enumerate(keys):
             if not row[f"n{i}"]:

@@ -31,45 +31,41 @@ ROW_COL = "__lv_ri"
 
 
 @dataclass(frozen=True)
-class KeepLive:
-    """Rows of a scan, each with its file (``FILE_COL``, as Spark names it) and its index in the
-    file (``ROW_COL``) -> the rows no deletion vector deletes. Each file's DV is decoded once per
-    task (inline from its descriptor, else read from its DV file): the bitmaps stay on the
-    executors, and no row is shuffled to be dropped."""
+class LiveRows:
+    """(file as Spark names it, row index in the file) -> whether no deletion vector deletes the
+    row: a scalar Arrow UDF over those two columns only, so the rows' other columns never pass
+    through Python. Each file's DV is decoded once per worker (inline from its descriptor, else
+    read from its DV file): the bitmaps stay on the executors, and no row is shuffled to be
+    dropped."""
 
     address: StoreAddress | None
     table: str
     lake_uri: str
     dvs: dict[str, tuple[str, str]]  # store key -> (DV descriptor JSON, the file's path)
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        store = open_address(self.address) if self.address is not None else None
-        gone: dict[str, np.ndarray | None] = {}
-        for b in batches:
-            names = b.column(FILE_COL).to_numpy(zero_copy_only=False)
-            rows = b.column(ROW_COL).to_numpy()
-            keep = np.ones(len(names), dtype=bool)
-            cuts = (np.flatnonzero(names[1:] != names[:-1]) + 1 if len(names)
-                    else np.zeros(0, np.int64))
-            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)], strict=True):
-                if hi <= lo:
-                    continue
-                name = names[lo]
-                if name not in gone:
-                    gone[name] = self._deleted(store, key_in(self.lake_uri, name))
-                deleted = gone[name]
-                if deleted is not None:
-                    keep[lo:hi] = ~np.isin(rows[lo:hi], deleted, assume_unique=False)
-            yield b if keep.all() else b.filter(pa.array(keep))
+    def __call__(self, names_arr: pa.Array, rows_arr: pa.Array) -> pa.Array:
+        names = names_arr.to_numpy(zero_copy_only=False)
+        rows = rows_arr.to_numpy(zero_copy_only=False)
+        keep = np.ones(len(names), dtype=bool)
+        if not len(names):
+            return pa.array(keep)
+        cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)], strict=True):
+            deleted = self._deleted(names[lo])
+            if deleted is not None and len(deleted):
+                keep[lo:hi] = ~np.isin(rows[lo:hi], deleted)
+        return pa.array(keep)
 
-    def _deleted(self, store: object, key: str) -> np.ndarray | None:
-        got = self.dvs.get(key)
+    def _deleted(self, name: str) -> np.ndarray | None:
+        got = self.dvs.get(key_in(self.lake_uri, name))
         if got is None:
             return None
         dv = dvs.DeletionVector.from_json(json.loads(got[0]))
+        store = open_address(self.address) if self.address is not None else None
         if dv.storage_type != "i" and store is None:
             raise RuntimeError(f"{self.table}: the deletion vector of {got[1]} is in a file and "
                                "this lake's store cannot be opened on an executor")
+        # decoded once per process (deletion_vectors keeps the recent ones)
         return dvs.deleted_rows(store, self.table, self.lake_uri, dv, got[1])  # type: ignore[arg-type]
 
 

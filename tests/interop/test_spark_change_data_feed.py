@@ -50,3 +50,31 @@ def test_spark_writes_the_feed_the_embedded_engine_writes(spark, tmp_path):  # n
     assert got == want
     assert sorted(got) == [1, 2, 3, 4, 5, 6]
     assert sum(got[5].values()) == 3  # the insert and the update of id 9; id 5 kept its value
+
+
+@CLASSIC_ONLY
+def test_lake_changes_on_spark_are_a_dataframe_of_the_embedded_engines_rows(spark, tmp_path):
+    """``lake.changes`` on the Spark engine is a DataFrame computed by Spark (cdc files read,
+    removed and added rows compared by ``exceptAll``), holding the rows the embedded engine
+    returns for the same lake, a change-data-feed table and a plain one alike."""
+    from pyspark.sql import DataFrame
+
+    uri = f"file://{tmp_path}/lake"
+    with lv.Lake(uri, engine=lv.SparkEngine(spark)) as lake:
+        _statements(lake)
+        lake.create_table("p", S)  # no feed: changes derived from removes and adds
+        with lake.transaction("R") as txn:
+            txn.insert("p", pa.Table.from_pylist(ROWS, schema=S))
+        with lake.transaction("R") as txn:
+            txn.update("p", {"v": "v + 1"}, where="id < 3")
+            txn.delete("p", where="id = 4")
+        got = lake.changes(["t", "p"])
+    with lv.Lake(uri) as embedded:
+        want = embedded.changes(["t", "p"])
+    for table in ("t", "p"):
+        assert isinstance(got[table], DataFrame)
+        ours = got[table].toArrow()
+        assert ours.schema.names == want[table].schema.names
+        key = [(n, "ascending") for n in ours.schema.names if n != "_commit_timestamp"]
+        assert (ours.cast(want[table].schema).sort_by(key).to_pylist()
+                == want[table].sort_by(key).to_pylist())
