@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 import lakevilla as lv  # noqa: E402
+from tests.spark_session import CLASSIC_ONLY  # noqa: E402
 from tests.statements.test_change_data_feed import CDF, ROWS, S, changes  # noqa: E402
 
 pytestmark = [pytest.mark.spark,
