@@ -31,15 +31,16 @@ from ..errors import InvalidArgumentError, InvalidExpressionError
 from ..scan import expressions as E
 from ..scan.ordering import Ordering
 from . import spark_cdf, spark_changes, spark_dv, spark_expr, spark_merge, spark_write
-from .api import CommitFiles, RewriteResult, TableContext, data_file_key
+from .api import CommitFiles, RewriteResult, TableContext
 from .arrow_source import source_table
 from .merge_plan import MergePlan, MergeResult
 from .spark_errors import spark_errors
+from .spark_names import RID_COL, ROW_BITS
 from .spark_paths import SCHEME_MAP, SparkPaths
 from .spark_read import SparkAccess, frame
 from .spark_rows import check_rules, updated
 from .spark_source import SparkSource, read_staged
-from .spark_types import FILE_COL, ROW_COL, col, ref, spark_schema
+from .spark_types import col, ref, spark_schema
 
 __all__ = ["SparkEngine", "is_connect_session", "spark_schema"]
 
@@ -158,15 +159,16 @@ class SparkEngine:
                      if checked is not None else F.lit(True))
             if ctx.write_dvs:  # Spark finds the rows, the executors mark them (spark_dv.py)
                 rows = frame(self.sa, ctx, files, indexed=True).filter(match)
-                hit = rows.drop(FILE_COL, ROW_COL)
+                hit = rows.drop(RID_COL)
                 post = None if sets is None else updated(ctx, hit, F.lit(True), sets)
                 res = spark_dv.mark(ctx, files, rows, lambda: [] if post is None else (
                     spark_write.write_frame(self.sa, ctx, post)))
                 return spark_cdf.rewritten(self.sa, ctx, res, hit, post)
-            got = (frame(self.sa, ctx, files, with_file=True).filter(match)
-                   .groupBy(FILE_COL).count().collect())  # matching rows per file: O(files)
-            hits = {self.paths.key_of(ctx, r[FILE_COL]): int(r["count"]) for r in got}
-            touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in hits]
+            place = F.shiftright(F.col(RID_COL), ROW_BITS).alias("place")
+            got = (frame(self.sa, ctx, files, indexed=True).filter(match)
+                   .groupBy(place).count().collect())  # matching rows per file: O(files)
+            hits = {int(r["place"]): int(r["count"]) for r in got}
+            touched = [a for i, a in enumerate(files) if i in hits]
             if not touched:
                 return RewriteResult()
             src = frame(self.sa, ctx, touched)

@@ -23,8 +23,9 @@ from ..delta.actions import AddFile, CdcFile
 from . import change_data, spark_mapped
 from .api import RewriteResult, TableContext, data_file_key
 from .change_data import CHANGE_DIR, CHANGE_TYPE
+from .spark_names import CLAUSE_COL
 from .spark_read import SparkAccess, frame
-from .spark_types import CLAUSE_COL, col, partition_values, spark_schema
+from .spark_types import col, partition_values, spark_schema
 from .spark_write import write_folder
 
 Frames = list[tuple[DataFrame, str]]  # rows in table columns, and their change type

@@ -22,8 +22,9 @@ from ..delta.actions import AddFile, CdcFile
 from . import spark_mapped
 from .api import CHANGE_META, CommitFiles, TableContext
 from .spark_cdf import comparable
+from .spark_names import FILE_COL
 from .spark_read import SparkAccess, frame, partition_map
-from .spark_types import FILE_COL, col, partition_literal, spark_schema
+from .spark_types import col, partition_literal, spark_schema
 
 CHANGE_TYPE, VERSION, TIMESTAMP, TXN = (n for n, _ in CHANGE_META)
 

@@ -14,41 +14,44 @@ import dataclasses
 import json
 from collections.abc import Callable
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from ..delta.actions import AddFile
 from ..delta.deletion_vectors import DeletionVector
 from .api import RewriteResult, TableContext, data_file_key
 from .dv_rewrite import loose_stats
+from .spark_names import RID_COL, ROW_BITS
 from .spark_tasks import MARKS_DDL, BuildDeletionVectors, FileMarks
-from .spark_types import FILE_COL, ROW_COL
 from .spark_write import delete_files
-
-APPLIED = "__lv_applied"
 
 
 def mark(ctx: TableContext, files: list[AddFile], hits: DataFrame,
-         write: Callable[[], list[AddFile]]) -> RewriteResult:
-    """Mark the rows ``hits`` names (``FILE_COL``, ``ROW_COL``) deleted in ``files``: each file
-    they touch is removed and, unless no row of it is left, added back with its new DV.
-    ``write`` writes the statement's new rows first (it checks the table's rules before any
-    write). One job; O(files) to the driver."""
-    by_key = {data_file_key(ctx.name, a.path, ctx.lake_uri): a for a in files}
-    info = {k: FileMarks(a.path, a.num_records,
+         write: Callable[[], list[AddFile]], places: list[AddFile] | None = None
+         ) -> RewriteResult:
+    """Mark the rows ``hits`` names (``RID_COL``: a file's place in ``places``, default
+    ``files``, and the row's index) deleted in ``files``: each file they touch is removed and,
+    unless no row of it is left, added back with its new DV. ``write`` writes the statement's
+    new rows first (it checks the table's rules before any write). One job; O(files) to the
+    driver."""
+    places = files if places is None else places
+    mine = {data_file_key(ctx.name, a.path, ctx.lake_uri) for a in files}
+    info = {i: FileMarks(a.path, a.num_records,
                          json.dumps(a.deletion_vector.to_json()) if a.deletion_vector else None)
-            for k, a in by_key.items()}
+            for i, a in enumerate(places)
+            if data_file_key(ctx.name, a.path, ctx.lake_uri) in mine}
     task = BuildDeletionVectors(ctx.store.address(), ctx.name, ctx.lake_uri, info)
     res = RewriteResult()
     res.added = write()
+    place = F.shiftright(F.col(RID_COL), ROW_BITS)
     try:
-        got = (hits.select(FILE_COL, ROW_COL).repartition(FILE_COL)
-               .sortWithinPartitions(FILE_COL, ROW_COL).mapInArrow(task, MARKS_DDL).collect())
+        got = (hits.select(RID_COL).repartition(place).sortWithinPartitions(RID_COL)
+               .mapInArrow(task, MARKS_DDL).collect())
     except BaseException:
         delete_files(ctx, res.added)  # best effort: no version references them
         raise
     for r in got:
-        add = by_key[r["file"]]
+        add = places[int(r["file"])]
         res.removed.append(add)
         res.rows += int(r["hits"])
         if not r["all"]:
@@ -56,14 +59,3 @@ def mark(ctx: TableContext, files: list[AddFile], hits: DataFrame,
             res.added.append(dataclasses.replace(add, deletion_vector=dv,
                                                  stats=loose_stats(add.stats), data_change=True))
     return res
-
-
-def hits(rows: DataFrame, match: Column) -> DataFrame:
-    """The rows of ``rows`` (indexed: file and row index) that ``match`` holds for."""
-    return rows.filter(match).select(FILE_COL, ROW_COL)
-
-
-def applied(changed: DataFrame) -> DataFrame:
-    """A MERGE's target rows a clause applied to (deleted or updated), by file and row index."""
-    return changed.select(FILE_COL, ROW_COL).dropDuplicates([FILE_COL, ROW_COL]).withColumn(
-        APPLIED, F.lit(True))

@@ -29,14 +29,15 @@ from pyspark.sql import functions as F
 from ..delta.actions import AddFile
 from ..errors import DuplicateMatchError, InvalidExpressionError, SchemaMismatchError
 from . import spark_cdf, spark_dv, spark_expr
-from .api import RewriteResult, TableContext, data_file_key
+from .api import RewriteResult, TableContext
 from .merge_plan import MergePlan, MergeResult
 from .spark_errors import spark_errors
 from .spark_merge_clauses import MergeClauses
+from .spark_names import CLAUSE_COL, RID_COL, ROW_BITS
 from .spark_read import SparkAccess, frame
 from .spark_rows import merged, numbered
 from .spark_source import SparkSource
-from .spark_types import CLAUSE_COL, FILE_COL, ROW_COL, col, spark_schema
+from .spark_types import col, spark_schema
 from .spark_write import delete_files, write_frame
 
 ROWS = "shuffle_hash"  # the join hint for a side that holds rows: never broadcast
@@ -45,9 +46,14 @@ KIND = "__lv_kind"  # what became of a joined row (the constants below)
 KEPT, UPDATED, DELETED, INSERTED = 0, 1, 2, 3
 
 
+def _place() -> Column:
+    """A row's file, as its place in the statement's files (from its row id)."""
+    return F.shiftright(F.col(RID_COL), ROW_BITS)
+
+
 @dataclass(frozen=True)
 class Found:
-    """Phase 1, per file with a match (by Spark's name for it)."""
+    """Phase 1, per file with a match (by its place in the statement's files)."""
 
     updated: int
     deleted: int
@@ -65,7 +71,7 @@ def merge(sa: SparkAccess, ctx: TableContext, files: list[AddFile], plan: MergeP
             return RewriteResult(), MergeResult()
         sdf = mc.source_frame(source.df).withColumn(SRC, F.lit(True))
         t2 = frame(sa, ctx, files, indexed=True).select(
-            *[col(f.name).alias(mc.tcols[k]) for k, f in enumerate(tfields)], FILE_COL, ROW_COL)
+            *[col(f.name).alias(mc.tcols[k]) for k, f in enumerate(tfields)], RID_COL)
         on = spark_expr.condition(plan.on, mc.ref)
         found = _found(t2, sdf, on, mc, plan) if files and plan.ids(True) else {}
         worst = max((f.most for f in found.values()), default=0)
@@ -73,56 +79,56 @@ def merge(sa: SparkAccess, ctx: TableContext, files: list[AddFile], plan: MergeP
             raise DuplicateMatchError(
                 f"{what}: a target row is matched by {worst} source rows; a merge that updates "
                 "or deletes needs at most one source row per target row: deduplicate the source")
-        changed = {sa.paths.key_of(ctx, n) for n, f in found.items() if f.updated or f.deleted}
-        touched = [a for a in files if data_file_key(ctx.name, a.path, ctx.lake_uri) in changed]
+        changed = sorted(p for p, f in found.items() if f.updated or f.deleted)
+        touched = [files[p] for p in changed]
         updated = sum(f.updated for f in found.values())
         deleted = sum(f.deleted for f in found.values())
         if not touched and not plan.ids(False):
             return RewriteResult(), MergeResult(total)
         rows = _joined(t2, sdf, on, mc, plan,
-                       list(found) if plan.ids(True) or not files else None,
-                       [n for n, f in found.items() if f.updated or f.deleted])
-        res, inserted = _apply(sa, ctx, plan, mc, rows, touched, updated, deleted)
+                       sorted(found) if plan.ids(True) or not files else None, changed,
+                       keep=not ctx.write_dvs)
+        res, inserted = _apply(sa, ctx, plan, mc, rows, files, touched, updated, deleted)
     res.rows = updated + deleted + inserted
     return res, MergeResult(total, updated, deleted, inserted, len(res.added), len(res.removed))
 
 
 def _found(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses,
-           plan: MergePlan) -> dict[str, Found]:
+           plan: MergePlan) -> dict[int, Found]:
     """Phase 1: one job over the join columns (Spark prunes the rest)."""
     clause = F.col(CLAUSE_COL)
     dels = plan.deleting()
     pairs = t2.join(sdf.hint(ROWS), on, "inner").select(
-        FILE_COL, ROW_COL, mc.clause_of(plan.ids(True)).alias(CLAUSE_COL))
-    per_row = pairs.groupBy(FILE_COL, ROW_COL).agg(F.count(F.lit(1)).alias("n"),
-                                                   F.max(clause).alias(CLAUSE_COL))
+        RID_COL, mc.clause_of(plan.ids(True)).alias(CLAUSE_COL))
+    per_row = pairs.groupBy(RID_COL).agg(F.count(F.lit(1)).alias("n"),
+                                         F.max(clause).alias(CLAUSE_COL))
     applied = clause >= 0
-    per_file = per_row.groupBy(FILE_COL).agg(
+    per_file = per_row.groupBy(_place().alias("place")).agg(
         F.sum((applied & ~clause.isin(dels)).cast("long")).alias("updated"),
         F.sum((applied & clause.isin(dels)).cast("long")).alias("deleted"),
         F.max("n").alias("most"))
-    return {r[FILE_COL]: Found(int(r["updated"]), int(r["deleted"]), int(r["most"]))
+    return {int(r["place"]): Found(int(r["updated"]), int(r["deleted"]), int(r["most"]))
             for r in per_file.collect()}
 
 
 def _joined(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses, plan: MergePlan,
-            matched_files: list[str] | None, changed_files: list[str]) -> DataFrame:
+            matched_files: list[int] | None, changed_files: list[int], keep: bool) -> DataFrame:
     """Phase 2's rows: each row of a file a clause changed and each source row a clause
     inserts, with what became of it (``KIND``), its values before (``__lv_t<k>``) and after
     (``__lv_t<k>n``), its clause, file and row index. ``matched_files``: the files holding a
     match (phase 1); None when the merge has no clause for matches (no phase 1: the source
-    meets every candidate file in an anti join)."""
+    meets every candidate file in an anti join). ``keep``: the rows a changed file keeps come
+    out too (its files are rewritten; with deletion vectors they stay where they are)."""
     matched, inserts, dels = plan.ids(True), plan.ids(False), plan.deleting()
     if matched_files:
-        mine = t2.filter(F.col(FILE_COL).isin(matched_files))
+        mine = t2.filter(_place().isin(matched_files))
         j = mine.join(sdf.hint(ROWS), on, "full_outer" if inserts else "left_outer")
     else:  # no clause for matches: the source rows that match nothing, in one anti join
         unmatched = sdf.join(t2.hint(ROWS), on, "left_anti") if matched_files is None else sdf
         j = unmatched.select("*", *[F.lit(None).cast(f.dataType).alias(mc.tcols[k])
                                     for k, f in enumerate(mc.tfields)],
-                             F.lit(None).cast("string").alias(FILE_COL),
-                             F.lit(None).cast("long").alias(ROW_COL))
-    is_t, is_s = F.col(FILE_COL).isNotNull(), F.col(SRC).isNotNull()
+                             F.lit(None).cast("long").alias(RID_COL))
+    is_t, is_s = F.col(RID_COL).isNotNull(), F.col(SRC).isNotNull()
     mclause = F.when(is_t & is_s, mc.clause_of(matched)) if matched else F.lit(None)
     iclause = F.when(~is_t & is_s, mc.clause_of(inserts)) if inserts else F.lit(None)
     upd = mc.values(matched, lambda k, f: F.col(mc.tcols[k]), named=False) if matched else []
@@ -133,7 +139,7 @@ def _joined(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses, plan: M
     kind = (F.when(i >= 0, F.lit(INSERTED))
             .when((m >= 0) & m.isin(dels), F.lit(DELETED))
             .when(m >= 0, F.lit(UPDATED))
-            .when(is_t & F.col(FILE_COL).isin(changed_files), F.lit(KEPT)))
+            .when(is_t & _place().isin(changed_files if keep else []), F.lit(KEPT)))
     new = []
     for k in range(len(mc.tfields)):
         v = F.col(mc.tcols[k])
@@ -142,13 +148,13 @@ def _joined(t2: DataFrame, sdf: DataFrame, on: Column, mc: MergeClauses, plan: M
         if upd:
             v = F.when(m >= 0, upd[k]).otherwise(v)
         new.append(v.alias(mc.tcols[k] + "n"))
-    return (j.select(*mc.tcols, *new, FILE_COL, ROW_COL, kind.alias(KIND),
+    return (j.select(*mc.tcols, *new, RID_COL, kind.alias(KIND),
                      F.coalesce(F.when(m >= 0, m), F.when(i >= 0, i)).alias(CLAUSE_COL))
             .filter(F.col(KIND).isNotNull()))
 
 
 def _apply(sa: SparkAccess, ctx: TableContext, plan: MergePlan, mc: MergeClauses,
-           rows: DataFrame, touched: list[AddFile], updated: int,
+           rows: DataFrame, files: list[AddFile], touched: list[AddFile], updated: int,
            deleted: int) -> tuple[RewriteResult, int]:
     """Write the new rows (and mark the changed ones, on a table with deletion vectors) and the
     change feed; the result and how many rows were inserted."""
@@ -167,7 +173,8 @@ def _apply(sa: SparkAccess, ctx: TableContext, plan: MergePlan, mc: MergeClauses
             return write_frame(sa, ctx, merged(ctx, stay.unionByName(ins), plan.values))
 
         if ctx.write_dvs and touched:
-            res = spark_dv.mark(ctx, touched, held.filter(kind.isin([UPDATED, DELETED])), write)
+            res = spark_dv.mark(ctx, touched, held.filter(kind.isin([UPDATED, DELETED])), write,
+                                places=files)
         else:
             res = RewriteResult(removed=[] if ctx.write_dvs else touched, added=write())
         res.marks = marks

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -23,11 +23,10 @@ from ..delta.actions import AddFile
 from ..errors import StorageError
 from . import spark_mapped
 from .api import TableContext, data_file_key
+from .spark_names import FILE_COL, RID_COL, ROW_BITS
 from .spark_paths import SparkPaths
 from .spark_tasks import LiveRows
 from .spark_types import (
-    FILE_COL,
-    ROW_COL,
     col,
     data_schema,
     partition_literal,
@@ -50,65 +49,82 @@ def empty(sa: SparkAccess, ctx: TableContext, *extra: T.StructField) -> DataFram
     return sa.spark.createDataFrame([], T.StructType([*spark_schema(ctx.schema).fields, *extra]))
 
 
-def live(sa: SparkAccess, ctx: TableContext, df: DataFrame, files: list[AddFile]) -> DataFrame:
-    """``df`` (a scan of ``files``) with each row's file (``FILE_COL``) and index in the file
-    (``ROW_COL``), without the rows the files' deletion vectors delete."""
-    df = df.select("*", F.col("_metadata.row_index").alias(ROW_COL),
-                   F.input_file_name().alias(FILE_COL))
-    marked = {data_file_key(ctx.name, a.path, ctx.lake_uri):
+def _places(sa: SparkAccess, ctx: TableContext, df: DataFrame,
+            place: dict[str, int]) -> Column:
+    """Each row's file as its place in the statement's list of files (``place``: by store key),
+    looked up by Spark's name for the file: a map of O(files) literals, no join."""
+    pairs: list[Column] = []
+    for name in df.inputFiles():
+        at = place.get(sa.paths.key_of(ctx, name))
+        if at is None:
+            raise StorageError(f"Spark reads {name!r}, which is not a data file of {ctx.name!r}")
+        pairs += [F.lit(name), F.lit(at)]
+    return F.element_at(F.create_map(*pairs), F.input_file_name()).cast("long")
+
+
+def live(sa: SparkAccess, ctx: TableContext, df: DataFrame, files: list[AddFile],
+         place: dict[str, int], with_file: bool) -> DataFrame:
+    """``df`` (a scan of ``files``) with each row's id (``RID_COL``: its file's place, by store
+    key in ``place``, and its index in the file), without the rows the files' deletion vectors
+    delete. ``with_file``: with Spark's name for the row's file too (``FILE_COL``), taken in the
+    scan: above the filter's Python UDF it would not be reliable."""
+    rid = F.shiftleft(_places(sa, ctx, df, place), ROW_BITS) + F.col("_metadata.row_index")
+    df = df.select("*", rid.alias(RID_COL),
+                   *([F.input_file_name().alias(FILE_COL)] if with_file else []))
+    marked = {place[data_file_key(ctx.name, a.path, ctx.lake_uri)]:
               (json.dumps(a.deletion_vector.to_json()), a.path)
               for a in files if a.deletion_vector is not None}
     if not marked:
         return df
     task = LiveRows(ctx.store.address(), ctx.name, ctx.lake_uri, marked)
 
-    def live_row(names: pa.Array, rows: pa.Array) -> pa.Array:  # a scalar Arrow UDF
-        return task(names, rows)
+    def live_row(rids: pa.Array) -> pa.Array:  # a scalar Arrow UDF
+        return task(rids)
 
     udf = F.arrow_udf(live_row, T.BooleanType())  # type: ignore[call-overload]  # by its hints
-    return df.filter(udf(F.col(FILE_COL), F.col(ROW_COL)))
+    return df.filter(udf(F.col(RID_COL)))
 
 
-def _scan(sa: SparkAccess, ctx: TableContext, files: list[AddFile], indexed: bool
-          ) -> tuple[DataFrame, list[AddFile], bool]:
-    """The data columns of ``files`` (logically named), with ``FILE_COL`` and ``ROW_COL`` when
-    ``indexed`` or a file has a DV; the files with logical partition keys; whether the frame has
-    ``FILE_COL``."""
+def _scan(sa: SparkAccess, ctx: TableContext, files: list[AddFile], indexed: bool,
+          with_file: bool) -> tuple[DataFrame, list[AddFile]]:
+    """The data columns of ``files`` (logically named), with ``RID_COL`` when ``indexed`` or a
+    file has a DV, and ``FILE_COL`` when ``with_file``; the files with logical partition
+    keys."""
     deleted = any(a.deletion_vector is not None for a in files)
+    place = {data_file_key(ctx.name, a.path, ctx.lake_uri): i for i, a in enumerate(files)}
 
     def keep(d: DataFrame, fs: list[AddFile]) -> DataFrame:
-        return live(sa, ctx, d, fs)
+        if deleted or indexed:
+            return live(sa, ctx, d, fs, place, with_file)
+        return d.withColumn(FILE_COL, F.input_file_name()) if with_file else d
 
     if column_mapping.mode_of(ctx.schema) != "none":  # physical names on disk
-        df, files = spark_mapped.read(sa.spark, ctx, files, sa.paths.file_uri, read_footer, keep,
-                                      always=indexed)
-    else:
-        df = sa.spark.read.schema(data_schema(ctx)).parquet(*[sa.paths.file_uri(ctx, a)
-                                                             for a in files])
-        df = keep(df, files) if (deleted or indexed) else df
-    return df, files, deleted or indexed
+        return spark_mapped.read(sa.spark, ctx, files, sa.paths.file_uri, read_footer, keep,
+                                 always=True)
+    df = sa.spark.read.schema(data_schema(ctx)).parquet(*[sa.paths.file_uri(ctx, a)
+                                                         for a in files])
+    return keep(df, files), files
 
 
 def frame(sa: SparkAccess, ctx: TableContext, files: list[AddFile],
-          with_file: bool = False, indexed: bool = False) -> DataFrame:
-    """All rows of ``files`` in table schema, from one scan. ``with_file`` adds Spark's name for
-    each row's file (``FILE_COL``); ``indexed`` that and each row's index in it (``ROW_COL``)."""
+          indexed: bool = False) -> DataFrame:
+    """All rows of ``files`` in table schema, from one scan. ``indexed`` adds each row's id
+    (``RID_COL``: the place of its file in ``files``, and its index in the file)."""
     schema = spark_schema(ctx.schema)
-    extra = ([T.StructField(FILE_COL, T.StringType())] if with_file or indexed else []) + (
-        [T.StructField(ROW_COL, T.LongType())] if indexed else [])
+    extra = [T.StructField(RID_COL, T.LongType())] if indexed else []
     if not files:
         return empty(sa, ctx, *extra)
-    df, files, has_file = _scan(sa, ctx, files, indexed)
-    groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns) for a in files}
-    if (with_file or len(groups) > 1) and not has_file:
-        df = df.withColumn(FILE_COL, F.input_file_name())  # the same text as df.inputFiles()
+    groups = {tuple(a.partition_values.get(c) for c in ctx.partition_columns)
+              for a in (column_mapping.logical_partitions(ctx.schema, ctx.partition_columns, f)
+                        for f in files)}
+    df, files = _scan(sa, ctx, files, indexed, with_file=len(groups) > 1)
     if len(groups) == 1:
         pv = dict(zip(ctx.partition_columns, groups.pop(), strict=True))
         where = f"table {ctx.name!r}: file {files[0].path!r}"
         df = df.select("*", *[partition_literal(pv[f.name], f, ctx.schema.field(f.name).type,
                                                 f"{where} column {f.name!r}").alias(f.name)
                               for f in schema.fields if f.name in pv])
-    else:
+    else:  # by the file's name (taken in the scan)
         df = df.join(F.broadcast(partition_map(sa, ctx, df, files)), FILE_COL)
     return df.select(*[col(f.name) for f in schema.fields], *[f.name for f in extra])
 

@@ -19,7 +19,8 @@ from . import spark_expr
 from .api import TableContext
 from .rules import checked_rules, generation, violation
 from .spark_errors import fail, spark_errors
-from .spark_types import CLAUSE_COL, col, not_null, ref, spark_schema
+from .spark_names import CLAUSE_COL
+from .spark_types import col, not_null, ref, spark_schema
 
 HIT = "__lv_hit"
 _POS_BITS = 33  # monotonically_increasing_id(): partition index << 33 | row number in it

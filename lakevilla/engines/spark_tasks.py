@@ -24,40 +24,42 @@ from pyroaring import BitMap64
 from ..delta import deletion_vectors as dvs
 from ..store import open_address
 from ..store.address import StoreAddress
-from .spark_paths import key_in
+from .spark_names import ROW_BITS, ROW_MASK
 
-FILE_COL = "__lv_file"
-ROW_COL = "__lv_ri"
+
+def _runs(places: np.ndarray) -> Iterator[tuple[int, int]]:
+    """(start, end) of each run of equal values in ``places`` (rows come file by file)."""
+    if not len(places):
+        return
+    cuts = np.flatnonzero(places[1:] != places[:-1]) + 1
+    yield from zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(places)].tolist(), strict=True)
 
 
 @dataclass(frozen=True)
 class LiveRows:
-    """(file as Spark names it, row index in the file) -> whether no deletion vector deletes the
-    row: a scalar Arrow UDF over those two columns only, so the rows' other columns never pass
-    through Python. Each file's DV is decoded once per worker (inline from its descriptor, else
-    read from its DV file): the bitmaps stay on the executors, and no row is shuffled to be
-    dropped."""
+    """Row ids (``RID_COL``: a file's place, and the row's index in it) -> whether no deletion
+    vector deletes the row: a scalar Arrow UDF over that one column, so the rows' other columns
+    never pass through Python. Each file's DV is decoded once per worker (inline from its
+    descriptor, else read from its DV file): the bitmaps stay on the executors, and no row is
+    shuffled to be dropped."""
 
     address: StoreAddress | None
     table: str
     lake_uri: str
-    dvs: dict[str, tuple[str, str]]  # store key -> (DV descriptor JSON, the file's path)
+    dvs: dict[int, tuple[str, str]]  # a file's place -> (DV descriptor JSON, the file's path)
 
-    def __call__(self, names_arr: pa.Array, rows_arr: pa.Array) -> pa.Array:
-        names = names_arr.to_numpy(zero_copy_only=False)
-        rows = rows_arr.to_numpy(zero_copy_only=False)
-        keep = np.ones(len(names), dtype=bool)
-        if not len(names):
-            return pa.array(keep)
-        cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
-        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)], strict=True):
-            deleted = self._deleted(names[lo])
+    def __call__(self, rids_arr: pa.Array) -> pa.Array:
+        rids = rids_arr.to_numpy(zero_copy_only=False)
+        keep = np.ones(len(rids), dtype=bool)
+        places = rids >> ROW_BITS
+        for lo, hi in _runs(places):
+            deleted = self._deleted(int(places[lo]))
             if deleted is not None and len(deleted):
-                keep[lo:hi] = ~np.isin(rows[lo:hi], deleted)
+                keep[lo:hi] = ~np.isin(rids[lo:hi] & ROW_MASK, deleted)
         return pa.array(keep)
 
-    def _deleted(self, name: str) -> np.ndarray | None:
-        got = self.dvs.get(key_in(self.lake_uri, name))
+    def _deleted(self, place: int) -> np.ndarray | None:
+        got = self.dvs.get(place)
         if got is None:
             return None
         dv = dvs.DeletionVector.from_json(json.loads(got[0]))
@@ -80,28 +82,26 @@ class FileMarks:
 
 @dataclass(frozen=True)
 class BuildDeletionVectors:
-    """(file, row index) of the rows a statement deletes, sorted by file -> one row per file (by
-    its store key):
-    its new DV (the old one's rows and these), inline when small, else in this task's DV file
-    (one PUT per task, named by a fresh UUID so no other writer names it), the count of rows it
-    newly deletes, and whether no row of the file is left."""
+    """Row ids (``RID_COL``) of the rows a statement deletes, sorted -> one row per file (by its
+    place): its new DV (the old one's rows and these), inline when small, else in this task's
+    DV file (one PUT per task, named by a fresh UUID so no other writer names it), the count of
+    rows it newly deletes, and whether no row of the file is left."""
 
     address: StoreAddress | None
     table: str
     lake_uri: str
-    files: dict[str, FileMarks]  # by the file's store key
+    files: dict[int, FileMarks]  # by the file's place
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         store = open_address(self.address) if self.address is not None else None
         uid = uuid.uuid4()
         blob = bytearray([dvs.FILE_FORMAT_VERSION])
         out: dict[str, list] = {"file": [], "dv": [], "hits": [], "all": []}
-        current: str | None = None
+        current: int | None = None
         pending: list[np.ndarray] = []
 
-        def close(name: str, parts: list[np.ndarray]) -> None:
-            key = key_in(self.lake_uri, name)
-            info = self.files[key]
+        def close(place: int, parts: list[np.ndarray]) -> None:
+            info = self.files[place]
             hit = np.unique(np.concatenate(parts))
             bm = BitMap64(hit.astype(np.uint64))
             if info.dv is not None:
@@ -123,24 +123,21 @@ class BuildDeletionVectors:
                     blob.extend(struct.pack(">i", len(raw)) + raw
                                 + struct.pack(">I", zlib.crc32(raw)))
                 desc = json.dumps(dv.to_json())
-            out["file"].append(key)
+            out["file"].append(place)
             out["dv"].append(desc)
             out["hits"].append(len(hit))
             out["all"].append(gone_all)
 
         for b in batches:
-            names = b.column(0).to_numpy(zero_copy_only=False)
-            rows = b.column(1).to_numpy()
-            if not len(names):
-                continue
-            cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
-            for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)], strict=True):
-                name = names[lo]
-                if name != current:
+            rids = b.column(0).to_numpy()
+            places = rids >> ROW_BITS
+            for lo, hi in _runs(places):
+                place = int(places[lo])
+                if place != current:
                     if current is not None:
                         close(current, pending)
-                    current, pending = name, []
-                pending.append(rows[lo:hi])
+                    current, pending = place, []
+                pending.append(rids[lo:hi] & ROW_MASK)
         if current is not None:
             close(current, pending)
         if len(blob) > 1:
@@ -151,6 +148,6 @@ class BuildDeletionVectors:
         yield pa.RecordBatch.from_pydict(out, schema=MARKS_SCHEMA)
 
 
-MARKS_SCHEMA = pa.schema([("file", pa.string()), ("dv", pa.string()), ("hits", pa.int64()),
+MARKS_SCHEMA = pa.schema([("file", pa.int64()), ("dv", pa.string()), ("hits", pa.int64()),
                           ("all", pa.bool_())])
-MARKS_DDL = "file string, dv string, hits long, all boolean"
+MARKS_DDL = "file long, dv string, hits long, all boolean"

@@ -24,11 +24,6 @@ from ..scan.pruning import coerce
 from .api import HIVE_NULL, TableContext, partition_value_string
 from .spark_errors import fail
 
-# the columns the engine adds to frames of table rows (reserved: no table or source has them)
-FILE_COL = "__lv_file"  # the row's file, as Spark names it (``input_file_name()``)
-ROW_COL = "__lv_ri"  # the row's index in its file (``_metadata.row_index``, as DVs name rows)
-CLAUSE_COL = "__lv_clause"  # the MERGE clause that made or changed the row (NULL: none)
-
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 _INT_RANK = {T.ByteType: 1, T.ShortType: 2, T.IntegerType: 3, T.LongType: 4}

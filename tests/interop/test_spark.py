@@ -870,3 +870,19 @@ def test_spark_writes_and_reads_a_table_with_in_commit_timestamps_and_v2_checkpo
             when = dt.datetime.fromtimestamp(stamp / 1000, dt.UTC)
             got = sorted((r.asDict() for r in lake.read("t", timestamp=when).collect()), key=repr)
             assert got == delta_rs_rows(tmp_path / "t", version), version
+
+
+def test_spark_statements_benchmark_quick_mode(classic_spark, tmp_path):
+    """``benchmarks.spark_statements --quick`` (its driver-cap part runs at scale in
+    ``test_spark_at_scale.py``): each statement timed beside plain Spark, the driver's memory."""
+    from benchmarks.spark_statements import main
+
+    out = tmp_path / "bench"
+    main(["--quick", "--parts", "time", "--out", str(out)])
+    report = json.loads((out / "spark_statements.json").read_text())
+    (size,) = report["sizes"]
+    assert size["rows"] == 100_000 and size["kind"] == "dv"
+    assert set(size["ratios"]) == {"insert", "update", "delete", "merge"}
+    assert all(r > 0 for r in size["ratios"].values())
+    assert size["python_rss_peak_mb"] > 0 and size["driver_heap_peak_mb"] > 0
+    assert (out / "spark_statements.png").stat().st_size > 0

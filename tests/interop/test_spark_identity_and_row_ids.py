@@ -34,13 +34,12 @@ def _expected_row_ids(path) -> dict[str, tuple[int, int]]:
 
 
 def test_the_spark_engine_numbers_identity_values_and_row_ids_as_the_embedded_one(
-        classic_spark, tmp_path):
+        spark, tmp_path):
     """Inserts through the Spark engine (a DataFrame without the identity column, Arrow rows, a
     merge's inserts) beside embedded ones: the values run on by ``step``, every file's row ids
     follow the mark, and delta-rs reads the table. (Delta on Spark is not installed here:
     lakevilla's Spark engine writes Parquet itself, so Delta's reading of ``_metadata.row_id``
-    is not checked.)"""
-    spark = classic_spark
+    is not checked.) On classic and Connect sessions: the executors number the values."""
     uri = "file://" + str(tmp_path / "lake")
     lake = lv.Lake(uri)
     schema = pa.schema([pa.field("id", pa.int64(), False, metadata=lv.identity(10, 5)),
