@@ -27,9 +27,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 import lakevilla as lv
+from benchmarks.http_kinds import classify_http
 from lakevilla.store import (
     S3_SAME_REGION,
     CountingStore,
@@ -72,24 +73,30 @@ def latency_profile(spec: str) -> LatencyProfile | None:
     return uniform_latency(float(spec) / 1000.0)
 
 
-def _delay(profile: LatencyProfile, method: str, query: str) -> float:
-    kind = {"GET": "list" if "list-type" in query else "get", "HEAD": "head", "PUT": "put",
-            "DELETE": "delete", "POST": "put"}.get(method, "get")
-    return profile.delay(kind)
+def _without(path: str, params: tuple[str, ...]) -> str:
+    """``path`` without the query parameters ``params``."""
+    if not params or "?" not in path:
+        return path
+    base, _, query = path.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in params]
+    return f"{base}?{urlencode(kept)}" if kept else base
 
 
 class LatencyProxy:
-    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``.
+    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``:
+    S3, Azure Blob Storage or GCS (``http_kinds.py`` tells the kinds apart).
 
-    ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests
-    (the tests use it to make an endpoint that ignores conditional writes). ``faults``,
-    called with (method, path, headers) for every request, injects S3's failures by
-    answering with an action: ``"conflict"`` replies ``409 ConditionalRequestConflict``
-    without forwarding; ``"truncate"`` forwards, then sends only half of the response
-    body and drops the connection; None forwards normally."""
+    ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests and
+    ``drop_query`` from their query strings (the tests use them to make an endpoint that
+    ignores conditional writes). ``faults``, called with (method, path, headers) for every
+    request, injects failures by answering with an action: ``"conflict"`` replies S3's
+    ``409 ConditionalRequestConflict`` without forwarding; ``"truncate"`` forwards, then sends
+    only half of the response body and drops the connection; ``(status, body)`` replies that
+    (JSON) without forwarding (a 401 or 403 as a cloud sends them); None forwards normally."""
 
     def __init__(self, target: str, profile: LatencyProfile | None = None,
-                 drop_headers: tuple[str, ...] = (), faults: Any = None) -> None:
+                 drop_headers: tuple[str, ...] = (), faults: Any = None,
+                 drop_query: tuple[str, ...] = ()) -> None:
         dropped = {"host", "connection", *(h.lower() for h in drop_headers)}
         outer = self
 
@@ -101,6 +108,9 @@ class LatencyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 action = (outer.faults(self.command, self.path, self.headers) if outer.faults
                           else None)
+                if isinstance(action, tuple):
+                    self._reply(action[0], action[1], [("Content-Type", "application/json")])
+                    return
                 if action == "conflict":
                     self._reply(409,
                                 b"<?xml version='1.0' encoding='UTF-8'?><Error>"
@@ -109,15 +119,19 @@ class LatencyProxy:
                                 [("Content-Type", "application/xml")])
                     return
                 # the simulation
-                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))
+                time.sleep(outer.profile.delay(classify_http(self.command, self.path,
+                                                             self.headers)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-                conn.request(self.command, self.path, body=body or None, headers=headers)
+                conn.request(self.command, _without(self.path, drop_query), body=body or None,
+                             headers=headers)
                 r = conn.getresponse()
                 data = r.read()
                 conn.close()
-                hdrs = [(k, v) for k, v in r.getheaders()
-                        if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+                # a HEAD's Content-Length is the object's size: passed on, not recomputed
+                ours = ("transfer-encoding", "connection") + (
+                    () if self.command == "HEAD" else ("content-length",))
+                hdrs = [(k, v) for k, v in r.getheaders() if k.lower() not in ours]
                 self._reply(r.status, data, hdrs, truncate=action == "truncate")
 
             def _reply(self, status: int, data: bytes, headers: list,
@@ -125,7 +139,8 @@ class LatencyProxy:
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if not any(k.lower() == "content-length" for k, _ in headers):
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command == "HEAD":
                     return
@@ -320,24 +335,6 @@ def plot(out_dir: str | Path, name: str, draw) -> Path:
 
 READ_KINDS = ("get", "head", "list")
 WRITE_KINDS = ("put", "put_if_absent", "put_if_match", "delete")
-
-
-def classify_http(method: str, path: str, headers: Any) -> str:
-    """The store-layer kind of one S3 HTTP request (the names CountingStore uses)."""
-    query = urlparse(path).query
-    if method == "GET":
-        return "list" if "list-type" in query or query.startswith("prefix=") else "get"
-    if method == "HEAD":
-        return "head"
-    if method == "DELETE" or (method == "POST" and "delete" in query):
-        return "delete"
-    if method in ("PUT", "POST"):
-        if headers.get("If-None-Match"):
-            return "put_if_absent"
-        if headers.get("If-Match"):
-            return "put_if_match"
-        return "put"
-    return method.lower()
 
 
 class CountingLatencyProxy(LatencyProxy):
