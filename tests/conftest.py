@@ -176,6 +176,8 @@ class Backend:
 # Every storage test runs on the local store and on S3; ``@pytest.mark.also_on("azure")`` (or
 # "gcs") adds a cloud: the samples tests/README.md lists, chosen for the suite's time.
 BACKENDS = ("local", "s3")
+ON_AZURE = pytest.mark.also_on("azure")
+ON_AZURE_AND_GCS = pytest.mark.also_on("azure", "gcs")
 
 
 def pytest_generate_tests(metafunc):
@@ -278,7 +280,7 @@ _LONG_FIRST = (  # measured 2026-11-27 (--durations, two workers): longest first
     "test_randomized_bank_with_a_crashing_process", "test_compaction_quick_run",
     "test_bank_with_ct_writers_and_isolated_auditors_in_processes",
     "test_mixed_lakevilla_and_delta_rs_writers",
-    "test_s3_conditional_races_have_one_winner",
+    "test_conditional_races_have_one_winner",
     "test_isolated_readers_always_see_the_total_during_transfers",
     "test_quick_run_writes_results_for_every_system_and_client_count",
     "test_crash_at_every_store_call",

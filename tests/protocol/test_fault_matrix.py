@@ -39,7 +39,7 @@ from lakevilla.complex_txn import record as records
 from lakevilla.isolation import resolve as gvl_resolve
 from lakevilla.markers.marker import RUNNING, marker_of
 from lakevilla.store import FaultInjectingStore, FaultPlan, RetryingStore, open_store, settle
-from tests.conftest import Backend
+from tests.conftest import ON_AZURE_AND_GCS, Backend
 
 T = pa.schema([("id", pa.int64()), ("value", pa.int64())])
 FEATURES = ["", "R", "R,CT", "I", "R,CT,I", "R+create", "R,CT+create"]
@@ -237,6 +237,7 @@ def _run_case(b: Backend, features: str, fault: str, kind: str, nkey: str,
 
 
 @pytest.mark.parametrize("features", FEATURES, ids=lambda f: f or "DL")
+@ON_AZURE_AND_GCS
 def test_fault_matrix(backend, tmp_path, features):
     lakes = Lakes(backend, tmp_path)
     reqs = requests_of(lakes, features)
