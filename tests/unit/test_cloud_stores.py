@@ -265,18 +265,22 @@ def test_wrong_credentials_are_a_credentials_error_and_nothing_is_written(cloud)
 def test_no_credentials_are_refused_before_any_request(cloud):
     """Options that name no credential: every request is refused before it is sent (nothing
     falls back to a cloud metadata service off this machine), naming the options to set."""
-    if cloud.kind == "azure":
-        opts = {"azure_storage_account_name": EMULATOR_ACCOUNT,
-                "azure_storage_endpoint": f"{cloud.endpoint}/{EMULATOR_ACCOUNT}"}
-        hint = "azure_storage_account_key"
-    else:
-        opts, hint = {}, "google_service_account_key"
-    # a request sent anyway would reach the emulator (Azure) or fail at the loopback guard
-    lake = Backend(cloud.kind, cloud.uri, opts).lake()
-    with pytest.raises(lv.StorageCredentialsError, match=hint):
-        lake.create_table("a", T)
-    with pytest.raises(lv.StorageCredentialsError):
-        lake.read("a")
+    proxy = CountingLatencyProxy(cloud.endpoint)  # what reaches the emulator crosses it
+    try:
+        if cloud.kind == "azure":
+            opts = {"azure_storage_account_name": EMULATOR_ACCOUNT,
+                    "azure_storage_endpoint": f"{proxy.url}/{EMULATOR_ACCOUNT}"}
+            hint = "azure_storage_account_key"
+        else:  # no endpoint without a key: a request would go to GCS and meet the guard
+            opts, hint = {}, "google_service_account_key"
+        lake = Backend(cloud.kind, cloud.uri, opts).lake()
+        with pytest.raises(lv.StorageCredentialsError, match=hint):
+            lake.create_table("a", T)
+        with pytest.raises(lv.StorageCredentialsError):
+            lake.read("a")
+        assert proxy.snapshot() == {}
+    finally:
+        proxy.close()
     assert _keys(cloud) == []
 
 
