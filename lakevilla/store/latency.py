@@ -48,8 +48,9 @@ S3_SAME_REGION = LatencyProfile(get=0.015, head=0.012, put=0.025, list=0.030, de
 # one key (S3 58-68 ms, Azure Premium 60-350 ms, Azure Standard 100-600 ms, GCS 500-700 ms: the
 # middle of each range, its spread as jitter), every other request as S3_SAME_REGION's (no
 # comparable published figures: the clouds differ here by their conditional writes alone).
+# "azure" is Premium; "aws-s3" is S3_SAME_REGION with S3's published conditional writes.
 CLOUD_PROFILES = {
-    "s3": dataclasses.replace(S3_SAME_REGION, conditional=0.063, conditional_jitter=0.08),
+    "aws-s3": dataclasses.replace(S3_SAME_REGION, conditional=0.063, conditional_jitter=0.08),
     "azure": dataclasses.replace(S3_SAME_REGION, conditional=0.205, conditional_jitter=0.7),
     "azure-standard": dataclasses.replace(S3_SAME_REGION, conditional=0.350,
                                           conditional_jitter=0.71),
