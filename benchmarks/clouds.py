@@ -61,7 +61,13 @@ def delta_rs_view(root: str, table: str, store: ObjectStore,
     if not root.startswith("gs://"):
         return f"{root}/{table}", opts, lambda: None
     folder = tempfile.mkdtemp(prefix="lakevilla-gcs-view-")
+    return copy_table(store, table, folder), None, lambda: shutil.rmtree(folder, ignore_errors=True)
+
+
+def copy_table(store: ObjectStore, table: str, folder: str) -> str:
+    """Every object of ``table`` (its log, data and deletion-vector files, byte for byte) into
+    the local ``folder``; the copy's path."""
     dst = LocalStore(folder)
     for meta in store.list(f"{table}/"):
         dst.put(meta.key, store.get(meta.key).data)
-    return f"{folder}/{table}", None, lambda: shutil.rmtree(folder, ignore_errors=True)
+    return f"{folder}/{table}"

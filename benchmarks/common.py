@@ -100,6 +100,19 @@ def _without(path: str, params: tuple[str, ...]) -> str:
     return f"{base}?{urlencode(kept)}" if kept else base
 
 
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A proxy's server: a client or target that drops its connection (a test's client closed,
+    an emulator stopped) is no error worth a traceback on stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class LatencyProxy:
     """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``:
     S3, Azure Blob Storage or GCS (``http_kinds.py`` tells the kinds apart).
@@ -178,8 +191,7 @@ class LatencyProxy:
         self.target = target
         self.faults = faults
         self.profile = profile or LatencyProfile()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -471,37 +483,13 @@ def clients_kind(workers: str) -> Any:
 def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:
     """moto's S3 server in its own process: in-process it shares the benchmark's GIL with
     the latency proxy, and under many clients the two of them become the bottleneck."""
-    import socket
-    import subprocess
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1",
-                             "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while True:  # readiness probe: the server answers HTTP once it is up
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/")
-            conn.getresponse().read()
-            conn.close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("moto server did not start") from None
-            time.sleep(0.1)
+    from benchmarks.emulators import free_port, serve
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
+    port = free_port()
+    stop = serve([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1", "-p",
+                  str(port)], port, "/", "moto", timeout)
     return f"http://127.0.0.1:{port}", stop
 
 

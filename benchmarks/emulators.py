@@ -33,16 +33,16 @@ from lakevilla.store.azure_config import EMULATOR_ACCOUNT, EMULATOR_KEY, EMULATO
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def _serve(cmd: list[str], port: int, probe: str, name: str,
-           timeout: float = 60.0) -> Callable[[], None]:
-    """Run ``cmd`` (in a folder of its own) until ``GET probe`` on ``port`` answers; the
-    function that stops it and removes the folder."""
+def serve(cmd: list[str], port: int, probe: str, name: str,
+          timeout: float = 60.0) -> Callable[[], None]:
+    """Run ``cmd`` (in a folder of its own, its stderr in a file there) until ``GET probe`` on
+    ``port`` answers; the function that stops it and removes the folder."""
     cwd = tempfile.mkdtemp(prefix="lakevilla-emulator-")
     try:
         return _wait_ready(cmd, port, probe, name, cwd, timeout)
@@ -53,7 +53,9 @@ def _serve(cmd: list[str], port: int, probe: str, name: str,
 
 def _wait_ready(cmd: list[str], port: int, probe: str, name: str, cwd: str,
                 timeout: float) -> Callable[[], None]:
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err_path = os.path.join(cwd, "stderr.log")
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
     deadline = time.monotonic() + timeout
     while True:  # readiness probe: the server answers HTTP once it is up
         try:
@@ -65,8 +67,10 @@ def _wait_ready(cmd: list[str], port: int, probe: str, name: str, cwd: str,
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
-                raise RuntimeError(f"{name} did not start on 127.0.0.1:{port}: {err}") from None
+                proc.wait(10)
+                with open(err_path, "rb") as f:
+                    tail = f.read().decode(errors="replace")[-2000:]
+                raise RuntimeError(f"{name} did not start on 127.0.0.1:{port}: {tail}") from None
             time.sleep(0.05)
 
     def stop() -> None:
@@ -75,8 +79,7 @@ def _wait_ready(cmd: list[str], port: int, probe: str, name: str, cwd: str,
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
-        if proc.stderr:
-            proc.stderr.close()
+            proc.wait(10)
         shutil.rmtree(cwd, ignore_errors=True)
 
     return stop
@@ -95,8 +98,8 @@ def azurite_command() -> str:
 
 def start_azurite() -> tuple[str, Callable[[], None]]:
     """Azurite's Blob service on a free port, in memory; (endpoint, stop)."""
-    port = _free_port()
-    stop = _serve([azurite_command(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
+    port = free_port()
+    stop = serve([azurite_command(), "--blobHost", "127.0.0.1", "--blobPort", str(port),
                    "--inMemoryPersistence", "--silent", "--skipApiVersionCheck",
                    "--disableTelemetry"],
                   port, f"/{EMULATOR_ACCOUNT}?comp=list", "Azurite")
@@ -142,8 +145,8 @@ def fake_gcs_command() -> str:
 
 def start_fake_gcs() -> tuple[str, Callable[[], None]]:
     """fake-gcs-server on a free port, in memory, over HTTP; (endpoint, stop)."""
-    port = _free_port()
-    stop = _serve([fake_gcs_command(), "-scheme", "http", "-host", "127.0.0.1", "-port",
+    port = free_port()
+    stop = serve([fake_gcs_command(), "-scheme", "http", "-host", "127.0.0.1", "-port",
                    str(port), "-backend", "memory", "-log-level", "error"],
                   port, "/storage/v1/b", "fake-gcs-server")
     return f"http://127.0.0.1:{port}", stop

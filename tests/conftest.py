@@ -148,13 +148,10 @@ class Backend:
                           storage_options=self.storage_options or None)
 
     def local_copy(self, name: str) -> str:
-        from lakevilla.store import LocalStore
+        from benchmarks.clouds import copy_table
 
-        root = os.path.join(self.scratch, f"gcs-copy-{uuid.uuid4().hex[:8]}")
-        src, dst = self.store(), LocalStore(root)
-        for meta in src.list(f"{name}/"):
-            dst.put(meta.key, src.get(meta.key).data)
-        return f"{root}/{name}"
+        return copy_table(self.store(), name,
+                          os.path.join(self.scratch, f"gcs-copy-{uuid.uuid4().hex[:8]}"))
 
     def delta_rows(self, name: str, version: int | None = None, sort_by: str = "id"):
         import pyarrow as pa

@@ -20,7 +20,7 @@ import pytest
 
 import lakevilla as lv
 from benchmarks import emulators
-from benchmarks.common import CountingLatencyProxy, LatencyProxy
+from benchmarks.common import CountingLatencyProxy, LatencyProxy, QuietHTTPServer
 from lakevilla.store import (
     CountingStore,
     PreconditionFailed,
@@ -392,7 +392,7 @@ class OpaqueMarkers:
 
     def __init__(self, target: str) -> None:
         import http.client
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        from http.server import BaseHTTPRequestHandler
 
         self.issued: dict[str, str] = {}
         self.refused: list[str] = []
@@ -443,8 +443,7 @@ class OpaqueMarkers:
             def log_message(self, *args):
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
