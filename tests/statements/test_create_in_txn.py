@@ -9,7 +9,7 @@ import time
 import pytest
 
 import lakevilla as lv
-from tests.conftest import ON_AZURE, rows
+from tests.conftest import rows
 from tests.helpers import HookStore, count_calls, crash_plans, crash_stride, run_crashing
 
 NEW = {"id": [1, 2, 3], "v": [1.0, 2.0, 3.0]}
@@ -110,7 +110,6 @@ def _later_clock() -> float:
     return time.time() + 3600.0
 
 
-@ON_AZURE
 def test_crash_at_every_store_call_of_a_create_in_a_ct_commit(backend):
     """After a crash anywhere and recover(), the new table exists with all its rows and the
     other table shows the update, or neither; a never-created table's files become abandoned."""

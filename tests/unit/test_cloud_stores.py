@@ -79,10 +79,10 @@ def _bank(backend: Backend) -> lv.Lake:
 def test_conditional_races_have_one_winner(cloud):
     """Every protocol here rests on the store deciding a put-if-absent race for exactly one
     writer, and an If-Match race too. 8 threads race on each of 300 keys (S3: stock moto let 4
-    of 300 such rounds have two winners, hence benchmarks/moto_server.py) or 150 (Azurite,
+    of 300 such rounds have two winners, hence benchmarks/moto_server.py) or 100 (Azurite,
     fake-gcs-server), then 6 threads make 30 compare-and-swap increments of one counter."""
     s = cloud.store()
-    rounds = 300 if cloud.kind == "s3" else 150
+    rounds = 300 if cloud.kind == "s3" else 100
     bad, losers = [], 0
     with ThreadPoolExecutor(8) as ex:
         for rnd in range(rounds):
