@@ -39,9 +39,10 @@ from .base import (
     ListPage,
     NotFound,
     ObjectMeta,
-    ObjectStore,
     PreconditionFailed,
+    PrefixedStore,
     TransientStoreError,
+    empty_range,
 )
 from .options import flag, opt, seconds
 from .probe import ensure_conditional
@@ -64,7 +65,7 @@ def _code(e: Any) -> str:
     return str(getattr(code, "value", code) or "")
 
 
-class AzureStore(ObjectStore):
+class AzureStore(PrefixedStore):
     """``az://container/prefix`` or ``abfss://container@account.dfs.core.windows.net/prefix``;
     ``storage_options`` takes delta-rs' keys (``azure_config.py``)."""
 
@@ -98,9 +99,6 @@ class AzureStore(ObjectStore):
             max_single_put_size=SINGLE_TRANSFER, max_single_get_size=SINGLE_TRANSFER)
         self.client = service.get_container_client(loc.container)
 
-    def address(self) -> StoreAddress:
-        return self._address
-
     def deletes_per_request(self) -> int:
         return BATCH
 
@@ -108,12 +106,6 @@ class AzureStore(ObjectStore):
         return ("head", "get")
 
     # -- helpers -------------------------------------------------------------
-    def _key(self, key: str) -> str:
-        return f"{self.prefix}/{key}" if self.prefix else key
-
-    def _rel(self, full: str) -> str:
-        return full[len(self.prefix) + 1:] if self.prefix else full
-
     def _blob(self, key: str) -> Any:
         return self.client.get_blob_client(self._key(key))
 
@@ -202,9 +194,7 @@ class AzureStore(ObjectStore):
         return self._call(key, read)
 
     def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
-        if start < 0 and length is not None:
-            raise ValueError("a suffix range (negative start) takes no length")
-        if length is not None and length <= 0:
+        if empty_range(start, length):
             return b""
 
         def read() -> bytes:

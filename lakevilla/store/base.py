@@ -162,6 +162,31 @@ class ObjectStore(ABC):
         """Release connections; optional."""
 
 
+class PrefixedStore(ObjectStore):
+    """A cloud store: a bucket (container) whose lake lives under ``prefix``, keys relative to
+    it; opened elsewhere from its ``_address``."""
+
+    prefix: str = ""
+    _address: StoreAddress
+
+    def address(self) -> StoreAddress:
+        return self._address
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, full: str) -> str:
+        return full[len(self.prefix) + 1:] if self.prefix else full
+
+
+def empty_range(start: int, length: int | None) -> bool:
+    """Whether ``get_range(key, start, length)`` asks for nothing (and a suffix range, a
+    negative start, for no length)."""
+    if start < 0 and length is not None:
+        raise ValueError("a suffix range (negative start) takes no length")
+    return length is not None and length <= 0
+
+
 class StoreWrapper(ObjectStore):
     """Delegates everything to ``inner``; wrappers override what they change."""
 

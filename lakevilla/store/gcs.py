@@ -37,9 +37,10 @@ from .base import (
     ListPage,
     NotFound,
     ObjectMeta,
-    ObjectStore,
     PreconditionFailed,
+    PrefixedStore,
     TransientStoreError,
+    empty_range,
 )
 from .gcs_config import connection, locate
 from .options import opt, seconds
@@ -64,7 +65,7 @@ def _generation(etag: str) -> int | None:
     return g if g > 0 else None  # 0 would mean "absent": never a live object's generation
 
 
-class GcsStore(ObjectStore):
+class GcsStore(PrefixedStore):
     """``gs://bucket/prefix``; ``storage_options`` takes delta-rs' keys (``gcs_config.py``)."""
 
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None, *,
@@ -97,19 +98,10 @@ class GcsStore(ObjectStore):
                                      client_options={"api_endpoint": self.endpoint})
         self.bucket = self.client.bucket(loc.bucket)
 
-    def address(self) -> StoreAddress:
-        return self._address
-
     def deletes_per_request(self) -> int:
         return 1
 
     # -- helpers -------------------------------------------------------------
-    def _key(self, key: str) -> str:
-        return f"{self.prefix}/{key}" if self.prefix else key
-
-    def _rel(self, full: str) -> str:
-        return full[len(self.prefix) + 1:] if self.prefix else full
-
     def _where(self) -> str:
         return f"bucket {self.bucket_name!r} at {self.endpoint}"
 
@@ -202,9 +194,7 @@ class GcsStore(ObjectStore):
         return self._call(key, read)
 
     def get_range(self, key: str, start: int, length: int | None = None) -> bytes:
-        if start < 0 and length is not None:
-            raise ValueError("a suffix range (negative start) takes no length")
-        if length is not None and length <= 0:
+        if empty_range(start, length):
             return b""
         end = None if length is None else start + length - 1
         try:

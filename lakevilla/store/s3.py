@@ -34,8 +34,8 @@ from .base import (
     ListPage,
     NotFound,
     ObjectMeta,
-    ObjectStore,
     PreconditionFailed,
+    PrefixedStore,
     TransientStoreError,
 )
 from .options import opt as _opt
@@ -68,7 +68,7 @@ def _client(**kwargs):
         return _session.client("s3", **kwargs)
 
 
-class S3Store(ObjectStore):
+class S3Store(PrefixedStore):
     """``s3://bucket/prefix``; ``storage_options`` takes delta-rs' keys."""
 
     def __init__(
@@ -119,16 +119,7 @@ class S3Store(ObjectStore):
                 stacklevel=2,
             )
 
-    def address(self) -> StoreAddress:
-        return self._address
-
     # -- helpers -------------------------------------------------------------
-    def _key(self, key: str) -> str:
-        return f"{self.prefix}/{key}" if self.prefix else key
-
-    def _rel(self, full: str) -> str:
-        return full[len(self.prefix) + 1:] if self.prefix else full
-
     def _call(self, fn, key: str, **kwargs):
         from botocore.exceptions import (
             BotoCoreError,
