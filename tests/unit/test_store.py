@@ -93,6 +93,59 @@ def test_ranged_reads_are_one_counted_get(backend):
 
 
 @EVERY_CLOUD
+def test_the_fault_kinds_are_settled_alike_on_every_store(backend):
+    """The faults every protocol test injects, on each backend's own etags and errors: a
+    request that fails before it is applied is retried once it passes; one applied whose reply
+    is lost (a conditional write included) is recognised by reading our bytes back, under the
+    etag the store now has; a non-retryable failure before or after the write is settled by
+    ``settle_create`` / ``settle_replace`` as not applied or applied; a key left unreachable
+    stays so for that client while a healthy one sees the write; a crash stops the client
+    before or after its call."""
+    from lakevilla.errors import StorageError
+    from lakevilla.store import settle_create, settle_replace
+
+    base = backend.store()
+    healthy = base.inner if isinstance(base, RetryingStore) else base
+
+    def client(**plan):
+        faults = FaultInjectingStore(healthy, FaultPlan(**plan))
+        return RetryingStore(faults, attempts=3, base_delay=0.001), faults
+
+    s, _ = client(transient={1})  # fails before it is applied, then passes
+    etag = s.put_if_absent("f/a", b"a1")
+    assert base.get("f/a").data == b"a1" and base.head("f/a").etag == etag
+    s, _ = client(transient_after={1, 2})  # applied, replies lost: read back, ours
+    etag = s.put_if_absent("f/b", b"b1")
+    assert base.head("f/b").etag == etag and base.get("f/b").data == b"b1"
+    etag = s.put_if_match("f/b", b"b2", etag)
+    assert base.head("f/b").etag == etag and base.get("f/b").data == b"b2"
+    s, _ = client(fail_before={1}, fail_after={2})
+    with pytest.raises(StorageError):
+        s.put_if_absent("f/c", b"c1")  # not applied
+    assert not base.exists("f/c")
+    assert settle_create(base, "f/c", b"c1") == base.head("f/c").etag  # a retry of it lands
+    c_etag = base.head("f/c").etag
+    with pytest.raises(StorageError):
+        s.put_if_match("f/c", b"c2", c_etag)  # applied, then reported failed
+    assert settle_replace(base, "f/c", b"c2", c_etag) == base.head("f/c").etag
+    assert base.get("f/c").data == b"c2"
+    s, faults = client(exhaust_after={1})
+    with pytest.raises(TransientStoreError):
+        s.put_if_absent("f/d", b"d1")  # applied; then every request on it fails here
+    with pytest.raises(TransientStoreError):
+        s.get("f/d")
+    assert base.get("f/d").data == b"d1" and faults.injected[0][1] == "exhaust_after"
+    s, _ = client(crash_before=1)
+    with pytest.raises(SimulatedCrash):
+        s.put_if_absent("f/e", b"e1")
+    assert not base.exists("f/e")
+    s, _ = client(crash_after=1)
+    with pytest.raises(SimulatedCrash):
+        s.put_if_absent("f/e", b"e1")
+    assert base.get("f/e").data == b"e1"
+
+
+@EVERY_CLOUD
 def test_delete_many_is_one_request_per_batch_through_every_wrapper(backend, monkeypatch):
     """What a transaction leaves behind (sublogs, redone files) goes in as few requests as the
     store allows: S3's DeleteObjects, up to 1,000 keys each, Azure's blob batch, up to 256
