@@ -1,6 +1,6 @@
 """Chaos: a bank with a ledger over several tables, under kills, store faults and maintenance.
 
-    python -m benchmarks.chaos [--quick] [--minutes M] [--store local|s3]
+    python -m benchmarks.chaos [--quick] [--minutes M] [--store local|s3|azure|gcs]
     [--features R+CT,R+CT+I,I,R,DL]
 
 Worker processes move money between accounts, each with one feature set (``+`` joins
@@ -433,6 +433,7 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
     from deltalake import DeltaTable
 
     import lakevilla as lv
+    from benchmarks import clouds
     from lakevilla.complex_txn import record as records
     from lakevilla.isolation import resolve as gvl_resolve
     from lakevilla.markers.marker import RUNNING, marker_of
@@ -470,7 +471,19 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
                 tv["stalled_marker"] += 1
             tv["version_references_missing_file"] += sum(1 for a in c.adds
                                                          if f"{t}/{a.path}" not in present)
-        uri = f"{cfg['root']}/{t}"
+        # on GCS delta-rs reads a local copy of the table (benchmarks/clouds.py)
+        uri, dr_opts, drop_view = clouds.delta_rs_view(cfg["root"], t, store, opts)
+        view_root, view_path = (cfg["root"], cfg["root_path"]) if uri.startswith(
+            cfg["root"]) else (uri[:-len(t) - 1],) * 2
+        try:
+            return _check_with_delta_rs(tv, t, uri, dr_opts, view_root, view_path, latest,
+                                        present, log)
+        finally:
+            drop_view()
+
+    def _check_with_delta_rs(tv: Counter, t: str, uri: str, opts: Any, view_root: str,
+                             view_path: str, latest: int, present: set[str],
+                             log: Any) -> tuple[Counter, int, int]:
         dt = DeltaTable(uri, version=0, storage_options=opts)
         every = max(1, (latest + 1) // 20)  # every version's log and file list; ~20 full data reads
         versions = reads = 0
@@ -479,8 +492,8 @@ def _verify(cfg: dict, acked: set[str]) -> tuple[Counter, dict[str, Any]]:
             try:
                 dt.load_as_version(ver)
                 for f in dt.file_uris():
-                    rel = (f[len(cfg["root"]) + 1:] if f.startswith(cfg["root"])
-                           else f.split(cfg["root_path"] + "/", 1)[-1])
+                    rel = (f[len(view_root) + 1:] if f.startswith(view_root)
+                           else f.split(view_path + "/", 1)[-1])
                     if rel not in present:
                         tv["delta_rs_version_names_missing_file"] += 1
                 if ver % every == 0 or ver == latest:
@@ -554,28 +567,39 @@ def _never_did(committed: Counter[str], reads: int, feature_sets: list[str],
     return out + (["I reads"] if readers and reads == 0 else [])
 
 
+def _location(args: argparse.Namespace, tmp: Path) -> tuple[str, dict[str, str], str, Any]:
+    """Where the lake lives: (root, storage options, its path as delta-rs may name files, the
+    function that stops the emulator started for it, or None)."""
+    from benchmarks import clouds
+    from benchmarks.common import start_moto_process
+
+    if args.store == "local":
+        return "file://" + str(tmp / "lake"), {}, str(tmp / "lake"), None
+    if args.store in clouds.CLOUDS:  # Azurite / fake-gcs-server, a container (bucket) of its own
+        endpoint, stop = clouds.start(args.store)
+        root = clouds.new_root(args.store, endpoint, "chaos")
+        return root, clouds.options(args.store, endpoint), root.split("://", 1)[1], stop
+    import boto3
+
+    endpoint, stop_moto = args.endpoint, None
+    if endpoint is None:
+        endpoint, stop_moto = start_moto_process()
+    opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+            "AWS_ALLOW_HTTP": "true"}
+    bucket = f"lv-chaos-{uuid.uuid4().hex[:10]}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    return f"s3://{bucket}/chaos", opts, f"{bucket}/chaos", stop_moto
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from benchmarks.common import plot, print_table, start_moto_process, write_json
+    from benchmarks.common import plot, print_table, write_json
 
     feature_sets = [f.strip() for f in args.features.split(",") if f.strip()]
-    stop_moto = None
     tmp = Path(tempfile.mkdtemp(prefix="lakevilla-chaos-"))
-    if args.store == "local":
-        root, opts, root_path = "file://" + str(tmp / "lake"), {}, str(tmp / "lake")
-    else:
-        import boto3
-
-        endpoint = args.endpoint
-        if endpoint is None:
-            endpoint, stop_moto = start_moto_process()
-        opts = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
-                "AWS_ALLOW_HTTP": "true"}
-        bucket = f"lv-chaos-{uuid.uuid4().hex[:10]}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                     aws_access_key_id="testing",
-                     aws_secret_access_key="testing").create_bucket(Bucket=bucket)
-        root, root_path = f"s3://{bucket}/chaos", f"{bucket}/chaos"
+    root, opts, root_path, stop_moto = _location(args, tmp)
     run_dir = tmp / "run"
     run_dir.mkdir()
     duration = args.minutes * 60
@@ -820,7 +844,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--quick", action="store_true",
                    help="about half a minute: what the test suite runs")
     p.add_argument("--minutes", type=float, default=10.0)
-    p.add_argument("--store", choices=["local", "s3"], default="local")
+    p.add_argument("--store", choices=["local", "s3", "azure", "gcs"], default="local",
+                   help="s3, azure, gcs: moto, Azurite or fake-gcs-server on 127.0.0.1")
     p.add_argument("--endpoint", default=None,
                    help="S3 endpoint (default: a moto server on 127.0.0.1)")
     p.add_argument("--features", default=DEFAULT_FEATURES,

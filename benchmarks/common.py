@@ -27,10 +27,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse
 
 import lakevilla as lv
+from benchmarks import clouds
+from benchmarks.http_kinds import classify_http
 from lakevilla.store import (
+    CLOUD_PROFILES,
     S3_SAME_REGION,
     CountingStore,
     LatencyProfile,
@@ -53,43 +56,78 @@ SYSTEMS: dict[str, str | None] = {
 
 def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes: seconds, for the test suite")
-    p.add_argument("--store", choices=["local", "s3"], default="local")
+    p.add_argument("--store", choices=["local", "s3", "azure", "gcs"], default="local",
+                   help="s3, azure, gcs: moto, Azurite or fake-gcs-server on 127.0.0.1")
     p.add_argument("--endpoint", default=None,
                    help="S3 endpoint (default: a moto server on 127.0.0.1)")
     p.add_argument("--latency", default="none",
-                   help="'none', 's3' (a same-region S3 profile) or milliseconds per request")
+                   help="'none', 's3' (a same-region S3 profile), a cloud's profile ('aws-s3', "
+                        "'azure' (Premium), 'azure-standard', 'gcs': published conditional-write "
+                        "latencies), 'cloud' (that of --store) or milliseconds per request")
     p.add_argument("--out", default=default_out, help="results folder (JSON + PNG)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--systems", default=",".join(SYSTEMS),
                    help="comma-separated subset of " + ",".join(SYSTEMS))
 
 
-def latency_profile(spec: str) -> LatencyProfile | None:
+CLOUD_OF_STORE = {"s3": "aws-s3", "azure": "azure", "gcs": "gcs"}
+
+
+def latency_profile(spec: str, store: str = "local") -> LatencyProfile | None:
     if spec in ("none", "0", ""):
         return None
     if spec == "s3":
         return S3_SAME_REGION
-    return uniform_latency(float(spec) / 1000.0)
+    if spec == "cloud":
+        if store not in CLOUD_OF_STORE:
+            raise SystemExit("--latency cloud needs --store s3, azure or gcs")
+        spec = CLOUD_OF_STORE[store]
+    if spec in CLOUD_PROFILES:
+        return CLOUD_PROFILES[spec]
+    try:
+        return uniform_latency(float(spec) / 1000.0)
+    except ValueError:
+        raise SystemExit(f"--latency {spec!r}: use none, s3, {', '.join(CLOUD_PROFILES)}, cloud "
+                         "or milliseconds") from None
 
 
-def _delay(profile: LatencyProfile, method: str, query: str) -> float:
-    kind = {"GET": "list" if "list-type" in query else "get", "HEAD": "head", "PUT": "put",
-            "DELETE": "delete", "POST": "put"}.get(method, "get")
-    return profile.delay(kind)
+def _without(path: str, params: tuple[str, ...]) -> str:
+    """``path`` without the query parameters ``params``."""
+    if not params or "?" not in path:
+        return path
+    base, _, query = path.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in params]
+    return f"{base}?{urlencode(kept)}" if kept else base
+
+
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A proxy's server: a client or target that drops its connection (a test's client closed,
+    an emulator stopped) is no error worth a traceback on stderr."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class LatencyProxy:
-    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``.
+    """A loopback HTTP proxy that sleeps per request kind before forwarding to ``target``:
+    S3, Azure Blob Storage or GCS (``http_kinds.py`` tells the kinds apart).
 
-    ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests
-    (the tests use it to make an endpoint that ignores conditional writes). ``faults``,
-    called with (method, path, headers) for every request, injects S3's failures by
-    answering with an action: ``"conflict"`` replies ``409 ConditionalRequestConflict``
-    without forwarding; ``"truncate"`` forwards, then sends only half of the response
-    body and drops the connection; None forwards normally."""
+    ``profile=None`` forwards without delay; ``drop_headers`` are removed from requests and
+    ``drop_query`` from their query strings (the tests use them to make an endpoint that
+    ignores conditional writes). ``faults``, called with (method, path, headers) for every
+    request, injects failures by answering with an action: ``"conflict"`` replies S3's
+    ``409 ConditionalRequestConflict`` without forwarding; ``"truncate"`` forwards, then sends
+    only half of the response body and drops the connection; ``(status, body)`` replies that
+    (JSON) without forwarding (a 401 or 403 as a cloud sends them); None forwards normally."""
 
     def __init__(self, target: str, profile: LatencyProfile | None = None,
-                 drop_headers: tuple[str, ...] = (), faults: Any = None) -> None:
+                 drop_headers: tuple[str, ...] = (), faults: Any = None,
+                 drop_query: tuple[str, ...] = ()) -> None:
         dropped = {"host", "connection", *(h.lower() for h in drop_headers)}
         outer = self
 
@@ -101,6 +139,9 @@ class LatencyProxy:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 action = (outer.faults(self.command, self.path, self.headers) if outer.faults
                           else None)
+                if isinstance(action, tuple):
+                    self._reply(action[0], action[1], [("Content-Type", "application/json")])
+                    return
                 if action == "conflict":
                     self._reply(409,
                                 b"<?xml version='1.0' encoding='UTF-8'?><Error>"
@@ -109,15 +150,19 @@ class LatencyProxy:
                                 [("Content-Type", "application/xml")])
                     return
                 # the simulation
-                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))
+                time.sleep(outer.profile.delay(classify_http(self.command, self.path,
+                                                             self.headers)))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
-                conn.request(self.command, self.path, body=body or None, headers=headers)
+                conn.request(self.command, _without(self.path, drop_query), body=body or None,
+                             headers=headers)
                 r = conn.getresponse()
                 data = r.read()
                 conn.close()
-                hdrs = [(k, v) for k, v in r.getheaders()
-                        if k.lower() not in ("transfer-encoding", "connection", "content-length")]
+                # a HEAD's Content-Length is the object's size: passed on, not recomputed
+                ours = ("transfer-encoding", "connection") + (
+                    () if self.command == "HEAD" else ("content-length",))
+                hdrs = [(k, v) for k, v in r.getheaders() if k.lower() not in ours]
                 self._reply(r.status, data, hdrs, truncate=action == "truncate")
 
             def _reply(self, status: int, data: bytes, headers: list,
@@ -125,7 +170,8 @@ class LatencyProxy:
                 self.send_response(status)
                 for k, v in headers:
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
+                if not any(k.lower() == "content-length" for k, _ in headers):
+                    self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 if self.command == "HEAD":
                     return
@@ -145,8 +191,7 @@ class LatencyProxy:
         self.target = target
         self.faults = faults
         self.profile = profile or LatencyProfile()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = QuietHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -186,7 +231,12 @@ class Env:
 
     @property
     def delta_rs_slowed(self) -> bool:
-        return self.kind == "s3" or self.profile is None
+        return self.kind in ("s3", "azure") or self.profile is None
+
+    @property
+    def delta_rs_runs(self) -> bool:
+        """Whether delta-rs can work on this store here (no emulator serves its GCS)."""
+        return self.kind != "gcs"
 
     def close(self) -> None:
         for fn in reversed(self._cleanup):
@@ -197,12 +247,14 @@ class Env:
 
 
 def make_env(args: argparse.Namespace) -> Env:
-    profile = latency_profile(args.latency)
+    profile = latency_profile(args.latency, args.store)
     if args.store == "local":
         d = tempfile.mkdtemp(prefix="lakevilla-bench-")
         env = Env("local", "file://" + d, {}, profile, args.latency)
         env._cleanup.append(lambda: shutil.rmtree(d, ignore_errors=True))
         return env
+    if args.store in clouds.CLOUDS:
+        return _cloud_env(args.store, profile, args.latency)[0]
     endpoint = args.endpoint
     env = Env("s3", "", {}, profile, args.latency)
     if endpoint is None:
@@ -236,6 +288,29 @@ def make_env(args: argparse.Namespace) -> Env:
     env.root = f"s3://{bucket}/bench"
     env.storage_options = opts
     return env
+
+
+def _cloud_env(kind: str, profile: LatencyProfile | None, label: str,
+               counting: bool = False) -> tuple[Env, CountingLatencyProxy | None, dict[str, str]]:
+    """An Azure or GCS environment on its emulator: the env (through a proxy when there is a
+    profile, or ``counting``), the counting proxy if any, and the options that reach the
+    emulator directly."""
+    env = Env(kind, "", {}, profile, label)
+    endpoint, stop = clouds.start(kind)
+    env._cleanup.append(stop)
+    proxy: CountingLatencyProxy | None = None
+    slow: LatencyProxy | None = None
+    if counting:
+        slow = proxy = CountingLatencyProxy(endpoint, profile)
+    elif profile is not None:
+        slow = LatencyProxy(endpoint, profile)
+    reach = endpoint
+    if slow is not None:
+        env._cleanup.append(slow.close)
+        reach = slow.url
+    env.root = clouds.new_root(kind, endpoint, "bench")
+    env.storage_options = clouds.options(kind, reach)
+    return env, proxy, clouds.direct_options(kind, endpoint)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -322,24 +397,6 @@ READ_KINDS = ("get", "head", "list")
 WRITE_KINDS = ("put", "put_if_absent", "put_if_match", "delete")
 
 
-def classify_http(method: str, path: str, headers: Any) -> str:
-    """The store-layer kind of one S3 HTTP request (the names CountingStore uses)."""
-    query = urlparse(path).query
-    if method == "GET":
-        return "list" if "list-type" in query or query.startswith("prefix=") else "get"
-    if method == "HEAD":
-        return "head"
-    if method == "DELETE" or (method == "POST" and "delete" in query):
-        return "delete"
-    if method in ("PUT", "POST"):
-        if headers.get("If-None-Match"):
-            return "put_if_absent"
-        if headers.get("If-Match"):
-            return "put_if_match"
-        return "put"
-    return method.lower()
-
-
 class CountingLatencyProxy(LatencyProxy):
     """``LatencyProxy`` that also counts the requests crossing it, by kind.
 
@@ -400,6 +457,14 @@ class CountedEnv:
     def direct_store(self, root: str) -> ObjectStore:
         return open_store(root, self.direct_options or None)
 
+    @property
+    def judge_options(self) -> dict[str, str]:
+        """What delta-rs, the judge, opens the lake with: directly where it can; on Azure
+        through the environment's Azurite URL (delta-rs' endpoint options fail there)."""
+        if self.env.kind == "azure":
+            return self.env.storage_options
+        return self.direct_options or self.env.storage_options
+
     def close(self) -> None:
         self.env.close()
 
@@ -418,43 +483,23 @@ def clients_kind(workers: str) -> Any:
 def start_moto_process(timeout: float = 60.0) -> tuple[str, Any]:
     """moto's S3 server in its own process: in-process it shares the benchmark's GIL with
     the latency proxy, and under many clients the two of them become the bottleneck."""
-    import socket
-    import subprocess
     import sys
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1",
-                             "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while True:  # readiness probe: the server answers HTTP once it is up
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            conn.request("GET", "/")
-            conn.getresponse().read()
-            conn.close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("moto server did not start") from None
-            time.sleep(0.1)
+    from benchmarks.emulators import free_port, serve
 
-    def stop() -> None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
+    port = free_port()
+    stop = serve([sys.executable, "-m", "benchmarks.moto_server", "-H", "127.0.0.1", "-p",
+                  str(port)], port, "/", "moto", timeout)
     return f"http://127.0.0.1:{port}", stop
 
 
 def make_counted_env(args: argparse.Namespace) -> CountedEnv:
     """Like ``make_env``, but S3 requests of every client (delta-rs included) are counted,
     and a moto server we start runs in its own process."""
+    if args.store in clouds.CLOUDS:
+        profile = latency_profile(args.latency, args.store)
+        env, proxy, direct = _cloud_env(args.store, profile, args.latency, counting=True)
+        return CountedEnv(env, proxy, direct)
     raw = argparse.Namespace(**{**vars(args), "latency": "none"})
     stop_moto = None
     if args.store == "s3" and args.endpoint is None:
@@ -462,7 +507,7 @@ def make_counted_env(args: argparse.Namespace) -> CountedEnv:
     env = make_env(raw)
     if stop_moto is not None:
         env._cleanup.insert(0, stop_moto)  # cleanups run in reverse: moto stops last
-    profile = latency_profile(args.latency)
+    profile = latency_profile(args.latency, args.store)
     env.profile, env.latency_label = profile, args.latency
     if env.kind != "s3":
         return CountedEnv(env, None, {})

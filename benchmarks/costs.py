@@ -2,12 +2,15 @@
 snapshot load time, and the latency price of LV[R] over plain Delta.
 
     python -m benchmarks.costs [--quick] [--reps 20] [--commits 1000] [--latency 20] ...
+    python -m benchmarks.costs --store azure --latency cloud    # (or s3, gcs)
 
 Requests are counted at lakevilla's store layer (every request goes through it),
 by kind and by area: the Delta log, lakevilla's own ``_lakevilla/`` folder, and data
 files. The paper counts metadata requests only (log + lakevilla); we show both.
-delta-rs' requests are only observable on S3 (``--store s3``), where they cross
-our counting proxy; on the local store they are n/a.
+delta-rs' requests are only observable on S3 and Azure (``--store s3|azure``), where they
+cross our counting proxy; on the local store they are n/a, and on GCS delta-rs does not run (no
+emulator here serves it). ``--latency cloud`` gives each cloud its published conditional-write
+latency (``lakevilla/store/latency.py``), for the per-cloud table of benchmarks/README.md.
 
 Warm: one long-lived ``Lake`` per feature set, averaged over ``--reps``
 transactions after one unmeasured warm-up. Cold: the first transaction of a new
@@ -148,7 +151,8 @@ def measure_feature_set(ce: Any, name: str, features: str, records: int, reps: i
 
 
 def measure_delta_rs(ce: Any, records: int, reps: int) -> list[dict[str, Any]]:
-    """delta-rs' requests, counted at the S3 proxy (the only place they are observable)."""
+    """delta-rs' requests, counted at the proxy (S3, Azure: the only place they are
+    observable)."""
     from deltalake import DeltaTable
 
     from .common import reads_writes
@@ -290,11 +294,15 @@ def measure_load(ce: Any, commits: int, loads: int) -> dict[str, Any]:
 
     lv_env_t, lv_reqs = lv_times(lambda: AreaCountingStore(env.store(root)))
     lv_direct_t, _ = lv_times(lambda: AreaCountingStore(ce.direct_store(root)))
-    if ce.proxy is not None:
-        ce.proxy.reset()
-    DeltaTable(uri, storage_options=env.storage_options or None)
-    dr_reqs = ce.proxy.reset() if ce.proxy is not None else None
-    dr_t = median_time(lambda: DeltaTable(uri, storage_options=env.storage_options or None), loads)
+    dr_reqs: dict[str, int] | None = None
+    dr_t: float | None = None
+    if env.delta_rs_runs:  # not on GCS (benchmarks/clouds.py)
+        if ce.proxy is not None:
+            ce.proxy.reset()
+        DeltaTable(uri, storage_options=env.storage_options or None)
+        dr_reqs = ce.proxy.reset() if ce.proxy is not None else None
+        dr_t = median_time(lambda: DeltaTable(uri, storage_options=env.storage_options or None),
+                           loads)
     # the first isolated read of a table the global log does not know examines the commits after
     # what its checkpoint promises (without a promise, every commit the log still has); it then
     # joins the global log, and later isolated reads start from where an entry has it. An
@@ -310,13 +318,14 @@ def measure_load(ce: Any, commits: int, loads: int) -> dict[str, Any]:
         firsts.append(lv_isolated_read(lambda: AreaCountingStore(env.store(root)), root))
         known.append(lv_isolated_read(lambda: AreaCountingStore(env.store(root)), root))
     first_t, first_reqs = statistics.median(t for t, _ in firsts), firsts[0][1]
-    # delta-rs pays the simulated latency only on S3; on the local store
-    # compare unslowed to unslowed
+    # delta-rs pays the simulated latency on S3 and Azure (it crosses the proxy); on the local
+    # store compare unslowed to unslowed
     same = lv_env_t if env.delta_rs_slowed else lv_direct_t
     return {"commits": meta["version"] + 1, "last_checkpoint": meta["last_checkpoint"],
             "loads": loads, "lakevilla_s": lv_env_t, "lakevilla_unslowed_s": lv_direct_t,
             "delta_rs_s": dr_t, "delta_rs_pays_latency": env.delta_rs_slowed,
-            "ratio_lakevilla_over_delta_rs": same / dr_t, "lakevilla_requests": lv_reqs,
+            "ratio_lakevilla_over_delta_rs": same / dr_t if dr_t else None,
+            "lakevilla_requests": lv_reqs,
             "delta_rs_requests": dr_reqs, "isolated_first_read_s": first_t,
             "isolated_first_read_requests": first_reqs,
             "isolated_known_read_s": statistics.median(t for t, _ in known),
@@ -461,7 +470,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for name, features in systems.items() if "requests" in parts else ():
             rows.extend(measure_feature_set(ce, name, features, args.records, args.reps,
                                             args.commit_mode))
-        if "delta-rs" in chosen and ce.proxy is not None and "requests" in parts:
+        if ("delta-rs" in chosen and ce.proxy is not None and ce.env.delta_rs_runs
+                and "requests" in parts):
             rows.extend(measure_delta_rs(ce, args.records, args.reps))
         add_extra(rows)
         load = measure_load(ce, args.commits, args.loads) if "load" in parts else None
@@ -510,8 +520,10 @@ def load_tables(load: dict[str, Any], loads: int) -> list[str]:
     return [
         print_table([{"commits": load["commits"], "last checkpoint": load["last_checkpoint"],
                       "lakevilla ms": load["lakevilla_s"] * 1000, "lakevilla unslowed ms":
-                      load["lakevilla_unslowed_s"] * 1000, "delta-rs ms": load["delta_rs_s"] * 1000,
-                      "ratio lv/delta-rs": load["ratio_lakevilla_over_delta_rs"],
+                      load["lakevilla_unslowed_s"] * 1000,
+                      "delta-rs ms": (load["delta_rs_s"] * 1000 if load["delta_rs_s"] is not None
+                                      else "n/a"),
+                      "ratio lv/delta-rs": load["ratio_lakevilla_over_delta_rs"] or "n/a",
                       "lakevilla requests": _fmt_counts(load["lakevilla_requests"]),
                       "delta-rs requests": _fmt_counts(load["delta_rs_requests"])}],
                     ["commits", "last checkpoint", "lakevilla ms", "lakevilla unslowed ms",

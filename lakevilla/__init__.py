@@ -12,6 +12,7 @@ from .delta.history import HistoryEntry
 from .delta.identity import field_metadata as identity
 from .engines.merge_plan import MergeResult
 from .errors import (
+    BucketNotFoundError,
     CommitPendingError,
     ConditionalWritesUnsupportedError,
     ConstraintViolationError,
@@ -74,5 +75,5 @@ __all__ = [
     "StorageError", "DataOutsidePredicateError", "SchemaEvolutionError", "VersionNotFoundError",
     "ReadOnlyLakeError", "HistoryEntry", "DuplicateMatchError", "SparkEngine", "EmbeddedEngine",
     "StoragePermissionError", "StorageCredentialsError", "LakeNotFoundError", "MomentTooOldError",
-    "LakeAt", "MergeResult", "SelfWaitError",
+    "LakeAt", "MergeResult", "SelfWaitError", "BucketNotFoundError",
 ]

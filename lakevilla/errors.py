@@ -152,6 +152,11 @@ class StorageCredentialsError(StorageError):
     ``storage_options`` (delta-rs' keys) or in the environment."""
 
 
+class BucketNotFoundError(StorageError):
+    """The lake's bucket (S3, GCS) or container (Azure) does not exist. lakevilla never creates
+    one: create it with the cloud's tools, or correct the URI or account."""
+
+
 class VersionNotFoundError(LakeVillaError):
     """The table has no such version (or none at or before the moment asked for): the
     message names the versions that can be read."""

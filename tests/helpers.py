@@ -151,18 +151,25 @@ def count_calls(base: ObjectStore, make_lake: Callable[[ObjectStore], object],
     return probe.calls
 
 
+# (single-table sweep, multi-table sweep) strides per store: odd, so that crashes before and
+# after a call alternate; GCS, the smaller sample, about half as many points
+CRASH_STRIDES = {"s3": (9, 17), "azure": (9, 17), "gcs": (19, 35)}
+
+
 def crash_stride(backend, tables: str = "several") -> int:
-    """Every crash point on the local store; through moto every 17th for the multi-table
-    sweeps (CT, I) and every ninth for single-table ones. The faults are injected by the same
-    wrapper above either backend, so the protocol is checked at every point locally (and the
-    mutation check runs the local sweeps); the S3 runs re-check the backend (its etags, its
-    errors, its listing) on a sample of about half a dozen points. An odd stride alternates
+    """Every crash point on the local store; through moto and Azurite every 17th for the
+    multi-table sweeps (CT, I) and every ninth for single-table ones; on GCS about half as many
+    points. The faults are injected by the same wrapper above any backend, so the protocol is
+    checked at every point locally (and the mutation check runs the local sweeps); the cloud
+    runs re-check the backend (its etags, its errors, its listing) on a sample of about half a
+    dozen points. An odd stride alternates
     crashes before and after a call; the first point and the crash after the last call are
     always taken. Each sampled point costs a fresh lake and a recovery through moto (~0.5 s,
     and moto's CPU)."""
-    if backend.kind != "s3":
+    if backend.kind == "local":
         return 1
-    return 9 if tables == "one" else 17
+    one, several = CRASH_STRIDES[backend.kind]
+    return one if tables == "one" else several
 
 
 def clients_of(backend):

@@ -31,14 +31,21 @@ def load_table(store: Any, root: str, records: int, files: int,
         lake.close()
 
 
-def final_rows(root: str, options: dict[str, str]) -> list[dict[str, Any]]:
+def final_rows(root: str, options: dict[str, str], store: Any) -> list[dict[str, Any]]:
     """The table as delta-rs (the independent judge) reads it: its SQL reader, which applies
-    deletion vectors (``to_pyarrow_table`` refuses them)."""
+    deletion vectors (``to_pyarrow_table`` refuses them). On GCS it reads a local copy taken
+    through ``store`` (``benchmarks/clouds.py``)."""
     import pyarrow as pa
     from deltalake import DeltaTable, QueryBuilder
 
-    dt = DeltaTable(f"{root}/{TABLE}", storage_options=options or None)
-    return pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t")).to_pylist()
+    from ..clouds import delta_rs_view
+
+    uri, opts, drop = delta_rs_view(root, TABLE, store, options)
+    try:
+        dt = DeltaTable(uri, storage_options=opts or None)
+        return pa.table(QueryBuilder().register("t", dt).execute("SELECT * FROM t")).to_pylist()
+    finally:
+        drop()
 
 
 def lakevilla_rows(store: Any, root: str) -> list[dict[str, Any]]:

@@ -166,8 +166,10 @@ def _title(info: dict[str, Any]) -> str:
     lat = info["latency"]
     slowed = ("delta-rs pays it too" if info["delta_rs_pays_latency"]
               else "lakevilla only: delta-rs runs unslowed")
-    reqs = "delta-rs requests counted at the proxy" if info["delta_rs_requests_observable"] else \
-        "delta-rs requests not observable on the local store (n/a)"
+    reqs = ("delta-rs does not run on GCS here (no emulator serves it); it judges each run from "
+            "a local copy") if info["store"] == "gcs" else (
+        "delta-rs requests counted at the proxy" if info["delta_rs_requests_observable"] else
+        "delta-rs requests not observable on the local store (n/a)")
     return (f"YCSB: {info['records']} records, {info['ops_per_run']} ops/run, "
             f"store={info['store']}, latency={lat} "
             f"({slowed if lat != 'none' else 'none simulated'}); {reqs}; "

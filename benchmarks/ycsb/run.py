@@ -50,7 +50,7 @@ def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients:
     env = ce.env
     root = env.fresh_root(
         f"ycsb-{wl}-{n_clients}-{mode}-{system.strip('[]').replace('[', '-').replace(',', '')}")
-    direct_opts = ce.direct_options or env.storage_options
+    direct_opts = ce.judge_options
     load_table(ce.direct_store(root), root, plan.records, plan.load_files,
                DV_PROPERTIES if plan.deletion_vectors else None)
     specs = [ClientSpec(system, plan.systems[system], root, env.storage_options, env.kind,
@@ -73,7 +73,7 @@ def run_one(plan: Plan, ce: Any, pool: Workers, system: str, wl: str, n_clients:
     row = summarize(system, wl, n_clients, mode, clients, proxy_counts, concurrency)
     row["failure"] = failure
     if failure is None:
-        rows = final_rows(root, direct_opts)
+        rows = final_rows(root, direct_opts, ce.direct_store(root))
         lv_rows = lakevilla_rows(ce.direct_store(root), root)
         row["check"] = check_run(system, plan.records, rows, clients, lv_rows)
     else:

@@ -81,10 +81,16 @@ class SparkEngine:
 
     def attach(self, lake: Any) -> None:
         scheme = urlsplit(lake.root_uri).scheme
+        if scheme in ("az", "azure") and scheme not in self.paths.scheme_map:
+            # ABFS names the account in the URI; az:// leaves it to the options
+            raise InvalidArgumentError(
+                f"the Spark engine reaches Azure through ABFS, which needs the account in the "
+                f"URI: open the lake as abfss://<container>@<account>.dfs.core.windows.net/"
+                f"<prefix> (lakevilla takes that URI too) instead of {lake.root_uri!r}")
         if scheme not in ("file", "hdfs", "s3a", "gs", "abfs", "abfss", *self.paths.scheme_map):
             raise InvalidArgumentError(f"the Spark engine cannot reach {lake.root_uri!r}: Spark "
                                        "needs a Hadoop file system URI (file://, s3:// via "
-                                       "s3a, hdfs://, ...)")
+                                       "s3a, abfss://, gs://, hdfs://, ...)")
         tz = (self.spark.conf.get("spark.sql.session.timeZone") or "").upper()
         if tz not in _UTC_NAMES:
             warnings.warn(f"Spark session time zone is {tz!r}: lakevilla prunes files reading "

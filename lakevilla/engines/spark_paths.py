@@ -1,9 +1,10 @@
 """Where Spark finds a lake's files, and which store key a file Spark names is.
 
-Spark reads and writes through its Hadoop file systems (``s3://`` lakes as ``s3a://``); the
-log names files by URI-encoded paths under the table; Spark names the files it read by
-URI-encoded absolute paths (``input_file_name()``, ``inputFiles()``). These are the only
-conversions between the three.
+Spark reads and writes through its Hadoop file systems (``s3://`` lakes as ``s3a://``;
+``abfss://`` and ``gs://`` as they are, the ABFS and GCS connectors' own schemes); the log names
+files by URI-encoded paths under the table; Spark names the files it read by URI-encoded
+absolute paths (``input_file_name()``, ``inputFiles()``). These are the only conversions
+between the three.
 """
 
 from __future__ import annotations

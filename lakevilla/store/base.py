@@ -3,7 +3,10 @@
 Keys are ``/``-separated and relative to the store's root (the lake root). The
 seven primitives are exactly what S3 offers, so that the local backend cannot
 quietly provide something S3 lacks; ``delete_many`` is S3's DeleteObjects (a
-``delete`` request that names up to 1,000 keys), a loop of deletes elsewhere.
+``delete`` request that names up to 1,000 keys), Azure's blob batch (256), a loop of
+deletes elsewhere. What a store's calls cost in requests it says itself
+(``deletes_per_request``, ``suffix_read_kinds``), so that the wrappers count and slow every
+request a call makes, on any store.
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ class ObjectStore(ABC):
 
     @abstractmethod
     def put_if_match(self, key: str, data: bytes, etag: str) -> str:
-        """Overwrite ``key`` only if its current etag is ``etag`` (``If-Match``)."""
+        """Overwrite ``key`` only if its current etag is ``etag`` (``If-Match``). A missing key
+        is NotFound on S3 and locally; Azure and GCS answer such a write 412, and so does the
+        store (PreconditionFailed): callers treat both as a lost race."""
 
     @abstractmethod
     def delete(self, key: str) -> None:
@@ -102,6 +107,15 @@ class ObjectStore(ABC):
         it on as one request, one ``delete`` per key."""
         for key in keys:
             self.delete(key)
+
+    def deletes_per_request(self) -> int:
+        """Keys one request of ``delete_many`` deletes (S3: 1,000; 1 without a batch request)."""
+        return DELETE_BATCH
+
+    def suffix_read_kinds(self) -> tuple[str, ...]:
+        """The requests a suffix range (``get_range`` with a negative start) takes: one GET, or
+        a HEAD for the size first where the store has no suffix ranges (Azure)."""
+        return ("get",)
 
     @abstractmethod
     def list_page(
@@ -148,6 +162,31 @@ class ObjectStore(ABC):
         """Release connections; optional."""
 
 
+class PrefixedStore(ObjectStore):
+    """A cloud store: a bucket (container) whose lake lives under ``prefix``, keys relative to
+    it; opened elsewhere from its ``_address``."""
+
+    prefix: str = ""
+    _address: StoreAddress
+
+    def address(self) -> StoreAddress:
+        return self._address
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, full: str) -> str:
+        return full[len(self.prefix) + 1:] if self.prefix else full
+
+
+def empty_range(start: int, length: int | None) -> bool:
+    """Whether ``get_range(key, start, length)`` asks for nothing (and a suffix range, a
+    negative start, for no length)."""
+    if start < 0 and length is not None:
+        raise ValueError("a suffix range (negative start) takes no length")
+    return length is not None and length <= 0
+
+
 class StoreWrapper(ObjectStore):
     """Delegates everything to ``inner``; wrappers override what they change."""
 
@@ -175,6 +214,12 @@ class StoreWrapper(ObjectStore):
 
     def delete(self, key: str) -> None:
         self.inner.delete(key)
+
+    def deletes_per_request(self) -> int:
+        return self.inner.deletes_per_request()
+
+    def suffix_read_kinds(self) -> tuple[str, ...]:
+        return self.inner.suffix_read_kinds()
 
     def list_page(self, prefix, start_after=None, token=None, max_keys=1000) -> ListPage:
         return self.inner.list_page(prefix, start_after=start_after, token=token, max_keys=max_keys)

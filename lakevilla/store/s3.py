@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 import warnings
 from urllib.parse import urlparse
 
 from ..errors import (
+    BucketNotFoundError,
     ConditionalWritesUnsupportedError,
     InvalidArgumentError,
     StorageCredentialsError,
@@ -34,10 +34,13 @@ from .base import (
     ListPage,
     NotFound,
     ObjectMeta,
-    ObjectStore,
     PreconditionFailed,
+    PrefixedStore,
     TransientStoreError,
 )
+from .options import opt as _opt
+from .options import seconds as _seconds
+from .probe import ensure_conditional
 
 _TRANSIENT_CODES = {
     "500", "502", "503", "504", "InternalError", "ServiceUnavailable", "SlowDown",
@@ -49,8 +52,6 @@ _RETRY_CODES = {"ConditionalRequestConflict", "409"}
 # the store does not accept who we are (missing, wrong or expired keys): no retry helps
 _CREDENTIAL_CODES = {"InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
                      "TokenRefreshRequired", "InvalidClientTokenId"}
-_checked: dict[tuple[str, str], bool] = {}
-_checked_lock = threading.Lock()
 # One boto3 session for every store: a new session re-parses the S3 service model (~0.3 s of
 # JSON); clients are thread-safe, making them from a shared session is not, hence the lock.
 _session = None
@@ -67,35 +68,7 @@ def _client(**kwargs):
         return _session.client("s3", **kwargs)
 
 
-def _opt(options: dict[str, str], *names: str) -> str | None:
-    lowered = {k.lower(): v for k, v in options.items()}
-    for n in names:
-        v = lowered.get(n.lower())
-        if v is not None and v != "":
-            return str(v)
-    return None
-
-
-def _seconds(raw: str | None, default: float) -> float:
-    """A duration as delta-rs writes it ("5s", "300ms", "2 seconds") or a number of seconds."""
-    if raw is None:
-        return default
-    text = raw.strip().lower()
-    for suffix, scale in (("ms", 0.001), ("milliseconds", 0.001), ("seconds", 1.0), ("second", 1.0),
-                          ("secs", 1.0), ("sec", 1.0), ("s", 1.0)):
-        if text.endswith(suffix):
-            try:
-                return float(text[: -len(suffix)].strip()) * scale
-            except ValueError:
-                break
-    try:
-        return float(text)
-    except ValueError:
-        raise InvalidArgumentError(f"not a duration: {raw!r} (use seconds, e.g. "
-                                   "'5s' or '300ms')") from None
-
-
-class S3Store(ObjectStore):
+class S3Store(PrefixedStore):
     """``s3://bucket/prefix``; ``storage_options`` takes delta-rs' keys."""
 
     def __init__(
@@ -146,16 +119,7 @@ class S3Store(ObjectStore):
                 stacklevel=2,
             )
 
-    def address(self) -> StoreAddress:
-        return self._address
-
     # -- helpers -------------------------------------------------------------
-    def _key(self, key: str) -> str:
-        return f"{self.prefix}/{key}" if self.prefix else key
-
-    def _rel(self, full: str) -> str:
-        return full[len(self.prefix) + 1:] if self.prefix else full
-
     def _call(self, fn, key: str, **kwargs):
         from botocore.exceptions import (
             BotoCoreError,
@@ -173,6 +137,9 @@ class S3Store(ObjectStore):
         except ClientError as e:
             code = str(e.response.get("Error", {}).get("Code", ""))
             status = str(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            if code == "NoSuchBucket":
+                raise BucketNotFoundError(f"bucket {self.bucket!r} does not exist "
+                                          f"at {self.endpoint or 'S3'}") from None
             if code in ("NoSuchKey", "404", "NotFound") or status == "404":
                 raise NotFound(key) from None
             if code in _RETRY_CODES or status == "409":
@@ -187,9 +154,6 @@ class S3Store(ObjectStore):
                 ) from None
             if code in _TRANSIENT_CODES or status in _TRANSIENT_CODES:
                 raise TransientStoreError(f"{code or status} on {key}") from e
-            if code == "NoSuchBucket":
-                raise StorageError(f"bucket {self.bucket!r} does not exist "
-                                   f"at {self.endpoint or 'S3'}") from None
             if code in _CREDENTIAL_CODES:
                 raise StorageCredentialsError(
                     f"{self.endpoint or 'S3'} rejected the credentials ({code}) on {key}: check "
@@ -215,39 +179,23 @@ class S3Store(ObjectStore):
     def _ensure_conditional(self) -> None:
         if self.conditional_writes != "check":
             return
-        ident = (self.endpoint or "aws", self.bucket)
-        with _checked_lock:
-            if _checked.get(ident):
-                return
-        probe = f"_lakevilla/probe/{uuid.uuid4().hex}"
-        k = self._key(probe)
-        self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"1",
-                   IfNoneMatch="*")
-        honoured = True
-        try:
-            self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"2",
-                       IfNoneMatch="*")
-            honoured = False
-        except PreconditionFailed:
-            pass
-        if honoured:
-            try:
-                self._call(self.client.put_object, probe, Bucket=self.bucket, Key=k, Body=b"3",
-                           IfMatch='"0"')
-                honoured = False
-            except (PreconditionFailed, NotFound):
-                pass
-        self._call(self.client.delete_object, probe, Bucket=self.bucket, Key=k)
-        if not honoured:
-            raise ConditionalWritesUnsupportedError(
+
+        def put(key: str, data: bytes, **cond: str) -> None:
+            self._call(self.client.put_object, key, Bucket=self.bucket, Key=self._key(key),
+                       Body=data, **cond)
+
+        ensure_conditional(
+            ("s3", self.endpoint or "aws", self.bucket),
+            create=lambda key, data: put(key, data, IfNoneMatch="*"),
+            replace=lambda key, data: put(key, data, IfMatch='"0"'),
+            delete=lambda key: self._call(self.client.delete_object, key, Bucket=self.bucket,
+                                          Key=self._key(key)),
+            refusal=(
                 f"the endpoint {self.endpoint or 'S3'} ignores conditional writes (If-None-Match / "
                 "If-Match) on bucket "
                 f"{self.bucket!r}: markers and commits would silently overwrite each other. Use an "
                 "endpoint that supports them, or pass conditional_writes='emulate' to accept the "
-                "paper's non-atomic HEAD-polling fallback."
-            )
-        with _checked_lock:
-            _checked[ident] = True
+                "paper's non-atomic HEAD-polling fallback."))
 
     # -- interface -----------------------------------------------------------
     def get(self, key: str) -> GetResult:
@@ -311,6 +259,9 @@ class S3Store(ObjectStore):
 
     def delete(self, key: str) -> None:
         self._call(self.client.delete_object, key, Bucket=self.bucket, Key=self._key(key))
+
+    def deletes_per_request(self) -> int:
+        return DELETE_BATCH
 
     def delete_many(self, keys: list[str]) -> None:
         for i in range(0, len(keys), DELETE_BATCH):

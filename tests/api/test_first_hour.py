@@ -255,6 +255,6 @@ def test_the_demo_names_how_each_transfer_ended(error, outcome):
 def test_storage_options_that_are_not_a_dict_are_named(tmp_path):
     with pytest.raises(lv.InvalidArgumentError, match="storage_options must be a dict .* got str"):
         lv.Lake("s3://bucket/lake", storage_options='{"AWS_REGION": "x"}')
-    with pytest.raises(lv.InvalidArgumentError, match="only meaningful for s3"):
+    with pytest.raises(lv.InvalidArgumentError, match="only meaningful for cloud URIs"):
         lv.Lake(str(tmp_path / "lake"), storage_options={"AWS_REGION": "x"})
     assert list(tmp_path.iterdir()) == []

@@ -886,3 +886,26 @@ def test_spark_statements_benchmark_quick_mode(classic_spark, tmp_path):
     assert all(r > 0 for r in size["ratios"].values())
     assert size["python_rss_peak_mb"] > 0 and size["driver_heap_peak_mb"] > 0
     assert (out / "spark_statements.png").stat().st_size > 0
+
+
+@CLASSIC_ONLY
+def test_the_engine_reaches_each_cloud_through_its_hadoop_scheme(spark):
+    """Spark opens a lake's files through the Hadoop file system of its cloud: s3:// as s3a://,
+    abfss:// and gs:// as they are (the connectors a cluster adds are in the README). az://
+    names no account, which ABFS needs, so the engine asks for the abfss:// form. Attaching
+    sends no request (the options point at loopback all the same)."""
+    from benchmarks.emulators import azure_options, gcs_options
+    from lakevilla.engines.spark_paths import SparkPaths, key_in
+
+    paths = SparkPaths()
+    abfss = "abfss://c@devstoreaccount1.dfs.core.windows.net/lake"
+    assert paths.spark_uri("s3://b/lake/t/f.parquet") == "s3a://b/lake/t/f.parquet"
+    assert paths.spark_uri(f"{abfss}/t/f.parquet") == f"{abfss}/t/f.parquet"
+    assert paths.spark_uri("gs://b/lake/t/f.parquet") == "gs://b/lake/t/f.parquet"
+    assert key_in(abfss, f"{abfss}/t/part%20x.parquet") == "t/part x.parquet"
+    assert key_in("gs://b/lake", "gs://b/lake/t/part-0.parquet") == "t/part-0.parquet"
+    engine = lv.SparkEngine(spark)
+    for uri, opts in ((abfss, azure_options()), ("gs://b/lake", gcs_options("http://127.0.0.1:9"))):
+        assert lv.Lake(uri, storage_options=opts, engine=engine).engine is engine
+    with pytest.raises(lv.InvalidArgumentError, match=r"abfss://<container>@<account>"):
+        lv.Lake("az://c/lake", storage_options=azure_options(), engine=engine)

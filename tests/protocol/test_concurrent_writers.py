@@ -143,13 +143,15 @@ def _mixed(args):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("backend", "mode"),
-                         [("local", "tail"), ("local", "in_place"), ("s3", "tail")],
+                         [("local", "tail"), ("local", "in_place"), ("s3", "tail"),
+                          ("azure", "tail")],
                          indirect=["backend"])
 def test_mixed_lakevilla_and_delta_rs_writers(backend, mode):
     """lakevilla (R) and delta-rs writers in four processes, inserting and incrementing: every
     acknowledged row once, every increment counted, no version with a duplicate. Both commit
-    modes on the local store; through moto the default mode only (the modes differ in the
-    protocol, which the local runs check; the S3 run checks the backend under mixed writers)."""
+    modes on the local store; through moto and Azurite the default mode only (the modes differ
+    in the protocol, which the local runs check; the cloud runs check the backend under mixed
+    writers)."""
     lake = backend.lake(commit_mode=mode)
     lake.create_table("m", pa.schema([("id", pa.int64()), ("owner", pa.int64()),
                                       ("value", pa.int64())]))

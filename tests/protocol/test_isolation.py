@@ -13,7 +13,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.isolation.gvl import HINT_KEY, entry_key
 from lakevilla.store import CountingStore
-from tests.conftest import rows
+from tests.conftest import ON_AZURE, rows
 from tests.helpers import (
     CrashSweep,
     HookStore,
@@ -227,6 +227,7 @@ def test_delta_rs_commits_between_isolated_transactions_are_incorporated(backend
 
 
 @pytest.mark.parametrize("features", ["I", "R,CT,I"])
+@ON_AZURE
 def test_crash_at_every_store_call_of_an_isolated_two_table_commit(backend, features):
     base = backend.store()
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from lakevilla.markers.marker import FREED, RUNNING, free_stalled, marker_of
-from tests.conftest import rows
+from tests.conftest import ON_AZURE, rows
 from tests.helpers import (
     accounts,
     claim_now,
@@ -20,6 +20,7 @@ from tests.helpers import (
 TTL = 5.0
 
 
+@ON_AZURE
 def test_markers_are_empty_versions_for_delta_rs(backend):
     lake = numbered_table(backend)
     t1 = lake.begin("R")

@@ -17,7 +17,7 @@ from lakevilla.complex_txn import record as records
 from lakevilla.markers.marker import FREED, MarkerPayload, claim, marker_of
 from lakevilla.markers.marker import rewrite as rewrite_marker
 from lakevilla.names import TXN_DIR
-from tests.conftest import rows
+from tests.conftest import ON_AZURE, ON_AZURE_AND_GCS, rows
 from tests.helpers import (
     HalfPublished,
     HookStore,
@@ -269,6 +269,7 @@ def test_g1c_circular_information_flow_across_tables(backend, mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+@ON_AZURE_AND_GCS
 def test_crash_at_every_store_call_of_a_two_table_commit(backend, mode):
     base = backend.store()
 
@@ -441,6 +442,7 @@ def _bank_worker(uri, opts, wid, n, crash_at, out):
 
 
 @pytest.mark.slow
+@ON_AZURE
 def test_randomized_bank_with_a_crashing_process(backend):
     lake = backend.lake()
     for i, t in enumerate(BANK_TABLES):

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 import lakevilla as lv
-from tests.conftest import rows
+from tests.conftest import ON_AZURE, rows
 from tests.helpers import HookStore, count_calls, crash_plans, crash_stride, run_crashing
 
 ACC = pa.schema([("id", pa.int64()), ("balance", pa.int64())])
@@ -74,6 +74,7 @@ def test_a_block_is_not_atomic(backend):
 
 
 @pytest.mark.parametrize("op", ["insert", "update", "delete"])
+@ON_AZURE
 def test_crash_at_every_store_call_of_a_commit(backend, op):
     """A client killed at any call leaves the table before or after the commit, for both readers."""
 

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 import lakevilla as lv
-from tests.conftest import rows
+from tests.conftest import ON_AZURE_AND_GCS, rows
 from tests.helpers import (
     count_calls,
     crash_plans,
@@ -32,6 +32,7 @@ def _later_clock():
 
 
 @pytest.mark.parametrize("mode", MODES)
+@ON_AZURE_AND_GCS
 def test_crash_at_every_store_call_of_an_r_transaction(backend, mode):
     """After a crash anywhere, recovery leaves all or nothing, frees every marker past its
     expiry, and the crashed client can resume from its sublogs and finish."""

@@ -15,7 +15,7 @@ from lakevilla.engines.api import data_file_key
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.recovery.journal import Journal
 from lakevilla.statements import read_results
-from tests.conftest import rows
+from tests.conftest import ON_AZURE, rows
 from tests.helpers import (
     HookStore,
     entries_landed,
@@ -148,6 +148,7 @@ def test_a_committed_r_writer_deletes_its_sublogs_and_redone_files_in_one_reques
     assert rows(lake.read("t")) == backend.delta_rows("t")
 
 
+@ON_AZURE
 def test_a_client_deletes_what_its_finished_transactions_leave_in_one_request(backend):
     """Issue 39: a client committing one short R transaction after another does not pay a delete
     request per transaction: what each leaves (sublog entries, the file a redone statement first

@@ -14,7 +14,7 @@ import lakevilla as lv
 from lakevilla.markers.marker import RUNNING, marker_of
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.statements.merge import DuplicateMatchError
-from tests.conftest import rows
+from tests.conftest import ON_AZURE_AND_GCS, rows
 from tests.helpers import HookStore
 
 S = pa.schema([("id", pa.int64()), ("part", pa.string()), ("v", pa.int64())])
@@ -41,6 +41,7 @@ def _upsert(txn, source, on="id"):
 # -- semantics --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("features", ["", "R", "R,CT", "I", "R,CT,I"])
+@ON_AZURE_AND_GCS
 def test_merge_clauses_conditions_and_metrics(backend, features):
     lake = _lake_with(backend, [{"id": i, "part": "a", "v": 10 * i} for i in range(1, 6)])
     src = [{"id": 2, "part": "a", "v": 1}, {"id": 3, "part": "a", "v": -1},
@@ -223,6 +224,7 @@ def test_duplicate_matches_are_allowed_for_an_unconditional_delete(local_backend
 # -- conflicts: a concurrent insert of a key we would insert ---------------------------------
 
 @pytest.mark.parametrize("features", ["R", ""])
+@ON_AZURE_AND_GCS
 def test_concurrent_insert_of_a_matching_key_is_a_conflict(backend, features):
     """Our merge inserts id 5 (no match); before it commits, another client inserts id 5. The
     absence of a match was read: under R the merge is redone (updates the new row), under ""

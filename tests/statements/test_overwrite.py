@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import lakevilla as lv
 from lakevilla.recovery import sublog as sublogs
-from tests.conftest import Backend
+from tests.conftest import ON_AZURE, ON_AZURE_AND_GCS, Backend
 
 T = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("p", pa.string())])
 FEATURES = ["", "R", "R,CT", "R,CT,I"]
@@ -83,6 +83,7 @@ def test_overwrite_matches_delta_rs(batches, new, pred, partitioned, features):
 
 
 @pytest.mark.parametrize("features", FEATURES)
+@ON_AZURE_AND_GCS
 def test_overwrite_in_every_feature_set(backend: Backend, features):
     lake = backend.lake()
     lake.create_table("t", T, partition_by=["p"])
@@ -123,6 +124,7 @@ def test_rows_outside_the_predicate_are_refused_and_nothing_changes(local_backen
     assert lake.version("t") == 1
 
 
+@ON_AZURE
 def test_a_conflicting_overwrite_is_redone_under_r(backend: Backend):
     """T2 replaces x > 5 while T1 appends a row there and commits first: under R, T2's overwrite
     is redone on T1's commit and replaces T1's row too (the serial order T1, T2); a blind append
@@ -194,6 +196,7 @@ def test_a_resumed_overwrite_is_redone_from_its_sublog(local_backend: Backend):
     assert [r["id"] for r in local_backend.delta_rows("t")] == [1, 10, 11]
 
 
+@ON_AZURE
 def test_crash_at_every_store_call_of_an_overwriting_transaction(backend: Backend):
     """A crash anywhere in an R transaction that overwrites: recovery leaves all or nothing,
     and the crashed client resumes from its sublogs and finishes with the same rows."""

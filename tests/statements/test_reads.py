@@ -28,6 +28,7 @@ import lakevilla as lv
 from lakevilla.engines import embedded
 from lakevilla.engines.pushdown import arrow_filter, pushdown
 from lakevilla.store import CountingStore
+from tests.conftest import ON_AZURE
 from tests.predicates import PARTITION, SCHEMA, as_read, files, predicates, selected_ids, valid
 
 UTC = dt.UTC
@@ -218,6 +219,7 @@ def _wide_rows(lo: int, n: int) -> list[dict]:
     return [{"id": i, "k": i % 5, "pad": _pad(i)} for i in range(lo, lo + n)]
 
 
+@ON_AZURE
 def test_point_read_gets_one_row_group_of_one_file(backend, monkeypatch):
     """Statistics skip files and row groups; projection skips columns. A point lookup in a
     table of 4 files of 8 row groups reads a footer and one column chunk set of one file."""
