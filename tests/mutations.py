@@ -692,6 +692,23 @@ MUTATIONS: list[Mutation] = [
             "after_it"],
       "the files a redo replaced are deleted before the commit (a round trip on its path, and an "
       "entry not yet replaced names a missing file)"),
+    M("redo-garbage-left-by-an-abort", "redo", "lakevilla/core/deciding.py",
+      "| {c.path for op in tw.ops for c in op.cdc} | tw.garbage)]",
+      "| {c.path for op in tw.ops for c in op.cdc})]",
+      [SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "plain-R]",
+       SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "deletion-vectors-R,CT]",
+       SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "change-data-feed-R]"],
+      "a transaction that redoes and then aborts leaves the files its statements' first runs "
+      "wrote (data, DV and change data files) for the abandoned-file sweep"),
+    M("parallel-error-before-all-end", "redo", "lakevilla/parallel.py",
+      "    futures = [pool.submit(fn, x) for x in items]\n    wait_futures(futures)\n",
+      "    return list(pool.map(fn, items))\n    futures = []\n",
+      [SR + "test_an_abort_on_one_table_waits_for_a_redo_still_running_on_another"],
+      "an error in one of several parallel calls (a table's abort) is raised while another still "
+      "runs (a table's redo), so the abort's undo misses the files that redo writes after it"),
     M("small-file-fetched-twice", "reads", "lakevilla/engines/embedded.py",
       "        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True)\n"
       "                       if s.size <= ranged.WHOLE_FILE_BYTES)",
