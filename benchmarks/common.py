@@ -31,6 +31,7 @@ from urllib.parse import urlparse
 
 import lakevilla as lv
 from lakevilla.store import (
+    S3_CONDITIONAL,
     S3_SAME_REGION,
     CountingStore,
     LatencyProfile,
@@ -57,7 +58,8 @@ def add_common_args(p: argparse.ArgumentParser, default_out: str) -> None:
     p.add_argument("--endpoint", default=None,
                    help="S3 endpoint (default: a moto server on 127.0.0.1)")
     p.add_argument("--latency", default="none",
-                   help="'none', 's3' (a same-region S3 profile) or milliseconds per request")
+                   help="'none', 's3' (a same-region S3 profile), 's3-cw' (the same with S3 "
+                        "Standard's ~66 ms conditional writes) or milliseconds per request")
     p.add_argument("--out", default=default_out, help="results folder (JSON + PNG)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--systems", default=",".join(SYSTEMS),
@@ -69,12 +71,19 @@ def latency_profile(spec: str) -> LatencyProfile | None:
         return None
     if spec == "s3":
         return S3_SAME_REGION
+    if spec == "s3-cw":
+        return S3_CONDITIONAL
     return uniform_latency(float(spec) / 1000.0)
 
 
-def _delay(profile: LatencyProfile, method: str, query: str) -> float:
+def _delay(profile: LatencyProfile, method: str, query: str, headers: Any = None) -> float:
     kind = {"GET": "list" if "list-type" in query else "get", "HEAD": "head", "PUT": "put",
             "DELETE": "delete", "POST": "put"}.get(method, "get")
+    if kind == "put" and headers is not None:
+        if headers.get("If-None-Match"):
+            kind = "put_if_absent"
+        elif headers.get("If-Match"):
+            kind = "put_if_match"
     return profile.delay(kind)
 
 
@@ -109,7 +118,8 @@ class LatencyProxy:
                                 [("Content-Type", "application/xml")])
                     return
                 # the simulation
-                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query))
+                time.sleep(_delay(outer.profile, self.command, urlparse(self.path).query,
+                                  self.headers))
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
                 conn.request(self.command, self.path, body=body or None, headers=headers)

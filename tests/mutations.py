@@ -63,6 +63,7 @@ LS = ("tests/unit/test_store.py::"
 SHAPE_TEST = ("tests/unit/test_expressions.py::"
               "test_a_text_parsed_through_its_shape_gets_the_tree_duckdb_gives_the_text")
 CO = "tests/protocol/test_ct_one_table.py::"
+GC = "tests/protocol/test_group_commit.py::"
 FR = "tests/protocol/test_first_reads_wait.py::"
 FRW = FR + "test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it"
 FRN = FR + "test_a_first_read_does_not_wait_for_a_writer_that_cannot_change_it"
@@ -692,6 +693,79 @@ MUTATIONS: list[Mutation] = [
             "after_it"],
       "the files a redo replaced are deleted before the commit (a round trip on its path, and an "
       "entry not yet replaced names a missing file)"),
+    M("group-rider-taken-unchecked", "group", "lakevilla/recovery/group.py",
+      "    hit = first_conflict(rtw.footprints(), [(version, so_far)], rtw.schema,\n"
+      "                         base.partition_columns)\n",
+      "    hit = None\n",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a leader takes a rider's files as they are though they conflict with what the version "
+      "carries before it (a lost update)"),
+    M("group-conflicting-read-carried", "group", "lakevilla/recovery/group.py",
+      "    if any(op.consumed or not op.redoable for op in rtw.ops[k:]):",
+      "    if False:",
+      [GC + "test_a_rider_whose_read_the_version_changes_is_left_out"],
+      "a rider whose read the version changes is carried (its statements run again past a read "
+      "whose rows it already used)",
+      equivalent="a rider's reads come without their rows, and the re-run of such a read raises "
+                 "ReadChanged, which leaves the rider out as well: the check spares the re-run's "
+                 "requests, and every rider statement is redoable (updates and deletes are sent "
+                 "logical, inserts keep their files)"),
+    M("group-version-names-no-riders", "group", "lakevilla/recovery/group.py",
+      '    lv["riders"] = group.riders_json()', '    lv["riders"] = []',
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a group commit does not name its riders: they cannot tell they committed, and commit "
+      "again"),
+    M("group-join-keeps-replaced-adds", "group", "lakevilla/recovery/group.py",
+      "        if i is not None:\n            del adds[i]",
+      "        if False:\n            del adds[i]",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a file one member adds and a later one removes stays in the version (rows twice)"),
+    M("group-lost-version-carried-higher", "group", "lakevilla/core/riding.py",
+      "        except VersionExists:\n"
+      "            ctx.client.deletes.add(sorted(group.written) + keys)\n",
+      "        except VersionExists:\n"
+      "            higher = tw.log.probe_versions(version) + 1\n"
+      "            tw.log.write_commit(higher, group.commit)\n"
+      "            ctx.landed(tw, higher)\n"
+      "            return higher\n",
+      [GC + "test_a_version_taken_by_another_writer_carries_nobody"],
+      "a leader that lost its version puts its riders' statements at a later one: riders that "
+      "went on by themselves are applied twice"),
+    M("group-lost-leaves-rerun-files", "group", "lakevilla/core/riding.py",
+      "            ctx.client.deletes.add(sorted(group.written) + keys)\n"
+      '            ctx.count("leads_lost")',
+      "            ctx.client.deletes.add(keys)\n"
+      '            ctx.count("leads_lost")',
+      [GC + "test_a_version_taken_by_another_writer_carries_nobody"],
+      "a leader that lost its version leaves the files it wrote for its riders behind"),
+    M("group-leader-replaced-file-kept", "group", "lakevilla/core/riding.py",
+      "ctx.client.deletes.add(sorted((group.written | mine) - named) + keys)",
+      "ctx.client.deletes.add(sorted(group.written - named) + keys)",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a leader's own file that a rider's re-run replaced inside the version is left behind"),
+    M("group-rider-gives-up-without-fence", "group", "lakevilla/core/riding.py",
+      '            ctx.count("rides_timed_out")\n            return self._own(tw, version, commit)',
+      '            ctx.count("rides_timed_out")\n            ctx.in_doubt = None\n'
+      "            return None",
+      [GC + "test_a_rider_whose_leader_never_puts_fences_the_version_with_its_own_commit"],
+      "a rider whose leader never put goes on above the version without fencing it: the leader "
+      "may still carry it there"),
+    M("group-carried-rider-deletes-named-files", "group", "lakevilla/statements/view.py",
+      "        self.garbage = written - named\n", "        self.garbage = written\n",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-two-files]"],
+      "a carried rider deletes its files the version names (data loss)"),
+    M("group-resume-ignores-riders", "group", "lakevilla/vocab.py",
+      "        return self.txn == txn or any(isinstance(r, dict) and r.get(\"txn\") == txn\n"
+      "                                      for r in self.riders or [])",
+      "        return self.txn == txn",
+      [GC + "test_a_rider_that_died_after_its_request_is_carried_and_resume_says_so"],
+      "resume of a carried rider re-executes it (its update twice)"),
+    M("group-lone-writer-rides", "group", "lakevilla/core/riding.py",
+      "                and not self.overtake.overtook(tw)\n"
+      "                and self.ctx.client.contention.active(tw.name))",
+      "                and not self.overtake.overtook(tw))",
+      [GC + "test_a_lone_writer_never_rides"],
+      "a writer that met no crowd pays a lead, a request and a LIST for every commit"),
     M("redo-garbage-left-by-an-abort", "redo", "lakevilla/core/deciding.py",
       "| {c.path for op in tw.ops for c in op.cdc} | tw.garbage)]",
       "| {c.path for op in tw.ops for c in op.cdc})]",
@@ -850,7 +924,7 @@ MUTATIONS: list[Mutation] = [
       "recovery of an unannounced I transaction appends no abort"),
     # -- resume ---------------------------------------------------------------------------------
     M('resume-redoes-a-committed-txn', "resume", 'lakevilla/recovery/resume.py',
-      'if info is not None and info.is_commit and info.txn == txn_id:',
+      'if info is not None and info.is_commit and info.names_txn(txn_id):',
       'if False:',
       [RC + "test_resume_without_recover_at_every_crash_point[tail]"],
       "resume re-runs a transaction whose commit landed (issue 18, point 2)"),

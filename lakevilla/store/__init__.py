@@ -21,6 +21,7 @@ from .base import (
 from .local import LocalStore, is_local_uri
 from .settle import OutcomeUnknown, settle_create, settle_replace
 from .wrappers import (
+    S3_CONDITIONAL,
     S3_SAME_REGION,
     CountingStore,
     FaultInjectingStore,
@@ -58,6 +59,7 @@ __all__ = [
     "KINDS", "READ_KINDS", "WRITE_KINDS", "GetResult", "ListPage", "NotFound", "ObjectMeta",
     "ObjectStore", "PreconditionFailed", "StoreWrapper", "TransientStoreError", "LocalStore",
     "CountingStore", "FaultInjectingStore", "FaultPlan", "LatencyProfile", "LatencyStore",
-    "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_SAME_REGION", "uniform_latency",
+    "ReadOnlyStore", "RetryingStore", "SimulatedCrash", "S3_CONDITIONAL", "S3_SAME_REGION",
+    "uniform_latency",
     "open_store", "OutcomeUnknown", "settle_create", "settle_replace",
 ]
