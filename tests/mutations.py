@@ -694,7 +694,7 @@ MUTATIONS: list[Mutation] = [
       "the files a redo replaced are deleted before the commit (a round trip on its path, and an "
       "entry not yet replaced names a missing file)"),
     M("group-rider-taken-unchecked", "group", "lakevilla/recovery/group.py",
-      "    hit = first_conflict(rtw.footprints(), [(version, so_far)], rtw.schema,\n"
+      "    hit = first_conflict(rtw.footprints(), [*between, (version, so_far)], rtw.schema,\n"
       "                         base.partition_columns)\n",
       "    hit = None\n",
       [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
@@ -710,6 +710,14 @@ MUTATIONS: list[Mutation] = [
                  "ReadChanged, which leaves the rider out as well: the check spares the re-run's "
                  "requests, and every rider statement is redoable (updates and deletes are sent "
                  "logical, inserts keep their files)"),
+    M("group-missed-versions-unchecked", "group", "lakevilla/recovery/group.py",
+      "    between = [(v, c) for v, c in leader.log.commits_between("
+      "req.validated_upto, version - 1)\n"
+      "               if marker_of(c) is None]\n",
+      "    between = []\n",
+      [GC + "test_a_rider_that_missed_a_version_rides_the_next_checked_against_it"],
+      "a rider that rides on past a version it missed is not checked against that version's "
+      "commit (a lost update when its files go in as they are)"),
     M("group-version-names-no-riders", "group", "lakevilla/recovery/group.py",
       '    lv["riders"] = group.riders_json()', '    lv["riders"] = []',
       [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
@@ -744,9 +752,10 @@ MUTATIONS: list[Mutation] = [
       [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
       "a leader's own file that a rider's re-run replaced inside the version is left behind"),
     M("group-rider-gives-up-without-fence", "group", "lakevilla/core/riding.py",
-      '            ctx.count("rides_timed_out")\n            return self._own(tw, version, commit)',
-      '            ctx.count("rides_timed_out")\n            ctx.in_doubt = None\n'
-      "            return None",
+      '                ctx.count("rides_timed_out")\n'
+      '                return self._fence(tw, target, commit)',
+      '                ctx.count("rides_timed_out")\n                ctx.in_doubt = None\n'
+      "                return None",
       [GC + "test_a_rider_whose_leader_never_puts_fences_the_version_with_its_own_commit"],
       "a rider whose leader never put goes on above the version without fencing it: the leader "
       "may still carry it there"),

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 class PerTable(Decider):
     def __init__(self, *parts: Any) -> None:
         super().__init__(*parts)
-        self.riding = Riding(self.ctx, self.overtake)  # group commit (core/riding.py)
+        self.riding = Riding(self.ctx, self.overtake, self.journal)  # group commit
 
     def decide(self, written: list[TableWork]) -> CommitResult:
         # a failure after an earlier table committed becomes a PartialCommitError in commit()
@@ -126,8 +126,6 @@ class PerTable(Decider):
                 ctx.post_commit("checkpoint", self.after_table_commit, tw, tw.marker.version)
                 return tw.marker.version
             v, c = latest + 1, commit
-            # a redo's entries
-            flush = [self.journal.flush] if self.journal.has_deferred else []
             if self.riding.eligible(tw):  # a crowd on this table: lead version v, or ride in it
                 if tw.log.probe_versions(latest) > latest:
                     # v is taken already (our first look at a crowded tail is mostly late):
@@ -136,15 +134,17 @@ class PerTable(Decider):
                     ctx.count("ride_caught_up")
                     tries -= 1
                     continue
-                at = self.riding.commit(tw, v, c, flush)
+                at = self.riding.commit(tw, v, c, functools.partial(self._revalidate, tw))
                 if at is not None:
                     ctx.client.background(functools.partial(self._after_single_commit, tw, at))
                     return at
-                # v went to others without us: a race lost, but not a turn to queue for (a
-                # ride is no race: the version's leader takes riders oldest first)
+                # the versions went to others without us: a race lost, but not a turn to queue
+                # for (a ride is no race: a version's leader takes riders oldest first)
                 ctx.stats["retries"] += 1
-                catch_up(tw, v + 1)  # v was read already
+                catch_up(tw, tw.log.known_latest() + 1)  # those versions were read already
                 continue
+            # a redo's entries
+            flush = [self.journal.flush] if self.journal.has_deferred else []
             ctx.check_age()
             ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
             put_at = time.monotonic()
@@ -165,6 +165,15 @@ class PerTable(Decider):
             ctx.landed(tw, latest + 1)
             ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
             return latest + 1
+
+    def _revalidate(self, tw: TableWork, upto: int) -> Commit:
+        """Our commit as it stands once validated up to ``upto`` (a rider that went on past
+        versions it missed, and then took a lead: ``core/riding.py``)."""
+        ctx = self.ctx
+        with self.journal.deferred():  # a redo's entries go out beside the put
+            self.validator.validate(tw, upto=upto)
+        return tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO,
+                                "lakevilla": ctx.commit_info(1)})
 
     def _wait(self, tw: TableWork) -> None:
         """Wait for the running markers below our commit. Without a marker of our own, our

@@ -12,7 +12,7 @@ which is valid alone and fences the leader off (``docs/protocol.md``, "Group com
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import parallel
@@ -20,11 +20,13 @@ from ..delta.actions import Commit
 from ..delta.log import VersionExists
 from ..engines.api import data_file_key
 from ..errors import LakeVillaError
+from ..markers.marker import FREED, MarkerPayload
 from ..markers.overtake import NeverOvertake
 from ..names import lead_key, request_key
 from ..recovery import group as groups
 from ..recovery import rides
 from ..recovery import sublog as sublogs
+from ..recovery.journal import Journal
 from ..store import NotFound
 from ..vocab import CommitInfo, CommitMode
 from .context import TxnContext
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     from ..statements.view import TableWork
 
 RIDE_TIMEOUT = 2.0  # seconds a rider waits for its version before it puts its own commit there
+RIDE_HOPS = 4  # versions a rider asks for in a row before it goes on as after a lost race
 RIDERS_MAX = 64  # riders one version carries at most
 LEAD_PAUSE_MAX = 0.05  # seconds a leader waits, at most, for requests in flight
 FIRST_POLL_ROUNDS = 4  # a rider first looks after about this many of its request's round trips
@@ -55,9 +58,10 @@ def carried(c: Commit) -> set[str]:
 class Riding:
     """One transaction's part in group commits (its decider's, per table)."""
 
-    def __init__(self, ctx: TxnContext, overtake: NeverOvertake) -> None:
+    def __init__(self, ctx: TxnContext, overtake: NeverOvertake, journal: Journal) -> None:
         self.ctx = ctx
         self.overtake = overtake
+        self.journal = journal
 
     def eligible(self, tw: TableWork) -> bool:
         """A one-table commit at the tail without a marker, on a table where this client met
@@ -70,30 +74,48 @@ class Riding:
                 and self.ctx.client.contention.active(tw.name))
 
     def commit(self, tw: TableWork, version: int, commit: Commit,
-               flush: Sequence[Callable[..., object]]) -> int | None:
-        """Where our statements landed: ``version`` (our own commit, or a leader's that carried
-        us); None when ``version`` was taken without them (a lost race: go on above it). The
-        request goes first, the lead after: a writer learns it lost the lead only once its
-        request is there, so the leader's LIST, a round trip after its lead, finds it."""
+               revalidate: Callable[[int], Commit]) -> int | None:
+        """Where our statements landed: a version at or above ``version`` (our own commit, or a
+        leader's that carried us); None when the versions we asked for went to others without
+        them (a lost race: validate and go on above them). ``revalidate(upto)`` validates us up
+        to ``upto`` (redoing what conflicts) and returns our commit as it then stands.
+
+        The request goes first, the lead after: a writer learns it lost the lead only once its
+        request is there, so the leader's LIST, a round trip after its lead, finds it. A rider
+        the version went to others without asks for the next one at once, with the same
+        statements: its leader checks them against what it missed (``recovery/group.py``)."""
         ctx = self.ctx
-        req = self.request(tw, version)
-        # from the request on, a leader may carry us: nothing may be undone until v is decided
-        ctx.in_doubt = f"its ride in {tw.name}@{version}"
-        started = time.monotonic()
-        try:
-            parallel.together(*flush, lambda: rides.ask(ctx.client.store, req))
-        except LakeVillaError:
-            return self._own(tw, version, commit)  # the request may be there: fence it off
-        asked = time.monotonic()
-        lead = rides.Lead(ctx.attempt, ctx.id, time.time())
-        if rides.take_lead(ctx.client.store, tw.name, version, lead):
-            return self._lead(tw, version, commit, time.monotonic() - asked)
-        ctx.count("rides")
-        found = self._poll(tw, version, FIRST_POLL_ROUNDS * (time.monotonic() - started) / 2)
-        if found is None:
-            ctx.count("rides_timed_out")
-            return self._own(tw, version, commit)
-        return self._outcome(tw, version, found)
+        target = version
+        for hop in range(RIDE_HOPS):
+            req = self.request(tw, target)
+            # from the request on, a leader may carry us: nothing is undone until v is decided
+            ctx.in_doubt = f"its ride in {tw.name}@{target}"
+            started = time.monotonic()
+            flush = [self.journal.flush] if self.journal.has_deferred else []
+            try:
+                parallel.together(*flush, lambda: rides.ask(ctx.client.store, req))  # noqa: B023
+            except LakeVillaError:
+                return self._fence(tw, target, commit)  # the request may be there
+            asked = time.monotonic()
+            lead = rides.Lead(ctx.attempt, ctx.id, time.time())
+            if rides.take_lead(ctx.client.store, tw.name, target, lead):
+                if tw.validated_upto < target - 1:
+                    # only v's leader carries v's requests, and the versions we asked for before
+                    # are decided: nobody can carry us now, so a validation may abort us
+                    ctx.in_doubt = None
+                    commit = revalidate(target - 1)
+                return self._lead(tw, target, commit, time.monotonic() - asked)
+            ctx.count("rides")
+            found = self._poll(tw, target, FIRST_POLL_ROUNDS * (time.monotonic() - started) / 2)
+            if found is None:
+                ctx.count("rides_timed_out")
+                return self._fence(tw, target, commit)
+            if self._outcome(tw, target, found) is not None:
+                return target
+            if hop + 1 < RIDE_HOPS:
+                ctx.count("rides_on")
+                target += 1
+        return None
 
     # -- leading ---------------------------------------------------------------------------
     def _lead(self, tw: TableWork, version: int, commit: Commit, took: float) -> int | None:
@@ -113,8 +135,9 @@ class Riding:
                                  deadline=time.monotonic() + RIDE_TIMEOUT / 2)
         ctx.check_age()
         ctx.in_doubt = f"the commit to {tw.name}@{version}"
+        flush = [self.journal.flush] if self.journal.has_deferred else []  # a redo's entries
         try:
-            tw.log.write_commit(version, group.commit)
+            parallel.together(*flush, lambda: tw.log.write_commit(version, group.commit))
         except VersionExists:
             ctx.client.deletes.add(sorted(group.written) + keys)
             ctx.count("leads_lost")
@@ -158,7 +181,8 @@ class Riding:
                 ops.append({"read": sublogs.ReadRecord(tw.name, tw.read_version,
                                                        sorted(op.read_files), op.where).to_json()})
         return rides.RideRequest(txn=ctx.id, attempt=ctx.attempt, table=tw.name, version=version,
-                                 features=ctx.label, started=ctx.started, ops=ops)
+                                 features=ctx.label, started=ctx.started, ops=ops,
+                                 validated_upto=tw.validated_upto)
 
     def _poll(self, tw: TableWork, version: int, first: float) -> Commit | None:
         """Version ``version`` once it exists; None after ``RIDE_TIMEOUT``."""
@@ -177,18 +201,35 @@ class Riding:
                 return None
             delay = min(delay * 1.5, 0.1)
 
-    def _own(self, tw: TableWork, version: int, commit: Commit) -> int | None:
-        """Our own commit at ``version``: valid alone (we validated up to the version before);
-        landed, no leader can put there any more; taken, that version decides us."""
+    def _fence(self, tw: TableWork, version: int, commit: Commit) -> int | None:
+        """No leader put ``version`` in time (or our request may be there unseen): put there
+        ourselves, so that no leader can carry us there any more. Our own commit when it is
+        valid there (we validated up to the version before); otherwise an empty version (a
+        freed marker: no Delta reader sees a change) that only fences. Taken: that version
+        decides us."""
         ctx = self.ctx
         ctx.check_age()
         ctx.in_doubt = f"the commit to {tw.name}@{version}"
+        ours = tw.validated_upto == version - 1
+        body = commit if ours else self._fence_commit(tw)
         try:
-            tw.log.write_commit(version, commit)
+            tw.log.write_commit(version, body)
         except VersionExists:
             return self._outcome(tw, version, tw.log.read_commit(version))
+        if not ours:
+            ctx.in_doubt = None
+            ctx.count("rides_fenced")
+            return None
         ctx.landed(tw, version)
         return version
+
+    def _fence_commit(self, tw: TableWork) -> Commit:
+        ctx = self.ctx
+        now = ctx.now()
+        return MarkerPayload(txn=ctx.id, attempt=ctx.attempt, table=tw.name,
+                             decision=ctx.decision, mode=ctx.mode, features=ctx.label,
+                             state=FREED, started=ctx.started, heartbeat=now, expires=now,
+                             reason="a rider's fence").to_commit()
 
     def _outcome(self, tw: TableWork, version: int, c: Commit) -> int | None:
         ctx = self.ctx

@@ -1,14 +1,15 @@
 """The leader's side of group commit: which riders one version can carry, and its commit.
 
-Every rider validated its statements up to the version before ours by itself. Inside the
-version each member comes after the ones before it, so a rider is checked against what the
-version carries so far (the leader's commit, then the riders taken before it) with the test
-validation uses: nothing conflicts, and its files go in as they are; a write conflicts, and its
-statements from there on run again on the version's state so far, as a redo after those commits
-would run them; a read conflicts, and it is left out (its rows were not kept, so it cannot be
-compared), as is a rider whose statements cannot be run again. The files the leader writes for
-riders are its own (``Group.written``); a rider's replaced files stay the rider's.
-(``docs/protocol.md``, "Group commit".)
+A rider validated its statements up to some version before ours by itself (its request says
+which); the leader, which validated up to the version before ours, checks them against the
+commits after that one. Inside the version each member comes after the ones before it, so a
+rider is then checked against what the version carries so far (the leader's commit, then the
+riders taken before it) with the test validation uses: nothing conflicts, and its files go in
+as they are; a write conflicts, and its statements from there on run again on the version's
+state so far, as a redo after those commits would run them; a read conflicts, and it is left
+out (its rows were not kept, so it cannot be compared), as is a rider whose statements cannot
+be run again. The files the leader writes for riders are its own (``Group.written``); a
+rider's replaced files stay the rider's. (``docs/protocol.md``, "Group commit".)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..delta.actions import AddFile, Commit, RemoveFile
 from ..delta.snapshot import Snapshot, SnapshotBuilder
 from ..engines.api import Engine, TableContext, data_file_key
 from ..errors import LakeVillaError
+from ..markers.marker import marker_of
 from ..scan.conflicts import first_conflict
 from ..statements import registry
 from ..statements.read_results import ReadChanged
@@ -115,7 +117,11 @@ def _take(req: RideRequest, leader: TableWork, base: Snapshot, version: int,
     where they conflict. Returns its view (its actions join the version); ``NotCarried``."""
     rtw = rebuild(req, leader, base, leader.ctx.store, leader.ctx.lake_uri)
     so_far = Commit(adds=list(adds), removes=list(removes))
-    hit = first_conflict(rtw.footprints(), [(version, so_far)], rtw.schema,
+    # the commits the rider has not validated against (it rides on from a version it missed;
+    # the leader validated up to ours), then what the version carries before it
+    between = [(v, c) for v, c in leader.log.commits_between(req.validated_upto, version - 1)
+               if marker_of(c) is None]
+    hit = first_conflict(rtw.footprints(), [*between, (version, so_far)], rtw.schema,
                          base.partition_columns)
     if hit is None:
         return rtw

@@ -55,6 +55,9 @@ class RideRequest:
     features: str
     started: float
     ops: list[dict[str, Any]] = field(default_factory=list)
+    # the newest version the rider validated its statements against (the leader checks them
+    # against every commit after it: a rider that missed a version rides the next one at once)
+    validated_upto: int = -1
     created: float = 0.0
     v: int = FORMAT
 

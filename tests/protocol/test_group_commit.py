@@ -164,15 +164,15 @@ def test_a_rider_whose_leader_never_puts_fences_the_version_with_its_own_commit(
     monkeypatch.setattr(riding.groups, "build", slow_build)
     leader = local_backend.lake(store=gates.store(local_backend.store(), "leader"))
     rider = local_backend.lake(store=gates.store(local_backend.store(), "rider"))
-    real_own = riding.Riding._own
+    real_fence = riding.Riding._fence
 
-    def own(self, tw, version, commit):
+    def fence(self, tw, version, commit):
         try:
-            return real_own(self, tw, version, commit)
+            return real_fence(self, tw, version, commit)
         finally:
             rider_done.set()
 
-    monkeypatch.setattr(riding.Riding, "_own", own)
+    monkeypatch.setattr(riding.Riding, "_fence", fence)
     out = run_group({"leader": leader, "rider": rider}, gates, "t",
                     {"leader": _update(1), "rider": _update(2)})
     assert isinstance(out["rider"], lv.CommitResult) and out["rider"].versions == {"t": v0 + 1}
@@ -238,3 +238,70 @@ def test_a_lone_writer_never_rides(local_backend):
     assert counting.counts["put_if_absent"] == 1
     assert txn.stats.get("leads", 0) == txn.stats.get("rides", 0) == 0
     assert list(local_backend.store().list("_lakevilla/rides/")) == []
+
+
+def test_a_rider_that_missed_a_version_rides_the_next_checked_against_it(local_backend,
+                                                                        monkeypatch):
+    """A rider the version went to others without asks for the next one at once, with the same
+    statements: that version's leader checks them against the commit the rider missed. Here the
+    leader of v does not see the rider's request (as when it lands after the LIST) and updates
+    another row of the rider's file; the leader of v + 1 writes another file, so only the
+    version the rider missed conflicts with it, and its update must run again on it."""
+    lake = two_files(local_backend)
+    v = lake._client.log("t").latest_version() + 1
+    asked = {v: threading.Event(), v + 1: threading.Event()}
+    led = {v: threading.Event(), v + 1: threading.Event()}
+    real = rides.requests
+    monkeypatch.setattr(rides, "requests", lambda store, table, version: (
+        [] if version == v else real(store, table, version)))
+
+    from lakevilla.store import StoreWrapper
+
+    def gated(role):
+        class Gated(StoreWrapper):
+            def put_if_absent(self, key, data):
+                if not key.endswith("/lead.json"):
+                    return self.inner.put_if_absent(key, data)
+                at = int(key.rsplit("/", 2)[-2])
+                if role == "rider":
+                    asked[at].set()
+                    led[at].wait(10)
+                    return self.inner.put_if_absent(key, data)
+                asked[at].wait(10)
+                try:
+                    return self.inner.put_if_absent(key, data)
+                finally:
+                    led[at].set()
+        return Gated(local_backend.store())
+
+    from tests.helpers import crowd_on
+
+    out: dict = {}
+
+    def run(role, lk, id_):
+        crowd_on(lk, "t")
+        txn = lk.begin("R")
+        out[role + ".txn"] = txn
+        txn.update("t", set={"value": "value + 5"}, where=f"id = {id_}")
+        out[role] = txn.commit()
+
+    leader, rider, second = (local_backend.lake(store=gated(r)) for r in ("leader", "rider",
+                                                                          "second"))
+    threads = [threading.Thread(target=run, args=("leader", leader, 1)),
+               threading.Thread(target=run, args=("rider", rider, 2))]
+    for t in threads:
+        t.start()
+    threads[0].join(30)
+    assert out["leader"].versions == {"t": v}
+    run("second", second, 5)  # current: it leads v + 1 and carries the rider
+    threads[1].join(30)
+    assert out["second"].versions == out["rider"].versions == {"t": v + 1}
+    assert out["rider"].stats["rides_on"] == 1 and out["rider"].stats["carried"] == 1
+    assert out["second.txn"].stats["riders_rerun"] == 1  # against the version it missed
+    lake.flush()
+    assert _values(lake) == {1: 15, 2: 25, 3: 30, 4: 40, 5: 55, 6: 60, 7: 70, 8: 80}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+    for lk in (leader, rider, second):
+        lk.close()
+    lv.Lake.flush_all()
+    assert _unnamed(local_backend) == set()
