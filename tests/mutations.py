@@ -718,6 +718,12 @@ MUTATIONS: list[Mutation] = [
       [GC + "test_a_rider_that_missed_a_version_rides_the_next_checked_against_it"],
       "a rider that rides on past a version it missed is not checked against that version's "
       "commit (a lost update when its files go in as they are)"),
+    M("group-fence-with-a-stale-commit", "group", "lakevilla/core/riding.py",
+      "        body = commit if ours else self._fence_commit(tw)",
+      "        body = commit",
+      [GC + "test_a_rider_that_rode_on_fences_a_stalled_version_with_an_empty_one"],
+      "a rider that rode on past a version it missed fences a stalled version with its own "
+      "commit, which never saw the version it missed (a lost update)"),
     M("group-version-names-no-riders", "group", "lakevilla/recovery/group.py",
       '    lv["riders"] = group.riders_json()', '    lv["riders"] = []',
       [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],

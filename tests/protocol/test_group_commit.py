@@ -263,6 +263,8 @@ def test_a_rider_that_missed_a_version_rides_the_next_checked_against_it(local_b
                 if not key.endswith("/lead.json"):
                     return self.inner.put_if_absent(key, data)
                 at = int(key.rsplit("/", 2)[-2])
+                if at not in asked:  # after the versions under test: no choreography
+                    return self.inner.put_if_absent(key, data)
                 if role == "rider":
                     asked[at].set()
                     led[at].wait(10)
@@ -303,5 +305,93 @@ def test_a_rider_that_missed_a_version_rides_the_next_checked_against_it(local_b
     assert rows(lake.read("t")) == local_backend.delta_rows("t")
     for lk in (leader, rider, second):
         lk.close()
+    lv.Lake.flush_all()
+    assert _unnamed(local_backend) == set()
+
+
+def test_a_rider_that_rode_on_fences_a_stalled_version_with_an_empty_one(local_backend,
+                                                                         monkeypatch):
+    """A rider that missed version v rides v + 1 with statements validated only up to v - 1.
+    When v + 1's leader stalls, the rider's own commit is not valid at v + 1 (it never saw v), so
+    it fences v + 1 with an empty version (a freed marker: no Delta reader sees a change), then
+    validates against v, redoes, and commits above it. The stalled leader's put then fails."""
+    monkeypatch.setattr(riding, "RIDE_TIMEOUT", 0.3)
+    lake = numbered_table(local_backend)
+    v = lake._client.log("t").latest_version() + 1
+    asked = {v: threading.Event(), v + 1: threading.Event()}
+    led = {v: threading.Event(), v + 1: threading.Event()}
+    fenced = threading.Event()
+    real_requests, real_fence = rides.requests, riding.Riding._fence
+    monkeypatch.setattr(rides, "requests", lambda store, table, version: (
+        [] if version == v else real_requests(store, table, version)))
+
+    def requests_then_stall(store, table, version):
+        got = real_requests(store, table, version)
+        if version == v + 1:
+            assert fenced.wait(10)  # v + 1's leader stalls until the rider fenced it
+        return got
+
+    monkeypatch.setattr(rides, "requests", lambda store, table, version: (
+        [] if version == v else requests_then_stall(store, table, version)))
+
+    def fence(self, tw, version, commit):
+        try:
+            return real_fence(self, tw, version, commit)
+        finally:
+            fenced.set()
+
+    monkeypatch.setattr(riding.Riding, "_fence", fence)
+    from lakevilla.store import StoreWrapper
+    from tests.helpers import crowd_on
+
+    def gated(role):
+        class Gated(StoreWrapper):
+            def put_if_absent(self, key, data):
+                if not key.endswith("/lead.json"):
+                    return self.inner.put_if_absent(key, data)
+                at = int(key.rsplit("/", 2)[-2])
+                if at not in asked:  # after the versions under test: no choreography
+                    return self.inner.put_if_absent(key, data)
+                if role == "rider":
+                    asked[at].set()
+                    led[at].wait(10)
+                    return self.inner.put_if_absent(key, data)
+                asked[at].wait(10)
+                try:
+                    return self.inner.put_if_absent(key, data)
+                finally:
+                    led[at].set()
+        return Gated(local_backend.store())
+
+    out: dict = {}
+
+    def run(role, lk, id_):
+        crowd_on(lk, "t")
+        txn = lk.begin("R")
+        out[role + ".txn"] = txn
+        txn.update("t", set={"value": "value + 5"}, where=f"id = {id_}")
+        out[role] = txn.commit()
+
+    leader, rider, second = (local_backend.lake(store=gated(r)) for r in ("leader", "rider",
+                                                                          "second"))
+    threads = [threading.Thread(target=run, args=("leader", leader, 1)),
+               threading.Thread(target=run, args=("rider", rider, 2))]
+    for t in threads:
+        t.start()
+    threads[0].join(30)
+    assert out["leader"].versions == {"t": v}
+    run("second", second, 3)  # leads v + 1, stalls, loses it to the fence, commits above it
+    threads[1].join(30)
+    assert out["rider"].stats["rides_fenced"] == 1
+    fence_commit = lake._client.log("t").read_commit(v + 1)
+    assert fence_commit.is_empty and riding.carried(fence_commit) == set()
+    assert out["rider"].versions["t"] > v + 1 and out["second"].versions["t"] > v + 1
+    assert out["second.txn"].stats["leads_lost"] >= 1
+    lake.flush()
+    assert _values(lake) == {1: 15, 2: 25, 3: 35, 4: 40}
+    assert rows(lake.read("t")) == local_backend.delta_rows("t")
+    for lk in (leader, rider, second):
+        lk.close()
+    assert open_markers(lake, "t") == []
     lv.Lake.flush_all()
     assert _unnamed(local_backend) == set()
