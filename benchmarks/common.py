@@ -82,6 +82,8 @@ def latency_profile(spec: str, store: str = "local") -> LatencyProfile | None:
         if store not in CLOUD_OF_STORE:
             raise SystemExit("--latency cloud needs --store s3, azure or gcs")
         spec = CLOUD_OF_STORE[store]
+    if spec == "s3-cw":  # the name group commit's figures were first measured under
+        spec = "aws-s3"
     if spec in CLOUD_PROFILES:
         return CLOUD_PROFILES[spec]
     try:
@@ -223,9 +225,11 @@ class Env:
             s = LatencyStore(s, self.profile)
         return s
 
-    def lake(self, root: str, **kw: Any) -> tuple[lv.Lake, AreaCountingStore]:
-        """A ``Lake`` over this environment's store, and the store that counts its requests."""
-        counting = AreaCountingStore(self.store(root))
+    def lake(self, root: str, steps: bool = False,
+             **kw: Any) -> tuple[lv.Lake, AreaCountingStore]:
+        """A ``Lake`` over this environment's store, and the store that counts its requests
+        (``steps``: also by protocol step)."""
+        counting = AreaCountingStore(self.store(root), steps=steps)
         return lv.Lake(root, storage_options=self.storage_options or None, store=counting,
                        **kw), counting
 
@@ -544,29 +548,94 @@ def request_area(key: str, detail: bool = False) -> str:
     return "data"
 
 
+# The protocol step a request serves, told by the functions on the asking thread's stack (the
+# first rule that matches wins): what a crowd's requests are spent on (issue 56's split).
+_STEP_RULES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("cleanup", "/core/deletes.py", frozenset()),
+    ("checkpoint", "/markers/checkpoints.py", frozenset()),
+    ("checkpoint", "/delta/checkpoint.py", frozenset()),
+    ("redo", "/recovery/redo.py", frozenset({"on_conflict"})),
+    ("redo", "/statements/view.py", frozenset({"redo"})),
+    ("sublog", "/recovery/journal.py", frozenset()),
+    ("marker", "/markers/marker.py", frozenset({"claim", "rewrite"})),
+    ("marker", "/markers/heartbeats.py", frozenset()),
+    ("wait", "/markers/wait.py", frozenset()),
+    ("wait", "/core/markerset.py", frozenset({"running_predecessors", "_landed_above"})),
+    ("wait", "/core/read_wait.py", frozenset()),
+    ("commit", "/markers/publish.py", frozenset()),
+    ("commit", "/complex_txn/record.py", frozenset()),
+    ("commit", "/delta/log.py", frozenset({"write_commit"})),
+    ("commit", "/isolation/decide.py", frozenset()),
+    ("lost_race", "/core/per_table.py", frozenset({"catch_up"})),
+    ("validate", "/core/validate.py", frozenset()),
+    ("global_log", "/isolation/", frozenset()),
+    ("statements", "/statements/", frozenset()),
+    ("statements", "/engines/", frozenset()),
+    ("log_reads", "/delta/", frozenset()),
+)
+
+
+def request_step(depth: int = 3) -> str:
+    """The protocol step the calling thread's request serves (``_STEP_RULES``), else
+    ``other`` (snapshot loads outside a statement, the client's own upkeep)."""
+    import sys
+
+    best = len(_STEP_RULES)
+    f = sys._getframe(depth)
+    while f is not None:
+        code = f.f_code
+        rule = _RULE_OF.get(code)
+        if rule is None:
+            rule = _RULE_OF[code] = _rule_of(code.co_filename.replace("\\", "/"), code.co_name)
+        best = min(best, rule)
+        f = f.f_back  # type: ignore[assignment]
+    return _STEP_RULES[best][0] if best < len(_STEP_RULES) else "other"
+
+
+_RULE_OF: dict[Any, int] = {}  # code object -> the first rule it matches (len: none)
+
+
+def _rule_of(filename: str, name: str) -> int:
+    if "/lakevilla/" in filename:
+        for i, (_, where, names) in enumerate(_STEP_RULES):
+            if where in filename and (not names or name in names):
+                return i
+    return len(_STEP_RULES)
+
+
 class AreaCountingStore(CountingStore):
     """``CountingStore`` that also counts by (kind, area): the paper's Figure 14 counts only
     metadata requests (log + lakevilla), not data-file reads and writes. It counts wherever
-    ``CountingStore`` counts, so that every request has an area."""
+    ``CountingStore`` counts, so that every request has an area. ``steps``: also by the
+    protocol step that asked (``request_step``: a walk of the stack per request)."""
 
-    def __init__(self, inner: ObjectStore, detail: bool = False) -> None:
+    def __init__(self, inner: ObjectStore, detail: bool = False, steps: bool = False) -> None:
         super().__init__(inner)
         from collections import Counter
 
         self.by_area: Counter[tuple[str, str]] = Counter()
+        self.by_step: Counter[str] = Counter()
         self._detail = detail
+        self._steps = steps
 
     def _tally(self, kind: str, key: str) -> None:
         self.by_area[(kind, request_area(key, self._detail))] += 1
+        if self._steps:
+            self.by_step[request_step()] += 1
 
     def reset(self):
         with self._lock:
             self.by_area = type(self.by_area)()
+            self.by_step = type(self.by_step)()
         return super().reset()
 
     def area_snapshot(self) -> dict[tuple[str, str], int]:
         with self._lock:
             return dict(self.by_area)
+
+    def step_snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.by_step)
 
 
 def reads_writes(counts: dict[str, int] | Any) -> tuple[int, int]:

@@ -45,14 +45,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .runner import Gate, RunFailed, Workers
-from .synthetic import Shape, build, log_objects, row_id
+from .synthetic import PER_FILE, Shape, build, log_objects, row_id
 
-AXES = ("clients", "tables", "size", "log")
-AXIS_FIELD = {"clients": "clients", "tables": "tables", "size": "files", "log": "commits"}
+AXES = ("clients", "tables", "size", "log", "hot")
+AXIS_FIELD = {"clients": "clients", "tables": "tables", "size": "files", "log": "commits",
+              "hot": "clients"}
 AXIS_LABEL = {"clients": "clients", "tables": "tables per transaction",
-              "size": "files per table", "log": "commits in the log"}
+              "size": "files per table", "log": "commits in the log",
+              "hot": "clients on one hot file"}
 DEFAULT_SYSTEMS = "delta-rs,LV[DL],LV[R],LV[R,CT],LV[R,CT,I]"
 SMALL = {"clients": 1, "tables": 1, "files": 100, "commits": 10}
+NO_GC = " -gc"  # a system's label with group commit off (``--group-commit off|both``)
 LOG_INTERVAL = 100  # checkpoints on the log axis, as a Delta writer configured so leaves them
 NO_CHECKPOINT = 1_000_000
 
@@ -60,6 +63,11 @@ NO_CHECKPOINT = 1_000_000
 def file_of(files: int, client: int) -> int:
     """The file client ``client`` updates (a real file of its own, away from the replaced ones)."""
     return max(3, files // 2 - 32) + client
+
+
+def hot_row(files: int, client: int) -> int:
+    """The row client ``client`` updates on the hot axis: all clients in one file, a row each."""
+    return file_of(files, 0) * PER_FILE + client % PER_FILE
 
 
 @dataclass(frozen=True)
@@ -76,8 +84,13 @@ class Point:
 
     def shape(self) -> Shape:
         interval = LOG_INTERVAL if self.axis == "log" else NO_CHECKPOINT
-        return Shape(self.files, self.commits, interval,
-                     tuple(file_of(self.files, k) for k in range(self.clients)))
+        real = (file_of(self.files, 0),) if self.axis == "hot" else tuple(
+            file_of(self.files, k) for k in range(self.clients))
+        return Shape(self.files, self.commits, interval, real)
+
+    def row(self, client: int) -> int:
+        return (hot_row(self.files, client) if self.axis == "hot"
+                else row_id(file_of(self.files, client)))
 
 
 def table_name(i: int) -> str:
@@ -107,6 +120,7 @@ class Job:
     commit_mode: str
     retries: int
     clients: list[ClientSpec]
+    group_commit: bool = True
 
 
 @dataclass
@@ -135,7 +149,8 @@ class LvClient:
             inner = LatencyStore(inner, profile, seed=spec.client)
         self.store = AreaCountingStore(inner)
         self.lake = lv.Lake(job.root, storage_options=job.storage_options or None,
-                            store=self.store, commit_mode=job.commit_mode)
+                            store=self.store, commit_mode=job.commit_mode,
+                            group_commit=job.group_commit)
         self.aborts: tuple[type[BaseException], ...] = (lv.TransactionAborted,)
         self.features, self.tables, self.row = job.features or "", job.tables, spec.row
 
@@ -311,23 +326,52 @@ def measure(ce: Any, args: argparse.Namespace, pools: dict[str, Workers], fx: Fi
     root = env.fresh_root(f"scale-{pt.axis}-{pt.value}-{(features or 'rs').replace(',', '')}")
     tables = [table_name(i) for i in range(pt.tables)]
     build_s = fx.write(ce.direct_store(root), tables, pt.shape())
-    txns = (max(2, math.ceil(args.txns / pt.clients)) if pt.axis == "clients" else args.reps)
-    specs = [ClientSpec(k, row_id(file_of(pt.files, k)), txns) for k in range(pt.clients)]
+    txns = txns_per_client(args, pt)
+    specs = [ClientSpec(k, pt.row(k), txns) for k in range(pt.clients)]
+    before = _log_version(ce, root, tables[0])
     pool = pools[system]
     n_jobs = min(pool.size, pt.clients) if pool.processes else 1
     jobs = [Job(system, features, root, tables, env.storage_options, env.kind, args.latency,
-                args.commit_mode, args.retries, specs[j::n_jobs]) for j in range(n_jobs)]
+                args.commit_mode, args.retries, specs[j::n_jobs],
+                not system.endswith(NO_GC)) for j in range(n_jobs)]
     reset = (lambda: ce.proxy.reset()) if ce.proxy is not None else (lambda: None)
     row: dict[str, Any] = {"axis": pt.axis, "value": pt.value, "system": system,
                            **asdict(pt), "txns_per_client": txns, "build_s": build_s}
     try:
-        return _measured(ce, row, specs, features, tables, root,
-                         pool.run(run_job, jobs, bar.update, args.run_timeout, on_ready=reset))
+        out = _measured(ce, row, specs, features, tables, root,
+                        pool.run(run_job, jobs, bar.update, args.run_timeout, on_ready=reset))
+        # what the table's log took: with group commit several transactions share a version
+        versions = _log_version(ce, root, tables[0]) - before
+        out["log_versions"] = versions
+        out["txns_per_version"] = out["committed"] / versions if versions > 0 else None
+        out["versions_per_s"] = (versions * out["throughput"] / out["committed"]
+                                 if out["committed"] else 0.0)
+        return out
     except RunFailed as e:
         return {**row, "failure": str(e)[:500], "committed": 0}
     finally:
         if env.kind == "local":  # a 10^5-commit copy: deleted now, not all at the end
             shutil.rmtree(root[len("file://"):], ignore_errors=True)
+
+
+def txns_per_client(args: argparse.Namespace, pt: Point) -> int:
+    if pt.axis == "clients":
+        return max(2, math.ceil(args.txns / pt.clients))
+    if pt.axis == "hot":
+        return max(2, math.ceil(args.hot_txns / pt.clients))
+    return args.reps
+
+
+def _log_version(ce: Any, root: str, table: str) -> int:
+    """The newest version of ``table`` (markers included: every version is a put on its log)."""
+    import lakevilla as lv
+
+    lake = lv.Lake(root, storage_options=ce.direct_options or ce.env.storage_options or None,
+                   store=ce.direct_store(root))
+    try:
+        return lake._client.log(table).latest_version()
+    finally:
+        lake.close()
 
 
 def _measured(ce: Any, row: dict[str, Any], specs: list[ClientSpec], features: str | None,
@@ -379,7 +423,7 @@ def _measured(ce: Any, row: dict[str, Any], specs: list[ClientSpec], features: s
 def points(args: argparse.Namespace) -> list[Point]:
     out = []
     for axis in args.axes:
-        for v in getattr(args, AXIS_FIELD[axis]):
+        for v in args.hot if axis == "hot" else getattr(args, AXIS_FIELD[axis]):
             d = {**SMALL, AXIS_FIELD[axis]: v}
             out.append(Point(axis, d["clients"], d["tables"], d["files"], d["commits"]))
     return out
@@ -402,25 +446,35 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_common_args(p, "results/scale")
     add_commit_mode_arg(p)
     p.set_defaults(systems=DEFAULT_SYSTEMS)
-    p.add_argument("--axes", default=",".join(AXES), help="a subset of " + ",".join(AXES))
+    p.add_argument("--axes", default="clients,tables,size,log",
+                   help="a subset of " + ",".join(AXES) + " (hot only when asked for)")
     p.add_argument("--clients", default="1,2,4,8,16,32,64")
     p.add_argument("--tables", default="1,2,4,16,64")
     p.add_argument("--files", default="100,1000,10000,100000,1000000")
     p.add_argument("--commits", default="100,1000,10000,100000")
     p.add_argument("--txns", type=int, default=24,
                    help="transactions per point on the clients axis (at least 2 per client)")
+    p.add_argument("--hot", default="16",
+                   help="client counts on the hot axis: every client updates a row of its own "
+                        "in one file of one table")
+    p.add_argument("--hot-txns", type=int, default=160,
+                   help="transactions per point on the hot axis (at least 2 per client)")
     p.add_argument("--reps", type=int, default=5, help="transactions per point on the others")
     p.add_argument("--procs", type=int, default=8,
                    help="client processes per system (more clients: threads in them; 0: threads)")
     p.add_argument("--retries", type=int, default=10)
+    p.add_argument("--group-commit", choices=["on", "off", "both"], default="on",
+                   help="lakevilla's group commit (Lake(group_commit=...)); both: every "
+                        "lakevilla system twice, without it (labelled ' -gc') and with it")
     p.add_argument("--run-timeout", type=float, default=1200.0)
     args = parse_with_quick(p, argv, {"clients": "1,2", "tables": "1,2", "files": "100,1000",
                                       "commits": "10,120", "txns": 4, "reps": 2, "procs": 0,
+                                      "hot": "2", "hot_txns": 4,
                                       "systems": "delta-rs,LV[DL],LV[R,CT,I]"})
     args.axes = [a.strip() for a in args.axes.split(",") if a.strip()]
     if set(args.axes) - set(AXES):
         raise SystemExit(f"unknown axes {sorted(set(args.axes) - set(AXES))}: choose from {AXES}")
-    for name in ("clients", "tables", "files", "commits"):
+    for name in ("clients", "tables", "files", "commits", "hot"):
         setattr(args, name, _ints(getattr(args, name)))
     if min(args.commits) < 3:
         raise SystemExit("--commits: at least 3 versions")
@@ -432,6 +486,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     args = parse_args(argv)
     systems = parse_systems(args.systems)
+    if args.group_commit == "both":  # each lakevilla system twice, side by side: off and on
+        systems = {n: f for s, f in systems.items()
+                   for n in ((s + NO_GC, s) if f is not None else (s,))}
+    elif args.group_commit == "off":
+        systems = {(s + NO_GC if f is not None else s): f for s, f in systems.items()}
     pts = points(args)
     ce = make_counted_env(args)
     env = ce.env
@@ -441,8 +500,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     t0 = time.time()
     total = 0
     for pt in pts:
-        per_point = (max(2, math.ceil(args.txns / pt.clients)) * pt.clients
-                     if pt.axis == "clients" else args.reps)
+        per_point = txns_per_client(args, pt) * (pt.clients if pt.axis in ("clients", "hot")
+                                                 else 1)
         total += per_point * sum(applies(f, pt) for f in systems.values())
     bar = progress(total, "scale")
     bar.unit = "txn"
@@ -489,7 +548,8 @@ def add_ratios(rows: list[dict[str, Any]]) -> None:
 
 
 COLUMNS = ["axis", "value", "system", "txns", "p50 ms", "p95 ms", "x rs", "req/txn", "r/w",
-           "cpu ms/txn", "txn/s", "aborts", "given up", "setup s", "check", "errors"]
+           "cpu ms/txn", "txn/s", "ver/s", "txn/ver", "aborts", "given up", "setup s", "check",
+           "errors"]
 
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
@@ -505,6 +565,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
             "r/w": "" if r.get("reads_per_txn") is None
             else f"{r['reads_per_txn']:.1f}/{r['writes_per_txn']:.1f}",
             "cpu ms/txn": num("cpu_per_txn_ms"), "txn/s": r.get("throughput", 0.0),
+            "ver/s": num("versions_per_s"), "txn/ver": num("txns_per_version"),
             "aborts": r.get("aborts", ""), "given up": r.get("given_up", ""),
             "setup s": r.get("setup_s", ""),
             "check": "failed: " + r["failure"][:40] if r.get("failure")
@@ -516,7 +577,8 @@ def _progress_line(r: dict[str, Any]) -> str:
     x = _row(r)
     return (f"{r['axis']}={x['value']} {r['system']}: {x['txns']} txns, p50 "
             f"{_f(r.get('latency_ms'))} ms, {_f(r.get('requests_per_txn'))} req/txn, cpu "
-            f"{_f(r.get('cpu_per_txn_ms'))} ms/txn, aborts {x['aborts']}, setup "
+            f"{_f(r.get('cpu_per_txn_ms'))} ms/txn, {_f(r.get('throughput'))} txn/s over "
+            f"{_f(r.get('versions_per_s'))} versions/s, aborts {x['aborts']}, setup "
             f"{_f(r.get('setup_s'))} s, build {r['build_s']:.1f} s, check {x['check']}")
 
 

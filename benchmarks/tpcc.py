@@ -24,16 +24,18 @@ import argparse
 import multiprocessing as mp
 import os
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import lakevilla as lv
-from lakevilla.store import CountingStore, open_store
+from lakevilla.store import open_store
 
 from .common import (
     SYSTEMS,
+    AreaCountingStore,
     Env,
     add_common_args,
     latency_profile,
@@ -62,15 +64,17 @@ class LakeSpec:
     latency: str = "none"
     # Lake(...) keywords, e.g. wait_timeout
     lake_options: dict[str, Any] = field(default_factory=dict)
+    steps: bool = False  # count requests by protocol step too
 
     @classmethod
-    def of(cls, env: Env, lake_options: dict[str, Any]) -> LakeSpec:
-        return cls(env.kind, dict(env.storage_options), env.latency_label, dict(lake_options))
+    def of(cls, env: Env, lake_options: dict[str, Any], steps: bool = False) -> LakeSpec:
+        return cls(env.kind, dict(env.storage_options), env.latency_label, dict(lake_options),
+                   steps)
 
-    def open(self, root: str) -> tuple[lv.Lake, CountingStore]:
+    def open(self, root: str) -> tuple[lv.Lake, AreaCountingStore]:
         env = Env(self.kind, root, dict(self.storage_options), latency_profile(self.latency),
                   self.latency)
-        return env.lake(root, **self.lake_options)
+        return env.lake(root, steps=self.steps, **self.lake_options)
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ def client_main(job: ClientJob, gate: Gate, tick: Callable[[int], None]) -> dict
     try:
         warm_up(lake)
         before = sum(counting.snapshot().values())
+        steps_before = Counter(counting.step_snapshot())
         gate()
         start, cpu = time.time(), time.process_time()
         deadline = start + job.max_seconds if job.max_seconds > 0 else None
@@ -100,12 +105,14 @@ def client_main(job: ClientJob, gate: Gate, tick: Callable[[int], None]) -> dict
                            deadline)
         end, cpu = time.time(), time.process_time() - cpu
         lake.flush()
+        steps = Counter(counting.step_snapshot())
+        steps.subtract(steps_before)
     finally:
         lake.close()
     # process CPU (all its threads); clients run as threads share one process: not theirs alone
     in_thread = mp.current_process().name == "MainProcess"
     return {"start": start, "end": end, "cpu_s": None if in_thread else cpu,
-            "requests": sum(counting.snapshot().values()) - before,
+            "requests": sum(counting.snapshot().values()) - before, "steps": dict(steps),
             "stats": {k: asdict(v) for k, v in stats.items()}}
 
 
@@ -151,6 +158,14 @@ def _sum_stats(results: list[dict]) -> dict[str, TypeStats]:
     return total
 
 
+def _per_step(results: list[dict], committed: int) -> dict[str, float]:
+    """Requests per committed transaction by protocol step (``--steps``; else empty)."""
+    total: Counter[str] = Counter()
+    for r in results:
+        total.update(r.get("steps") or {})
+    return {k: round(v / max(committed, 1), 2) for k, v in sorted(total.items()) if v}
+
+
 def summarize(system: str, features: str, clients: int, results: list[dict] | None,
               violations: dict, txns: int) -> dict[str, Any]:
     row: dict[str, Any] = {"system": system, "features": features, "clients": clients,
@@ -177,6 +192,7 @@ def summarize(system: str, features: str, clients: int, results: list[dict] | No
         "new_orders_per_min": (by_type["new_order"].committed * 60.0 / elapsed if elapsed > 0
                                else 0.0),
         "requests_per_txn": requests / max(tot.committed, 1),
+        "requests_by_step": _per_step(results, tot.committed),
         "cpu_ms_per_txn": (None if any(r["cpu_s"] is None for r in results) else
                            1000 * sum(r["cpu_s"] for r in results) / max(tot.committed, 1)),
         "error_samples": [s for st in by_type.values() for s in st.error_samples][:8],
@@ -193,7 +209,7 @@ def run_once(env: Env, workers: Workers, template: str, system: str, features: s
     dv = "-dv" if system.endswith(DV_SUFFIX) else ""
     root = env.fresh_root(f"tpcc-{label}{dv}-{clients}")
     copy_lake(template, root, env.storage_options)
-    spec = LakeSpec.of(env, lake_options(args))
+    spec = LakeSpec.of(env, lake_options(args), args.steps)
     jobs = [ClientJob(spec, root, features, c, args.txns_per_client, scale, args.seed, args.retries,
                       args.max_seconds) for c in range(clients)]
     bar = progress(clients * args.txns_per_client, f"{system} x{clients}")
@@ -295,6 +311,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "own default (2 x marker_ttl = 60 s)")
     p.add_argument("--run-timeout", type=float, default=1800.0,
                    help="seconds before a run counts as hung")
+    p.add_argument("--steps", action="store_true",
+                   help="count each client's requests by protocol step as well (a stack walk per "
+                        "request): requests_by_step per committed transaction")
     p.add_argument("--deletion-vectors", action="store_true",
                    help="also run every feature set on a database whose tables have "
                         "delta.enableDeletionVectors (rows labelled '+DV'), side by side")
@@ -368,6 +387,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"within {args.run_timeout:.0f}s")
         for s in r.get("error_samples", [])[:3]:
             print(f"   {r['system']} x{r['clients']}: {s}")
+        if r.get("requests_by_step"):
+            print(f"   {r['system']} x{r['clients']} requests per committed txn by step: "
+                  + ", ".join(f"{k} {v:g}" for k, v in r["requests_by_step"].items()))
     for n in notes:
         print("note:", n)
     write_json(args.out, NAME, payload)

@@ -124,7 +124,8 @@ def _cleanup(lake, args) -> dict[str, int]:
 
 def _cleanup_text(r: dict[str, int]) -> str:
     return (f"deleted {r['records']} transaction record(s), {r['sublogs']} sublog object(s), "
-            f"{r['global_entries']} global log entries")
+            f"{r['global_entries']} global log entries, {r.get('ride_objects', 0)} group "
+            "commit object(s)")
 
 
 def _history(lake, args) -> dict[str, Any]:

@@ -88,6 +88,7 @@ class Lake:
         gvl_keep: int = 1000,
         delete_sublogs: bool = True,
         max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE,
+        group_commit: bool = True,
         clock: Callable[[], float] | None = None,
         read_only: bool = False,
     ) -> None:
@@ -95,7 +96,7 @@ class Lake:
             marker_ttl=marker_ttl, commit_mode=commit_mode, wait_timeout=wait_timeout,
             shift_timeout=shift_timeout, max_retries=max_retries, max_shifts=max_shifts,
             poll_max=poll_max, gvl_keep=gvl_keep, delete_sublogs=delete_sublogs,
-            max_transaction_age=max_transaction_age)
+            max_transaction_age=max_transaction_age, group_commit=group_commit)
         self.store = store if store is not None else open_store(root, storage_options)
         if read_only:
             self.store = ReadOnlyStore(self.store)
@@ -149,6 +150,8 @@ class Lake:
                               "remove a finished transaction's sublogs right away")
     max_transaction_age = _setting("max_transaction_age",
                                    "seconds after its start a transaction may commit")
+    group_commit = _setting("group_commit", "one-table commits to a crowded table go in one "
+                                            "version together (lead or ride) instead of racing")
     del _setting
 
     @property

@@ -37,6 +37,7 @@ from .markers import checkpoints
 from .markers.marker import RUNNING, marker_of
 from .names import TXN_DIR
 from .recovery import idle
+from .recovery import rides
 from .recovery.stalled import resolve_marker, roll_forward_record
 from .recovery.sublog import SublogEntry
 from .settings import LakeSettings
@@ -396,7 +397,7 @@ class Maintenance:
         older_than = self._check_retention(DEFAULT_RETENTION if older_than is None else older_than,
                                            "older_than", force)
         now = self._client.now()
-        done = {"records": 0, "sublogs": 0, "global_entries": 0}
+        done = {"records": 0, "sublogs": 0, "global_entries": 0, "ride_objects": 0}
         recs: dict[str, list] = {}
         subs: dict[str, list] = {}
         for meta in list(self._client.store.list(f"{TXN_DIR}/")):
@@ -432,6 +433,12 @@ class Maintenance:
                 if old(m) and state(m) in (records.COMMITTED, records.ABORTED):
                     self._client.store.delete(m.key)
                     done["records"] += 1
+        # group commit's leads and requests of decided versions (or too old to be carried)
+        stale = rides.stale(self._client.store, lambda t: self._client.log(t).latest_version(),
+                            now, min(older_than, self._settings.max_transaction_age))
+        if stale:
+            self._client.store.delete_many(stale)
+            done["ride_objects"] = len(stale)
         # entries younger than max_transaction_age stay (gvl.cleanup says why),
         # unless forced below it
         done["global_entries"] = self._client.gvl.cleanup(

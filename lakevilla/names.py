@@ -15,6 +15,7 @@ _SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 LV_DIR = "_lakevilla"
 TXN_DIR = f"{LV_DIR}/txns"
 GVL_DIR = f"{LV_DIR}/gvl"
+RIDES_DIR = f"{LV_DIR}/rides"
 
 
 def check_table_name(name: str) -> str:
@@ -67,3 +68,20 @@ def staged_prefix(txn_id: str, seq: int) -> str:
     folder parse only its ``.json`` entries. One ``<prefix>.parquet`` file, or files under
     ``<prefix>/`` when an engine's executors write them."""
     return f"{sublog_prefix(txn_id)}merge-source-{seq:08d}"
+
+
+def rides_prefix(table: str) -> str:
+    """Where group commit keeps the leads and requests of ``table``'s versions."""
+    return f"{RIDES_DIR}/{table}/"
+
+
+def ride_prefix(table: str, version: int) -> str:
+    return f"{rides_prefix(table)}{version:020d}/"
+
+
+def lead_key(table: str, version: int) -> str:
+    return f"{ride_prefix(table, version)}lead.json"
+
+
+def request_key(table: str, version: int, attempt: str) -> str:
+    return f"{ride_prefix(table, version)}{attempt}.json"

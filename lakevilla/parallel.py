@@ -37,11 +37,20 @@ def in_pool() -> bool:
 
 
 def pmap(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-    """``[fn(x) for x in items]``, in parallel when that is safe and useful."""
+    """``[fn(x) for x in items]``, in parallel when that is safe and useful. Returns, or raises
+    the first error (a process death before any other), only once every call has ended: a
+    caller that undoes after an error must not race a call still writing (a table's redo
+    beside another table's abort would leave its new files behind)."""
     items = list(items)
     if len(items) <= 1 or in_pool():
         return [fn(x) for x in items]
-    return list(_get_pool().map(fn, items))
+    pool = _get_pool()
+    futures = [pool.submit(fn, x) for x in items]
+    wait_futures(futures)
+    failed = [e for f in futures if (e := f.exception()) is not None]
+    if failed:
+        raise next((e for e in failed if not isinstance(e, Exception)), failed[0])
+    return [f.result() for f in futures]
 
 
 def submit(fn: Callable[[], R]) -> Future:

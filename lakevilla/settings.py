@@ -46,7 +46,9 @@ class LakeSettings:
     ``max_retries``: lost commit races (and redos) before an abort. ``gvl_keep``: global-log entries
     clean-up keeps. ``delete_sublogs``: remove a finished transaction's sublogs right away.
     ``max_transaction_age``: seconds after its start a transaction may still commit (maintenance
-    keeps what a transaction needs that long)."""
+    keeps what a transaction needs that long). ``group_commit``: one-table commits to a table
+    where this client met a crowd lead or ride in one version (``core/riding.py``) instead of
+    racing for it."""
 
     marker_ttl: float = 30.0
     commit_mode: CommitMode | str = CommitMode.TAIL  # a CommitMode once built (__post_init__)
@@ -58,6 +60,7 @@ class LakeSettings:
     gvl_keep: int = 1000
     delete_sublogs: bool = True
     max_transaction_age: float = DEFAULT_MAX_TRANSACTION_AGE
+    group_commit: bool = True
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__  # frozen: normalise once, here
@@ -72,6 +75,7 @@ class LakeSettings:
         for name in ("max_retries", "max_shifts", "gvl_keep"):
             _count(name, getattr(self, name))
         set_(self, "delete_sublogs", bool(self.delete_sublogs))
+        set_(self, "group_commit", bool(self.group_commit))
 
     @property
     def wait_limit(self) -> float:

@@ -83,12 +83,14 @@ class CommitInfo:
     # a commit of updates alone: every row it removes it adds back, changed in these columns
     # (lower case) alone, and it adds no other row; a read of none of them reads the same
     updated: list[str] | None = None
+    # a group commit: every transaction it carries besides its leader's (txn, attempt, features)
+    riders: list[dict[str, Any]] | None = None
     v: int = FORMAT_VERSION
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"v": self.v, "kind": str(self.kind)}
         for k in ("txn", "attempt", "features", "decision", "tables", "marker", "txn_tables",
-                  "updated"):
+                  "updated", "riders"):
             x = getattr(self, k)
             if x is not None:
                 out[k] = str(x) if isinstance(x, StrEnum) else x
@@ -112,6 +114,11 @@ class CommitInfo:
             return cls.from_json(lv)
         except (TypeError, ValueError, CorruptLogError):
             return None
+
+    def names_txn(self, txn: str) -> bool:
+        """Whether this commit is ``txn``'s: its own, or a group commit that carried it."""
+        return self.txn == txn or any(isinstance(r, dict) and r.get("txn") == txn
+                                      for r in self.riders or [])
 
     @property
     def is_commit(self) -> bool:

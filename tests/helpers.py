@@ -477,3 +477,86 @@ def join_global_log(backend, tables=("a", "b")) -> None:
     with backend.lake().transaction("I") as r:
         for t in tables:
             r.read(t)
+
+
+class RideGates:
+    """Lines up a group commit: the leader takes the lead of the version only once every rider's
+    request is there, and each rider tries the lead only once the leader holds it (so the
+    riders ride). A side that ends, however (returned, aborted, died), opens its gates: a fault
+    anywhere never leaves the other waiting. ``timeout`` bounds every wait all the same."""
+
+    def __init__(self, riders: int = 1, timeout: float = 10.0) -> None:
+        self.asked = threading.Semaphore(0)
+        self.riders = riders
+        self.led = threading.Event()
+        self.timeout = timeout
+
+    def store(self, inner: ObjectStore, role: str) -> ObjectStore:
+        gates = self
+
+        class Gated(StoreWrapper):
+            def put_if_absent(self, key, data):
+                if not key.endswith("/lead.json"):
+                    return self.inner.put_if_absent(key, data)
+                if role == "rider":
+                    gates.asked.release()
+                    gates.led.wait(gates.timeout)
+                    return self.inner.put_if_absent(key, data)
+                for _ in range(gates.riders):
+                    gates.asked.acquire(timeout=gates.timeout)
+                try:
+                    return self.inner.put_if_absent(key, data)
+                finally:
+                    gates.led.set()
+
+        return Gated(inner)
+
+    def ended(self, role: str) -> None:
+        if role == "leader":
+            self.led.set()
+        else:
+            self.asked.release()
+
+
+def crowd_on(lake, table: str) -> None:
+    """Make ``lake``'s client take ``table`` for crowded (as after two lost races there): its
+    one-table commits there lead or ride (``core/contention.py``)."""
+    from lakevilla.core.contention import CROWD
+
+    for _ in range(CROWD):
+        lake._client.contention.met(table)
+
+
+def run_group(lakes: dict[str, object], gates: RideGates, table: str,
+              work: dict[str, Callable]) -> dict[str, object]:
+    """Each of ``lakes`` (role -> lake: "leader", "rider", "rider2", ...) runs its transaction
+    (``work[role](txn)`` under R) on its own thread and commits; returns role -> the
+    ``CommitResult``, or the exception it ended with (a ``SimulatedCrash`` too)."""
+    out: dict[str, object] = {}
+
+    def one(role: str) -> None:
+        lake = lakes[role]
+        kind = "leader" if role == "leader" else "rider"
+        try:
+            txn = lake.begin("R")
+            out[role + ".txn"] = txn
+            work[role](txn)
+            entries_landed(txn)
+            out[role] = txn.commit()
+        except BaseException as e:  # noqa: BLE001 - the outcome under test
+            out[role] = e
+        finally:
+            gates.ended(kind)
+            try:
+                lake.close()
+            except BaseException:  # noqa: BLE001 - a dead client's clean-up may die too
+                pass
+    for lake in lakes.values():
+        crowd_on(lake, table)
+    threads = [threading.Thread(target=one, args=(role,)) for role in lakes]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a group commit's client hung"
+    return out

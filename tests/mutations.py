@@ -63,6 +63,7 @@ LS = ("tests/unit/test_store.py::"
 SHAPE_TEST = ("tests/unit/test_expressions.py::"
               "test_a_text_parsed_through_its_shape_gets_the_tree_duckdb_gives_the_text")
 CO = "tests/protocol/test_ct_one_table.py::"
+GC = "tests/protocol/test_group_commit.py::"
 FR = "tests/protocol/test_first_reads_wait.py::"
 FRW = FR + "test_a_first_read_of_rows_a_queued_writer_will_change_waits_for_it"
 FRN = FR + "test_a_first_read_does_not_wait_for_a_writer_that_cannot_change_it"
@@ -700,6 +701,111 @@ MUTATIONS: list[Mutation] = [
             "after_it"],
       "the files a redo replaced are deleted before the commit (a round trip on its path, and an "
       "entry not yet replaced names a missing file)"),
+    M("group-rider-taken-unchecked", "group", "lakevilla/recovery/group.py",
+      "    hit = first_conflict(rtw.footprints(), [*between, (version, so_far)], rtw.schema,\n"
+      "                         base.partition_columns)\n",
+      "    hit = None\n",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a leader takes a rider's files as they are though they conflict with what the version "
+      "carries before it (a lost update)"),
+    M("group-conflicting-read-carried", "group", "lakevilla/recovery/group.py",
+      "    if any(op.consumed or not op.redoable for op in rtw.ops[k:]):",
+      "    if False:",
+      [GC + "test_a_rider_whose_read_the_version_changes_is_left_out"],
+      "a rider whose read the version changes is carried (its statements run again past a read "
+      "whose rows it already used)",
+      equivalent="a rider's reads come without their rows, and the re-run of such a read raises "
+                 "ReadChanged, which leaves the rider out as well: the check spares the re-run's "
+                 "requests, and every rider statement is redoable (updates and deletes are sent "
+                 "logical, inserts keep their files)"),
+    M("group-missed-versions-unchecked", "group", "lakevilla/recovery/group.py",
+      "    between = [(v, c) for v, c in leader.log.commits_between("
+      "req.validated_upto, version - 1)\n"
+      "               if marker_of(c) is None]\n",
+      "    between = []\n",
+      [GC + "test_a_rider_that_missed_a_version_rides_the_next_checked_against_it"],
+      "a rider that rides on past a version it missed is not checked against that version's "
+      "commit (a lost update when its files go in as they are)"),
+    M("group-fence-with-a-stale-commit", "group", "lakevilla/core/riding.py",
+      "        body = commit if ours else self._fence_commit(tw)",
+      "        body = commit",
+      [GC + "test_a_rider_that_rode_on_fences_a_stalled_version_with_an_empty_one"],
+      "a rider that rode on past a version it missed fences a stalled version with its own "
+      "commit, which never saw the version it missed (a lost update)"),
+    M("group-version-names-no-riders", "group", "lakevilla/recovery/group.py",
+      '    lv["riders"] = group.riders_json()', '    lv["riders"] = []',
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a group commit does not name its riders: they cannot tell they committed, and commit "
+      "again"),
+    M("group-join-keeps-replaced-adds", "group", "lakevilla/recovery/group.py",
+      "        if i is not None:\n            del adds[i]",
+      "        if False:\n            del adds[i]",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a file one member adds and a later one removes stays in the version (rows twice)"),
+    M("group-lost-version-carried-higher", "group", "lakevilla/core/riding.py",
+      "        except VersionExists:\n"
+      "            ctx.client.deletes.add(sorted(group.written) + keys)\n",
+      "        except VersionExists:\n"
+      "            higher = tw.log.probe_versions(version) + 1\n"
+      "            tw.log.write_commit(higher, group.commit)\n"
+      "            ctx.landed(tw, higher)\n"
+      "            return higher\n",
+      [GC + "test_a_version_taken_by_another_writer_carries_nobody"],
+      "a leader that lost its version puts its riders' statements at a later one: riders that "
+      "went on by themselves are applied twice"),
+    M("group-lost-leaves-rerun-files", "group", "lakevilla/core/riding.py",
+      "            ctx.client.deletes.add(sorted(group.written) + keys)\n"
+      '            ctx.count("leads_lost")',
+      "            ctx.client.deletes.add(keys)\n"
+      '            ctx.count("leads_lost")',
+      [GC + "test_a_version_taken_by_another_writer_carries_nobody"],
+      "a leader that lost its version leaves the files it wrote for its riders behind"),
+    M("group-leader-replaced-file-kept", "group", "lakevilla/core/riding.py",
+      "ctx.client.deletes.add(sorted((group.written | mine) - named) + keys)",
+      "ctx.client.deletes.add(sorted(group.written - named) + keys)",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-one-file]"],
+      "a leader's own file that a rider's re-run replaced inside the version is left behind"),
+    M("group-rider-gives-up-without-fence", "group", "lakevilla/core/riding.py",
+      '                ctx.count("rides_timed_out")\n'
+      '                return self._fence(tw, target, commit)',
+      '                ctx.count("rides_timed_out")\n                ctx.in_doubt = None\n'
+      "                return None",
+      [GC + "test_a_rider_whose_leader_never_puts_fences_the_version_with_its_own_commit"],
+      "a rider whose leader never put goes on above the version without fencing it: the leader "
+      "may still carry it there"),
+    M("group-carried-rider-deletes-named-files", "group", "lakevilla/statements/view.py",
+      "        self.garbage = written - named\n", "        self.garbage = written\n",
+      [GC + "test_a_leader_carries_its_riders_in_one_version[local-two-files]"],
+      "a carried rider deletes its files the version names (data loss)"),
+    M("group-resume-ignores-riders", "group", "lakevilla/vocab.py",
+      "        return self.txn == txn or any(isinstance(r, dict) and r.get(\"txn\") == txn\n"
+      "                                      for r in self.riders or [])",
+      "        return self.txn == txn",
+      [GC + "test_a_rider_that_died_after_its_request_is_carried_and_resume_says_so"],
+      "resume of a carried rider re-executes it (its update twice)"),
+    M("group-lone-writer-rides", "group", "lakevilla/core/riding.py",
+      "                and not self.overtake.overtook(tw)\n"
+      "                and self.ctx.client.contention.active(tw.name))",
+      "                and not self.overtake.overtook(tw))",
+      [GC + "test_a_lone_writer_never_rides"],
+      "a writer that met no crowd pays a lead, a request and a LIST for every commit"),
+    M("redo-garbage-left-by-an-abort", "redo", "lakevilla/core/deciding.py",
+      "| {c.path for op in tw.ops for c in op.cdc} | tw.garbage)]",
+      "| {c.path for op in tw.ops for c in op.cdc})]",
+      [SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "plain-R]",
+       SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "deletion-vectors-R,CT]",
+       SR + "test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run["
+            "change-data-feed-R]"],
+      "a transaction that redoes and then aborts leaves the files its statements' first runs "
+      "wrote (data, DV and change data files) for the abandoned-file sweep"),
+    M("parallel-error-before-all-end", "redo", "lakevilla/parallel.py",
+      "    futures = [pool.submit(fn, x) for x in items]\n    wait_futures(futures)\n",
+      "    return list(pool.map(fn, items))\n    futures = []\n",
+      [SR + "test_an_abort_on_one_table_waits_for_a_redo_still_running_on_another"],
+      "an error in one of several parallel calls (a table's abort) is raised while another still "
+      "runs (a table's redo), so the abort's undo misses the files that redo writes after it"),
     M("small-file-fetched-twice", "reads", "lakevilla/engines/embedded.py",
       "        fetched.update((a.path, s) for a, s in zip(files, sources, strict=True)\n"
       "                       if s.size <= ranged.WHOLE_FILE_BYTES)",
@@ -841,7 +947,7 @@ MUTATIONS: list[Mutation] = [
       "recovery of an unannounced I transaction appends no abort"),
     # -- resume ---------------------------------------------------------------------------------
     M('resume-redoes-a-committed-txn', "resume", 'lakevilla/recovery/resume.py',
-      'if info is not None and info.is_commit and info.txn == txn_id:',
+      'if info is not None and info.is_commit and info.names_txn(txn_id):',
       'if False:',
       [RC + "test_resume_without_recover_at_every_crash_point[tail]"],
       "resume re-runs a transaction whose commit landed (issue 18, point 2)"),

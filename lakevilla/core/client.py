@@ -29,6 +29,7 @@ from ..parallel import SHARED, pmap
 from ..recovery.stalled import Services
 from ..settings import LakeSettings
 from ..store import ObjectStore
+from .contention import Contention
 from .deletes import LaterDeletes
 
 T = TypeVar("T")
@@ -55,6 +56,7 @@ class LakeClient:
         self._bg_futures: list[Future[None]] = []
         # what finished transactions leave (sublogs, redone files): one request for many
         self.deletes = LaterDeletes(store, self.background)
+        self.contention = Contention()  # tables whose one-table commits ride (core/riding.py)
         self._logs: dict[str, DeltaLog] = {}
         self._lock = threading.Lock()
         self.gvl = GlobalVersionLog(store)

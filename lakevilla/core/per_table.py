@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import random
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import parallel
 from ..complex_txn import record as records
@@ -30,12 +30,17 @@ from ..markers.publish import publish_create
 from ..store import NotFound
 from ..vocab import CommitMode
 from .deciding import CommitResult, Decider, Deciding
+from .riding import Riding
 
 if TYPE_CHECKING:
     from ..statements.view import TableWork
 
 
 class PerTable(Decider):
+    def __init__(self, *parts: Any) -> None:
+        super().__init__(*parts)
+        self.riding = Riding(self.ctx, self.overtake, self.journal)  # group commit
+
     def decide(self, written: list[TableWork]) -> CommitResult:
         # a failure after an earlier table committed becomes a PartialCommitError in commit()
         for tw in sorted(written, key=lambda w: w.name):
@@ -120,17 +125,36 @@ class PerTable(Decider):
                 ctx.landed(tw, tw.marker.version)
                 ctx.post_commit("checkpoint", self.after_table_commit, tw, tw.marker.version)
                 return tw.marker.version
+            v, c = latest + 1, commit
+            if self.riding.eligible(tw):  # a crowd on this table: lead version v, or ride in it
+                if tw.log.probe_versions(latest) > latest:
+                    # v is taken already (our first look at a crowded tail is mostly late):
+                    # validate what landed first; a lead or a request for a decided version
+                    # is a round trip or three for nothing
+                    ctx.count("ride_caught_up")
+                    tries -= 1
+                    continue
+                at = self.riding.commit(tw, v, c, functools.partial(self._revalidate, tw))
+                if at is not None:
+                    ctx.client.background(functools.partial(self._after_single_commit, tw, at))
+                    return at
+                # the versions went to others without us: a race lost, but not a turn to queue
+                # for (a ride is no race: a version's leader takes riders oldest first)
+                ctx.stats["retries"] += 1
+                catch_up(tw, tw.log.known_latest() + 1)  # those versions were read already
+                continue
+            # a redo's entries
+            flush = [self.journal.flush] if self.journal.has_deferred else []
             ctx.check_age()
             ctx.in_doubt = f"the commit to {tw.name}@{latest + 1}"
             put_at = time.monotonic()
             try:
-                v, c = latest + 1, commit
-                # a redo's entries
-                flush = [self.journal.flush] if self.journal.has_deferred else []
                 parallel.together(*flush, lambda: tw.log.write_commit(v, c))  # noqa: B023
             except VersionExists:
                 ctx.in_doubt = None
                 ctx.stats["retries"] += 1
+                if tw.marker is None:
+                    ctx.client.contention.met(tw.name)  # later commits here lead or ride
                 # followers overtaking us must not starve us
                 self.overtake.lost_race(tw, latest + 1)
                 lost += 1
@@ -141,6 +165,15 @@ class PerTable(Decider):
             ctx.landed(tw, latest + 1)
             ctx.client.background(functools.partial(self._after_single_commit, tw, latest + 1))
             return latest + 1
+
+    def _revalidate(self, tw: TableWork, upto: int) -> Commit:
+        """Our commit as it stands once validated up to ``upto`` (a rider that went on past
+        versions it missed, and then took a lead: ``core/riding.py``)."""
+        ctx = self.ctx
+        with self.journal.deferred():  # a redo's entries go out beside the put
+            self.validator.validate(tw, upto=upto)
+        return tw.build_commit({"timestamp": ctx.timestamp_ms(), "engineInfo": ENGINE_INFO,
+                                "lakevilla": ctx.commit_info(1)})
 
     def _wait(self, tw: TableWork) -> None:
         """Wait for the running markers below our commit. Without a marker of our own, our

@@ -71,6 +71,11 @@ class NeverOvertake:
     def lost_race(self, tw: TableWork, version: int) -> None:
         pass
 
+    def overtook(self, tw: TableWork) -> bool:
+        """Whether our commit on ``tw`` goes before a running predecessor it does not wait for
+        (then it may not carry others' statements there: they were never checked against it)."""
+        return False
+
 
 class Overtake(NeverOvertake):
     """One transaction's overtakes: per table, the predecessors it commits before."""
@@ -108,6 +113,9 @@ class Overtake(NeverOvertake):
                 out.append((v, p))
         self._skipped[tw.name] = skip
         return out
+
+    def overtook(self, tw: TableWork) -> bool:
+        return bool(self._skipped.get(tw.name))
 
     def revoked_by(self, tw: TableWork, commit: Commit) -> bool:
         """Whether ``commit`` (the one about to be written) invalidates a predecessor we meant to

@@ -73,7 +73,7 @@ def settle_earlier_attempts(svc: Services, log_for: Callable[[str], DeltaLog], t
         log = log_for(table)
         for v, c in log.commits_between(max(-1, first - 1), log.latest_version()):
             info = CommitInfo.of(c.lakevilla)
-            if info is not None and info.is_commit and info.txn == txn_id:
+            if info is not None and info.is_commit and info.names_txn(txn_id):
                 raise TransactionStateError(f"transaction {txn_id} already committed to {table!r} "
                                             f"at version {v} (rolled forward by recovery, or "
                                             "committed before the crash): nothing to resume")

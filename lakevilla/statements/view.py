@@ -332,6 +332,16 @@ class TableWork:
         written = {p for op in self.ops for a in op.added for p in a.written_files}
         return (written - final) | self.garbage
 
+    def carried_in(self, named: set[str]) -> None:
+        """Our statements landed in another writer's commit (a group commit's leader, which may
+        have run some of them again): every file we wrote that it does not name (``named``,
+        paths under the table) is garbage, and ``intermediate_files`` says so."""
+        written = ({p for op in self.ops for a in op.added for p in a.written_files}
+                   | {c.path for op in self.ops for c in op.cdc} | self.garbage)
+        self.garbage = written - named
+        self.added = {p: a for p, a in self.added.items()
+                      if p in named and set(a.written_files) <= named}
+
     def updated_columns(self) -> list[str] | None:
         """The columns our commit changes when all we wrote here are updates (lower case, with
         the generated columns, which follow what they read), else None (``CommitInfo.updated``)."""

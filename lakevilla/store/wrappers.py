@@ -403,11 +403,11 @@ class LatencyStore(StoreWrapper):
         return self.inner.put(key, data)
 
     def put_if_absent(self, key, data):
-        self._wait("put", len(data))
+        self._wait("put_if_absent", len(data))
         return self.inner.put_if_absent(key, data)
 
     def put_if_match(self, key, data, etag):
-        self._wait("put", len(data))
+        self._wait("put_if_match", len(data))
         return self.inner.put_if_match(key, data, etag)
 
     def delete(self, key):

@@ -160,7 +160,8 @@ def test_cleanup_prints_text_unless_json(local_backend, capsys):
     code, out, _ = run_cli(capsys, "cleanup", local_backend.uri)
     assert code == 0 and out.startswith("deleted 0 transaction record(s)") and "{" not in out
     code, out = as_json(capsys, "cleanup", local_backend.uri)
-    assert code == 0 and out == {"records": 0, "sublogs": 0, "global_entries": 0}
+    assert code == 0 and out == {"records": 0, "sublogs": 0, "global_entries": 0,
+                                 "ride_objects": 0}
 
 
 def test_version_help_and_python_dash_m(capsys):

@@ -624,3 +624,22 @@ def test_scale_quick(tmp_path):
     by = {(p["axis"], p["value"], p["system"]): p for p in pts}
     for s in systems[1:]:
         assert by[("tables", 2, s)]["writes_per_txn"] > by[("tables", 1, s)]["writes_per_txn"]
+
+
+def test_scale_hot_quick(tmp_path):
+    """The hot axis: clients updating rows of one file, with group commit off and on, side by
+    side; every transaction committed, delta-rs reads each row up by its client's commits, and
+    the log's versions and transactions per version are reported."""
+    from benchmarks import scale
+
+    payload = scale.main(["--quick", "--axes", "hot", "--hot", "4", "--hot-txns", "16",
+                          "--systems", "LV[R]", "--group-commit", "both",
+                          "--out", str(tmp_path)])
+    pts = payload["points"]
+    assert {(p["axis"], p["value"], p["system"]) for p in pts} == {
+        ("hot", 4, "LV[R] -gc"), ("hot", 4, "LV[R]")}
+    for p in pts:
+        assert p["failure"] is None and p["error_count"] == 0, p.get("errors")
+        assert p["committed"] == p["attempted"] == 16 and p["check"]["ok"], p["check"]
+        assert p["log_versions"] > 0 and p["txns_per_version"] == p["committed"] / p[
+            "log_versions"]

@@ -121,13 +121,14 @@ def _transaction(lake: lv.Lake, features: str, returned: list[str]):
     return txn
 
 
-def _faulty_lake(b: Backend, plan: FaultPlan | None) -> tuple[lv.Lake, FaultInjectingStore]:
+def _faulty_lake(b: Backend, plan: FaultPlan | None,
+                 wrap=lambda store: store) -> tuple[lv.Lake, FaultInjectingStore]:
     inner = open_store(b.uri, b.storage_options or None)
     if isinstance(inner, RetryingStore):
         inner = inner.inner  # the fault goes below the retries, as a real one would
     faulty = FaultInjectingStore(inner, plan or FaultPlan())
     store = RetryingStore(faulty, attempts=3, base_delay=0.001, max_delay=0.004)
-    return lv.Lake(b.uri, storage_options=b.storage_options or None, store=store,
+    return lv.Lake(b.uri, storage_options=b.storage_options or None, store=wrap(store),
                    marker_ttl=60.0), faulty
 
 
@@ -263,3 +264,101 @@ def test_fault_matrix(backend, tmp_path, features):
     if backend.kind == "local":
         assert outcomes["returned"] > 0 and outcomes["aborted"] > 0, outcomes
         assert outcomes["pending"] > 0, outcomes
+
+
+# -- group commit: every request of a leader carrying a rider, and of the rider -------------------
+GROUP_WORK = {"leader": ("value - 5", 1), "rider": ("value + 5", 2)}  # on a: id 1 -5, id 2 +5
+
+
+def _group_case(b: Backend, who: str, plan: FaultPlan | None):
+    """A leader and a rider of table a in one version (``RideGates`` lines them up), ``who``'s
+    store faulty as ``plan`` says; the outcome of each, and ``who``'s faulty store."""
+    from tests.helpers import RideGates, run_group
+
+    gates = RideGates()
+    lakes, probe = {}, None
+    for role in GROUP_WORK:
+        lake, faulty = _faulty_lake(b, plan if role == who else None,
+                                    lambda store, role=role: gates.store(store, role))
+        lakes[role] = lake
+        if role == who:
+            probe = faulty
+
+    def work(role):
+        return lambda txn: txn.update("a", set={"value": GROUP_WORK[role][0]},
+                                      where=f"id = {GROUP_WORK[role][1]}")
+
+    out = run_group(lakes, gates, "a", {role: work(role) for role in GROUP_WORK})
+    assert probe is not None
+    return out, probe
+
+
+def _check_group_case(b: Backend, out: dict, label: str) -> None:
+    rec = b.lake(marker_ttl=60.0, clock=lambda: time.time() + 10_000)
+    rec.recover()
+    fresh = b.lake()
+    got = {r["id"]: r["value"] for r in fresh.read("a").to_pylist()}
+    assert fresh.read("a").sort_by("id").to_pylist() == b.delta_rows("a"), label
+    for role, (_, id_) in GROUP_WORK.items():
+        done = {1: -5, 2: 5}[id_]
+        assert got[id_] in (0, done), f"{label}: {role}'s update applied twice or half: {got}"
+        answer = out[role]
+        if isinstance(answer, lv.CommitResult):
+            assert got[id_] == done, f"{label}: {role} was told committed, but {got}"
+        elif isinstance(answer, lv.TransactionAborted):
+            assert got[id_] == 0, f"{label}: {role} was told aborted, but {got}"
+        else:
+            assert isinstance(answer, lv.CommitPendingError), f"{label}: {role}: {answer!r}"
+    store = b.store()
+    log = fresh._client.log("a")
+    present = {m.key for m in store.list("a/")}
+    for v, c in log.commits_between(-1, log.latest_version()):
+        assert not ((m := marker_of(c)) and m.state == RUNNING), f"{label}: a@{v} still running"
+        for a in c.adds:
+            assert f"a/{a.path}" in present, f"{label}: a@{v} references a missing file"
+
+
+@pytest.mark.parametrize("who", list(GROUP_WORK))
+def test_fault_matrix_of_a_group_commit(backend, tmp_path, who, monkeypatch):
+    """Every request of a group commit's leader (its request, lead, LIST, the rider's request, the
+    rider's statement run again, the commit) or of its rider (its request, lead, polls), times
+    the three faults: each side's answer holds after ``recover()`` (returned: its update is
+    there; aborted: it is not; pending: either), and no update is ever there twice."""
+    from lakevilla.core import riding
+
+    monkeypatch.setattr(riding, "RIDE_TIMEOUT", 0.3)
+    lakes = Lakes(backend, tmp_path)
+    out, probe = _group_case(lakes.fresh(), who, None)
+    assert all(isinstance(out[r], lv.CommitResult) for r in GROUP_WORK), out
+    assert out["leader.txn"].stats["riders_carried"] == 1
+    seen: Counter = Counter()
+    reqs = []
+    for _n, kind, key in probe.log:
+        if key.startswith("_lakevilla/probe/"):
+            continue
+        nk = _norm(key)
+        seen[(kind, nk)] += 1
+        reqs.append((kind, nk, seen[(kind, nk)]))
+    stride = MATRIX_STRIDE_S3 if backend.kind == "s3" else 1
+    outcomes: Counter = Counter()
+    i = 0
+    for kind, nkey, occ in reqs:
+        for fault in FAULTS:
+            i += 1
+            if (i - 1) % stride:
+                continue
+            b = lakes.fresh()
+            label = f"[group {who}] {fault} at {kind} {nkey} #{occ}"
+            plan = FaultPlan(predicate=lambda k, key, kind=kind, nkey=nkey: (
+                k == kind and _norm(key) == nkey), **{fault: {occ}})
+            out, faulty = _group_case(b, who, plan)
+            if not faulty.injected:  # a rider's polls vary in number from run to run
+                assert kind == "get", f"{label}: the request never came"
+                outcomes["not reached"] += 1
+                continue
+            _check_group_case(b, out, label)
+            outcomes[type(out[who]).__name__] += 1
+    print(f"\nfault matrix {backend.kind} [group {who}]: {len(reqs)} requests, "
+          f"{sum(outcomes.values())} cases: {dict(outcomes)}")
+    if backend.kind == "local":
+        assert outcomes["CommitResult"] > 0 and outcomes["CommitPendingError"] > 0, outcomes

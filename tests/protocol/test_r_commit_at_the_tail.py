@@ -180,7 +180,7 @@ def test_a_queued_r_writer_gets_the_whole_retry_budget_after_it_queues(local_bac
                 x.insert("t", {"id": [100 + puts["n"]], "value": [0]})
             _seen_by(t_lake)
 
-    t_lake = local_backend.lake(max_retries=retries, store=HookStore(
+    t_lake = local_backend.lake(max_retries=retries, group_commit=False, store=HookStore(
         local_backend.store(),
         lambda kind, key: kind == "put_if_absent" and key.startswith("t/_delta_log/")
         and key.endswith(".json"), before_put, repeat=True))
@@ -215,7 +215,7 @@ def test_a_commit_far_behind_the_tail_lists_the_log_after_one_lost_race(local_ba
 
     lake = numbered_table(local_backend)
     counting = CountingStore(local_backend.store())
-    t = local_backend.lake(store=counting).begin("R")
+    t = local_backend.lake(store=counting, group_commit=False).begin("R")
     t.update("t", set={"value": "value + 1"}, where="id = 1")
     other = local_backend.lake()
     for i in range(12):
@@ -267,7 +267,8 @@ def test_after_a_lost_race_a_commit_reads_forward_to_the_first_free_version_and_
                         x.insert("t", {"id": [100 + i], "value": [0]})
 
     counting = CountingStore(local_backend.store())
-    t = local_backend.lake(store=Race(counting, lambda k, key: False, lambda: None)).begin("R")
+    t = local_backend.lake(store=Race(counting, lambda k, key: False, lambda: None),
+                           group_commit=False).begin("R")
     t.update("t", set={"value": "value + 1"}, where="id = 1")
     lists = counting.counts["list"]
     t.commit()

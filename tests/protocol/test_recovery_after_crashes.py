@@ -169,3 +169,77 @@ def test_resume_without_recover_at_every_crash_point(local_backend, mode):
             f"{label}: resume left the crashed client's marker open")
         seen["resumed"] += 1
     assert seen["resumed"] > 0 and seen["refused"] > 0 and seen["nothing"] > 0, seen
+
+
+@pytest.mark.parametrize("who", ["leader", "rider"])
+def test_crash_at_every_store_call_of_a_group_commit(backend, who, monkeypatch):
+    """A leader carrying a rider in one version (group commit), one of the two dying at each of
+    its store calls while the other goes on: the survivor's answer holds, and after
+    ``recover()`` each transaction's update is in the table exactly once or not at all (never
+    twice: a request names one version, and a rider commits by itself only above it or by
+    fencing it). The dead one is then settled by ``resume``: refused if its update landed
+    (carried, or its own put), else finished from its sublogs."""
+    from lakevilla.core import riding
+    from lakevilla.store import FaultInjectingStore
+    from tests.helpers import CrashSweep, RideGates, run_group
+
+    monkeypatch.setattr(riding, "RIDE_TIMEOUT", 0.3)
+    base = backend.store()
+    work = {"leader": lambda t: t.update(t_name[0], set={"value": "value + 5"}, where="id = 1"),
+            "rider": lambda t: t.update(t_name[0], set={"value": "value + 5"}, where="id = 2")}
+    t_name = ["t"]
+    sweep = CrashSweep(every=crash_stride(backend, tables="one"))
+    seen: Counter = Counter()
+    for i, (label, plan) in enumerate(sweep):
+        t_name[0] = name = f"t{i}"
+        numbered_table(backend, name=name, n=3)
+        gates = RideGates()
+        dying = FaultInjectingStore(base, plan)
+        lakes = {role: backend.lake(store=gates.store(dying if role == who else base, role),
+                                    marker_ttl=5.0) for role in ("leader", "rider")}
+        out = run_group(lakes, gates, name, work)
+        sweep.record(dying.crashed)
+        other = "rider" if who == "leader" else "leader"
+        row = {"leader": 1, "rider": 2}
+        recoverer = backend.lake(marker_ttl=5.0, clock=_later_clock)
+        recoverer.recover(tables=[name])
+        got = {r["id"]: r["value"] for r in rows(recoverer.read(name))}
+        assert rows(recoverer.read(name)) == backend.delta_rows(name), label
+        for role in ("leader", "rider"):
+            assert got[row[role]] in (10 * row[role], 10 * row[role] + 5), f"{label}: {got}"
+        if isinstance(out[other], lv.CommitResult):
+            assert got[row[other]] == 10 * row[other] + 5, f"{label}: acknowledged, not there"
+        elif isinstance(out[other], lv.TransactionAborted):
+            assert got[row[other]] == 10 * row[other], f"{label}: aborted, but there"
+        else:
+            assert isinstance(out[other], lv.CommitPendingError), f"{label}: {out[other]!r}"
+        if not dying.crashed:
+            assert isinstance(out[who], lv.CommitResult), f"{label}: {out[who]!r}"
+            seen["no crash"] += 1
+            continue
+        landed = got[row[who]] == 10 * row[who] + 5
+        txn_id = out[who + ".txn"].id if who + ".txn" in out else None
+        if txn_id is None:
+            seen["died before it began"] += 1
+            continue
+        try:
+            resumed = backend.lake(marker_ttl=5.0, clock=_later_clock).resume(txn_id)
+        except lv.TransactionStateError as e:
+            assert landed and "already committed" in str(e), f"{label}: {e}"
+            seen["carried or committed"] += 1
+            continue
+        except lv.LakeVillaError as e:
+            assert "no sublogs" in str(e), label
+            seen["nothing to resume"] += 1
+            continue
+        assert not landed, f"{label}: resumed a transaction whose update landed"
+        if not resumed.operations:
+            work[who](resumed)
+        resumed.commit()
+        resumed.lake.flush()
+        assert {r["id"]: r["value"] for r in rows(recoverer.read(name))}[row[who]] == (
+            10 * row[who] + 5), label
+        seen["resumed"] += 1
+    print(f"\ngroup commit crash sweep [{who}]: {sweep.runs} runs, {dict(seen)}")
+    if backend.kind == "local":  # every point: both ends of the crash occur
+        assert seen["carried or committed"] > 0 and seen["resumed"] > 0, seen

@@ -15,6 +15,7 @@ from lakevilla.engines.api import data_file_key
 from lakevilla.recovery import sublog as sublogs
 from lakevilla.recovery.journal import Journal
 from lakevilla.statements import read_results
+from lakevilla.store.wrappers import StoreWrapper
 from tests.conftest import ON_AZURE, rows
 from tests.helpers import (
     HookStore,
@@ -408,3 +409,127 @@ def test_a_read_of_the_first_rows_is_redone_when_a_conflict_leaves_them_first(
     assert t.stats["redos"] == 2
     assert lake.read("no", where="d = 1", order_by="o").column("o").to_pylist() == [4, 100]
     assert rows(lake.read("no"), "o") == local_backend.delta_rows("no", sort_by="o")
+
+
+_KINDS = {  # table properties, and the kind of file an update writes beside its data files
+    "plain": {},
+    "deletion-vectors": {"delta.enableDeletionVectors": "true"},  # a DV file (too big inline)
+    "change-data-feed": {"delta.enableChangeDataFeed": "true"},  # _change_data/ files
+}
+
+
+def _files_no_version_names(backend, table: str) -> set[str]:
+    """Keys under ``table`` (outside its log) that no commit names: an add's or remove's data
+    file or DV file, a cdc action's change file."""
+    import json
+
+    from lakevilla.delta.deletion_vectors import DeletionVector
+
+    store = backend.store()
+    named: set[str] = set()
+    keys = {m.key for m in store.list(f"{table}/")}
+    for key in sorted(k for k in keys if "/_delta_log/" in k and k.endswith(".json")):
+        for line in store.get(key).data.decode().splitlines():
+            action = json.loads(line)
+            for kind in ("add", "remove", "cdc"):
+                a = action.get(kind)
+                if not a:
+                    continue
+                named.add(data_file_key(table, a["path"], backend.uri))
+                dv = a.get("deletionVector")
+                if dv and dv["storageType"] == "u":
+                    named.add(f"{table}/{DeletionVector.from_json(dv).relative_file()}")
+    return {k for k in keys if "/_delta_log/" not in k} - named
+
+
+@pytest.mark.parametrize("features", ["R", "R,CT"])
+@pytest.mark.parametrize("kind", list(_KINDS))
+def test_a_transaction_that_redoes_and_then_aborts_leaves_no_file_of_either_run(
+        local_backend, kind, features):
+    """Redo leaves nothing behind: T's update is redone on a concurrent commit's version, and
+    the redone read then returns other rows, so T aborts. The abort deletes what both runs of
+    the update wrote (data files, a DV file, change data files), as an abort without a redo
+    does: the first run's files became the redo's garbage, and an undo that forgot them would
+    leave them for the abandoned-file sweep's retention (7 days)."""
+    n = 20_000  # an update of every third row marks more rows than a DV inlines
+    lake = local_backend.lake()
+    lake.create_table("w", pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                      ("ytd", pa.int64())]), properties=_KINDS[kind])
+    with lake.transaction("") as x:
+        x.insert("w", {"id": list(range(n)), "name": ["north"] * n, "ytd": [0] * n})
+    assert _files_no_version_names(local_backend, "w") == set()
+    written: list[str] = []  # T's files outside the log, in the order it wrote them
+
+    def note(kind: str, key: str) -> bool:
+        if kind == "put" and key.startswith("w/") and "/_delta_log/" not in key:
+            written.append(key)
+        return False
+
+    t = local_backend.lake(store=HookStore(local_backend.store(), note, lambda: None,
+                                           repeat=True)).begin(features)
+    t.update("w", set={"ytd": "ytd + 5"}, where="id % 3 = 0")
+    first_run = set(written)
+    assert any(k.endswith(".parquet") and "/_change_data/" not in k for k in first_run)
+    assert any(k.endswith(".bin") for k in first_run) == (kind == "deletion-vectors")
+    assert any("/_change_data/" in k for k in first_run) == (kind == "change-data-feed")
+    assert rows(t.read("w", where="id = 1", columns=["id", "name"])) == [
+        {"id": 1, "name": "north"}]
+    with lake.transaction("") as other:
+        other.update("w", set={"name": "'east'"}, where="id = 1")
+    with pytest.raises(lv.TransactionAborted, match="invalidates a read") as err:
+        t.commit()
+    assert err.value.reason == "consumed-read"
+    assert set(written) - first_run  # the update ran again on the newer version, then T aborted
+    lv.Lake.flush_all()
+    assert _files_no_version_names(local_backend, "w") == set()
+    assert not any(local_backend.store().exists(k) for k in written)
+    assert lake.read("w", where="id = 1").column("name").to_pylist() == ["east"]
+    assert sum(lake.read("w").column("ytd").to_pylist()) == 0
+    assert open_markers(lake, "w") == []
+
+
+def test_an_abort_on_one_table_waits_for_a_redo_still_running_on_another(local_backend):
+    """A multi-table commit validates its tables in parallel. When one of them aborts (its kept
+    read changed) while another is still redoing, the abort's undo must wait for that redo:
+    undone before the redo's new data file exists, the abort would leave that file behind. The
+    redo's put is held here until the undo starts (or 3 s pass: with the wait, it never does)."""
+    lake = numbered_table(local_backend, name="b")
+    lake.create_table("a", pa.schema([("id", pa.int64()), ("name", pa.string()),
+                                      ("ytd", pa.int64())]))
+    with lake.transaction("") as x:
+        x.insert("a", {"id": [1], "name": ["north"], "ytd": [0]})
+    undo_started, redone = threading.Event(), threading.Event()
+    first_run: set[str] = set()
+    written: list[str] = []
+
+    class Watch(StoreWrapper):
+        def put(self, key, data):
+            if not key.startswith("b/") or "/_delta_log/" in key:
+                return self.inner.put(key, data)
+            written.append(key)
+            if not first_run:
+                return self.inner.put(key, data)
+            undo_started.wait(3)  # the redo's file
+            try:
+                return self.inner.put(key, data)
+            finally:
+                redone.set()
+
+        def delete_many(self, keys):
+            undo_started.set()
+            return self.inner.delete_many(keys)
+
+    t = local_backend.lake(store=Watch(local_backend.store())).begin("R,CT")
+    assert rows(t.read("a", columns=["id", "name"])) == [{"id": 1, "name": "north"}]
+    t.update("a", set={"ytd": "ytd + 1"}, where="id = 1")
+    t.update("b", set={"value": "value + 1"}, where="id = 2")
+    first_run.update(written)
+    with lake.transaction("") as other:
+        other.update("a", set={"name": "'east'"}, where="id = 1")
+        other.update("b", set={"value": "value * 10"}, where="id = 2")
+    with pytest.raises(lv.TransactionAborted, match="invalidates a read"):
+        t.commit()
+    assert redone.wait(10)  # b's update was redone (before the commit returned, with the wait)
+    lv.Lake.flush_all()
+    assert _files_no_version_names(local_backend, "a") == set()
+    assert _files_no_version_names(local_backend, "b") == set()
