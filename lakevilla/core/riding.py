@@ -88,6 +88,7 @@ class Riding:
         target = version
         for hop in range(RIDE_HOPS):
             req = self.request(tw, target)
+            ctx.check_age()  # the request is a deciding write: a leader may carry it
             # from the request on, a leader may carry us: nothing is undone until v is decided
             ctx.in_doubt = f"its ride in {tw.name}@{target}"
             started = time.monotonic()

@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.spark,
               pytest.mark.filterwarnings(
                   "ignore:PySpark does not yet fully support pandas:FutureWarning")]
 
-ROWS = 1_000_000
+# enough that a collect of the rows trips the cap threefold (sequential ids compress: 200,000
+# rows of two longs are 1.3 MiB as Arrow, 300,000 are 2.3 MiB collected); the million-row run
+# is the benchmark's (benchmarks/README.md, spark_statements --parts cap)
+ROWS = 300_000
 S = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 
 
@@ -45,12 +48,14 @@ def _plain_rows(n: int) -> int:
 
 
 @CLASSIC_ONLY
-def test_every_statement_on_a_million_rows_brings_no_row_to_the_driver(spark, tmp_path):
+def test_every_statement_brings_no_row_to_the_driver(spark, tmp_path):
     """The fourteen statements of the driver-cap check (``benchmarks.spark_statements``): insert,
     delete, update, merge (a DataFrame source of half a million rows), overwrite(where) and
     optimize on a plain table; the same and ``lake.changes`` on a table with deletion vectors
     and a change data feed; insert and merge into a table with an identity column. Each passes
-    under the cap, and delta-rs reads every table as lakevilla does."""
+    under the cap, and delta-rs reads every table as lakevilla does. (The cap cannot see a
+    list of row indexes: collected results are compressed, and 143,000 of them pass it even
+    at a million rows; deletion vectors are built on the executors by ``spark_tasks``.)"""
     from benchmarks.spark_statements import run_cap
 
     assert spark.conf.get("spark.driver.maxResultSize") == MAX_RESULT_SIZE
