@@ -36,8 +36,7 @@ from .isolation.join_from import checkpoint_tags
 from .markers import checkpoints
 from .markers.marker import RUNNING, marker_of
 from .names import TXN_DIR
-from .recovery import idle
-from .recovery import rides
+from .recovery import idle, rides
 from .recovery.stalled import resolve_marker, roll_forward_record
 from .recovery.sublog import SublogEntry
 from .settings import LakeSettings

@@ -341,6 +341,24 @@ MUTATIONS: list[Mutation] = [
       '        blocked = False',
       [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
       "a waiting marker holder re-reads its predecessors' markers every round"),
+    M('full-read-reads-every-marker', "markers", 'lakevilla/core/markerset.py',
+      '                blocked = not whole and p.footprint is None',
+      '                blocked = False',
+      [WO + "test_a_full_read_reads_markers_only_up_to_the_lowest_one_it_must_wait_for"],
+      "a wait's full read re-reads every running predecessor's marker, not only up to the "
+      "lowest one it must wait for"),
+    M('whole-read-never', "markers", 'lakevilla/core/markerset.py',
+      '        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)',
+      '        whole = False',
+      [WO + "test_a_waiter_never_takes_a_live_predecessors_marker_for_expired"],
+      "a waiter never re-reads the markers above the lowest predecessor: their cached states "
+      "age past their expiry while their owners beat"),
+    M('whole-read-not-bounded-by-ttl', "markers", 'lakevilla/core/markerset.py',
+      '        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)',
+      '        whole = full and now - tw.all_markers_read_at >= ALL_READ_EVERY',
+      [WO + "test_a_waiter_never_takes_a_live_predecessors_marker_for_expired"],
+      "whole reads are ALL_READ_EVERY apart however short the marker ttl, so a cached state "
+      "can look expired"),
     M("optimistic-commit-past-unwaited-marker", "markers", "lakevilla/core/per_table.py",
       "            if tw.marker is not None or tw.log.known_latest() <= tw.waited_upto:\n"
       "                return",

@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from ..statements.view import TableWork
 
 MARKER_SCAN_WINDOW = 200
-FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running predecessor's marker
+FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of markers up to the lowest running one
+ALL_READ_EVERY = 2.0  # seconds between waits' re-reads of every running predecessor's marker
 
 Running = list[tuple[int, MarkerPayload]]
 
@@ -144,10 +145,11 @@ class MarkerSet:
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
-        # runs we wait whatever the others do: a round re-reads markers upwards up to that one and
-        # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
-        # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
-        # "running" only makes us wait longer; a commit of theirs is seen by the probe.
+        # runs we wait whatever the others do: a full read (every FULL_READ_EVERY seconds)
+        # re-reads markers upwards up to that one and keeps the cached state of those above; a
+        # whole read (every ALL_READ_EVERY) reads them all (at most an eighth of a marker's ttl
+        # apart, so a cached one never looks expired). A stale "running" only makes us wait
+        # longer; a commit of theirs is seen by the probe.
         # A marker holder probes first: most of those it saw running have committed since (above
         # their markers, below or above ours), and a landed commit is its owner's decision here,
         # so their markers need no GET; between full reads it re-reads none (an abort, a shift or
@@ -158,10 +160,13 @@ class MarkerSet:
         if candidates and holder:
             landed.update(self._landed_above(tw, m))
             ended, candidates = _without_landed(candidates, landed)
-        now = time.monotonic()
-        full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
+        now, eighth = time.monotonic(), ctx.settings.marker_ttl / 8
+        full = now - tw.markers_read_at >= min(FULL_READ_EVERY, eighth)
+        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)
         if full:
             tw.markers_read_at = now
+        if whole:
+            tw.all_markers_read_at = now
         blocked = not full and holder
         for v, cached in candidates:
             if blocked:
@@ -171,7 +176,7 @@ class MarkerSet:
             p = marker_of(c)
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
-                blocked = not full and p.footprint is None
+                blocked = not whole and p.footprint is None
         if out and not holder:
             landed.update(self._landed_above(tw, m))
             ended, out = _without_landed(out, landed)
