@@ -337,8 +337,8 @@ MUTATIONS: list[Mutation] = [
       [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
       "a claim re-reads every marker it has cached as running"),
     M('holder-reads-markers-every-round', "markers", 'lakevilla/core/markerset.py',
-      '        blocked = not full and holder',
-      '        blocked = False',
+      '        blocked, clock = not full and holder, ctx.now()',
+      '        blocked, clock = False, ctx.now()',
       [WO + "test_a_waiting_marker_holder_reads_its_predecessors_marker_only_at_full_reads"],
       "a waiting marker holder re-reads its predecessors' markers every round"),
     M('full-read-reads-every-marker', "markers", 'lakevilla/core/markerset.py',
@@ -348,17 +348,17 @@ MUTATIONS: list[Mutation] = [
       "a wait's full read re-reads every running predecessor's marker, not only up to the "
       "lowest one it must wait for"),
     M('whole-read-never', "markers", 'lakevilla/core/markerset.py',
-      '        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)',
+      '        whole = full and tw.full_reads % WHOLE_READ_EVERY == 0',
       '        whole = False',
+      [WO + "test_a_full_read_reads_markers_only_up_to_the_lowest_one_it_must_wait_for"],
+      "a waiter never re-reads the markers above the lowest predecessor: a cycle, an abort or "
+      "a shift there shows only once the ones below have gone"),
+    M('cached-expired-kept', "markers", 'lakevilla/core/markerset.py',
+      '            if blocked and not cached.expired(clock):',
+      '            if blocked:',
       [WO + "test_a_waiter_never_takes_a_live_predecessors_marker_for_expired"],
-      "a waiter never re-reads the markers above the lowest predecessor: their cached states "
-      "age past their expiry while their owners beat"),
-    M('whole-read-not-bounded-by-ttl', "markers", 'lakevilla/core/markerset.py',
-      '        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)',
-      '        whole = full and now - tw.all_markers_read_at >= ALL_READ_EVERY',
-      [WO + "test_a_waiter_never_takes_a_live_predecessors_marker_for_expired"],
-      "whole reads are ALL_READ_EVERY apart however short the marker ttl, so a cached state "
-      "can look expired"),
+      "a waiter keeps a cached marker state that looks expired and recovers it (a live "
+      "marker it has not re-read, each round)"),
     M("optimistic-commit-past-unwaited-marker", "markers", "lakevilla/core/per_table.py",
       "            if tw.marker is not None or tw.log.known_latest() <= tw.waited_upto:\n"
       "                return",

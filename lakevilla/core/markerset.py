@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 MARKER_SCAN_WINDOW = 200
 FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of markers up to the lowest running one
-ALL_READ_EVERY = 2.0  # seconds between waits' re-reads of every running predecessor's marker
+WHOLE_READ_EVERY = 8  # a wait's full reads per re-read of every running predecessor's marker
 
 Running = list[tuple[int, MarkerPayload]]
 
@@ -147,8 +147,9 @@ class MarkerSet:
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
         # runs we wait whatever the others do: a full read (every FULL_READ_EVERY seconds)
         # re-reads markers upwards up to that one and keeps the cached state of those above; a
-        # whole read (every ALL_READ_EVERY) reads them all (at most an eighth of a marker's ttl
-        # apart, so a cached one never looks expired). A stale "running" only makes us wait
+        # whole read (every WHOLE_READ_EVERY-th full read, a wait's first) reads them all. A
+        # cached state that looks expired is read again (its owner may have beaten since), so a
+        # live marker is never recovered for a stale copy. A stale "running" only makes us wait
         # longer; a commit of theirs is seen by the probe.
         # A marker holder probes first: most of those it saw running have committed since (above
         # their markers, below or above ours), and a landed commit is its owner's decision here,
@@ -160,16 +161,15 @@ class MarkerSet:
         if candidates and holder:
             landed.update(self._landed_above(tw, m))
             ended, candidates = _without_landed(candidates, landed)
-        now, eighth = time.monotonic(), ctx.settings.marker_ttl / 8
-        full = now - tw.markers_read_at >= min(FULL_READ_EVERY, eighth)
-        whole = full and now - tw.all_markers_read_at >= min(ALL_READ_EVERY, eighth)
+        now = time.monotonic()
+        full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
+        whole = full and tw.full_reads % WHOLE_READ_EVERY == 0
         if full:
             tw.markers_read_at = now
-        if whole:
-            tw.all_markers_read_at = now
-        blocked = not full and holder
+            tw.full_reads += 1
+        blocked, clock = not full and holder, ctx.now()
         for v, cached in candidates:
-            if blocked:
+            if blocked and not cached.expired(clock):
                 out.append((v, cached))
                 continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
