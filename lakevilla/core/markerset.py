@@ -147,10 +147,10 @@ class MarkerSet:
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
         # runs we wait whatever the others do: a full read (every FULL_READ_EVERY seconds)
         # re-reads markers upwards up to that one and keeps the cached state of those above; a
-        # whole read (every WHOLE_READ_EVERY-th full read, a wait's first) reads them all. A
-        # cached state that looks expired is read again (its owner may have beaten since), so a
-        # live marker is never recovered for a stale copy. A stale "running" only makes us wait
-        # longer; a commit of theirs is seen by the probe.
+        # whole read (the first full read on the table, every WHOLE_READ_EVERY-th after) reads
+        # them all. A cached state that looks expired is read again (its owner may have beaten
+        # since), so a live marker is never recovered for a stale copy. A stale "running" only
+        # makes us wait longer; a commit of theirs is seen by the probe.
         # A marker holder probes first: most of those it saw running have committed since (above
         # their markers, below or above ours), and a landed commit is its owner's decision here,
         # so their markers need no GET; between full reads it re-reads none (an abort, a shift or
