@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from ..statements.view import TableWork
 
 MARKER_SCAN_WINDOW = 200
-FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of every running predecessor's marker
+FULL_READ_EVERY = 0.25  # seconds between waits' re-reads of markers up to the lowest running one
+WHOLE_READ_EVERY = 8  # a wait's full reads per re-read of every running predecessor's marker
 
 Running = list[tuple[int, MarkerPayload]]
 
@@ -144,10 +145,12 @@ class MarkerSet:
             elif (a := commit_txn(c)) is not None:
                 landed.add(a)
         # Predecessors resolve mostly in order, and while the lowest one that cannot be overtaken
-        # runs we wait whatever the others do: a round re-reads markers upwards up to that one and
-        # keeps the cached state of those above, all of them again every FULL_READ_EVERY seconds
-        # (at most an eighth of a marker's ttl, so a cached one never looks expired). A stale
-        # "running" only makes us wait longer; a commit of theirs is seen by the probe.
+        # runs we wait whatever the others do: a full read (every FULL_READ_EVERY seconds)
+        # re-reads markers upwards up to that one and keeps the cached state of those above; a
+        # whole read (the first full read on the table, every WHOLE_READ_EVERY-th after) reads
+        # them all. A cached state that looks expired is read again (its owner may have beaten
+        # since), so a live marker is never recovered for a stale copy. A stale "running" only
+        # makes us wait longer; a commit of theirs is seen by the probe.
         # A marker holder probes first: most of those it saw running have committed since (above
         # their markers, below or above ours), and a landed commit is its owner's decision here,
         # so their markers need no GET; between full reads it re-reads none (an abort, a shift or
@@ -160,18 +163,20 @@ class MarkerSet:
             ended, candidates = _without_landed(candidates, landed)
         now = time.monotonic()
         full = now - tw.markers_read_at >= min(FULL_READ_EVERY, ctx.settings.marker_ttl / 8)
+        whole = full and tw.full_reads % WHOLE_READ_EVERY == 0
         if full:
             tw.markers_read_at = now
-        blocked = not full and holder
+            tw.full_reads += 1
+        blocked, clock = not full and holder, ctx.now()
         for v, cached in candidates:
-            if blocked:
+            if blocked and not cached.expired(clock):
                 out.append((v, cached))
                 continue
             c, _ = tw.log.read_commit_raw(v)  # its state may have changed since we cached it
             p = marker_of(c)
             if p is not None and p.state == RUNNING:
                 out.append((v, p))
-                blocked = not full and p.footprint is None
+                blocked = not whole and p.footprint is None
         if out and not holder:
             landed.update(self._landed_above(tw, m))
             ended, out = _without_landed(out, landed)

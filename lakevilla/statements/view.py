@@ -104,7 +104,10 @@ class TableWork:
         self.validated_upto = snapshot.version
         # commits up to here cannot doom us (checked while waiting)
         self.doom_checked = snapshot.version
-        self.markers_read_at = float("-inf")  # when a wait last re-read every running predecessor
+        # when a wait last re-read its running predecessors' markers up to the lowest it must
+        # wait for (a full read), and how many full reads it made (every WHOLE_READ_EVERY-th,
+        # the first included, re-reads every one)
+        self.markers_read_at, self.full_reads = float("-inf"), 0
         # without a marker of our own: the newest version whose markers the last wait round
         # looked at; a commit goes above it only once every marker up to it was waited for
         self.waited_upto = -1

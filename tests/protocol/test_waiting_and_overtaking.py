@@ -1,11 +1,13 @@
 """Waiting for running markers at commit: a follower does not wait for the close of a commit that
 landed, overtakes a waiting predecessor it cannot conflict with and waits for one it would
 invalidate; a waiter pauses longer behind a longer queue; a waiter whose consumed read was
-invalidated aborts at once, one with a redoable conflict waits and redoes once."""
+invalidated aborts at once, one with a redoable conflict waits and redoes once; what a wait round
+reads (markers only at full reads, up to the lowest predecessor; every one at whole reads)."""
 
 from __future__ import annotations
 
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -420,3 +422,90 @@ def test_a_waiters_scans_start_past_what_earlier_scans_cleared(local_backend, mo
     assert len(reads) == before  # the check read no marker whose owner's commit was seen
     assert {r["id"]: r["value"] for r in rows(counted.read("t"))}[1] == 111
     assert rows(counted.read("t")) == local_backend.delta_rows("t")
+
+
+def _queue_of_two(backend, clock=None):
+    """Owners' R transactions t1 and t2 hold running markers m1 < m2 on t (other rows); a
+    follower (whose GETs of either marker are counted in ``reads``) holds one above them and
+    commits in a thread, waiting for both. -> (t1, t2, follower txn, its thread, reads, keys)."""
+    numbered_table(backend)
+    kw = {"clock": clock} if clock is not None else {}
+    owners = []
+    for i in (1, 2):
+        t = backend.lake(marker_ttl=8.0 if clock else 600.0, **kw).begin("R")
+        t.update("t", set={"value": "value + 1"}, where=f"id = {i}")
+        claim_now(t, "t")
+        owners.append(t)
+    keys = [f"t/_delta_log/{t.tables['t'].marker.version:020d}.json" for t in owners]
+    reads: dict[str, int] = dict.fromkeys(keys, 0)
+
+    def count(kind: str, key: str) -> bool:
+        if kind == "get" and key in reads:
+            reads[key] += 1
+        return False
+
+    follower = backend.lake(store=HookStore(backend.store(), count, lambda: None, repeat=True),
+                            marker_ttl=8.0 if clock else 600.0, wait_timeout=60.0, **kw)
+    t3 = follower.begin("R")
+    t3.update("t", set={"value": "value + 100"}, where="id = 3")
+    claim_now(t3, "t")
+    done = threading.Thread(target=t3.commit)
+    done.start()
+    return owners[0], owners[1], t3, done, reads, keys
+
+
+def _finish_queue(t1, t2, t3, done, backend) -> None:
+    for t in (t1, t2):
+        if t.state == "active":
+            t.commit()
+    done.join(30)
+    assert not done.is_alive() and t3.state == "committed"
+    got = {r["id"]: r["value"] for r in rows(backend.lake().read("t"))}
+    assert (got[1], got[2], got[3]) == (11, 21, 130)
+
+
+def test_a_full_read_reads_markers_only_up_to_the_lowest_one_it_must_wait_for(
+        local_backend, monkeypatch):
+    """While the lowest predecessor runs, the wait lasts whatever the ones above do: a full read
+    re-reads markers upwards up to the lowest one it may not overtake and keeps the state of
+    those above as cached; every marker only at a whole read (here every fourth full read).
+    Once the lowest has committed, the one above is the lowest and is read."""
+    from lakevilla.core import markerset
+
+    monkeypatch.setattr(markerset, "FULL_READ_EVERY", 0.0)  # every round a full read
+    monkeypatch.setattr(markerset, "WHOLE_READ_EVERY", 4)
+    t1, t2, t3, done, reads, (k1, k2) = _queue_of_two(local_backend)
+    wait_until(lambda: t3.stats["wait_rounds"] >= 2, "two wait rounds")
+    r1, r2, n = reads[k1], reads[k2], t3.stats["wait_rounds"]
+    wait_until(lambda: t3.stats["wait_rounds"] >= n + 16, "sixteen more wait rounds")
+    n = t3.stats["wait_rounds"] - n
+    assert reads[k1] - r1 >= n - 2  # the lowest: every round
+    assert 2 <= reads[k2] - r2 <= n // 4 + 2, (reads[k2] - r2, n)  # above it: whole reads only
+    t1.commit()
+    r2 = reads[k2]
+    wait_until(lambda: reads[k2] > r2, "the marker above read once it is the lowest")
+    _finish_queue(t1, t2, t3, done, local_backend)
+
+
+def test_a_waiter_never_takes_a_live_predecessors_marker_for_expired(local_backend, monkeypatch):
+    """A marker above the lowest predecessor is kept as cached between whole reads; a cached
+    state that looks expired is read again first (its owner may have beaten since), so a waiter
+    never tries to recover a live marker for a stale copy (a GET each round, for nothing). The
+    lake's clock is moved past the claims' expiry once both owners have beaten; no whole read
+    comes after the wait's first."""
+    from lakevilla.core import markerset
+
+    monkeypatch.setattr(markerset, "FULL_READ_EVERY", 0.0)
+    monkeypatch.setattr(markerset, "WHOLE_READ_EVERY", 10**6)
+    now = [time.time()]
+    t1, t2, t3, done, reads, (k1, k2) = _queue_of_two(local_backend, clock=lambda: now[0])
+    wait_until(lambda: t3.stats["wait_rounds"] >= 2, "two wait rounds")
+    now[0] += 6.0  # ttl 8: still alive as claimed
+    for t in (t1, t2):
+        t._parts.markers.heartbeat(force=True)
+    r2 = reads[k2]
+    now[0] += 4.0  # past the claims' expiry, not the beats'
+    rounds = t3.stats["wait_rounds"]
+    wait_until(lambda: t3.stats["wait_rounds"] >= rounds + 5, "five more rounds")
+    assert t3.stats["recovered_running"] == 0 and reads[k2] > r2
+    _finish_queue(t1, t2, t3, done, local_backend)
