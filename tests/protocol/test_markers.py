@@ -50,7 +50,8 @@ def test_heartbeat_keeps_a_slow_transaction_alive(local_backend):
         time.sleep(0.02)  # awaiting the background heartbeat, not standing in for it
     assert h.payload.expires > first_expiry
     c, _ = lake._client.log("t").read_commit_raw(h.version)
-    assert marker_of(c).expires == h.payload.expires  # refreshed on storage
+    # refreshed on storage (a later beat may already have moved the handle on: the ttl is short)
+    assert first_expiry < marker_of(c).expires <= h.payload.expires
     assert not marker_of(c).expired(time.time())
     t1.commit()
 
