@@ -744,6 +744,12 @@ MUTATIONS: list[Mutation] = [
       [GC + "test_a_rider_that_missed_a_version_rides_the_next_checked_against_it"],
       "a rider that rides on past a version it missed is not checked against that version's "
       "commit (a lost update when its files go in as they are)"),
+    M("group-request-before-the-idle-check", "group", "lakevilla/core/riding.py",
+      "            ctx.check_age()  # the request is a deciding write: a leader may carry it\n",
+      "",
+      [IT + "test_a_rider_alive_after_all_learns_it_was_rolled_back_before_its_request"],
+      "an owner an operator rolled back while it was idle writes a ride request, which any "
+      "leader may carry: committed after recovery reported it rolled back"),
     M("group-fence-with-a-stale-commit", "group", "lakevilla/core/riding.py",
       "        body = commit if ours else self._fence_commit(tw)",
       "        body = commit",

@@ -132,3 +132,26 @@ def test_an_idle_transaction_found_decided_is_rolled_forward_not_back(local_back
     assert local_backend.delta_rows("a") == [{"id": 1, "value": -5}, {"id": 2, "value": 0}]
     assert local_backend.delta_rows("b") == [{"id": 1, "value": 5}, {"id": 2, "value": 0}]
     assert records.read(recovering.store, txn.attempt).state == records.COMMITTED
+
+
+def test_a_rider_alive_after_all_learns_it_was_rolled_back_before_its_request(local_backend):
+    """In a crowd an R commit is decided by a ride request (whatever leader lists it may carry
+    it), so the owner looks for an operator's rollback before writing one: it aborts and no
+    request is left for a leader to carry."""
+    accounts(local_backend)
+    now = [time.time()]
+    owner = local_backend.lake(clock=lambda: now[0])
+    txn = owner.begin("R")
+    txn.update("a", set={"value": "value - 5"}, where="id = 1")
+    entries_landed(txn)
+    report = local_backend.lake(clock=clock_at(LATER)).recover(older_than=60)
+    assert [r["txn"] for r in report.idle_rolled_back] == [txn.id]
+    now[0] += LATER
+    for _ in range(2):  # two lost races lately: this client rides on "a"
+        owner._client.contention.met("a")
+    with pytest.raises(lv.TransactionAborted, match="rolled back while it was idle") as err:
+        txn.commit()
+    assert err.value.reason == "rolled-back"
+    assert list(local_backend.store().list("_lakevilla/rides/")) == []
+    owner.flush()
+    assert local_backend.delta_rows("a") == [{"id": 1, "value": 0}, {"id": 2, "value": 0}]
