@@ -240,6 +240,58 @@ def test_a_lone_writer_never_rides(local_backend):
     assert list(local_backend.store().list("_lakevilla/rides/")) == []
 
 
+def _lead_gated(store, role: str, asked: dict, led: dict):
+    """``store`` whose lead puts for the versions in ``asked`` go in turn: the rider's only once
+    the leader's lead is in (``led``), the leader's only once the rider asked (``asked``)."""
+    from lakevilla.store import StoreWrapper
+
+    class Gated(StoreWrapper):
+        def put_if_absent(self, key, data):
+            if not key.endswith("/lead.json"):
+                return self.inner.put_if_absent(key, data)
+            at = int(key.rsplit("/", 2)[-2])
+            if at not in asked:  # after the versions under test: no choreography
+                return self.inner.put_if_absent(key, data)
+            if role == "rider":
+                asked[at].set()
+                led[at].wait(10)
+                return self.inner.put_if_absent(key, data)
+            asked[at].wait(10)
+            try:
+                return self.inner.put_if_absent(key, data)
+            finally:
+                led[at].set()
+    return Gated(store)
+
+
+def _ride_past_a_missed_version(backend, v: int, asked: dict, led: dict, second_id: int):
+    """A leader takes v without the rider (ids 1 and 2, each in a crowd); once v is in, a
+    second client updates ``second_id`` and leads v + 1, which the rider asks for next. Returns
+    every client's results (``<role>`` and ``<role>.txn``) and the three lakes."""
+    from tests.helpers import crowd_on
+
+    out: dict = {}
+
+    def run(role, lk, id_):
+        crowd_on(lk, "t")
+        txn = lk.begin("R")
+        out[role + ".txn"] = txn
+        txn.update("t", set={"value": "value + 5"}, where=f"id = {id_}")
+        out[role] = txn.commit()
+
+    lakes = [backend.lake(store=_lead_gated(backend.store(), r, asked, led))
+             for r in ("leader", "rider", "second")]
+    threads = [threading.Thread(target=run, args=("leader", lakes[0], 1)),
+               threading.Thread(target=run, args=("rider", lakes[1], 2))]
+    for t in threads:
+        t.start()
+    threads[0].join(30)
+    assert out["leader"].versions == {"t": v}
+    run("second", lakes[2], second_id)
+    threads[1].join(30)
+    return out, lakes
+
+
 def test_a_rider_that_missed_a_version_rides_the_next_checked_against_it(local_backend,
                                                                         monkeypatch):
     """A rider the version went to others without asks for the next one at once, with the same
@@ -255,48 +307,7 @@ def test_a_rider_that_missed_a_version_rides_the_next_checked_against_it(local_b
     monkeypatch.setattr(rides, "requests", lambda store, table, version: (
         [] if version == v else real(store, table, version)))
 
-    from lakevilla.store import StoreWrapper
-
-    def gated(role):
-        class Gated(StoreWrapper):
-            def put_if_absent(self, key, data):
-                if not key.endswith("/lead.json"):
-                    return self.inner.put_if_absent(key, data)
-                at = int(key.rsplit("/", 2)[-2])
-                if at not in asked:  # after the versions under test: no choreography
-                    return self.inner.put_if_absent(key, data)
-                if role == "rider":
-                    asked[at].set()
-                    led[at].wait(10)
-                    return self.inner.put_if_absent(key, data)
-                asked[at].wait(10)
-                try:
-                    return self.inner.put_if_absent(key, data)
-                finally:
-                    led[at].set()
-        return Gated(local_backend.store())
-
-    from tests.helpers import crowd_on
-
-    out: dict = {}
-
-    def run(role, lk, id_):
-        crowd_on(lk, "t")
-        txn = lk.begin("R")
-        out[role + ".txn"] = txn
-        txn.update("t", set={"value": "value + 5"}, where=f"id = {id_}")
-        out[role] = txn.commit()
-
-    leader, rider, second = (local_backend.lake(store=gated(r)) for r in ("leader", "rider",
-                                                                          "second"))
-    threads = [threading.Thread(target=run, args=("leader", leader, 1)),
-               threading.Thread(target=run, args=("rider", rider, 2))]
-    for t in threads:
-        t.start()
-    threads[0].join(30)
-    assert out["leader"].versions == {"t": v}
-    run("second", second, 5)  # current: it leads v + 1 and carries the rider
-    threads[1].join(30)
+    out, (leader, rider, second) = _ride_past_a_missed_version(local_backend, v, asked, led, 5)
     assert out["second"].versions == out["rider"].versions == {"t": v + 1}
     assert out["rider"].stats["rides_on"] == 1 and out["rider"].stats["carried"] == 1
     assert out["second.txn"].stats["riders_rerun"] == 1  # against the version it missed
@@ -341,47 +352,8 @@ def test_a_rider_that_rode_on_fences_a_stalled_version_with_an_empty_one(local_b
             fenced.set()
 
     monkeypatch.setattr(riding.Riding, "_fence", fence)
-    from lakevilla.store import StoreWrapper
-    from tests.helpers import crowd_on
-
-    def gated(role):
-        class Gated(StoreWrapper):
-            def put_if_absent(self, key, data):
-                if not key.endswith("/lead.json"):
-                    return self.inner.put_if_absent(key, data)
-                at = int(key.rsplit("/", 2)[-2])
-                if at not in asked:  # after the versions under test: no choreography
-                    return self.inner.put_if_absent(key, data)
-                if role == "rider":
-                    asked[at].set()
-                    led[at].wait(10)
-                    return self.inner.put_if_absent(key, data)
-                asked[at].wait(10)
-                try:
-                    return self.inner.put_if_absent(key, data)
-                finally:
-                    led[at].set()
-        return Gated(local_backend.store())
-
-    out: dict = {}
-
-    def run(role, lk, id_):
-        crowd_on(lk, "t")
-        txn = lk.begin("R")
-        out[role + ".txn"] = txn
-        txn.update("t", set={"value": "value + 5"}, where=f"id = {id_}")
-        out[role] = txn.commit()
-
-    leader, rider, second = (local_backend.lake(store=gated(r)) for r in ("leader", "rider",
-                                                                          "second"))
-    threads = [threading.Thread(target=run, args=("leader", leader, 1)),
-               threading.Thread(target=run, args=("rider", rider, 2))]
-    for t in threads:
-        t.start()
-    threads[0].join(30)
-    assert out["leader"].versions == {"t": v}
-    run("second", second, 3)  # leads v + 1, stalls, loses it to the fence, commits above it
-    threads[1].join(30)
+    # the second leads v + 1, stalls, loses it to the fence, commits above it
+    out, (leader, rider, second) = _ride_past_a_missed_version(local_backend, v, asked, led, 3)
     assert out["rider"].stats["rides_fenced"] == 1
     fence_commit = lake._client.log("t").read_commit(v + 1)
     assert fence_commit.is_empty and riding.carried(fence_commit) == set()

@@ -17,7 +17,7 @@ import pytest
 import lakevilla as lv
 from lakevilla.complex_txn import record as records
 from lakevilla.store import FaultInjectingStore, FaultPlan, SimulatedCrash
-from tests.helpers import HookStore, accounts, clock_at, entries_landed
+from tests.helpers import HookStore, accounts, clock_at, crowd_on, entries_landed
 
 LATER = 120.0  # seconds: how long a client has been idle to a recovering one whose clock is ahead
 
@@ -147,8 +147,7 @@ def test_a_rider_alive_after_all_learns_it_was_rolled_back_before_its_request(lo
     report = local_backend.lake(clock=clock_at(LATER)).recover(older_than=60)
     assert [r["txn"] for r in report.idle_rolled_back] == [txn.id]
     now[0] += LATER
-    for _ in range(2):  # two lost races lately: this client rides on "a"
-        owner._client.contention.met("a")
+    crowd_on(owner, "a")  # lost races lately: this client rides on "a"
     with pytest.raises(lv.TransactionAborted, match="rolled back while it was idle") as err:
         txn.commit()
     assert err.value.reason == "rolled-back"
